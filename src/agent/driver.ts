@@ -1,0 +1,65 @@
+/**
+ * What a node driver does to a VPN host: bring a server up, set its peers, read their counters,
+ * take it down. Every method is idempotent: it compares the desired state with what the host has
+ * and changes only the difference, so calling it again with the same input changes nothing.
+ * A method goes on past a failed step and throws one DriverError listing every step that failed.
+ * Drivers know nothing of the database or HTTP.
+ */
+export interface ServerSpec {
+  /** The panel's server id; names on the host derive from it. */
+  serverId: number;
+  /** base64 WireGuard private key of the server. */
+  privateKey: string;
+  listenPort: number;
+  /** The server's own address with the subnet's prefix length, e.g. `10.128.0.1/24`. */
+  address: string;
+  mtu: number;
+}
+
+export interface PeerSpec {
+  publicKey: string;
+  /** The device's single address, e.g. `10.128.0.2/32`. */
+  allowedIp: string;
+}
+
+export interface PeerCounters {
+  publicKey: string;
+  /** Bytes the server received from the peer (the device's upload). */
+  rxBytes: number;
+  /** Bytes the server sent to the peer (the device's download). */
+  txBytes: number;
+  /** Milliseconds since the epoch of the latest handshake, 0 for never. */
+  lastHandshakeMs: number;
+}
+
+export interface ServerState {
+  serverId: number;
+  listenPort: number;
+  address: string;
+  mtu: number;
+  publicKey: string;
+  peerCount: number;
+}
+
+export interface Driver {
+  readonly kind: 'wireguard' | 'dry-run';
+  /** Creates the server, or changes the existing one to match `spec`; peers already set are kept. */
+  up(spec: ServerSpec): Promise<ServerState>;
+  /** Makes the server's peers exactly `peers`: adds, changes and removes only the difference, in bulk. */
+  setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void>;
+  /** Current counters of every peer of the server. */
+  readCounters(serverId: number): Promise<PeerCounters[]>;
+  /** Removes the server and everything it made on the host; a missing server is not an error. */
+  down(serverId: number): Promise<void>;
+  /** Ids of the servers this driver has on the host (to resync or clean up after a restart). */
+  list(): Promise<number[]>;
+}
+
+export class DriverError extends Error {
+  readonly failures: readonly string[];
+  constructor(action: string, failures: readonly string[]) {
+    super(`${action}: ${failures.join('; ')}`);
+    this.name = 'DriverError';
+    this.failures = failures;
+  }
+}

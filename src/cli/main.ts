@@ -1,0 +1,48 @@
+import { AppError } from '../domain/errors.ts';
+import { ConfigError } from '../main/config.ts';
+import { keysCommand } from './keys.ts';
+import { serveCommand } from './serve.ts';
+import { UsageError } from './usage.ts';
+
+const USAGE = `usage: vpn-panel <command>
+
+  serve                                   run the panel (and its local node)
+  keys create --name N --scopes a,b|all [--no-rate-limit]
+                                          make an API key; the key is the last line of output
+  keys list [--json]                      list keys (never the key itself)
+  keys revoke NAME|ID                     stop a key at once
+
+Configuration comes from the environment; see README.md.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      return serveCommand(rest);
+    case 'keys':
+      return keysCommand(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE);
+      return command === undefined ? 2 : 0;
+    default:
+      throw new UsageError(`unknown command '${command}'`);
+  }
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (error) {
+  if (error instanceof UsageError) {
+    console.error(`vpn-panel: ${error.message}\n\n${USAGE}`);
+    process.exitCode = 2;
+  } else if (error instanceof AppError || error instanceof ConfigError) {
+    console.error(`vpn-panel: ${error.message}`);
+    process.exitCode = 1;
+  } else {
+    console.error(`vpn-panel: ${error instanceof Error ? error.message : String(error)}`);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * The one error type of the service. Every failure a client may see is an AppError with a code of
+ * DESIGN §3; src/http/errors.ts maps each code to its HTTP status and the spec's error body.
+ */
+export type ErrorCode =
+  | 'bad_request'
+  | 'unauthorized'
+  | 'insufficient_scope'
+  | 'not_found'
+  | 'server_full'
+  | 'no_server_available'
+  | 'idempotency_key_in_use'
+  | 'name_taken'
+  | 'server_has_devices'
+  | 'payload_too_large'
+  | 'validation_failed'
+  | 'idempotency_key_reused'
+  | 'rate_limited'
+  | 'apply_failed'
+  | 'deploy_failed'
+  | 'internal_error';
+
+/** Input names mapped to what is wrong with each. */
+export type ErrorFields = Record<string, string>;
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly fields: ErrorFields;
+  /** Seconds a client should wait before trying again (429, and 409 for a running idempotent request). */
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(code: ErrorCode, message: string, fields: ErrorFields = {}, retryAfterSeconds?: number) {
+    super(message);
+    this.name = 'AppError';
+    this.code = code;
+    this.fields = fields;
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}

@@ -1,0 +1,125 @@
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions, type RawServerDefault } from 'fastify';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { AppError } from '../domain/errors.ts';
+import { rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
+import type { ApiKeyService } from '../services/api-keys.ts';
+import { sendError } from './errors.ts';
+import { IdempotencyGuard } from './idempotency.ts';
+import type { RateLimiter } from './rate-limiter.ts';
+import { ErrorSchema } from './schemas/common.ts';
+import { validatorCompiler } from './validation.ts';
+import { metaRoutes, openApiRoute } from './routes/meta.ts';
+
+export type Api = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+export interface AppDeps {
+  apiKeys: ApiKeyService;
+  rateLimiter: RateLimiter;
+  idempotency: IdempotencyGuard;
+  /** Checks the database answers, for `/healthz`. */
+  checkHealth: () => Promise<void>;
+  version: string;
+  logger: FastifyServerOptions['logger'];
+}
+
+/** Request bodies here are small JSON objects (metadata is at most 4 KB). */
+const BODY_LIMIT_BYTES = 64 * 1024;
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** Builds the HTTP application; it never listens (src/main does). */
+export async function buildApp(deps: AppDeps): Promise<Api> {
+  const app: Api = Fastify({
+    logger: deps.logger,
+    bodyLimit: BODY_LIMIT_BYTES,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setErrorHandler((error, request, reply) => sendError(error, request, reply));
+  app.setNotFoundHandler((request, reply) =>
+    sendError(new AppError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`), request, reply),
+  );
+
+  // Only JSON bodies; an empty body counts as none, since POSTs such as usage reset carry nothing.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text === '') done(null, undefined);
+    else parseJson(request, text, done);
+  });
+
+  app.decorateRequest('principal', null);
+  app.decorateRequest('idempotencyClaim', null);
+  app.addSchema(ErrorSchema);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    const scope = request.routeOptions.config.scope;
+    if (scope === undefined) return;
+    const principal = await deps.apiKeys.authenticate(request.headers.authorization);
+    request.principal = principal;
+    if (!principal.rateLimitExempt) {
+      const decision = await deps.rateLimiter.take(String(principal.keyId));
+      reply.header('ratelimit-policy', rateLimitPolicyField(REQUEST_RATE));
+      reply.header('ratelimit', rateLimitField(decision));
+      if (!decision.allowed) {
+        throw new AppError('rate_limited', 'too many requests for this API key; slow down', {}, decision.retryAfterSeconds);
+      }
+    }
+    if (!principal.scopes.has(scope)) {
+      throw new AppError('insufficient_scope', `this API key lacks the scope ${scope}`, { scope: `${scope} required` });
+    }
+  });
+
+  app.addHook('preHandler', async (request, reply) => {
+    const key = request.headers['idempotency-key'];
+    if (!request.routeOptions.config.idempotent || request.principal === null || typeof key !== 'string') return;
+    const begun = await deps.idempotency.begin(request.principal.keyId, key, request);
+    if (begun.kind === 'replay') return IdempotencyGuard.replay(reply, begun.statusCode, begun.body);
+    request.idempotencyClaim = begun.claim;
+  });
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    const claim = request.idempotencyClaim;
+    if (claim !== null && typeof payload === 'string') {
+      request.idempotencyClaim = null;
+      await deps.idempotency.finish(claim, reply.statusCode, payload);
+    }
+    return payload;
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'vpn-panel API',
+        version: '1.2',
+        description: 'Manage WireGuard devices, groups, servers, events and webhooks with scoped API keys.',
+      },
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key `vpnk_…` made with `vpn-panel keys create`.' },
+        },
+      },
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+  });
+
+  metaRoutes(app, deps);
+  await app.register(
+    async (api) => {
+      openApiRoute(api);
+    },
+    { prefix: '/api/v1' },
+  );
+  return app;
+}

@@ -1,0 +1,95 @@
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { Clock } from '../domain/clock.ts';
+import { type RateDecision, type RatePolicy, gcra } from '../domain/rate-limit.ts';
+
+/** Counts one request against a caller's limit. */
+export interface RateLimiter {
+  take(callerId: string): Promise<RateDecision>;
+  close(): Promise<void>;
+}
+
+/** For one panel process: the GCRA state of each key in memory. */
+export class InProcessRateLimiter implements RateLimiter {
+  readonly #tatMs = new Map<string, number>();
+  readonly #policy: RatePolicy;
+  readonly #clock: Clock;
+
+  constructor(policy: RatePolicy, clock: Clock) {
+    this.#policy = policy;
+    this.#clock = clock;
+  }
+
+  async take(callerId: string): Promise<RateDecision> {
+    const nowMs = this.#clock.nowMs();
+    const { decision, tatMs } = gcra(this.#tatMs.get(callerId), nowMs, this.#policy);
+    this.#tatMs.set(callerId, tatMs);
+    if (this.#tatMs.size > 10_000) this.#forgetIdle(nowMs);
+    return decision;
+  }
+
+  /** A key whose TAT has passed is at full burst, the same as a key never seen. */
+  #forgetIdle(nowMs: number): void {
+    for (const [id, tat] of this.#tatMs) if (tat <= nowMs) this.#tatMs.delete(id);
+  }
+
+  async close(): Promise<void> {}
+}
+
+/**
+ * src/domain/rate-limit.ts `gcra` in Lua, run atomically by Redis on Redis's clock, so every panel
+ * instance sharing the Redis shares one limit per key. Returns {allowed, remaining, reset, retryAfter}.
+ */
+const GCRA_LUA = `
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = burst * interval
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if not tat or tat < now then tat = now end
+local nxt = tat + interval
+if nxt - now > window then
+  return {0, 0, math.ceil((tat - now) / 1000), math.max(1, math.ceil((nxt - now - window) / 1000))}
+end
+redis.call('SET', KEYS[1], nxt, 'PX', math.ceil(nxt - now) + 1000)
+return {1, math.floor((window - (nxt - now)) / interval), math.ceil((nxt - now) / 1000), 0}
+`;
+const GCRA_SHA = createHash('sha1').update(GCRA_LUA).digest('hex');
+
+function asDecision(reply: unknown): RateDecision {
+  const numbers = Array.isArray(reply) ? reply.filter((n): n is number => typeof n === 'number') : [];
+  const [allowed, remaining, resetSeconds, retryAfterSeconds] = numbers;
+  if (numbers.length !== 4 || remaining === undefined || resetSeconds === undefined || retryAfterSeconds === undefined) {
+    throw new Error(`unexpected rate limit reply from Redis: ${JSON.stringify(reply)}`);
+  }
+  return { allowed: allowed === 1, remaining, resetSeconds, retryAfterSeconds };
+}
+
+export class RedisRateLimiter implements RateLimiter {
+  readonly #redis: Redis;
+  readonly #policy: RatePolicy;
+
+  constructor(url: string, policy: RatePolicy) {
+    this.#redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+    this.#policy = policy;
+  }
+
+  async connect(): Promise<void> {
+    await this.#redis.connect();
+  }
+
+  async take(callerId: string): Promise<RateDecision> {
+    const args = [`vpn-panel:rate:${callerId}`, 1000 / this.#policy.perSecond, this.#policy.burst] as const;
+    try {
+      return asDecision(await this.#redis.evalsha(GCRA_SHA, 1, ...args));
+    } catch (error) {
+      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      return asDecision(await this.#redis.eval(GCRA_LUA, 1, ...args));
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#redis.quit();
+  }
+}

@@ -1,0 +1,17 @@
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { FastifySchemaCompiler } from 'fastify';
+
+function makeAjv(coerceTypes: boolean): Ajv {
+  // removeAdditional stays off: an unknown field is an error naming it, never silently dropped.
+  const ajv = new Ajv({ allErrors: true, coerceTypes, useDefaults: true, removeAdditional: false, strict: false });
+  addFormats.default(ajv);
+  return ajv;
+}
+
+/** JSON bodies are taken as typed (`"5"` is not a number); query and path text is converted. */
+const bodyAjv = makeAjv(false);
+const textAjv = makeAjv(true);
+
+export const validatorCompiler: FastifySchemaCompiler<object> = ({ schema, httpPart }) =>
+  (httpPart === 'body' ? bodyAjv : textAjv).compile(schema);

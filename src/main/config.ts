@@ -1,0 +1,123 @@
+import { networkInterfaces } from 'node:os';
+import { resolve } from 'node:path';
+
+/** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
+export interface PanelConfig {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  panelUrl: string;
+  publicHost: string;
+  timezone: string;
+  nodeDriver: 'auto' | 'wireguard' | 'dry-run';
+  localNode: boolean;
+  redisUrl: string | undefined;
+  smtpUrl: string | undefined;
+  notifyEmail: string | undefined;
+  webhookAllowPrivate: boolean;
+  logLevel: LogLevel;
+}
+
+export type StoreConfig = Pick<PanelConfig, 'dataDir' | 'databaseUrl'>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Bad configuration: the message is the one line printed before the process exits. */
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`invalid configuration: ${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function value(env: Env, name: string): string | undefined {
+  const v = env[name]?.trim();
+  return v === '' ? undefined : v;
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const v = value(env, name) ?? fallback;
+  const found = allowed.find((a) => a === v);
+  if (found === undefined) throw new ConfigError(name, `must be one of ${allowed.join(', ')} (got '${v}')`);
+  return found;
+}
+
+function url(env: Env, name: string, protocols: readonly string[]): string | undefined {
+  const v = value(env, name);
+  if (v === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(v);
+  } catch {
+    throw new ConfigError(name, `is not a URL (got '${v}')`);
+  }
+  if (!protocols.includes(parsed.protocol)) throw new ConfigError(name, `must be a ${protocols.join(' or ')} URL (got '${parsed.protocol}')`);
+  return v;
+}
+
+function port(env: Env, name: string, fallback: number): number {
+  const v = value(env, name);
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!/^[0-9]+$/.test(v) || n < 1 || n > 65535) throw new ConfigError(name, `must be a port number 1-65535 (got '${v}')`);
+  return n;
+}
+
+function flag(env: Env, name: string, fallback: boolean): boolean {
+  const v = value(env, name)?.toLowerCase();
+  if (v === undefined) return fallback;
+  if (['1', 'on', 'true', 'yes'].includes(v)) return true;
+  if (['0', 'off', 'false', 'no'].includes(v)) return false;
+  throw new ConfigError(name, `must be on or off (got '${v}')`);
+}
+
+function timezone(env: Env): string {
+  const v = value(env, 'PANEL_TIMEZONE') ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: v });
+  } catch {
+    throw new ConfigError('PANEL_TIMEZONE', `must be an IANA time zone such as Europe/Berlin (got '${v}')`);
+  }
+  return v;
+}
+
+/** The host's first non-loopback IPv4 address: where clients reach the local node by default. */
+function firstPublicIpv4(): string {
+  for (const addresses of Object.values(networkInterfaces())) {
+    const found = addresses?.find((a) => a.family === 'IPv4' && !a.internal);
+    if (found) return found.address;
+  }
+  return '127.0.0.1';
+}
+
+export function storeConfig(env: Env): StoreConfig {
+  return {
+    dataDir: resolve(value(env, 'DATA_DIR') ?? './data'),
+    databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+  };
+}
+
+export function loadPanelConfig(env: Env): PanelConfig {
+  const listenPort = port(env, 'PORT', 8080);
+  const email = value(env, 'NOTIFY_EMAIL');
+  if (email !== undefined && !/^[^@\s]+@[^@\s]+$/.test(email)) throw new ConfigError('NOTIFY_EMAIL', `is not an email address (got '${email}')`);
+  return {
+    ...storeConfig(env),
+    port: listenPort,
+    host: value(env, 'HOST') ?? '0.0.0.0',
+    panelUrl: (url(env, 'PANEL_URL', ['http:', 'https:']) ?? `http://localhost:${listenPort}`).replace(/\/+$/, ''),
+    publicHost: value(env, 'PUBLIC_HOST') ?? firstPublicIpv4(),
+    timezone: timezone(env),
+    nodeDriver: oneOf(env, 'NODE_DRIVER', ['auto', 'wireguard', 'dry-run'], 'auto'),
+    localNode: flag(env, 'LOCAL_NODE', true),
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    smtpUrl: url(env, 'SMTP_URL', ['smtp:', 'smtps:']),
+    notifyEmail: email,
+    webhookAllowPrivate: flag(env, 'WEBHOOK_ALLOW_PRIVATE', false),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+  };
+}

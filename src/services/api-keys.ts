@@ -1,0 +1,137 @@
+import {
+  type Scope,
+  apiKeyActor,
+  generateApiKey,
+  hashApiKey,
+  isScope,
+  isWellFormedApiKey,
+  parseScopes,
+} from '../domain/api-keys.ts';
+import { type Clock, isoAt } from '../domain/clock.ts';
+import { AppError } from '../domain/errors.ts';
+import {
+  type ApiKeyRow,
+  findApiKeyByHash,
+  findLiveApiKeyByName,
+  insertApiKey,
+  listApiKeys,
+  revokeApiKey,
+  touchApiKeys,
+} from '../store/api-keys.ts';
+import type { Db } from '../store/db.ts';
+
+/** Who made a request: the API key, as the rules and the logs need it. */
+export interface Principal {
+  keyId: number;
+  name: string;
+  scopes: ReadonlySet<Scope>;
+  /** `via API key <name>` */
+  actor: string;
+  rateLimitExempt: boolean;
+}
+
+export interface ApiKeyInfo {
+  id: number;
+  name: string;
+  scopes: Scope[];
+  rateLimitExempt: boolean;
+  createdAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+
+export interface CreateApiKeyInput {
+  name: string;
+  /** `a,b` or `all`. */
+  scopes: string;
+  rateLimitExempt?: boolean;
+}
+
+const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$/;
+/** `last_used_at` is written at most this often per key, so authentication stays a read. */
+const TOUCH_INTERVAL_MS = 60_000;
+
+function toInfo(row: ApiKeyRow): ApiKeyInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    scopes: row.scopes.split(',').filter(isScope),
+    rateLimitExempt: row.rate_limit_exempt === 1,
+    createdAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+export class ApiKeyService {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #touchedAtMs = new Map<number, number>();
+
+  constructor(db: Db, clock: Clock) {
+    this.#db = db;
+    this.#clock = clock;
+  }
+
+  /** Creates a key; the returned `key` is the only time the secret exists outside the caller. */
+  async create(input: CreateApiKeyInput): Promise<{ key: string; info: ApiKeyInfo }> {
+    const name = input.name.trim();
+    if (!NAME_PATTERN.test(name)) {
+      throw new AppError('validation_failed', 'a key name is 1 to 64 letters, digits, spaces, dots, dashes or underscores', {
+        name: 'invalid',
+      });
+    }
+    const scopes = parseScopes(input.scopes);
+    if (await findLiveApiKeyByName(this.#db, name)) {
+      throw new AppError('name_taken', `a live API key named ${name} exists already`, { name: 'taken' });
+    }
+    const key = generateApiKey();
+    const row = await insertApiKey(this.#db, {
+      name,
+      keyHash: hashApiKey(key),
+      scopes: scopes.join(','),
+      rateLimitExempt: input.rateLimitExempt ?? false,
+      createdAt: isoAt(this.#clock.nowMs()),
+    });
+    return { key, info: toInfo(row) };
+  }
+
+  async list(): Promise<ApiKeyInfo[]> {
+    return (await listApiKeys(this.#db)).map(toInfo);
+  }
+
+  async revoke(idOrName: string): Promise<ApiKeyInfo> {
+    const row = await revokeApiKey(this.#db, idOrName, isoAt(this.#clock.nowMs()));
+    if (!row) throw new AppError('not_found', `no live API key with id or name ${idOrName}`);
+    return toInfo(row);
+  }
+
+  /**
+   * The principal for an `Authorization` header value. Looked up in the database on every request,
+   * so a key revoked by another process (the CLI) stops at once.
+   */
+  async authenticate(authorization: string | undefined): Promise<Principal> {
+    const match = authorization === undefined ? null : /^Bearer +(\S+) *$/i.exec(authorization);
+    const key = match?.[1];
+    if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
+    if (!isWellFormedApiKey(key)) throw new AppError('unauthorized', 'the API key is not valid');
+    const row = await findApiKeyByHash(this.#db, hashApiKey(key));
+    if (!row || row.revoked_at !== null) throw new AppError('unauthorized', 'the API key is not valid');
+    await this.#touch(row.id);
+    const info = toInfo(row);
+    return {
+      keyId: info.id,
+      name: info.name,
+      scopes: new Set(info.scopes),
+      actor: apiKeyActor(info.name),
+      rateLimitExempt: info.rateLimitExempt,
+    };
+  }
+
+  async #touch(keyId: number): Promise<void> {
+    const nowMs = this.#clock.nowMs();
+    if (nowMs - (this.#touchedAtMs.get(keyId) ?? 0) < TOUCH_INTERVAL_MS) return;
+    this.#touchedAtMs.set(keyId, nowMs);
+    await touchApiKeys(this.#db, [keyId], isoAt(nowMs));
+  }
+}

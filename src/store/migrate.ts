@@ -1,0 +1,46 @@
+import type { ColumnDefinitionBuilder, Kysely } from 'kysely';
+import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
+import type { Dialect, Store } from './db.ts';
+import * as m001 from './migrations/001-foundation.ts';
+
+/** What a migration needs to know of the database it runs on. */
+export interface MigrationContext {
+  /** The type of an auto-numbered integer primary key column. */
+  idType: 'integer' | 'bigserial';
+  /** Makes that column the primary key; ids of deleted rows are never handed out again. */
+  id: (column: ColumnDefinitionBuilder) => ColumnDefinitionBuilder;
+}
+
+interface MigrationModule {
+  up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
+}
+
+/** Every migration in order; a new one is appended here and never edited once released. */
+const MIGRATIONS: Record<string, MigrationModule> = {
+  '001-foundation': m001,
+};
+
+function provider(dialect: Dialect): MigrationProvider {
+  // SQLite's INTEGER PRIMARY KEY is the rowid, auto-numbered; PostgreSQL needs a sequence.
+  const context: MigrationContext =
+    dialect === 'sqlite'
+      ? { idType: 'integer', id: (c) => c.primaryKey().autoIncrement() }
+      : { idType: 'bigserial', id: (c) => c.primaryKey() };
+  return {
+    async getMigrations() {
+      const out: Record<string, Migration> = {};
+      for (const [name, module] of Object.entries(MIGRATIONS)) out[name] = { up: (db) => module.up(db, context) };
+      return out;
+    },
+  };
+}
+
+/** Brings the schema up to date; safe to run at every start, also by several processes at once. */
+export async function migrate(store: Store): Promise<void> {
+  const migrator = new Migrator({ db: store.db, provider: provider(store.dialect) });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+    throw new Error(`database migration ${failed ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
