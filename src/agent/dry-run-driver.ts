@@ -1,0 +1,57 @@
+/**
+ * The `dry-run` driver, for hosts that cannot run WireGuard (DESIGN §4, NODE_DRIVER=auto without
+ * root): servers and peers live in memory, so the whole API works and configs are issued, but no
+ * tunnel carries traffic and every counter stays 0.
+ */
+import { DriverError } from './driver.ts';
+import type { Driver, PeerCounters, PeerSpec, ServerSpec, ServerState } from './driver.ts';
+import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
+
+interface MemoryServer {
+  spec: ServerSpec;
+  /** allowed ip by public key. */
+  peers: Map<string, string>;
+}
+
+export class DryRunDriver implements Driver {
+  readonly kind = 'dry-run';
+  readonly #servers = new Map<number, MemoryServer>();
+
+  up(spec: ServerSpec): Promise<ServerState> {
+    if (!isValidKey(spec.privateKey)) return Promise.reject(new DriverError(`up server ${spec.serverId}`, ['private key is not a WireGuard key']));
+    const server = this.#servers.get(spec.serverId) ?? { spec, peers: new Map<string, string>() };
+    server.spec = { ...spec };
+    this.#servers.set(spec.serverId, server);
+    return Promise.resolve({
+      serverId: spec.serverId,
+      listenPort: spec.listenPort,
+      address: spec.address,
+      mtu: spec.mtu,
+      publicKey: publicKeyOf(spec.privateKey),
+      peerCount: server.peers.size,
+    });
+  }
+
+  setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
+    const server = this.#servers.get(serverId);
+    if (server === undefined) return Promise.reject(new DriverError(`set peers of server ${serverId}`, [`server ${serverId} is not up`]));
+    const invalid = peers.filter((p) => !isValidKey(p.publicKey)).map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
+    server.peers = new Map(peers.filter((p) => isValidKey(p.publicKey)).map((p) => [p.publicKey, p.allowedIp]));
+    return invalid.length > 0 ? Promise.reject(new DriverError(`set peers of server ${serverId}`, invalid)) : Promise.resolve();
+  }
+
+  readCounters(serverId: number): Promise<PeerCounters[]> {
+    const server = this.#servers.get(serverId);
+    if (server === undefined) return Promise.reject(new DriverError(`read counters of server ${serverId}`, [`server ${serverId} is not up`]));
+    return Promise.resolve([...server.peers.keys()].map((publicKey) => ({ publicKey, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 })));
+  }
+
+  down(serverId: number): Promise<void> {
+    this.#servers.delete(serverId);
+    return Promise.resolve();
+  }
+
+  list(): Promise<number[]> {
+    return Promise.resolve([...this.#servers.keys()].sort((a, b) => a - b));
+  }
+}

@@ -1,0 +1,46 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DriverError } from '../../src/agent/driver.ts';
+import { DryRunDriver } from '../../src/agent/dry-run-driver.ts';
+import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
+
+const server = generateKeyPair();
+const spec = { serverId: 3, privateKey: server.privateKey, listenPort: 51820, address: '10.128.0.1/24', mtu: 1420 };
+const peer = (n: number) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.128.0.${n}/32` });
+
+describe('dry-run driver', () => {
+  test('keeps servers and peers in memory; counters stay 0', async () => {
+    const driver = new DryRunDriver();
+    assert.equal(driver.kind, 'dry-run');
+    const state = await driver.up(spec);
+    assert.deepEqual(state, { serverId: 3, listenPort: 51820, address: '10.128.0.1/24', mtu: 1420, publicKey: server.publicKey, peerCount: 0 });
+    const peers = [peer(2), peer(3)];
+    await driver.setPeers(3, peers);
+    assert.deepEqual(
+      await driver.readCounters(3),
+      peers.map((p) => ({ publicKey: p.publicKey, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 })),
+    );
+    assert.equal((await driver.up({ ...spec, mtu: 1380 })).peerCount, 2, 'up keeps the peers');
+    await driver.setPeers(3, [peers[0] ?? peer(9)]);
+    assert.equal((await driver.readCounters(3)).length, 1);
+    assert.deepEqual(await driver.list(), [3]);
+  });
+
+  test('down is idempotent; a server that is not up is a DriverError', async () => {
+    const driver = new DryRunDriver();
+    await driver.up(spec);
+    await driver.down(3);
+    await driver.down(3);
+    assert.deepEqual(await driver.list(), []);
+    await assert.rejects(driver.setPeers(3, []), DriverError);
+    await assert.rejects(driver.readCounters(3), DriverError);
+  });
+
+  test('invalid keys are refused like the real driver refuses them', async () => {
+    const driver = new DryRunDriver();
+    await assert.rejects(driver.up({ ...spec, privateKey: 'nope' }), DriverError);
+    await driver.up(spec);
+    await assert.rejects(driver.setPeers(3, [{ publicKey: 'nope', allowedIp: '10.128.0.2/32' }, peer(3)]), DriverError);
+    assert.equal((await driver.readCounters(3)).length, 1, 'the valid peer is still set');
+  });
+});
