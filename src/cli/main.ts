@@ -1,12 +1,17 @@
 import { AppError } from '../domain/errors.ts';
 import { ConfigError } from '../main/config.ts';
 import { keysCommand } from './keys.ts';
+import { nodeCommand } from './node.ts';
+import { nodesCommand } from './nodes.ts';
 import { serveCommand } from './serve.ts';
 import { UsageError } from './usage.ts';
 
 const USAGE = `usage: vpn-panel <command>
 
   serve                                   run the panel (and its local node)
+  node                                    run the node agent alone on a VPN host
+  nodes add --name N --url http://host:7000 --token T [--public-host H]
+  nodes list [--json] | nodes remove NAME|ID
   keys create --name N --scopes a,b|all [--no-rate-limit]
                                           make an API key; the key is the last line of output
   keys list [--json]                      list keys (never the key itself)
@@ -19,6 +24,10 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'serve':
       return serveCommand(rest);
+    case 'node':
+      return nodeCommand(rest);
+    case 'nodes':
+      return nodesCommand(rest);
     case 'keys':
       return keysCommand(rest);
     case undefined:

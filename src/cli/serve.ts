@@ -1,11 +1,12 @@
 import { loadPanelConfig } from '../main/config.ts';
-import { startPanel } from '../main/panel.ts';
+import { assemblePanel } from '../main/panel.ts';
 import { parseCommandArgs } from './usage.ts';
 
 /** Runs the panel until SIGTERM or SIGINT, then drains in-flight requests and closes the database. */
 export async function serveCommand(args: string[]): Promise<number> {
   parseCommandArgs(args, {});
-  const panel = await startPanel(loadPanelConfig(process.env));
+  const panel = await assemblePanel(loadPanelConfig(process.env));
+  await panel.start();
   return new Promise((resolve) => {
     const stop = (signal: string) => {
       panel.app.log.info({ signal }, 'stopping: draining requests');

@@ -1,28 +1,38 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions, type RawServerDefault } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../domain/errors.ts';
 import { rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
 import type { ApiKeyService } from '../services/api-keys.ts';
+import type { NodeService } from '../services/nodes.ts';
+import type { ServerService } from '../services/servers.ts';
+import type { Db } from '../store/db.ts';
 import { sendError } from './errors.ts';
 import { IdempotencyGuard } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { ErrorSchema } from './schemas/common.ts';
+import { EventSchema } from './schemas/events.ts';
+import { NodeSchema, ServerSchema } from './schemas/servers.ts';
 import { validatorCompiler } from './validation.ts';
+import { eventRoutes } from './routes/events.ts';
 import { metaRoutes, openApiRoute } from './routes/meta.ts';
+import { serverRoutes } from './routes/servers.ts';
 
 export type Api = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
 export interface AppDeps {
+  db: Db;
   apiKeys: ApiKeyService;
+  servers: ServerService;
+  nodes: NodeService;
   rateLimiter: RateLimiter;
   idempotency: IdempotencyGuard;
   /** Checks the database answers, for `/healthz`. */
   checkHealth: () => Promise<void>;
   version: string;
-  logger: FastifyServerOptions['logger'];
+  logger: FastifyBaseLogger;
 }
 
 /** Request bodies here are small JSON objects (metadata is at most 4 KB). */
@@ -32,7 +42,7 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/;
 /** Builds the HTTP application; it never listens (src/main does). */
 export async function buildApp(deps: AppDeps): Promise<Api> {
   const app: Api = Fastify({
-    logger: deps.logger,
+    loggerInstance: deps.logger,
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: false,
     genReqId: (req) => {
@@ -59,7 +69,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
-  app.addSchema(ErrorSchema);
+  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema]) app.addSchema(schema);
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -68,7 +78,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     const principal = await deps.apiKeys.authenticate(request.headers.authorization);
     request.principal = principal;
     if (!principal.rateLimitExempt) {
-      const decision = await deps.rateLimiter.take(String(principal.keyId));
+      const decision = await deps.rateLimiter.take(principal.rateLimitId);
       reply.header('ratelimit-policy', rateLimitPolicyField(REQUEST_RATE));
       reply.header('ratelimit', rateLimitField(decision));
       if (!decision.allowed) {
@@ -118,6 +128,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   await app.register(
     async (api) => {
       openApiRoute(api);
+      serverRoutes(api, deps);
+      eventRoutes(api, deps.db);
     },
     { prefix: '/api/v1' },
   );

@@ -13,5 +13,10 @@ function makeAjv(coerceTypes: boolean): Ajv {
 const bodyAjv = makeAjv(false);
 const textAjv = makeAjv(true);
 
+/**
+ * Fastify keeps this compiler for every route only while no plugin context calls `addSchema`
+ * (a context that does builds its own controller with the default Ajv): shared schemas are
+ * therefore added once, at the root, in buildApp.
+ */
 export const validatorCompiler: FastifySchemaCompiler<object> = ({ schema, httpPart }) =>
   (httpPart === 'body' ? bodyAjv : textAjv).compile(schema);

@@ -11,6 +11,10 @@ export interface PanelConfig {
   publicHost: string;
   timezone: string;
   nodeDriver: 'auto' | 'wireguard' | 'dry-run';
+  /** The namespace a node treats as its host (uplink) namespace; unset = the root namespace. */
+  nodeNetns: string | undefined;
+  /** Prefix of the interface and namespace names a node makes, unique per node on one host. */
+  nodeNamePrefix: string;
   localNode: boolean;
   redisUrl: string | undefined;
   smtpUrl: string | undefined;
@@ -20,6 +24,17 @@ export interface PanelConfig {
 }
 
 export type StoreConfig = Pick<PanelConfig, 'dataDir' | 'databaseUrl'>;
+export type NodeDriverConfig = Pick<PanelConfig, 'nodeDriver' | 'nodeNetns' | 'nodeNamePrefix'>;
+
+/** `vpn-panel node`: the agent alone on a VPN host. */
+export interface AgentConfig extends NodeDriverConfig {
+  port: number;
+  host: string;
+  token: string;
+  publicHost: string;
+  logLevel: LogLevel;
+  tls: { certFile: string; keyFile: string } | undefined;
+}
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 type LogLevel = (typeof LOG_LEVELS)[number];
@@ -101,6 +116,33 @@ export function storeConfig(env: Env): StoreConfig {
   };
 }
 
+export function nodeDriverConfig(env: Env): NodeDriverConfig {
+  const prefix = value(env, 'NODE_NAME_PREFIX') ?? 'vp';
+  if (!/^[a-z](?:[a-z0-9]{0,2}[a-z])?$/.test(prefix)) throw new ConfigError('NODE_NAME_PREFIX', `must be 1-4 of a-z and 0-9, a letter first and last (got '${prefix}')`);
+  return {
+    nodeDriver: oneOf(env, 'NODE_DRIVER', ['auto', 'wireguard', 'dry-run'], 'auto'),
+    nodeNetns: value(env, 'NODE_NETNS'),
+    nodeNamePrefix: prefix,
+  };
+}
+
+export function loadAgentConfig(env: Env): AgentConfig {
+  const token = value(env, 'AGENT_TOKEN');
+  if (token === undefined || token.length < 16) throw new ConfigError('AGENT_TOKEN', 'must be set to a secret of at least 16 characters');
+  const certFile = value(env, 'AGENT_TLS_CERT');
+  const keyFile = value(env, 'AGENT_TLS_KEY');
+  if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError('AGENT_TLS_CERT', 'and AGENT_TLS_KEY must be set together');
+  return {
+    ...nodeDriverConfig(env),
+    port: port(env, 'AGENT_PORT', 7000),
+    host: value(env, 'AGENT_HOST') ?? '0.0.0.0',
+    token,
+    publicHost: value(env, 'PUBLIC_HOST') ?? firstPublicIpv4(),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
+  };
+}
+
 export function loadPanelConfig(env: Env): PanelConfig {
   const listenPort = port(env, 'PORT', 8080);
   const email = value(env, 'NOTIFY_EMAIL');
@@ -112,7 +154,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     panelUrl: (url(env, 'PANEL_URL', ['http:', 'https:']) ?? `http://localhost:${listenPort}`).replace(/\/+$/, ''),
     publicHost: value(env, 'PUBLIC_HOST') ?? firstPublicIpv4(),
     timezone: timezone(env),
-    nodeDriver: oneOf(env, 'NODE_DRIVER', ['auto', 'wireguard', 'dry-run'], 'auto'),
+    ...nodeDriverConfig(env),
     localNode: flag(env, 'LOCAL_NODE', true),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     smtpUrl: url(env, 'SMTP_URL', ['smtp:', 'smtps:']),

@@ -1,15 +1,23 @@
 import { sql } from 'kysely';
+import { pino } from 'pino';
 import pkg from '../../package.json' with { type: 'json' };
+import { Agent } from '../agent/agent.ts';
+import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { REQUEST_RATE } from '../domain/rate-limit.ts';
 import { type Api, buildApp } from '../http/app.ts';
 import { IdempotencyGuard } from '../http/idempotency.ts';
 import { InProcessRateLimiter, type RateLimiter, RedisRateLimiter } from '../http/rate-limiter.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
+import { MmdbCountryLookup } from '../services/geo.ts';
+import { NodeConnections, NodeService } from '../services/nodes.ts';
+import { ServerService } from '../services/servers.ts';
 import { openStore, type Store } from '../store/db.ts';
 import { migrate } from '../store/migrate.ts';
 import { Housekeeping } from '../workers/housekeeping.ts';
+import { NODE_MONITOR_DEFAULTS, NodeMonitor } from '../workers/node-monitor.ts';
 import type { PanelConfig, StoreConfig } from './config.ts';
+import { makeDriver } from './node-driver.ts';
 
 export const VERSION: string = pkg.version;
 
@@ -35,32 +43,52 @@ async function makeRateLimiter(config: PanelConfig, clock: Clock): Promise<RateL
 export interface Panel {
   readonly app: Api;
   readonly store: Store;
-  /** Stops taking requests, lets the running ones finish, then closes the database. */
+  /** Resyncs the nodes, listens, and starts the background workers. */
+  start(): Promise<void>;
+  /** Stops taking requests, lets the running ones finish, stops the workers, closes the database. */
   stop(): Promise<void>;
 }
 
-/** Wires every object of a panel by hand and starts listening. */
-export async function startPanel(config: PanelConfig, clock: Clock = systemClock): Promise<Panel> {
+/** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */
+export async function assemblePanel(config: PanelConfig, clock: Clock = systemClock): Promise<Panel> {
+  const log = pino({ level: config.logLevel });
   const store = await openMigratedStore(config);
   const rateLimiter = await makeRateLimiter(config, clock);
+  const localAgent = config.localNode ? new Agent(await makeDriver(config, log), VERSION) : undefined;
+  const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
+  const nodes = new NodeService(store.db, clock);
+  if (config.localNode) await nodes.ensureLocal(config.publicHost);
+  const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open());
+  await servers.discardUnfinishedDeploys();
+
   const app = await buildApp({
+    db: store.db,
     apiKeys: new ApiKeyService(store.db, clock),
     rateLimiter,
     idempotency: new IdempotencyGuard(store.db, clock),
+    servers,
+    nodes,
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },
     version: VERSION,
-    logger: { level: config.logLevel },
+    logger: log,
   });
-  const housekeeping = new Housekeeping(store.db, clock, app.log);
-  await app.listen({ port: config.port, host: config.host });
-  housekeeping.start();
+  const housekeeping = new Housekeeping(store.db, clock, log);
+  const monitor = new NodeMonitor(store.db, clock, connections, log, NODE_MONITOR_DEFAULTS);
   return {
     app,
     store,
+    async start() {
+      // The first round resyncs every node, so servers come back after a restart before the API answers.
+      await monitor.checkAll();
+      await app.listen({ port: config.port, host: config.host });
+      housekeeping.start();
+      monitor.start();
+    },
     async stop() {
       housekeeping.stop();
+      await monitor.stop();
       await app.close();
       await rateLimiter.close();
       await store.close();

@@ -28,6 +28,8 @@ export interface Principal {
   /** `via API key <name>` */
   actor: string;
   rateLimitExempt: boolean;
+  /** The key's identity for the rate limiter: unique across panels that share one Redis. */
+  rateLimitId: string;
 }
 
 export interface ApiKeyInfo {
@@ -125,6 +127,7 @@ export class ApiKeyService {
       scopes: new Set(info.scopes),
       actor: apiKeyActor(info.name),
       rateLimitExempt: info.rateLimitExempt,
+      rateLimitId: row.key_hash.slice(0, 32),
     };
   }
 

@@ -49,3 +49,9 @@ export function write<T>(db: Queryable, work: (tx: Tx) => Promise<T>): Promise<T
   if (db instanceof Transaction) return work(db);
   return db.transaction().execute(work);
 }
+
+/** True for a unique-constraint violation on either database. */
+export function isUniqueViolation(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null || !('code' in error)) return false;
+  return error.code === 'SQLITE_CONSTRAINT_UNIQUE' || error.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || error.code === '23505';
+}

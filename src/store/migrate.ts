@@ -2,6 +2,7 @@ import type { ColumnDefinitionBuilder, Kysely } from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
 import type { Dialect, Store } from './db.ts';
 import * as m001 from './migrations/001-foundation.ts';
+import * as m002 from './migrations/002-nodes-servers-events.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -18,6 +19,7 @@ interface MigrationModule {
 /** Every migration in order; a new one is appended here and never edited once released. */
 const MIGRATIONS: Record<string, MigrationModule> = {
   '001-foundation': m001,
+  '002-nodes-servers-events': m002,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -28,7 +28,68 @@ export interface IdempotencyKeyTable {
   created_at: string;
 }
 
+export interface NodeTable {
+  id: Generated<number>;
+  name: string;
+  /** The agent's base URL; null for the panel's embedded local node. */
+  url: string | null;
+  /** The agent's token; null for the local node. */
+  token: string | null;
+  /** Host name or address clients use to reach the node's servers. */
+  public_host: string;
+  status: 'online' | 'offline';
+  driver: string | null;
+  version: string | null;
+  last_seen_at: string | null;
+  created_at: string;
+}
+
+export interface ServerTable {
+  id: Generated<number>;
+  node_id: number;
+  name: string;
+  country: string;
+  city: string;
+  /** `deploying` between the row's insert and the node's answer; node_offline is derived, never stored. */
+  status: 'deploying' | 'running' | 'error';
+  endpoint: string;
+  listen_port: number;
+  private_key: string;
+  public_key: string;
+  /** The server's own address with the subnet's prefix, e.g. 10.128.0.1/24. */
+  address: string;
+  subnet: string;
+  /** JSON array of strings. */
+  dns: string;
+  dns_on_server: number;
+  mtu: number;
+  persistent_keepalive: number;
+  /** JSON array of strings. */
+  client_allowed_ips: string;
+  capacity: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface EventTable {
+  id: Generated<number>;
+  kind: string;
+  created_at: string;
+  server_id: number | null;
+  server_name: string | null;
+  device_id: number | null;
+  device_name: string | null;
+  node_name: string | null;
+  ip: string | null;
+  country: string | null;
+  detail: string;
+  actor: string;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
+  nodes: NodeTable;
+  servers: ServerTable;
+  events: EventTable;
 }

@@ -3,10 +3,12 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import { IDEMPOTENCY_TTL_MS } from '../http/idempotency.ts';
 import type { Db } from '../store/db.ts';
 import { pruneIdempotencyKeys } from '../store/idempotency.ts';
+import { pruneEvents } from '../store/events.ts';
+import { EVENT_RETENTION_MS } from '../domain/events.ts';
 
 const INTERVAL_MS = 10 * 60 * 1000;
 
-/** Periodic clean-up of rows past their retention: idempotency keys after 24 hours. */
+/** Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events after 90 days. */
 export class Housekeeping {
   readonly #db: Db;
   readonly #clock: Clock;
@@ -20,7 +22,9 @@ export class Housekeeping {
   }
 
   async runOnce(): Promise<void> {
-    await pruneIdempotencyKeys(this.#db, isoAt(this.#clock.nowMs() - IDEMPOTENCY_TTL_MS));
+    const nowMs = this.#clock.nowMs();
+    await pruneIdempotencyKeys(this.#db, isoAt(nowMs - IDEMPOTENCY_TTL_MS));
+    await pruneEvents(this.#db, isoAt(nowMs - EVENT_RETENTION_MS));
   }
 
   start(): void {

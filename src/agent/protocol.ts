@@ -1,0 +1,47 @@
+import Type, { type Static } from 'typebox';
+
+/**
+ * The panel ↔ agent wire format. Both sides validate what they receive against these schemas:
+ * the agent its request bodies, the panel the agent's answers.
+ */
+export const ServerSpecSchema = Type.Object({
+  serverId: Type.Integer({ minimum: 1 }),
+  privateKey: Type.String(),
+  listenPort: Type.Integer({ minimum: 1, maximum: 65535 }),
+  address: Type.String(),
+  mtu: Type.Integer({ minimum: 576, maximum: 9000 }),
+});
+
+export const PeerSpecSchema = Type.Object({ publicKey: Type.String(), allowedIp: Type.String() });
+
+export const DesiredServerSchema = Type.Object({ server: ServerSpecSchema, peers: Type.Array(PeerSpecSchema) });
+
+export const DesiredStateSchema = Type.Object({ servers: Type.Array(DesiredServerSchema) });
+
+export const ServerStateSchema = Type.Object({
+  serverId: Type.Integer(),
+  listenPort: Type.Integer(),
+  address: Type.String(),
+  mtu: Type.Integer(),
+  publicKey: Type.String(),
+  peerCount: Type.Integer(),
+});
+
+export const AgentStatusSchema = Type.Object({
+  bootId: Type.String(),
+  version: Type.String(),
+  driver: Type.Union([Type.Literal('wireguard'), Type.Literal('dry-run')]),
+  serverIds: Type.Array(Type.Integer()),
+});
+
+export const ResyncReportSchema = Type.Object({
+  applied: Type.Array(Type.Integer()),
+  removed: Type.Array(Type.Integer()),
+  failures: Type.Array(Type.String()),
+});
+
+export const AgentErrorSchema = Type.Object({ error: Type.String(), failures: Type.Array(Type.String()) });
+
+export type DesiredServer = Static<typeof DesiredServerSchema>;
+export type AgentStatus = Static<typeof AgentStatusSchema>;
+export type ResyncReport = Static<typeof ResyncReportSchema>;

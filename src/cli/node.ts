@@ -1,0 +1,34 @@
+import { readFileSync } from 'node:fs';
+import { pino } from 'pino';
+import { Agent } from '../agent/agent.ts';
+import { buildAgentApp } from '../agent/http.ts';
+import { loadAgentConfig } from '../main/config.ts';
+import { makeDriver } from '../main/node-driver.ts';
+import { VERSION } from '../main/panel.ts';
+import { parseCommandArgs } from './usage.ts';
+
+/** `vpn-panel node`: the agent alone on a VPN host, until SIGTERM or SIGINT. */
+export async function nodeCommand(args: string[]): Promise<number> {
+  parseCommandArgs(args, {});
+  const config = loadAgentConfig(process.env);
+  const log = pino({ level: config.logLevel });
+  const agent = new Agent(await makeDriver(config, log), VERSION);
+  const app = await buildAgentApp({
+    agent,
+    token: config.token,
+    logger: log,
+    https: config.tls && { cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile) },
+  });
+  await app.listen({ port: config.port, host: config.host });
+  log.info({ driver: agent.driverKind, publicHost: config.publicHost }, 'node agent ready');
+  return new Promise((resolve) => {
+    const stop = () => {
+      app.close().then(
+        () => resolve(0),
+        () => resolve(1),
+      );
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+}

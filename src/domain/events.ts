@@ -1,0 +1,50 @@
+/** Event kinds of DESIGN §3. */
+export const EVENT_KINDS = [
+  'device.created',
+  'device.updated',
+  'device.deleted',
+  'device.enabled',
+  'device.disabled',
+  'device.moved',
+  'device.usage_reset',
+  'device.limit_reached',
+  'device.expired',
+  'device.share_created',
+  'device.share_deleted',
+  'server.created',
+  'server.updated',
+  'server.deleted',
+  'node.online',
+  'node.offline',
+  'ping',
+] as const;
+export type EventKind = (typeof EVENT_KINDS)[number];
+
+export function isEventKind(value: string): value is EventKind {
+  return (EVENT_KINDS as readonly string[]).includes(value);
+}
+
+/** An event as spec §2.6 shows it; fields that do not apply are null. */
+export interface PanelEvent {
+  id: number;
+  kind: EventKind;
+  created_at: string;
+  server_id: number | null;
+  server_name: string | null;
+  device_id: number | null;
+  device_name: string | null;
+  node_name: string | null;
+  ip: string | null;
+  country: string | null;
+  detail: string;
+  actor: string;
+}
+
+export type EventDraft = Omit<PanelEvent, 'id' | 'created_at'>;
+
+/** Actors other than API keys. */
+export const SYSTEM_ACTOR = 'system';
+export const ADMIN_ACTOR = 'admin';
+
+/** Spec §2.6: events are kept 90 days. */
+export const EVENT_RETENTION_MS = 90 * 24 * 60 * 60 * 1000;

@@ -1,0 +1,19 @@
+/** Keyset paging of spec §4.1: items in id order after a cursor, `{data, has_more}`. */
+export const MAX_PAGE_SIZE = 200;
+export const DEFAULT_PAGE_SIZE = 50;
+
+export interface PageRequest {
+  /** Items with an id above this one. */
+  afterId: number;
+  limit: number;
+}
+
+export interface Page<T> {
+  data: T[];
+  has_more: boolean;
+}
+
+/** Store functions fetch `limit + 1` rows in id order; the extra row only says that more exist. */
+export function toPage<T>(rows: readonly T[], request: PageRequest): Page<T> {
+  return { data: rows.slice(0, request.limit), has_more: rows.length > request.limit };
+}

@@ -1,0 +1,40 @@
+import Type from 'typebox';
+import { AppError } from '../../domain/errors.ts';
+import { EVENT_KINDS, isEventKind } from '../../domain/events.ts';
+import type { Db } from '../../store/db.ts';
+import { eventPage } from '../../services/events.ts';
+import type { Api } from '../app.ts';
+import { operation } from '../operation.ts';
+import { PageQueryFields, pageRequest } from '../paging.ts';
+import { Page } from '../schemas/common.ts';
+
+function parseKinds(text: string | undefined) {
+  if (text === undefined) return undefined;
+  const kinds = text.split(',').map((k) => k.trim()).filter((k) => k !== '');
+  const unknown = kinds.filter((k) => !isEventKind(k));
+  if (unknown.length > 0) throw new AppError('bad_request', `unknown event kind ${unknown.join(', ')}; kinds are ${EVENT_KINDS.join(', ')}`, { kind: `unknown: ${unknown.join(', ')}` });
+  return kinds.filter(isEventKind);
+}
+
+export function eventRoutes(api: Api, db: Db): void {
+  api.get(
+    '/events',
+    operation('events:read', {
+      summary: 'List events, oldest first',
+      description: 'Keep the last event id seen and ask again with after=<id>.',
+      tags: ['events'],
+      querystring: Type.Object(
+        {
+          ...PageQueryFields,
+          server_id: Type.Optional(Type.Integer({ minimum: 1 })),
+          device_id: Type.Optional(Type.Integer({ minimum: 1 })),
+          kind: Type.Optional(Type.String({ description: 'comma-separated event kinds' })),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 200: Page(Type.Ref('Event')) },
+    }),
+    (request) =>
+      eventPage(db, { serverId: request.query.server_id, deviceId: request.query.device_id, kinds: parseKinds(request.query.kind) }, pageRequest(request.query)),
+  );
+}

@@ -1,0 +1,125 @@
+import Type from 'typebox';
+import type { ServerService } from '../../services/servers.ts';
+import type { NodeService } from '../../services/nodes.ts';
+import type { Api } from '../app.ts';
+import { actorOf } from '../auth.ts';
+import { operation } from '../operation.ts';
+import { PageQueryFields, pageRequest } from '../paging.ts';
+import { IdParams, Page } from '../schemas/common.ts';
+import { ServerCreateBody, ServerPatchBody } from '../schemas/servers.ts';
+
+const ServerRef = Type.Ref('Server');
+const NodeRef = Type.Ref('Node');
+
+export function serverRoutes(api: Api, services: { servers: ServerService; nodes: NodeService }): void {
+  const { servers, nodes } = services;
+
+  api.get(
+    '/servers',
+    operation('servers:read', {
+      summary: 'List servers, oldest first',
+      tags: ['servers'],
+      querystring: Type.Object({ country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$' })), ...PageQueryFields }, { additionalProperties: false }),
+      response: { 200: Page(ServerRef) },
+    }),
+    (request) => servers.list({ country: request.query.country?.toUpperCase() }, pageRequest(request.query)),
+  );
+
+  api.post(
+    '/servers',
+    operation(
+      'servers:write',
+      { summary: 'Create and deploy a server', tags: ['servers'], body: ServerCreateBody, response: { 201: ServerRef } },
+      { idempotent: true },
+    ),
+    async (request, reply) => {
+      const b = request.body;
+      const claim = request.idempotencyClaim;
+      const server = await servers.create(
+        {
+          name: b.name,
+          nodeId: b.node_id,
+          endpoint: b.endpoint,
+          listenPort: b.listen_port,
+          address: b.address,
+          maxDevices: b.max_devices,
+          dns: b.dns,
+          mtu: b.mtu,
+          persistentKeepalive: b.persistent_keepalive,
+          clientAllowedIps: b.client_allowed_ips,
+          country: b.country,
+          city: b.city,
+        },
+        actorOf(request),
+        claim ? (tx, result) => claim.storeReply(tx, 201, result) : undefined,
+      );
+      return reply.code(201).send(server);
+    },
+  );
+
+  api.get(
+    '/servers/:id',
+    operation('servers:read', { summary: 'Get a server', tags: ['servers'], params: IdParams, response: { 200: ServerRef } }),
+    (request) => servers.get(request.params.id),
+  );
+
+  api.patch(
+    '/servers/:id',
+    operation('servers:write', {
+      summary: 'Change a server',
+      description: 'A new listen_port or mtu recreates the interface (connections drop for a moment); other changes apply to configs issued from then on. address and node are fixed.',
+      tags: ['servers'],
+      params: IdParams,
+      body: ServerPatchBody,
+      response: { 200: ServerRef },
+    }),
+    (request) => {
+      const b = request.body;
+      return servers.update(
+        request.params.id,
+        {
+          name: b.name,
+          endpoint: b.endpoint,
+          listenPort: b.listen_port,
+          mtu: b.mtu,
+          dns: b.dns,
+          persistentKeepalive: b.persistent_keepalive,
+          clientAllowedIps: b.client_allowed_ips,
+          maxDevices: b.max_devices,
+          country: b.country,
+          city: b.city,
+        },
+        actorOf(request),
+      );
+    },
+  );
+
+  api.delete(
+    '/servers/:id',
+    operation('servers:write', {
+      summary: 'Delete a server and its devices',
+      description: 'A server with devices needs force=true (else 409 server_has_devices).',
+      tags: ['servers'],
+      params: IdParams,
+      querystring: Type.Object({ force: Type.Optional(Type.Boolean({ default: false })) }, { additionalProperties: false }),
+      response: { 204: Type.Null() },
+    }),
+    async (request, reply) => {
+      await servers.delete(request.params.id, request.query.force ?? false, actorOf(request));
+      return reply.code(204).send(null);
+    },
+  );
+
+  api.get(
+    '/nodes',
+    operation('servers:read', { summary: 'List nodes', tags: ['nodes'], response: { 200: Page(NodeRef) } }),
+    async () => ({ data: await nodes.list(), has_more: false }),
+  );
+
+  api.get(
+    '/nodes/:id',
+    operation('servers:read', { summary: 'Get a node', tags: ['nodes'], params: IdParams, response: { 200: NodeRef } }),
+    (request) => nodes.get(request.params.id),
+  );
+}
+

@@ -1,0 +1,21 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { ExecRunner } from '../agent/commands.ts';
+import type { Driver } from '../agent/driver.ts';
+import { DryRunDriver } from '../agent/dry-run-driver.ts';
+import { canRunWireGuard, WireGuardDriver } from '../agent/wireguard-driver.ts';
+import { ConfigError, type NodeDriverConfig } from './config.ts';
+
+/**
+ * The driver a node runs: `wireguard` when asked or when `auto` finds the process may run it,
+ * otherwise `dry-run` with one clear warning (the API works, no tunnel carries traffic).
+ */
+export async function makeDriver(config: NodeDriverConfig, log: FastifyBaseLogger): Promise<Driver> {
+  if (config.nodeDriver === 'dry-run') return new DryRunDriver();
+  const runner = new ExecRunner();
+  const check = await canRunWireGuard(runner);
+  const wireguard = () => new WireGuardDriver({ runner, namePrefix: config.nodeNamePrefix, hostNetns: config.nodeNetns, implementation: check.ok ? check.implementation : undefined });
+  if (check.ok) return wireguard();
+  if (config.nodeDriver === 'wireguard') throw new ConfigError('NODE_DRIVER', `is wireguard, but this process cannot run WireGuard: ${check.reason}`);
+  log.warn(`NODE_DRIVER=auto: WireGuard cannot run here (${check.reason}); using the dry-run driver: the API works but no tunnel carries traffic`);
+  return new DryRunDriver();
+}

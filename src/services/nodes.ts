@@ -1,0 +1,134 @@
+import { type Clock, isoAt } from '../domain/clock.ts';
+import { AppError } from '../domain/errors.ts';
+import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
+import type { Db } from '../store/db.ts';
+import { deleteNode, findLocalNode, findNode, findNodeByName, insertNode, listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
+import { listServerAllocations } from '../store/servers.ts';
+
+/** A node as `GET /nodes` shows it (DESIGN §3). */
+export interface NodeView {
+  id: number;
+  name: string;
+  status: 'online' | 'offline';
+  public_host: string;
+  version: string | null;
+  last_seen_at: string | null;
+  server_count: number;
+  device_count: number;
+  free_capacity: number;
+  driver: string | null;
+}
+
+export const LOCAL_NODE_NAME = 'local';
+
+/** The connection to each node: the embedded agent for the local node, HTTP for the others. */
+export class NodeConnections {
+  readonly #local: NodeConnection | undefined;
+  readonly #remote = new Map<string, HttpNodeConnection>();
+
+  constructor(local: NodeConnection | undefined) {
+    this.#local = local;
+  }
+
+  for(node: NodeRow): NodeConnection {
+    if (node.url === null || node.token === null) {
+      if (!this.#local) throw new AppError('deploy_failed', `node ${node.name} is the local node, but this panel runs without one (LOCAL_NODE=off)`);
+      return this.#local;
+    }
+    const key = `${node.url} ${node.token}`;
+    let connection = this.#remote.get(key);
+    if (!connection) {
+      connection = new HttpNodeConnection(node.url, node.token);
+      this.#remote.set(key, connection);
+    }
+    return connection;
+  }
+}
+
+export interface AddNodeInput {
+  name: string;
+  url: string;
+  token: string;
+  publicHost: string | undefined;
+}
+
+export class NodeService {
+  readonly #db: Db;
+  readonly #clock: Clock;
+
+  constructor(db: Db, clock: Clock) {
+    this.#db = db;
+    this.#clock = clock;
+  }
+
+  /** The row of the panel's embedded node, made on first start; its public host follows the configuration. */
+  async ensureLocal(publicHost: string): Promise<NodeRow> {
+    const existing = await findLocalNode(this.#db);
+    if (existing) {
+      if (existing.public_host !== publicHost) await updateNode(this.#db, existing.id, { public_host: publicHost });
+      return { ...existing, public_host: publicHost };
+    }
+    return insertNode(this.#db, {
+      name: LOCAL_NODE_NAME,
+      url: null,
+      token: null,
+      public_host: publicHost,
+      status: 'offline',
+      created_at: isoAt(this.#clock.nowMs()),
+    });
+  }
+
+  async add(input: AddNodeInput): Promise<NodeRow> {
+    let url: URL;
+    try {
+      url = new URL(input.url);
+    } catch {
+      throw new AppError('validation_failed', `${input.url} is not a URL`, { url: 'not a URL' });
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('validation_failed', 'the agent URL must be http or https', { url: 'http or https' });
+    if (input.token.length < 16) throw new AppError('validation_failed', 'the node token must be at least 16 characters', { token: 'too short' });
+    if (await findNodeByName(this.#db, input.name)) throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
+    return insertNode(this.#db, {
+      name: input.name,
+      url: url.toString().replace(/\/+$/, ''),
+      token: input.token,
+      public_host: input.publicHost ?? url.hostname,
+      status: 'offline',
+      created_at: isoAt(this.#clock.nowMs()),
+    });
+  }
+
+  async remove(idOrName: string): Promise<NodeRow> {
+    const node = /^[1-9][0-9]*$/.test(idOrName) ? await findNode(this.#db, Number(idOrName)) : await findNodeByName(this.#db, idOrName);
+    if (!node) throw new AppError('not_found', `no node with id or name ${idOrName}`);
+    const servers = (await listServerAllocations(this.#db)).filter((s) => s.node_id === node.id).length;
+    if (servers > 0) throw new AppError('validation_failed', `node ${node.name} still runs ${servers} server(s); delete them first`, { node: 'has servers' });
+    await deleteNode(this.#db, node.id);
+    return node;
+  }
+
+  async list(): Promise<NodeView[]> {
+    const [nodes, servers] = await Promise.all([listNodes(this.#db), listServerAllocations(this.#db)]);
+    return nodes.map((node) => {
+      const own = servers.filter((s) => s.node_id === node.id);
+      return {
+        id: node.id,
+        name: node.name,
+        status: node.status,
+        public_host: node.public_host,
+        version: node.version,
+        last_seen_at: node.last_seen_at,
+        server_count: own.length,
+        device_count: 0,
+        free_capacity: own.reduce((sum, s) => sum + s.capacity, 0),
+        driver: node.driver,
+      };
+    });
+  }
+
+  async get(id: number): Promise<NodeView> {
+    const found = (await this.list()).find((n) => n.id === id);
+    if (!found) throw new AppError('not_found', `node ${id} not found`);
+    return found;
+  }
+}

@@ -1,0 +1,291 @@
+import { describe } from '../agent/agent.ts';
+import { type Clock, isoAt } from '../domain/clock.ts';
+import { AppError } from '../domain/errors.ts';
+import type { Page, PageRequest } from '../domain/paging.ts';
+import { toPage } from '../domain/paging.ts';
+import { type ServerCreateInput, type ServerStatus, effectiveServerStatus, planServer, SERVER_DEFAULTS } from '../domain/servers.ts';
+import { deviceRoom, parseSubnet } from '../domain/subnets.ts';
+import { generateKeyPair } from '../domain/wireguard-keys.ts';
+import { type Db, isUniqueViolation, type Tx, write } from '../store/db.ts';
+import { findLocalNode, findNode, listNodes, type NodeRow } from '../store/nodes.ts';
+import {
+  deleteServer,
+  deleteServersDeploying,
+  findServer,
+  insertServer,
+  listServerAllocations,
+  listServers,
+  type ServerRow,
+  updateServer,
+} from '../store/servers.ts';
+import { desiredServer } from './desired-state.ts';
+import { eventDraft, recordEvent } from './events.ts';
+import type { CountryLookup } from './geo.ts';
+import type { NodeConnections } from './nodes.ts';
+
+/** A server as spec §2.3 shows it. */
+export interface ServerView {
+  id: number;
+  name: string;
+  node: { id: number; name: string };
+  country: string;
+  city: string;
+  status: ServerStatus;
+  endpoint: string;
+  listen_port: number;
+  public_key: string;
+  address: string;
+  subnet: string;
+  dns: string[];
+  dns_on_server: boolean;
+  mtu: number;
+  persistent_keepalive: number;
+  client_allowed_ips: string[];
+  device_count: number;
+  capacity: number;
+  created_at: string;
+}
+
+export interface ServerPatch {
+  name?: string;
+  endpoint?: string;
+  listenPort?: number;
+  mtu?: number;
+  dns?: string[];
+  persistentKeepalive?: number;
+  clientAllowedIps?: string[];
+  maxDevices?: number;
+  country?: string;
+  city?: string;
+}
+
+/** Runs inside the transaction that commits a change, with its result (e.g. to store an idempotent reply). */
+export type CommitHook<T> = (tx: Tx, result: T) => Promise<void>;
+
+function stringArray(json: string): string[] {
+  const value: unknown = JSON.parse(json);
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+}
+
+function normaliseCountry(country: string): string {
+  const code = country.toUpperCase();
+  if (!/^[A-Z]{2}$/.test(code)) throw new AppError('validation_failed', 'country must be an ISO 3166-1 alpha-2 code such as DE', { country: 'ISO 3166-1 alpha-2 code' });
+  return code;
+}
+
+export class ServerService {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #connections: NodeConnections;
+  readonly #countries: CountryLookup;
+
+  constructor(db: Db, clock: Clock, connections: NodeConnections, countries: CountryLookup) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#connections = connections;
+    this.#countries = countries;
+  }
+
+  view(row: ServerRow, node: NodeRow): ServerView {
+    return {
+      id: row.id,
+      name: row.name,
+      node: { id: node.id, name: node.name },
+      country: row.country,
+      city: row.city,
+      status: effectiveServerStatus(row.status, node.status === 'online'),
+      endpoint: row.endpoint,
+      listen_port: row.listen_port,
+      public_key: row.public_key,
+      address: row.address,
+      subnet: row.subnet,
+      dns: stringArray(row.dns),
+      dns_on_server: row.dns_on_server === 1,
+      mtu: row.mtu,
+      persistent_keepalive: row.persistent_keepalive,
+      client_allowed_ips: stringArray(row.client_allowed_ips),
+      device_count: 0,
+      capacity: row.capacity,
+      created_at: row.created_at,
+    };
+  }
+
+  async #nodeFor(nodeId: number | undefined): Promise<NodeRow> {
+    if (nodeId !== undefined) {
+      const node = await findNode(this.#db, nodeId);
+      if (!node) throw new AppError('validation_failed', `node ${nodeId} does not exist`, { node_id: 'no such node' });
+      return node;
+    }
+    const local = await findLocalNode(this.#db);
+    if (local) return local;
+    const nodes = await listNodes(this.#db);
+    const [only] = nodes;
+    if (only && nodes.length === 1) return only;
+    throw new AppError('validation_failed', 'this panel has several nodes and no local one: give node_id', { node_id: 'required' });
+  }
+
+  async #withNode(row: ServerRow): Promise<ServerView> {
+    const node = await findNode(this.#db, row.node_id);
+    if (!node) throw new Error(`server ${row.id} refers to missing node ${row.node_id}`);
+    return this.view(row, node);
+  }
+
+  async get(id: number): Promise<ServerView> {
+    const row = await findServer(this.#db, id);
+    if (!row) throw new AppError('not_found', `server ${id} not found`);
+    return this.#withNode(row);
+  }
+
+  async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
+    const [rows, nodes] = await Promise.all([listServers(this.#db, filter, page), listNodes(this.#db)]);
+    const byId = new Map(nodes.map((n) => [n.id, n]));
+    return toPage(
+      rows.flatMap((row) => {
+        const node = byId.get(row.node_id);
+        return node ? [this.view(row, node)] : [];
+      }),
+      page,
+    );
+  }
+
+  /**
+   * Creates and deploys a server. The row is written first (its unique port claims the port), the node
+   * deploys, and only then is the server `running` with its event. A failed deploy removes both the row
+   * and whatever the node made, and answers deploy_failed.
+   */
+  async create(input: ServerCreateInput, actor: string, onCommit?: CommitHook<ServerView>): Promise<ServerView> {
+    const node = await this.#nodeFor(input.nodeId);
+    const allocations = await listServerAllocations(this.#db);
+    const onNode = allocations.filter((a) => a.node_id === node.id);
+    const plan = planServer(
+      input,
+      { subnets: onNode.map((a) => parseSubnet(a.subnet)), listenPorts: onNode.map((a) => a.listen_port) },
+      allocations.map((a) => parseSubnet(a.subnet)),
+    );
+    const endpoint = input.endpoint ?? node.public_host;
+    const country = input.country !== undefined ? normaliseCountry(input.country) : ((await this.#countries.countryOf(endpoint)) ?? '');
+    const keys = generateKeyPair();
+    const now = isoAt(this.#clock.nowMs());
+    let row: ServerRow;
+    try {
+      row = await insertServer(this.#db, {
+        node_id: node.id,
+        name: input.name,
+        country,
+        city: input.city ?? '',
+        status: 'deploying',
+        endpoint,
+        listen_port: plan.listenPort,
+        private_key: keys.privateKey,
+        public_key: keys.publicKey,
+        address: plan.address,
+        subnet: plan.subnet,
+        dns: JSON.stringify(input.dns ?? SERVER_DEFAULTS.dns),
+        dns_on_server: 0,
+        mtu: input.mtu ?? SERVER_DEFAULTS.mtu,
+        persistent_keepalive: input.persistentKeepalive ?? SERVER_DEFAULTS.persistentKeepalive,
+        client_allowed_ips: JSON.stringify(input.clientAllowedIps ?? SERVER_DEFAULTS.clientAllowedIps),
+        capacity: plan.capacity,
+        created_at: now,
+        updated_at: now,
+      });
+    } catch (error) {
+      // The unique (node, port) index: another create took the port between the plan and the insert.
+      if (!isUniqueViolation(error)) throw error;
+      throw new AppError('validation_failed', `listen port ${plan.listenPort} was taken meanwhile; try again`, { listen_port: 'in use on this node' });
+    }
+    const connection = this.#connections.for(node);
+    try {
+      await connection.applyServer(desiredServer(row));
+    } catch (error) {
+      await connection.removeServer(row.id).catch(() => undefined);
+      await deleteServer(this.#db, row.id);
+      throw new AppError('deploy_failed', `deploying server ${input.name} on node ${node.name} failed: ${describe(error)}`);
+    }
+    return write(this.#db, async (tx) => {
+      const running = await updateServer(tx, row.id, { status: 'running' });
+      await recordEvent(tx, this.#clock, eventDraft({
+        kind: 'server.created', server_id: row.id, server_name: row.name, node_name: node.name, ip: endpoint, country, detail: `server ${row.name} created on node ${node.name}`, actor,
+      }));
+      const view = this.view(running, node);
+      await onCommit?.(tx, view);
+      return view;
+    });
+  }
+
+  /**
+   * Changes a server. A new listen port or MTU recreates its interface on the node (peers come back);
+   * other fields apply to configs issued from then on. A node that cannot apply the change gets it from
+   * the reconcile loop later, and the caller is told apply_failed with the change saved.
+   */
+  async update(id: number, patch: ServerPatch, actor: string): Promise<ServerView> {
+    const current = await findServer(this.#db, id);
+    if (!current) throw new AppError('not_found', `server ${id} not found`);
+    const node = await findNode(this.#db, current.node_id);
+    if (!node) throw new Error(`server ${id} refers to missing node ${current.node_id}`);
+    if (patch.listenPort !== undefined && patch.listenPort !== current.listen_port) {
+      const taken = (await listServerAllocations(this.#db)).some((a) => a.node_id === node.id && a.listen_port === patch.listenPort);
+      if (taken) throw new AppError('validation_failed', `listen port ${patch.listenPort} is used by another server on this node`, { listen_port: 'in use on this node' });
+    }
+    if (patch.maxDevices !== undefined) {
+      const room = deviceRoom(parseSubnet(current.subnet));
+      if (patch.maxDevices > room) throw new AppError('validation_failed', `max_devices ${patch.maxDevices} does not fit in ${current.subnet} (room for ${room})`, { max_devices: `at most ${room}` });
+    }
+    const recreate = (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
+    const updated = await write(this.#db, async (tx) => {
+      let row: ServerRow;
+      try {
+        row = await updateServer(tx, id, {
+          name: patch.name,
+          endpoint: patch.endpoint,
+          listen_port: patch.listenPort,
+          mtu: patch.mtu,
+          dns: patch.dns === undefined ? undefined : JSON.stringify(patch.dns),
+          persistent_keepalive: patch.persistentKeepalive,
+          client_allowed_ips: patch.clientAllowedIps === undefined ? undefined : JSON.stringify(patch.clientAllowedIps),
+          capacity: patch.maxDevices,
+          country: patch.country === undefined ? undefined : normaliseCountry(patch.country),
+          city: patch.city,
+          updated_at: isoAt(this.#clock.nowMs()),
+        });
+      } catch (error) {
+        if (!isUniqueViolation(error)) throw error;
+        throw new AppError('validation_failed', `listen port ${patch.listenPort} is used by another server on this node`, { listen_port: 'in use on this node' });
+      }
+      await recordEvent(tx, this.#clock, eventDraft({
+        kind: 'server.updated', server_id: id, server_name: row.name, node_name: node.name, ip: row.endpoint, country: row.country, detail: `server ${row.name} changed`, actor,
+      }));
+      return row;
+    });
+    if (recreate) {
+      try {
+        await this.#connections.for(node).applyServer(desiredServer(updated));
+      } catch (error) {
+        throw new AppError('apply_failed', `the change was saved, but node ${node.name} could not apply it yet: ${describe(error)}`);
+      }
+    }
+    return this.view(updated, node);
+  }
+
+  /** Deletes a server and (with `force`) its devices; the node removes its namespace and interface. */
+  async delete(id: number, force: boolean, actor: string): Promise<void> {
+    const server = await this.get(id);
+    if (server.device_count > 0 && !force) {
+      throw new AppError('server_has_devices', `server ${id} has ${server.device_count} device(s); move them or delete with force=true`);
+    }
+    const node = await findNode(this.#db, server.node.id);
+    await write(this.#db, async (tx) => {
+      await deleteServer(tx, id);
+      await recordEvent(tx, this.#clock, eventDraft({
+        kind: 'server.deleted', server_id: id, server_name: server.name, node_name: server.node.name, ip: server.endpoint, country: server.country, detail: `server ${server.name} deleted`, actor,
+      }));
+    });
+    // A node that is down now drops the server at its next resync, which removes servers it should not run.
+    if (node) await this.#connections.for(node).removeServer(id).catch(() => undefined);
+  }
+
+  /** Rows a crash left between insert and deploy: removed, and the node's resync drops what it made. */
+  async discardUnfinishedDeploys(): Promise<void> {
+    await deleteServersDeploying(this.#db);
+  }
+}

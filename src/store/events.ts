@@ -1,0 +1,34 @@
+import type { EventDraft, EventKind, PanelEvent } from '../domain/events.ts';
+import { isEventKind } from '../domain/events.ts';
+import type { Queryable } from './db.ts';
+import type { PageRequest } from '../domain/paging.ts';
+
+export async function insertEvent(db: Queryable, draft: EventDraft, createdAt: string): Promise<number> {
+  const row = await db
+    .insertInto('events')
+    .values({ ...draft, created_at: createdAt })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+export interface EventFilter {
+  serverId?: number;
+  deviceId?: number;
+  kinds?: readonly EventKind[];
+}
+
+/** Oldest first, `limit + 1` rows (see toPage). */
+export async function listEvents(db: Queryable, filter: EventFilter, page: PageRequest): Promise<PanelEvent[]> {
+  let query = db.selectFrom('events').selectAll().where('id', '>', page.afterId);
+  if (filter.serverId !== undefined) query = query.where('server_id', '=', filter.serverId);
+  if (filter.deviceId !== undefined) query = query.where('device_id', '=', filter.deviceId);
+  if (filter.kinds !== undefined && filter.kinds.length > 0) query = query.where('kind', 'in', filter.kinds);
+  const rows = await query.orderBy('id').limit(page.limit + 1).execute();
+  return rows.flatMap((row) => (isEventKind(row.kind) ? [{ ...row, kind: row.kind }] : []));
+}
+
+export async function pruneEvents(db: Queryable, before: string): Promise<number> {
+  const result = await db.deleteFrom('events').where('created_at', '<', before).executeTakeFirst();
+  return Number(result.numDeletedRows);
+}

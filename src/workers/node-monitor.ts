@@ -1,0 +1,94 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { describe } from '../agent/agent.ts';
+import { type Clock, isoAt } from '../domain/clock.ts';
+import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { desiredStateOfNode } from '../services/desired-state.ts';
+import { eventDraft, recordEvent } from '../services/events.ts';
+import type { NodeConnections } from '../services/nodes.ts';
+import { type Db, write } from '../store/db.ts';
+import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
+
+export interface NodeMonitorOptions {
+  intervalMs: number;
+  /** A node unheard of for this long is offline. */
+  offlineAfterMs: number;
+}
+
+export const NODE_MONITOR_DEFAULTS: NodeMonitorOptions = { intervalMs: 5_000, offlineAfterMs: 15_000 };
+
+/**
+ * The heartbeat and reconcile loop: asks every node for its status; a node seen for the first time
+ * since the panel started, or whose agent restarted (new boot id), or that comes back online, gets the
+ * whole desired state again, so servers and peers return without the API being called.
+ */
+export class NodeMonitor {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #connections: NodeConnections;
+  readonly #log: FastifyBaseLogger;
+  readonly #options: NodeMonitorOptions;
+  readonly #syncedBootIds = new Map<number, string>();
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+
+  constructor(db: Db, clock: Clock, connections: NodeConnections, log: FastifyBaseLogger, options: NodeMonitorOptions) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#connections = connections;
+    this.#log = log;
+    this.#options = options;
+  }
+
+  /** One round over every node; concurrent calls share the round in progress. */
+  checkAll(): Promise<void> {
+    this.#running ??= (async () => {
+      try {
+        const nodes = await listNodes(this.#db);
+        await Promise.all(nodes.map((node) => this.#check(node)));
+      } finally {
+        this.#running = undefined;
+      }
+    })();
+    return this.#running;
+  }
+
+  async #check(node: NodeRow): Promise<void> {
+    const nowMs = this.#clock.nowMs();
+    const connection = this.#connections.for(node);
+    try {
+      const status = await connection.status();
+      if (this.#syncedBootIds.get(node.id) !== status.bootId || node.status === 'offline') {
+        const report = await connection.resync(await desiredStateOfNode(this.#db, node.id));
+        if (report.failures.length > 0) this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
+        this.#syncedBootIds.set(node.id, status.bootId);
+      }
+      await write(this.#db, async (tx) => {
+        await updateNode(tx, node.id, { status: 'online', last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version });
+        if (node.status === 'offline') {
+          await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.online', node_name: node.name, detail: `node ${node.name} is online`, actor: SYSTEM_ACTOR }));
+        }
+      });
+    } catch (error) {
+      const lastSeenMs = node.last_seen_at === null ? 0 : Date.parse(node.last_seen_at);
+      this.#log.warn({ node: node.name, err: describe(error) }, 'node check failed');
+      if (node.status === 'online' && nowMs - lastSeenMs >= this.#options.offlineAfterMs) {
+        await write(this.#db, async (tx) => {
+          await updateNode(tx, node.id, { status: 'offline' });
+          await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.offline', node_name: node.name, detail: `node ${node.name} is offline: ${describe(error)}`, actor: SYSTEM_ACTOR }));
+        });
+      }
+    }
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => {
+      this.checkAll().catch((err: unknown) => this.#log.error({ err }, 'node monitor round failed'));
+    }, this.#options.intervalMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#running;
+  }
+}

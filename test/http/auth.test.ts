@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { SCOPES, type Scope } from '../../src/domain/api-keys.ts';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { type PanelProcess, startPanel } from '../support/panel.ts';
+
+/** Every guarded operation and the scope spec §5 gives it; each issue adds its routes here. */
+const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }[] = [
+  { method: 'GET', path: '/api/v1/servers', scope: 'servers:read' },
+  { method: 'GET', path: '/api/v1/servers/1', scope: 'servers:read' },
+  { method: 'POST', path: '/api/v1/servers', scope: 'servers:write', body: { name: 'auth-matrix' } },
+  { method: 'PATCH', path: '/api/v1/servers/1', scope: 'servers:write', body: { city: 'Berlin' } },
+  { method: 'GET', path: '/api/v1/nodes', scope: 'servers:read' },
+  { method: 'GET', path: '/api/v1/nodes/1', scope: 'servers:read' },
+  { method: 'GET', path: '/api/v1/events', scope: 'events:read' },
+];
+
+async function call(panel: PanelProcess, method: string, path: string, key: string | undefined, body?: unknown) {
+  const headers: Record<string, string> = {};
+  if (key !== undefined) headers.authorization = `Bearer ${key}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(panel.url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  return { status: response.status, json: text === '' ? undefined : JSON.parse(text), headers: response.headers };
+}
+
+for (const kind of DATABASE_KINDS) {
+  describe(`API keys and scopes (${kind})`, () => {
+    let db: TestDatabase;
+    let panel: PanelProcess;
+    let all: string;
+
+    before(async () => {
+      db = await createTestDatabase(kind);
+      panel = await startPanel({ database: db });
+      all = await panel.createKey('shop', 'all', ['--no-rate-limit']);
+      const created = await call(panel, 'POST', '/api/v1/servers', all, { name: 'first' });
+      assert.equal(created.status, 201);
+    });
+    after(async () => {
+      await panel.stop();
+      await db.drop();
+    });
+
+    it('answers 401 unauthorized without a key, with a malformed key, and with an unknown well-formed key', async () => {
+      const unknown = `vpnk_${'A'.repeat(38)}`;
+      for (const [label, key] of [['none', undefined], ['malformed', 'not-a-key'], ['unknown', unknown], ['bad checksum', `${all.slice(0, -1)}${all.endsWith('A') ? 'B' : 'A'}`]] as const) {
+        const { status, json } = await call(panel, 'GET', '/api/v1/servers', key);
+        assert.equal(status, 401, label);
+        assert.equal(json.error.code, 'unauthorized', label);
+        assert.deepEqual(json.error.fields, {});
+      }
+    });
+
+    it('lets a key with exactly the scope in, and refuses every other scope with 403 naming the scope', async () => {
+      for (const scope of SCOPES) {
+        const only = await panel.createKey(`only-${scope.replace(':', '-')}`, scope, ['--no-rate-limit']);
+        for (const op of OPERATIONS) {
+          const { status, json } = await call(panel, op.method, op.path, only, op.body);
+          if (op.scope === scope) {
+            assert.ok(status !== 401 && status !== 403, `${op.method} ${op.path} with ${scope}: ${status} ${JSON.stringify(json)}`);
+          } else {
+            assert.equal(status, 403, `${op.method} ${op.path} with ${scope}`);
+            assert.equal(json.error.code, 'insufficient_scope');
+            assert.match(json.error.message, new RegExp(op.scope));
+          }
+        }
+      }
+    });
+
+    it('records the key name as the actor of its changes', async () => {
+      const bot = await panel.createKey('chat bot', 'servers:write');
+      assert.equal((await call(panel, 'POST', '/api/v1/servers', bot, { name: 'by-bot' })).status, 201);
+      const events = await call(panel, 'GET', '/api/v1/events?kind=server.created', all);
+      assert.equal(events.status, 200);
+      const actorOf = (server: string) => events.json.data.find((e: { server_name: string }) => e.server_name === server)?.actor;
+      assert.equal(actorOf('first'), 'via API key shop');
+      assert.equal(actorOf('by-bot'), 'via API key chat bot');
+    });
+
+    it('stops a key revoked by the CLI at once, in the running panel', async () => {
+      const key = await panel.createKey('short-lived', 'servers:read');
+      assert.equal((await call(panel, 'GET', '/api/v1/servers', key)).status, 200);
+      const revoked = await panel.cli(['keys', 'revoke', 'short-lived']);
+      assert.equal(revoked.code, 0, revoked.stderr);
+      const after = await call(panel, 'GET', '/api/v1/servers', key);
+      assert.equal(after.status, 401);
+      assert.equal(after.json.error.code, 'unauthorized');
+    });
+
+    it('lists keys with name, scopes, created and last used, and never the key itself', async () => {
+      const key = await panel.createKey('lister', 'events:read');
+      await call(panel, 'GET', '/api/v1/events', key);
+      const listed = await panel.cli(['keys', 'list']);
+      assert.equal(listed.code, 0);
+      assert.ok(!listed.stdout.includes(key) && !listed.stdout.includes(all), 'no key in the listing');
+      assert.doesNotMatch(listed.stdout, /vpnk_/);
+      const json = await panel.cli(['keys', 'list', '--json']);
+      const lister = JSON.parse(json.stdout).find((k: { name: string }) => k.name === 'lister');
+      assert.deepEqual(lister.scopes, ['events:read']);
+      assert.match(lister.createdAt, /^\d{4}-\d\d-\d\dT/);
+      assert.match(lister.lastUsedAt, /^\d{4}-\d\d-\d\dT/, 'last used is recorded');
+      assert.equal(lister.revokedAt, null);
+    });
+
+    it('makes keys vpnk_ with a checksum, printed once as the last line, and refuses unknown scopes', async () => {
+      const made = await panel.cli(['keys', 'create', '--name', 'format', '--scopes', 'devices:read, events:read']);
+      assert.equal(made.code, 0);
+      assert.match(made.stdout.trim().split('\n').at(-1) ?? '', /^vpnk_[0-9A-Za-z]{38}$/);
+      const bad = await panel.cli(['keys', 'create', '--name', 'bad', '--scopes', 'devices:rule']);
+      assert.equal(bad.code, 1);
+      assert.match(bad.stderr, /unknown scope devices:rule/);
+      const twice = await panel.cli(['keys', 'create', '--name', 'format', '--scopes', 'all']);
+      assert.equal(twice.code, 1, 'a live key name is unique');
+    });
+  });
+}

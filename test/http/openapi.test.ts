@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { SCOPES } from '../../src/domain/api-keys.ts';
+import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { apiTypesSource } from '../support/generate-api-types.ts';
+import { type PanelProcess, startPanel } from '../support/panel.ts';
+
+interface Operation {
+  security?: Record<string, string[]>[];
+  responses?: Record<string, unknown>;
+}
+
+describe('OpenAPI description', () => {
+  let db: TestDatabase;
+  let panel: PanelProcess;
+  let document: Record<string, unknown>;
+
+  before(async () => {
+    db = await createTestDatabase('sqlite');
+    panel = await startPanel({ database: db });
+    const response = await fetch(`${panel.url}/api/v1/openapi.json`);
+    assert.equal(response.status, 200, 'served without a key');
+    document = await response.json();
+  });
+  after(async () => {
+    await panel.stop();
+    await db.drop();
+  });
+
+  it('is a valid OpenAPI 3.1 document with description version 1.2', async () => {
+    assert.equal(document.openapi, '3.1.0');
+    assert.deepEqual((document.info as { version: string }).version, '1.2');
+    const result = await new Validator().validate(document);
+    assert.equal(result.valid, true, JSON.stringify(result.errors, null, 2));
+  });
+
+  it('states the bearer scheme and the scope of every operation under /api/v1', () => {
+    const components = document.components as { securitySchemes: Record<string, { type: string; scheme: string }> };
+    assert.deepEqual(components.securitySchemes.bearerAuth, { ...components.securitySchemes.bearerAuth, type: 'http', scheme: 'bearer' });
+    const paths = document.paths as Record<string, Record<string, Operation>>;
+    let guarded = 0;
+    for (const [path, item] of Object.entries(paths)) {
+      for (const [method, operation] of Object.entries(item)) {
+        const where = `${method.toUpperCase()} ${path}`;
+        if (path === '/api/v1/openapi.json' || path === '/healthz') {
+          assert.deepEqual(operation.security, [], `${where} needs no key`);
+          continue;
+        }
+        const scopes = operation.security?.[0]?.bearerAuth ?? [];
+        assert.equal(scopes.length, 1, `${where} names its scope`);
+        assert.ok((SCOPES as readonly string[]).includes(scopes[0] ?? ''), `${where}: ${scopes[0]} is a spec scope`);
+        assert.ok(operation.responses?.['4XX'] !== undefined, `${where} documents its error body`);
+        guarded++;
+      }
+    }
+    assert.ok(guarded >= 8, `found ${guarded} guarded operations`);
+  });
+
+  it('is what the committed test client was generated from (npm run gen:api-types)', async () => {
+    const committed = readFileSync(new URL('../support/api-types.ts', import.meta.url), 'utf8');
+    assert.equal(committed, await apiTypesSource(document), 'test/support/api-types.ts is stale: run npm run gen:api-types');
+  });
+});

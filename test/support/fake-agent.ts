@@ -1,0 +1,73 @@
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+
+/**
+ * A stand-in for a remote node agent, for tests about the panel's HTTP conventions (idempotency,
+ * draining), not about nodes: it speaks the agent protocol and can hold or fail server deploys.
+ * It records; it does not simulate a data plane.
+ */
+export class FakeAgent {
+  readonly token = `fake-agent-token-${randomUUID()}`;
+  readonly applied: number[] = [];
+  /** While set, PUT /v1/servers waits for this promise before answering. */
+  hold: Promise<void> | undefined;
+  /** While true, PUT /v1/servers answers 500. */
+  failDeploys = false;
+  #server: Server | undefined;
+
+  get url(): string {
+    const address = this.#server?.address();
+    if (address === null || address === undefined || typeof address === 'string') throw new Error('the fake agent is not listening');
+    return `http://127.0.0.1:${address.port}`;
+  }
+
+  async start(): Promise<void> {
+    const bootId = randomUUID();
+    this.#server = createServer(async (req, res) => {
+      const send = (status: number, body: unknown) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      };
+      if (req.headers.authorization !== `Bearer ${this.token}`) return send(401, { error: 'bad token', failures: [] });
+      const body = await readJson(req);
+      if (req.method === 'GET' && req.url === '/v1/status') return send(200, { bootId, version: 'fake', driver: 'dry-run', serverIds: [] });
+      if (req.method === 'PUT' && req.url === '/v1/state') return send(200, { applied: [], removed: [], failures: [] });
+      const match = /^\/v1\/servers\/([0-9]+)$/.exec(req.url ?? '');
+      if (match && req.method === 'PUT') {
+        await this.hold;
+        if (this.failDeploys) return send(500, { error: 'deploy refused by the fake agent', failures: ['scripted failure'] });
+        const id = Number(match[1]);
+        this.applied.push(id);
+        const server = isServerBody(body) ? body.server : { listenPort: 0, address: '', mtu: 0 };
+        return send(200, { serverId: id, listenPort: server.listenPort, address: server.address, mtu: server.mtu, publicKey: 'fake', peerCount: 0 });
+      }
+      if (match && req.method === 'DELETE') {
+        res.writeHead(204);
+        return res.end();
+      }
+      send(404, { error: 'no such route', failures: [] });
+    });
+    this.#server.listen(0, '127.0.0.1');
+    await once(this.#server, 'listening');
+  }
+
+  async stop(): Promise<void> {
+    this.#server?.closeAllConnections();
+    this.#server?.close();
+  }
+}
+
+interface ServerBody {
+  server: { listenPort: number; address: string; mtu: number };
+}
+
+function isServerBody(body: unknown): body is ServerBody {
+  return typeof body === 'object' && body !== null && 'server' in body && typeof body.server === 'object' && body.server !== null;
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  let text = '';
+  for await (const chunk of req) text += String(chunk);
+  return text === '' ? undefined : JSON.parse(text);
+}

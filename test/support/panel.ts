@@ -1,0 +1,116 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import createClient from 'openapi-fetch';
+import type { paths } from './api-types.ts';
+import type { TestDatabase } from './databases.ts';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const CLI = fileURLToPath(new URL('../../bin/vpn-panel.js', import.meta.url));
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `vpn-panel ARGS` as a user would, with the given environment. */
+export function runCli(args: readonly string[], env: Record<string, string | undefined>): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, cwd: ROOT }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+export type ApiClient = ReturnType<typeof createClient<paths>>;
+
+export interface PanelProcess {
+  readonly url: string;
+  readonly env: Record<string, string | undefined>;
+  readonly process: ChildProcess;
+  /** Everything the panel printed. */
+  output(): string;
+  cli(args: readonly string[]): Promise<CliResult>;
+  /** `vpn-panel keys create`; returns the key, the last line of its output. */
+  createKey(name: string, scopes: string, extra?: readonly string[]): Promise<string>;
+  client(key?: string): ApiClient;
+  /** Sends the signal and waits for the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface StartOptions {
+  database: TestDatabase;
+  env?: Record<string, string | undefined>;
+}
+
+/**
+ * Starts `vpn-panel serve` the way the README does, on a free port, and waits for /healthz.
+ * Tests run as one process each, so a panel that a test forgets is still ended by `stop()` in `after`.
+ */
+export async function startPanel(options: StartOptions): Promise<PanelProcess> {
+  const port = await freePort();
+  const env: Record<string, string | undefined> = {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    NODE_DRIVER: 'dry-run',
+    PUBLIC_HOST: '192.0.2.1',
+    ...options.database.env,
+    ...options.env,
+  };
+  const child = spawn(process.execPath, [CLI, 'serve'], { env: { ...process.env, ...env }, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`panel exited with ${child.exitCode}:\n${output}`);
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`panel did not answer /healthz within 30 s:\n${output}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const panel: PanelProcess = {
+    url,
+    env,
+    process: child,
+    output: () => output,
+    cli: (args) => runCli(args, env),
+    async createKey(name, scopes, extra = []) {
+      const result = await runCli(['keys', 'create', '--name', name, '--scopes', scopes, ...extra], env);
+      if (result.code !== 0) throw new Error(`keys create failed: ${result.stderr}`);
+      const key = result.stdout.trim().split('\n').at(-1);
+      if (key === undefined) throw new Error('keys create printed nothing');
+      return key;
+    },
+    client: (key) => createClient<paths>({ baseUrl: url, headers: key === undefined ? {} : { authorization: `Bearer ${key}` } }),
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      const exited = once(child, 'exit');
+      child.kill(signal);
+      const [code] = await exited;
+      return typeof code === 'number' ? code : null;
+    },
+  };
+  return panel;
+}
