@@ -20,13 +20,14 @@ export function isScope(value: string): value is Scope {
 export function parseScopes(text: string): Scope[] {
   const names = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
   if (names.length === 0) throw new AppError('validation_failed', 'at least one scope is required', { scopes: 'required' });
-  if (names.includes('all')) return [...SCOPES];
-  const unknown = names.filter((n) => !isScope(n));
+  // Unknown names are refused first, so a typo beside `all` never passes unnoticed.
+  const unknown = names.filter((n) => n !== 'all' && !isScope(n));
   if (unknown.length > 0) {
     throw new AppError('validation_failed', `unknown scope ${unknown.join(', ')}; scopes are ${SCOPES.join(', ')} or all`, {
       scopes: `unknown: ${unknown.join(', ')}`,
     });
   }
+  if (names.includes('all')) return [...SCOPES];
   return SCOPES.filter((s) => names.includes(s));
 }
 
