@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { type PanelProcess, startPanel } from '../support/panel.ts';
+
+interface Case {
+  name: string;
+  method: string;
+  path: string;
+  /** Raw body text; sent as JSON unless contentType says otherwise. */
+  body?: string;
+  contentType?: string;
+  noKey?: boolean;
+  status: number;
+  code: string;
+  fields?: Record<string, string>;
+}
+
+const CASES: Case[] = [
+  { name: 'unknown route', method: 'GET', path: '/api/v1/nope', status: 404, code: 'not_found' },
+  { name: 'unknown route without a key', method: 'GET', path: '/api/v2/servers', noKey: true, status: 404, code: 'not_found' },
+  { name: 'unknown resource', method: 'GET', path: '/api/v1/servers/999999', status: 404, code: 'not_found' },
+  { name: 'id 0', method: 'GET', path: '/api/v1/servers/0', status: 404, code: 'not_found' },
+  { name: 'id not a number', method: 'GET', path: '/api/v1/servers/abc', status: 404, code: 'not_found' },
+  { name: 'id beyond 2^53', method: 'PATCH', path: '/api/v1/servers/99999999999999999999', body: '{}', status: 404, code: 'not_found' },
+  { name: 'malformed JSON', method: 'POST', path: '/api/v1/servers', body: '{"name": "x",', status: 400, code: 'bad_request' },
+  { name: 'JSON that is not an object', method: 'POST', path: '/api/v1/servers', body: '[1,2]', status: 422, code: 'validation_failed' },
+  { name: 'not JSON at all', method: 'POST', path: '/api/v1/servers', body: 'name=x', contentType: 'application/x-www-form-urlencoded', status: 400, code: 'bad_request' },
+  { name: 'over-large body', method: 'POST', path: '/api/v1/servers', body: JSON.stringify({ name: 'x', city: 'y'.repeat(70_000) }), status: 413, code: 'payload_too_large' },
+  {
+    name: 'unknown body fields are named',
+    method: 'POST',
+    path: '/api/v1/servers',
+    body: '{"name":"x","colour":"red","node":{"id":1}}',
+    status: 422,
+    code: 'validation_failed',
+    fields: { colour: 'unknown field', node: 'unknown field' },
+  },
+  { name: 'missing required field', method: 'POST', path: '/api/v1/servers', body: '{}', status: 422, code: 'validation_failed', fields: { name: 'required' } },
+  { name: 'a number sent as a string', method: 'POST', path: '/api/v1/servers', body: '{"name":"x","mtu":"1420"}', status: 422, code: 'validation_failed', fields: { mtu: 'must be integer' } },
+  { name: 'out-of-range body value', method: 'PATCH', path: '/api/v1/servers/1', body: '{"listen_port":70000}', status: 422, code: 'validation_failed' },
+  { name: 'limit 0', method: 'GET', path: '/api/v1/servers?limit=0', status: 400, code: 'bad_request' },
+  { name: 'limit 201', method: 'GET', path: '/api/v1/events?limit=201', status: 400, code: 'bad_request' },
+  { name: 'limit not a number', method: 'GET', path: '/api/v1/events?limit=ten', status: 400, code: 'bad_request' },
+  { name: 'negative cursor', method: 'GET', path: '/api/v1/events?after=-1', status: 400, code: 'bad_request' },
+  { name: 'unknown query parameter', method: 'GET', path: '/api/v1/servers?colour=red', status: 400, code: 'bad_request', fields: { colour: 'unknown field' } },
+  { name: 'unknown event kind', method: 'GET', path: '/api/v1/events?kind=device.created,device.exploded', status: 400, code: 'bad_request' },
+];
+
+describe('error bodies and codes', () => {
+  let db: TestDatabase;
+  let panel: PanelProcess;
+  let key: string;
+  before(async () => {
+    db = await createTestDatabase('sqlite');
+    panel = await startPanel({ database: db });
+    key = await panel.createKey('errors', 'all', ['--no-rate-limit']);
+    const created = await fetch(`${panel.url}/api/v1/servers`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: '{"name":"existing"}',
+    });
+    assert.equal(created.status, 201);
+  });
+  after(async () => {
+    await panel.stop();
+    await db.drop();
+  });
+
+  for (const c of CASES) {
+    it(`${c.name}: ${c.status} ${c.code}`, async () => {
+      const headers: Record<string, string> = {};
+      if (!c.noKey) headers.authorization = `Bearer ${key}`;
+      if (c.body !== undefined) headers['content-type'] = c.contentType ?? 'application/json';
+      const response = await fetch(panel.url + c.path, { method: c.method, headers, body: c.body });
+      const text = await response.text();
+      assert.equal(response.status, c.status, text);
+      assert.match(response.headers.get('content-type') ?? '', /^application\/json/);
+      const body = JSON.parse(text);
+      assert.deepEqual(Object.keys(body), ['error']);
+      assert.deepEqual(Object.keys(body.error).sort(), ['code', 'fields', 'message']);
+      assert.equal(body.error.code, c.code);
+      assert.equal(typeof body.error.message, 'string');
+      assert.equal(typeof body.error.fields, 'object');
+      for (const [field, problem] of Object.entries(c.fields ?? {})) assert.equal(body.error.fields[field], problem, `fields.${field}`);
+      assert.doesNotMatch(text, /\n\s+at |node_modules|\.ts:\d+/, 'no stack trace');
+    });
+  }
+
+  it('changes nothing on a refused request', async () => {
+    const list = async () => (await (await fetch(`${panel.url}/api/v1/servers`, { headers: { authorization: `Bearer ${key}` } })).json()).data.length;
+    const before = await list();
+    await fetch(`${panel.url}/api/v1/servers`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"name":"x","bogus":1}' });
+    assert.equal(await list(), before);
+  });
+
+  it('gives every answer a request id, echoing a sane one given by the client', async () => {
+    const echoed = await fetch(`${panel.url}/api/v1/nope`, { headers: { 'x-request-id': 'shop-order-42' } });
+    assert.equal(echoed.headers.get('x-request-id'), 'shop-order-42');
+    const made = await fetch(`${panel.url}/api/v1/nope`, { headers: { 'x-request-id': 'bad id with spaces' } });
+    assert.match(made.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+  });
+});
