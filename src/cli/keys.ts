@@ -24,7 +24,7 @@ export async function keysCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
   const store = await openMigratedStore(storeConfig(process.env));
   try {
-    const keys = new ApiKeyService(store.db, systemClock);
+    const keys = new ApiKeyService(store, systemClock);
     switch (action) {
       case 'create': {
         const { values } = parseCommandArgs(rest, {

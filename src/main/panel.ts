@@ -63,7 +63,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
 
   const app = await buildApp({
     db: store.db,
-    apiKeys: new ApiKeyService(store.db, clock),
+    apiKeys: new ApiKeyService(store, clock),
     rateLimiter,
     idempotency: new IdempotencyGuard(store.db, clock),
     servers,

@@ -18,7 +18,7 @@ import {
   revokeApiKey,
   touchApiKeys,
 } from '../store/api-keys.ts';
-import type { Db } from '../store/db.ts';
+import { type ChangeWatch, type Store, write } from '../store/db.ts';
 
 /** Who made a request: the API key, as the rules and the logs need it. */
 export interface Principal {
@@ -66,13 +66,20 @@ function toInfo(row: ApiKeyRow): ApiKeyInfo {
 }
 
 export class ApiKeyService {
-  readonly #db: Db;
+  readonly #store: Store;
   readonly #clock: Clock;
   readonly #touchedAtMs = new Map<number, number>();
+  /** Keys looked up before, by hash; emptied whenever another process may have changed a key. */
+  readonly #known = new Map<string, ApiKeyRow>();
+  #watch: ChangeWatch | undefined;
 
-  constructor(db: Db, clock: Clock) {
-    this.#db = db;
+  constructor(store: Store, clock: Clock) {
+    this.#store = store;
     this.#clock = clock;
+  }
+
+  get #db() {
+    return this.#store.db;
   }
 
   /** Creates a key; the returned `key` is the only time the secret exists outside the caller. */
@@ -88,12 +95,15 @@ export class ApiKeyService {
       throw new AppError('name_taken', `a live API key named ${name} exists already`, { name: 'taken' });
     }
     const key = generateApiKey();
-    const row = await insertApiKey(this.#db, {
-      name,
-      keyHash: hashApiKey(key),
-      scopes: scopes.join(','),
-      rateLimitExempt: input.rateLimitExempt ?? false,
-      createdAt: isoAt(this.#clock.nowMs()),
+    const row = await write(this.#db, async (tx) => {
+      await this.#store.announce(tx, 'api_keys');
+      return insertApiKey(tx, {
+        name,
+        keyHash: hashApiKey(key),
+        scopes: scopes.join(','),
+        rateLimitExempt: input.rateLimitExempt ?? false,
+        createdAt: isoAt(this.#clock.nowMs()),
+      });
     });
     return { key, info: toInfo(row) };
   }
@@ -103,21 +113,25 @@ export class ApiKeyService {
   }
 
   async revoke(idOrName: string): Promise<ApiKeyInfo> {
-    const row = await revokeApiKey(this.#db, idOrName, isoAt(this.#clock.nowMs()));
+    const row = await write(this.#db, async (tx) => {
+      await this.#store.announce(tx, 'api_keys');
+      return revokeApiKey(tx, idOrName, isoAt(this.#clock.nowMs()));
+    });
     if (!row) throw new AppError('not_found', `no live API key with id or name ${idOrName}`);
     return toInfo(row);
   }
 
   /**
-   * The principal for an `Authorization` header value. Looked up in the database on every request,
-   * so a key revoked by another process (the CLI) stops at once.
+   * The principal for an `Authorization` header value. A key seen before is served from memory until
+   * the store's watch reports that another process (the CLI, another panel) changed keys; then every
+   * key is looked up again, so a revoked key stops at the next request.
    */
   async authenticate(authorization: string | undefined): Promise<Principal> {
     const match = authorization === undefined ? null : /^Bearer +(\S+) *$/i.exec(authorization);
     const key = match?.[1];
     if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
     if (!isWellFormedApiKey(key)) throw new AppError('unauthorized', 'the API key is not valid');
-    const row = await findApiKeyByHash(this.#db, hashApiKey(key));
+    const row = await this.#lookup(hashApiKey(key));
     if (!row || row.revoked_at !== null) throw new AppError('unauthorized', 'the API key is not valid');
     await this.#touch(row.id);
     const info = toInfo(row);
@@ -129,6 +143,16 @@ export class ApiKeyService {
       rateLimitExempt: info.rateLimitExempt,
       rateLimitId: row.key_hash.slice(0, 32),
     };
+  }
+
+  async #lookup(keyHash: string): Promise<ApiKeyRow | undefined> {
+    this.#watch ??= this.#store.watch('api_keys');
+    if (this.#watch.changed()) this.#known.clear();
+    const known = this.#known.get(keyHash);
+    if (known) return known;
+    const row = await findApiKeyByHash(this.#db, keyHash);
+    if (row) this.#known.set(keyHash, row);
+    return row;
   }
 
   async #touch(keyId: number): Promise<void> {

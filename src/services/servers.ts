@@ -86,7 +86,7 @@ export class ServerService {
     this.#countries = countries;
   }
 
-  view(row: ServerRow, node: NodeRow): ServerView {
+  view(row: ServerRow, node: Pick<NodeRow, 'id' | 'name' | 'status'>): ServerView {
     return {
       id: row.id,
       name: row.name,
@@ -137,13 +137,9 @@ export class ServerService {
   }
 
   async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
-    const [rows, nodes] = await Promise.all([listServers(this.#db, filter, page), listNodes(this.#db)]);
-    const byId = new Map(nodes.map((n) => [n.id, n]));
+    const rows = await listServers(this.#db, filter, page);
     return toPage(
-      rows.flatMap((row) => {
-        const node = byId.get(row.node_id);
-        return node ? [this.view(row, node)] : [];
-      }),
+      rows.map((row) => this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status })),
       page,
     );
   }

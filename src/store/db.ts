@@ -1,9 +1,10 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, Transaction } from 'kysely';
+import { type Compilable, type CompiledQuery, Kysely, PostgresDialect, sql, Transaction } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
+import { sqliteDialect } from './sqlite-dialect.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -15,7 +16,22 @@ export type Queryable = Db | Tx;
 export interface Store {
   readonly db: Db;
   readonly dialect: Dialect;
+  /**
+   * Watches for changes that other processes (the CLI, other panels) make to what `topic` covers,
+   * so a process may cache it. On SQLite any commit by another connection counts; on PostgreSQL the
+   * writers' `announce`, delivered by LISTEN/NOTIFY (and, while the listener is down, everything).
+   */
+  watch(topic: ChangeTopic): ChangeWatch;
+  /** Tells the other processes' watches that `topic` changed; call inside the writing transaction. */
+  announce(db: Queryable, topic: ChangeTopic): Promise<void>;
   close(): Promise<void>;
+}
+
+export type ChangeTopic = 'api_keys';
+
+export interface ChangeWatch {
+  /** True when the topic may have changed since the previous call (and on the first call). */
+  changed(): boolean;
 }
 
 export interface StoreOptions {
@@ -31,7 +47,23 @@ export function openStore(options: StoreOptions): Store {
   if (options.databaseUrl) {
     const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    return { db, dialect: 'postgres', close: () => db.destroy() };
+    const listeners: PostgresListener[] = [];
+    return {
+      db,
+      dialect: 'postgres',
+      watch(topic) {
+        const listener = new PostgresListener(options.databaseUrl ?? '', `vpn_panel_${topic}`);
+        listeners.push(listener);
+        return listener;
+      },
+      async announce(tx, topic) {
+        await sql`select pg_notify(${`vpn_panel_${topic}`}, '')`.execute(tx);
+      },
+      async close() {
+        for (const listener of listeners) await listener.close();
+        await db.destroy();
+      },
+    };
   }
   mkdirSync(options.dataDir, { recursive: true });
   const file = new SQLite(join(options.dataDir, 'vpn-panel.db'));
@@ -40,8 +72,26 @@ export function openStore(options: StoreOptions): Store {
   file.pragma('foreign_keys = ON');
   // The CLI and the panel may write at the same moment; wait instead of failing with SQLITE_BUSY.
   file.pragma('busy_timeout = 5000');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: file }) });
-  return { db, dialect: 'sqlite', close: () => db.destroy() };
+  const db = new Kysely<Database>({ dialect: sqliteDialect(file) });
+  return {
+    db,
+    dialect: 'sqlite',
+    watch() {
+      // data_version changes when another connection commits; this process's own writes leave it.
+      const dataVersion = file.prepare('PRAGMA data_version').pluck();
+      let seen: unknown;
+      return {
+        changed() {
+          const version: unknown = dataVersion.get();
+          const changed = version !== seen;
+          seen = version;
+          return changed;
+        },
+      };
+    },
+    announce: async () => {},
+    close: () => db.destroy(),
+  };
 }
 
 /** Runs `work` in one transaction: all of its writes land, or none do. */
@@ -54,4 +104,97 @@ export function write<T>(db: Queryable, work: (tx: Tx) => Promise<T>): Promise<T
 export function isUniqueViolation(error: unknown): boolean {
   if (typeof error !== 'object' || error === null || !('code' in error)) return false;
   return error.code === 'SQLITE_CONSTRAINT_UNIQUE' || error.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || error.code === '23505';
+}
+
+const LISTEN_RETRY_MS = 2_000;
+
+/** A LISTEN connection; while it is not listening every call reports a change, so nothing stale is used. */
+class PostgresListener implements ChangeWatch {
+  readonly #url: string;
+  readonly #channel: string;
+  #client: pg.Client | undefined;
+  #listening = false;
+  #notified = true;
+  #closed = false;
+  #retry: NodeJS.Timeout | undefined;
+
+  constructor(url: string, channel: string) {
+    this.#url = url;
+    this.#channel = channel;
+    this.#connect();
+  }
+
+  changed(): boolean {
+    const changed = this.#notified || !this.#listening;
+    this.#notified = false;
+    return changed;
+  }
+
+  #connect(): void {
+    const client = new pg.Client({ connectionString: this.#url });
+    this.#client = client;
+    const lost = () => {
+      this.#listening = false;
+      client.removeAllListeners();
+      client.end().catch(() => undefined);
+      if (!this.#closed) this.#retry = setTimeout(() => this.#connect(), LISTEN_RETRY_MS).unref();
+    };
+    client.on('notification', () => {
+      this.#notified = true;
+    });
+    client.on('error', lost);
+    client.on('end', lost);
+    client
+      .connect()
+      .then(() => client.query(`LISTEN ${this.#channel}`))
+      .then(() => {
+        this.#notified = true;
+        this.#listening = true;
+      }, lost);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+    this.#client?.removeAllListeners();
+    await this.#client?.end().catch(() => undefined);
+  }
+}
+
+/**
+ * A query shape compiled once and run with new values. Kysely rebuilds and recompiles a query on
+ * every call, which costs more than SQLite takes to run an indexed one; on hot paths the SQL of a
+ * shape never changes, only its bound values. The shape is compiled once with `sample` arguments
+ * (distinct values that never occur as constants in the query); where each sample lands among the
+ * bound parameters is where the real arguments go on every run.
+ */
+export class CompiledShape<A extends readonly unknown[], R> {
+  readonly #build: (db: Db, ...args: A) => Compilable<R>;
+  readonly #sample: A;
+  #template: { compiled: CompiledQuery<R>; positions: number[] } | undefined;
+
+  constructor(build: (db: Db, ...args: A) => Compilable<R>, sample: A) {
+    this.#build = build;
+    this.#sample = sample;
+  }
+
+  async execute(db: Db, ...args: A): Promise<R[]> {
+    this.#template ??= this.#compile(db);
+    const { compiled, positions } = this.#template;
+    const parameters = compiled.parameters.map((value, position) => {
+      const argument = positions[position] ?? -1;
+      return argument === -1 ? value : args[argument];
+    });
+    const query: CompiledQuery<R> = { ...compiled, parameters };
+    return (await db.executeQuery(query)).rows;
+  }
+
+  #compile(db: Db): { compiled: CompiledQuery<R>; positions: number[] } {
+    const compiled = this.#build(db, ...this.#sample).compile();
+    const positions = compiled.parameters.map((p) => this.#sample.indexOf(p));
+    this.#sample.forEach((value, i) => {
+      if (compiled.parameters.filter((p) => p === value).length !== 1) throw new Error(`query shape must bind sample argument ${i} exactly once`);
+    });
+    return { compiled, positions };
+  }
 }

@@ -1,6 +1,7 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import type { Queryable } from './db.ts';
+import { CompiledShape, type Db, type Queryable } from './db.ts';
+import type { NodeRow } from './nodes.ts';
 import type { ServerTable } from './schema.ts';
 
 export type ServerRow = Selectable<ServerTable>;
@@ -13,11 +14,31 @@ export function findServer(db: Queryable, id: number): Promise<ServerRow | undef
   return db.selectFrom('servers').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** Oldest first, `limit + 1` rows (see toPage). */
-export function listServers(db: Queryable, filter: { country?: string }, page: PageRequest): Promise<ServerRow[]> {
-  let query = db.selectFrom('servers').selectAll().where('id', '>', page.afterId);
-  if (filter.country !== undefined) query = query.where('country', '=', filter.country);
-  return query.orderBy('id').limit(page.limit + 1).execute();
+export type ServerWithNode = ServerRow & { node_name: string; node_status: NodeRow['status'] };
+
+function serversWithNodes(db: Db) {
+  return db
+    .selectFrom('servers')
+    .innerJoin('nodes', 'nodes.id', 'servers.node_id')
+    .selectAll('servers')
+    .select(['nodes.name as node_name', 'nodes.status as node_status']);
+}
+
+const serverPage = new CompiledShape(
+  (db, afterId: number, limit: number) => serversWithNodes(db).where('servers.id', '>', afterId).orderBy('servers.id').limit(limit),
+  [-1001, -1002],
+);
+const serverPageInCountry = new CompiledShape(
+  (db, afterId: number, country: string, limit: number) =>
+    serversWithNodes(db).where('servers.id', '>', afterId).where('servers.country', '=', country).orderBy('servers.id').limit(limit),
+  [-1001, '\u0000country', -1002],
+);
+
+/** Oldest first, `limit + 1` rows (see toPage), each with its node's name and status. */
+export function listServers(db: Db, filter: { country?: string }, page: PageRequest): Promise<ServerWithNode[]> {
+  return filter.country === undefined
+    ? serverPage.execute(db, page.afterId, page.limit + 1)
+    : serverPageInCountry.execute(db, page.afterId, filter.country, page.limit + 1);
 }
 
 export function listServersOfNode(db: Queryable, nodeId: number): Promise<ServerRow[]> {
