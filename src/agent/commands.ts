@@ -4,6 +4,9 @@
  * scripted table (it records, it does not simulate `ip` or `wg`).
  */
 import { execFile, spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 
 export interface RunOptions {
   /** Text written to the command's stdin (e.g. a private key for `wg set … private-key /dev/stdin`). */
@@ -73,6 +76,8 @@ function inNetns(cmd: string, args: readonly string[], netns: string | undefined
 }
 
 const STDERR_TAIL_BYTES = 4096;
+/** stderr of long-running children (wireguard-go), one file per child name. */
+const CHILD_LOG_DIR = join(tmpdir(), 'vpn-panel-children');
 /** `wg show all dump` at 50k peers is 4.3 MB; leave room. */
 const MAX_OUTPUT_BYTES = 256 * 1024 * 1024;
 /** Tools' messages and number formats are parsed, so keep them in the C locale. */
@@ -101,15 +106,26 @@ export class ExecRunner implements CommandRunner {
 
   start(cmd: string, args: readonly string[], opts: StartOptions = {}): ChildHandle {
     const [file, argv] = inNetns(cmd, args, opts.netns);
-    const child = spawn(file, argv, { env: { ...BASE_ENV, ...opts.env }, stdio: ['ignore', 'ignore', 'pipe'] });
-    let tail = '';
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => {
-      tail = (tail + chunk).slice(-STDERR_TAIL_BYTES);
-    });
+    // The child outlives this process (tunnels keep running while the panel or agent restarts):
+    // its own process group, not waited for, and stderr in a file, since a pipe would break when
+    // this process exits and a Go program writing to a broken stderr dies of SIGPIPE.
+    mkdirSync(CHILD_LOG_DIR, { recursive: true });
+    const logFile = join(CHILD_LOG_DIR, `${basename(cmd)}-${args.at(-1) ?? 'child'}.log`);
+    const log = openSync(logFile, 'w');
+    const child = spawn(file, argv, { env: { ...BASE_ENV, ...opts.env }, stdio: ['ignore', 'ignore', log], detached: true });
+    closeSync(log);
+    child.unref();
+    let failure = '';
+    const readTail = () => {
+      try {
+        return readFileSync(logFile, 'utf8').slice(-STDERR_TAIL_BYTES);
+      } catch {
+        return '';
+      }
+    };
     const exited = new Promise<ChildExit>((resolve) => {
       child.once('error', (error) => {
-        tail += `\n${error.message}`;
+        failure = `\n${error.message}`;
         resolve({ code: null, signal: null });
       });
       child.once('exit', (code, signal) => resolve({ code, signal }));
@@ -121,7 +137,7 @@ export class ExecRunner implements CommandRunner {
     return {
       pid: child.pid ?? -1,
       exited,
-      stderrTail: () => tail.trim(),
+      stderrTail: () => (readTail() + failure).trim(),
       stop: async (graceMs = 2000) => {
         if (done) return exited;
         child.kill('SIGTERM');

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import Type from 'typebox';
 import { type Agent, describe } from './agent.ts';
 import { DriverError } from './driver.ts';
@@ -9,7 +9,7 @@ import { AgentErrorSchema, AgentStatusSchema, DesiredServerSchema, DesiredStateS
 export interface AgentHttpOptions {
   agent: Agent;
   token: string;
-  logger: FastifyServerOptions['logger'];
+  logger: FastifyBaseLogger;
   https?: { key: Buffer; cert: Buffer };
 }
 
@@ -19,7 +19,7 @@ function digest(text: string): Buffer {
 
 /** The agent's API for the panel: desired state in, state reached out. Every call needs the node token. */
 export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyInstance> {
-  const app = Fastify({ logger: options.logger, bodyLimit: 64 * 1024 * 1024, ...(options.https ? { https: options.https } : {}) });
+  const app = Fastify({ loggerInstance: options.logger, bodyLimit: 64 * 1024 * 1024, ...(options.https ? { https: options.https } : {}) });
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   const expected = digest(options.token);
 

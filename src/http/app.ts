@@ -98,7 +98,15 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     request.idempotencyClaim = begun.claim;
   });
 
+  // While closing, answers end their connection: a keep-alive socket left idle by an in-flight
+  // request would otherwise hold close() open until its timeout.
+  let draining = false;
+  app.addHook('preClose', async () => {
+    draining = true;
+  });
+
   app.addHook('onSend', async (request, reply, payload) => {
+    if (draining) reply.header('connection', 'close');
     const claim = request.idempotencyClaim;
     if (claim !== null && typeof payload === 'string') {
       request.idempotencyClaim = null;
