@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { type Driver, DriverError, type ServerState } from './driver.ts';
-import type { AgentStatus, DesiredServer, ResyncReport } from './protocol.ts';
+import { type Driver, DriverError, type PeerSpec, type ServerState } from './driver.ts';
+import type { AgentStatus, DesiredServer, PeerChange, ResyncReport } from './protocol.ts';
 
 /**
  * The node side: takes desired state from the panel and converges the host to it through the driver.
@@ -12,6 +12,8 @@ export class Agent {
   readonly #driver: Driver;
   readonly #version: string;
   readonly #queues = new Map<number, Promise<unknown>>();
+  /** Each server's desired peers by public key, as last applied. */
+  readonly #peers = new Map<number, Map<string, PeerSpec>>();
 
   constructor(driver: Driver, version: string) {
     this.#driver = driver;
@@ -29,13 +31,33 @@ export class Agent {
   applyServer(desired: DesiredServer): Promise<ServerState> {
     return this.#serial(desired.server.serverId, async () => {
       const state = await this.#driver.up(desired.server);
-      await this.#driver.setPeers(desired.server.serverId, desired.peers);
-      return { ...state, peerCount: desired.peers.length };
+      const peers = new Map(desired.peers.map((p) => [p.publicKey, p]));
+      this.#peers.set(desired.server.serverId, peers);
+      await this.#driver.setPeers(desired.server.serverId, [...peers.values()]);
+      return { ...state, peerCount: peers.size };
+    });
+  }
+
+  /**
+   * Adds, changes and removes some peers of a server, one change after another per server, so
+   * concurrent changes from the panel never overwrite each other. The server must have been
+   * applied since this agent started (the panel resyncs a restarted agent first).
+   */
+  changePeers(serverId: number, change: PeerChange): Promise<void> {
+    return this.#serial(serverId, async () => {
+      const peers = this.#peers.get(serverId);
+      if (!peers) throw new DriverError(`change peers of server ${serverId}`, ['the agent does not run this server yet; the panel resyncs it']);
+      for (const key of change.remove) peers.delete(key);
+      for (const peer of change.upsert) peers.set(peer.publicKey, peer);
+      await this.#driver.setPeers(serverId, [...peers.values()]);
     });
   }
 
   removeServer(serverId: number): Promise<void> {
-    return this.#serial(serverId, () => this.#driver.down(serverId));
+    return this.#serial(serverId, async () => {
+      await this.#driver.down(serverId);
+      this.#peers.delete(serverId);
+    });
   }
 
   /** Makes the node hold exactly `servers`: each is applied, any other server of this driver is removed. */

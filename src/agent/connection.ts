@@ -6,6 +6,7 @@ import {
   type AgentStatus,
   AgentStatusSchema,
   type DesiredServer,
+  type PeerChange,
   type ResyncReport,
   ResyncReportSchema,
   ServerStateSchema,
@@ -15,6 +16,7 @@ import {
 export interface NodeConnection {
   status(): Promise<AgentStatus>;
   applyServer(desired: DesiredServer): Promise<ServerState>;
+  changePeers(serverId: number, change: PeerChange): Promise<void>;
   removeServer(serverId: number): Promise<void>;
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport>;
 }
@@ -29,6 +31,9 @@ export class LocalNodeConnection implements NodeConnection {
   }
   applyServer(desired: DesiredServer): Promise<ServerState> {
     return this.#agent.applyServer(desired);
+  }
+  changePeers(serverId: number, change: PeerChange): Promise<void> {
+    return this.#agent.changePeers(serverId, change);
   }
   removeServer(serverId: number): Promise<void> {
     return this.#agent.removeServer(serverId);
@@ -59,6 +64,9 @@ export class HttpNodeConnection implements NodeConnection {
   }
   applyServer(desired: DesiredServer): Promise<ServerState> {
     return this.#call('PUT', `/v1/servers/${desired.server.serverId}`, desired, APPLY_TIMEOUT_MS, ServerStateSchema);
+  }
+  async changePeers(serverId: number, change: PeerChange): Promise<void> {
+    await this.#call('POST', `/v1/servers/${serverId}/peers`, change, APPLY_TIMEOUT_MS, undefined);
   }
   async removeServer(serverId: number): Promise<void> {
     await this.#call('DELETE', `/v1/servers/${serverId}`, undefined, APPLY_TIMEOUT_MS, undefined);

@@ -4,7 +4,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import Type from 'typebox';
 import { type Agent, describe } from './agent.ts';
 import { DriverError } from './driver.ts';
-import { AgentErrorSchema, AgentStatusSchema, DesiredServerSchema, DesiredStateSchema, ResyncReportSchema, ServerStateSchema } from './protocol.ts';
+import { AgentErrorSchema, AgentStatusSchema, DesiredServerSchema, DesiredStateSchema, PeerChangeSchema, ResyncReportSchema, ServerStateSchema } from './protocol.ts';
 
 export interface AgentHttpOptions {
   agent: Agent;
@@ -40,6 +40,10 @@ export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyI
   api.put('/v1/servers/:id', { schema: { params: ServerIdParams, body: DesiredServerSchema, response: { 200: ServerStateSchema, 400: AgentErrorSchema } } }, async (request, reply) => {
     if (request.body.server.serverId !== request.params.id) return reply.code(400).send({ error: 'server id of path and body differ', failures: [] });
     return options.agent.applyServer(request.body);
+  });
+  api.post('/v1/servers/:id/peers', { schema: { params: ServerIdParams, body: PeerChangeSchema } }, async (request, reply) => {
+    await options.agent.changePeers(request.params.id, request.body);
+    return reply.code(204).send();
   });
   api.delete('/v1/servers/:id', { schema: { params: ServerIdParams } }, async (request, reply) => {
     await options.agent.removeServer(request.params.id);

@@ -16,6 +16,9 @@ export const PeerSpecSchema = Type.Object({ publicKey: Type.String(), allowedIp:
 
 export const DesiredServerSchema = Type.Object({ server: ServerSpecSchema, peers: Type.Array(PeerSpecSchema) });
 
+/** Peers to add or change and public keys to remove, on a server the agent already runs. */
+export const PeerChangeSchema = Type.Object({ upsert: Type.Array(PeerSpecSchema), remove: Type.Array(Type.String()) });
+
 export const DesiredStateSchema = Type.Object({ servers: Type.Array(DesiredServerSchema) });
 
 export const ServerStateSchema = Type.Object({
@@ -43,5 +46,6 @@ export const ResyncReportSchema = Type.Object({
 export const AgentErrorSchema = Type.Object({ error: Type.String(), failures: Type.Array(Type.String()) });
 
 export type DesiredServer = Static<typeof DesiredServerSchema>;
+export type PeerChange = Static<typeof PeerChangeSchema>;
 export type AgentStatus = Static<typeof AgentStatusSchema>;
 export type ResyncReport = Static<typeof ResyncReportSchema>;

@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../domain/errors.ts';
 import { rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
 import type { ApiKeyService } from '../services/api-keys.ts';
+import type { DeviceService } from '../services/devices.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
 import type { Db } from '../store/db.ts';
@@ -13,9 +14,11 @@ import { sendError } from './errors.ts';
 import { IdempotencyGuard } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { ErrorSchema } from './schemas/common.ts';
+import { DeviceSchema } from './schemas/devices.ts';
 import { EventSchema } from './schemas/events.ts';
 import { NodeSchema, ServerSchema } from './schemas/servers.ts';
 import { validatorCompiler } from './validation.ts';
+import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
 import { metaRoutes, openApiRoute } from './routes/meta.ts';
 import { serverRoutes } from './routes/servers.ts';
@@ -27,6 +30,7 @@ export interface AppDeps {
   apiKeys: ApiKeyService;
   servers: ServerService;
   nodes: NodeService;
+  devices: DeviceService;
   rateLimiter: RateLimiter;
   idempotency: IdempotencyGuard;
   /** Checks the database answers, for `/healthz`. */
@@ -69,7 +73,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
-  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema]) app.addSchema(schema);
+  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema]) app.addSchema(schema);
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -137,6 +141,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     async (api) => {
       openApiRoute(api);
       serverRoutes(api, deps);
+      deviceRoutes(api, deps.devices);
       eventRoutes(api, deps.db);
     },
     { prefix: '/api/v1' },

@@ -9,6 +9,7 @@ import { type Api, buildApp } from '../http/app.ts';
 import { IdempotencyGuard } from '../http/idempotency.ts';
 import { InProcessRateLimiter, type RateLimiter, RedisRateLimiter } from '../http/rate-limiter.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
+import { DeviceService } from '../services/devices.ts';
 import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
 import { ServerService } from '../services/servers.ts';
@@ -68,6 +69,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     idempotency: new IdempotencyGuard(store.db, clock),
     servers,
     nodes,
+    devices: new DeviceService(store, clock, connections),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },

@@ -8,17 +8,19 @@ import { deviceRoom, parseSubnet } from '../domain/subnets.ts';
 import { generateKeyPair } from '../domain/wireguard-keys.ts';
 import { type Db, isUniqueViolation, type Tx, write } from '../store/db.ts';
 import { findLocalNode, findNode, listNodes, type NodeRow } from '../store/nodes.ts';
+import { deleteDevicesOfServer, listDevicesOfServer } from '../store/devices.ts';
 import {
   deleteServer,
   deleteServersDeploying,
   findServer,
+  findServerWithNode,
   insertServer,
   listServerAllocations,
   listServers,
   type ServerRow,
   updateServer,
 } from '../store/servers.ts';
-import { desiredServer } from './desired-state.ts';
+import { desiredServer, desiredStateOfServer } from './desired-state.ts';
 import { eventDraft, recordEvent } from './events.ts';
 import type { CountryLookup } from './geo.ts';
 import type { NodeConnections } from './nodes.ts';
@@ -62,7 +64,8 @@ export interface ServerPatch {
 /** Runs inside the transaction that commits a change, with its result (e.g. to store an idempotent reply). */
 export type CommitHook<T> = (tx: Tx, result: T) => Promise<void>;
 
-function stringArray(json: string): string[] {
+/** A JSON array of strings as stored (dns, client_allowed_ips). */
+export function stringArray(json: string): string[] {
   const value: unknown = JSON.parse(json);
   return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
 }
@@ -86,7 +89,7 @@ export class ServerService {
     this.#countries = countries;
   }
 
-  view(row: ServerRow, node: Pick<NodeRow, 'id' | 'name' | 'status'>): ServerView {
+  view(row: ServerRow, node: Pick<NodeRow, 'id' | 'name' | 'status'>, deviceCount: number | null): ServerView {
     return {
       id: row.id,
       name: row.name,
@@ -104,7 +107,7 @@ export class ServerService {
       mtu: row.mtu,
       persistent_keepalive: row.persistent_keepalive,
       client_allowed_ips: stringArray(row.client_allowed_ips),
-      device_count: 0,
+      device_count: Number(deviceCount ?? 0),
       capacity: row.capacity,
       created_at: row.created_at,
     };
@@ -124,22 +127,16 @@ export class ServerService {
     throw new AppError('validation_failed', 'this panel has several nodes and no local one: give node_id', { node_id: 'required' });
   }
 
-  async #withNode(row: ServerRow): Promise<ServerView> {
-    const node = await findNode(this.#db, row.node_id);
-    if (!node) throw new Error(`server ${row.id} refers to missing node ${row.node_id}`);
-    return this.view(row, node);
-  }
-
   async get(id: number): Promise<ServerView> {
-    const row = await findServer(this.#db, id);
+    const row = await findServerWithNode(this.#db, id);
     if (!row) throw new AppError('not_found', `server ${id} not found`);
-    return this.#withNode(row);
+    return this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count);
   }
 
   async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
     const rows = await listServers(this.#db, filter, page);
     return toPage(
-      rows.map((row) => this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status })),
+      rows.map((row) => this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count)),
       page,
     );
   }
@@ -192,7 +189,7 @@ export class ServerService {
     }
     const connection = this.#connections.for(node);
     try {
-      await connection.applyServer(desiredServer(row));
+      await connection.applyServer(desiredServer(row, [], this.#clock.nowMs()));
     } catch (error) {
       await connection.removeServer(row.id).catch(() => undefined);
       await deleteServer(this.#db, row.id);
@@ -203,7 +200,7 @@ export class ServerService {
       await recordEvent(tx, this.#clock, eventDraft({
         kind: 'server.created', server_id: row.id, server_name: row.name, node_name: node.name, ip: endpoint, country, detail: `server ${row.name} created on node ${node.name}`, actor,
       }));
-      const view = this.view(running, node);
+      const view = this.view(running, node, 0);
       await onCommit?.(tx, view);
       return view;
     });
@@ -255,12 +252,12 @@ export class ServerService {
     });
     if (recreate) {
       try {
-        await this.#connections.for(node).applyServer(desiredServer(updated));
+        await this.#connections.for(node).applyServer(await desiredStateOfServer(this.#db, updated, this.#clock.nowMs()));
       } catch (error) {
         throw new AppError('apply_failed', `the change was saved, but node ${node.name} could not apply it yet: ${describe(error)}`);
       }
     }
-    return this.view(updated, node);
+    return this.get(updated.id);
   }
 
   /** Deletes a server and (with `force`) its devices; the node removes its namespace and interface. */
@@ -271,6 +268,12 @@ export class ServerService {
     }
     const node = await findNode(this.#db, server.node.id);
     await write(this.#db, async (tx) => {
+      for (const device of await listDevicesOfServer(tx, id)) {
+        await recordEvent(tx, this.#clock, eventDraft({
+          kind: 'device.deleted', device_id: device.id, device_name: device.name, server_id: id, server_name: server.name, node_name: server.node.name, ip: device.address, country: server.country, detail: `device ${device.name} deleted with server ${server.name}`, actor,
+        }));
+      }
+      await deleteDevicesOfServer(tx, id);
       await deleteServer(tx, id);
       await recordEvent(tx, this.#clock, eventDraft({
         kind: 'server.deleted', server_id: id, server_name: server.name, node_name: server.node.name, ip: server.endpoint, country: server.country, detail: `server ${server.name} deleted`, actor,

@@ -3,6 +3,7 @@ import { type Migration, type MigrationProvider, Migrator } from 'kysely/migrati
 import type { Dialect, Store } from './db.ts';
 import * as m001 from './migrations/001-foundation.ts';
 import * as m002 from './migrations/002-nodes-servers-events.ts';
+import * as m003 from './migrations/003-devices.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -20,6 +21,7 @@ interface MigrationModule {
 const MIGRATIONS: Record<string, MigrationModule> = {
   '001-foundation': m001,
   '002-nodes-servers-events': m002,
+  '003-devices': m003,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -86,10 +86,34 @@ export interface EventTable {
   actor: string;
 }
 
+export interface DeviceTable {
+  id: Generated<number>;
+  server_id: number;
+  name: string;
+  external_id: string | null;
+  /** JSON object text, exactly as given. */
+  metadata: string | null;
+  /** The device's IPv4 address on its server's subnet, without prefix. */
+  address: string;
+  public_key: string;
+  /** Null when the client made its own key pair. */
+  private_key: string | null;
+  enabled: number;
+  data_limit: number;
+  limit_period: 'monthly' | 'total';
+  usage_reset_at: string;
+  expires_at: string | null;
+  speed_limit: number;
+  last_handshake: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
   nodes: NodeTable;
   servers: ServerTable;
   events: EventTable;
+  devices: DeviceTable;
 }

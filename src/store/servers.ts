@@ -1,6 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { CompiledShape, type Db, type Queryable } from './db.ts';
+import { CompiledShape, type Db, type Dialect, type Queryable } from './db.ts';
 import type { NodeRow } from './nodes.ts';
 import type { ServerTable } from './schema.ts';
 
@@ -14,15 +14,26 @@ export function findServer(db: Queryable, id: number): Promise<ServerRow | undef
   return db.selectFrom('servers').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-export type ServerWithNode = ServerRow & { node_name: string; node_status: NodeRow['status'] };
+export type ServerWithNode = ServerRow & { node_name: string; node_status: NodeRow['status']; device_count: number | null };
 
 function serversWithNodes(db: Db) {
   return db
     .selectFrom('servers')
     .innerJoin('nodes', 'nodes.id', 'servers.node_id')
     .selectAll('servers')
-    .select(['nodes.name as node_name', 'nodes.status as node_status']);
+    .select(['nodes.name as node_name', 'nodes.status as node_status'])
+    .select((eb) =>
+      eb.selectFrom('devices').select(eb.fn.countAll<number>().as('n')).whereRef('devices.server_id', '=', 'servers.id').as('device_count'),
+    );
 }
+
+/** One server with its node's name and status and its device count. */
+export async function findServerWithNode(db: Db, id: number): Promise<ServerWithNode | undefined> {
+  const [row] = await serverById.execute(db, id);
+  return row;
+}
+
+const serverById = new CompiledShape((db, id: number) => serversWithNodes(db).where('servers.id', '=', id), [-1001]);
 
 const serverPage = new CompiledShape(
   (db, afterId: number, limit: number) => serversWithNodes(db).where('servers.id', '>', afterId).orderBy('servers.id').limit(limit),
@@ -60,4 +71,17 @@ export async function deleteServer(db: Queryable, id: number): Promise<void> {
 
 export async function deleteServersDeploying(db: Queryable): Promise<void> {
   await db.deleteFrom('servers').where('status', '=', 'deploying').execute();
+}
+
+/**
+ * Holds the server's row until the transaction ends, so concurrent device creates on one server
+ * allocate addresses one after another. SQLite transactions here are exclusive already.
+ */
+export async function lockServer(db: Queryable, id: number, dialect: Dialect): Promise<void> {
+  if (dialect === 'postgres') await db.selectFrom('servers').select('id').where('id', '=', id).forUpdate().execute();
+}
+
+/** Running servers with their device count, for `server_id: auto`. */
+export function listRunningServers(db: Queryable): Promise<ServerRow[]> {
+  return db.selectFrom('servers').selectAll().where('status', '=', 'running').orderBy('id').execute();
 }

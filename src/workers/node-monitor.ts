@@ -58,7 +58,7 @@ export class NodeMonitor {
     try {
       const status = await connection.status();
       if (this.#syncedBootIds.get(node.id) !== status.bootId || node.status === 'offline') {
-        const report = await connection.resync(await desiredStateOfNode(this.#db, node.id));
+        const report = await connection.resync(await desiredStateOfNode(this.#db, node.id, nowMs));
         if (report.failures.length > 0) this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
         this.#syncedBootIds.set(node.id, status.bootId);
       }

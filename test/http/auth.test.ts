@@ -13,6 +13,11 @@ const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }
   { method: 'GET', path: '/api/v1/nodes', scope: 'servers:read' },
   { method: 'GET', path: '/api/v1/nodes/1', scope: 'servers:read' },
   { method: 'GET', path: '/api/v1/events', scope: 'events:read' },
+  { method: 'GET', path: '/api/v1/devices', scope: 'devices:read' },
+  { method: 'GET', path: '/api/v1/devices/1', scope: 'devices:read' },
+  { method: 'GET', path: '/api/v1/devices/1/config', scope: 'devices:read' },
+  { method: 'POST', path: '/api/v1/devices', scope: 'devices:write', body: { server_id: 1 } },
+  { method: 'PATCH', path: '/api/v1/devices/1', scope: 'devices:write', body: { metadata: { seen: true } } },
 ];
 
 async function call(panel: PanelProcess, method: string, path: string, key: string | undefined, body?: unknown) {
@@ -21,7 +26,8 @@ async function call(panel: PanelProcess, method: string, path: string, key: stri
   if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(panel.url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await response.text();
-  return { status: response.status, json: text === '' ? undefined : JSON.parse(text), headers: response.headers };
+  const isJson = (response.headers.get('content-type') ?? '').startsWith('application/json');
+  return { status: response.status, json: isJson ? JSON.parse(text) : undefined, headers: response.headers };
 }
 
 for (const kind of DATABASE_KINDS) {
@@ -36,6 +42,7 @@ for (const kind of DATABASE_KINDS) {
       all = await panel.createKey('shop', 'all', ['--no-rate-limit']);
       const created = await call(panel, 'POST', '/api/v1/servers', all, { name: 'first' });
       assert.equal(created.status, 201);
+      assert.equal((await call(panel, 'POST', '/api/v1/devices', all, { server_id: 1 })).status, 201);
     });
     after(async () => {
       await panel.stop();

@@ -151,7 +151,7 @@ export interface paths {
                         name: string;
                         /** @description default: the local node, or the only node */
                         node_id?: number;
-                        /** @description host name or IP address clients connect to */
+                        /** @description host name or IP address clients connect to (no port) */
                         endpoint?: string;
                         listen_port?: number;
                         /** @description CIDR, e.g. 10.200.0.1/20; default the next free /24 of 10.128.0.0/9 */
@@ -324,7 +324,7 @@ export interface paths {
                 content: {
                     "application/json": {
                         name?: string;
-                        /** @description host name or IP address clients connect to */
+                        /** @description host name or IP address clients connect to (no port) */
                         endpoint?: string;
                         listen_port?: number;
                         mtu?: number;
@@ -460,6 +460,366 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["Node"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List devices, oldest first
+         * @description Requires an API key with the scope `devices:read`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    server_id?: number;
+                    external_id?: string;
+                    status?: "active" | "disabled" | "expired" | "limit_reached";
+                    /** @description the last id of the previous page */
+                    after?: number;
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: components["schemas"]["Device"][];
+                            has_more: boolean;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Create a device; the answer carries its client config
+         * @description server_id "auto" picks the running server with the fewest devices that still has room, narrowed by country and city. The peer is on the server before the answer.
+         *
+         *     Requires an API key with the scope `devices:write`. Honours the `Idempotency-Key` header (24 hours, per API key).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        server_id: number | "auto";
+                        /** @description only with server_id auto; ISO 3166-1 alpha-2 */
+                        country?: string;
+                        /** @description only with server_id auto */
+                        city?: string;
+                        public_key?: string;
+                        name?: string;
+                        external_id?: string;
+                        /** @description any JSON object up to 4 KB; null clears it */
+                        metadata?: {
+                            [key: string]: unknown;
+                        } | null;
+                        enabled?: boolean;
+                        data_limit?: number;
+                        limit_period?: "monthly" | "total";
+                        expires_at?: string | null;
+                        speed_limit?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Device"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/devices/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a device
+         * @description Requires an API key with the scope `devices:read`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Device"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete a device
+         * @description Requires an API key with the scope `devices:write`.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change a device
+         * @description Only the fields sent change. 502 apply_failed means the change was saved but the running tunnel could not be updated yet; it converges by itself.
+         *
+         *     Requires an API key with the scope `devices:write`.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        name?: string;
+                        external_id?: string;
+                        /** @description any JSON object up to 4 KB; null clears it */
+                        metadata?: {
+                            [key: string]: unknown;
+                        } | null;
+                        enabled?: boolean;
+                        data_limit?: number;
+                        limit_period?: "monthly" | "total";
+                        expires_at?: string | null;
+                        speed_limit?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Device"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/devices/{id}/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The device's client config: wg-quick text, or a PNG QR code of the same text
+         * @description kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; only with format=conf.
+         *
+         *     Requires an API key with the scope `devices:read`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    format?: "conf" | "qr";
+                    kill_switch?: boolean;
+                };
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description text/plain for conf, image/png for qr */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/plain": string;
+                        "image/png": string;
                     };
                 };
                 /** @description Default Response */
@@ -634,6 +994,51 @@ export interface components {
             detail: string;
             /** @description `via API key <name>`, `admin` or `system` */
             actor: string;
+        };
+        /** Device */
+        Device: {
+            id: number;
+            server_id: number;
+            name: string;
+            external_id: string | null;
+            /** @description any JSON object up to 4 KB; null clears it */
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            /** @description the device's IPv4 address on its server's subnet */
+            address: string;
+            public_key: string;
+            /** @description true when the client made the key pair: the panel has no private key and the config has no PrivateKey line */
+            client_key: boolean;
+            enabled: boolean;
+            status: "active" | "disabled" | "expired" | "limit_reached";
+            /** @description a handshake within the last 3 minutes */
+            online: boolean;
+            last_handshake: string | null;
+            /** @description bytes, downloads and uploads together; 0 means no limit */
+            data_limit: number;
+            limit_period: "monthly" | "total";
+            period_usage: {
+                rx_bytes: number;
+                tx_bytes: number;
+                total_bytes: number;
+            };
+            /** Format: date-time */
+            usage_reset_at: string;
+            expires_at: string | null;
+            /** @description kbit/s each way; 0 means no limit */
+            speed_limit: number;
+            month_usage: {
+                rx_bytes: number;
+                tx_bytes: number;
+                total_bytes: number;
+            };
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description the wg-quick client config */
+            config: string;
         };
     };
     responses: never;

@@ -2,12 +2,14 @@ import Type from 'typebox';
 import { DateTime } from './common.ts';
 
 const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 code' });
-const Host = Type.String({ minLength: 1, maxLength: 253, description: 'host name or IP address clients connect to' });
+/** A host name, an IPv4 or a bare IPv6 address: nothing that could break out of a config line. */
+const HOST_PATTERN = '^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$';
+const Host = Type.String({ minLength: 1, maxLength: 253, pattern: HOST_PATTERN, description: 'host name or IP address clients connect to (no port)' });
 const ServerName = Type.String({ minLength: 1, maxLength: 64 });
 const Port = Type.Integer({ minimum: 1, maximum: 65535 });
 const Mtu = Type.Integer({ minimum: 1280, maximum: 9000 });
 const Keepalive = Type.Integer({ minimum: 0, maximum: 65535, description: 'seconds; 0 turns it off' });
-const DnsList = Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 8 });
+const DnsList = Type.Array(Type.String({ minLength: 1, maxLength: 253, pattern: HOST_PATTERN }), { maxItems: 8 });
 const AllowedIps = Type.Array(Type.String({ minLength: 1, maxLength: 64, pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' }), { minItems: 1, maxItems: 64 });
 const MaxDevices = Type.Integer({ minimum: 1, maximum: 65533 });
 

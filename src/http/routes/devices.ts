@@ -1,0 +1,155 @@
+import Type from 'typebox';
+import { configFileName } from '../../domain/client-config.ts';
+import { AppError } from '../../domain/errors.ts';
+import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
+import type { Api } from '../app.ts';
+import { actorOf } from '../auth.ts';
+import { operation } from '../operation.ts';
+import { PageQueryFields, pageRequest } from '../paging.ts';
+import { renderQrPng } from '../qr.ts';
+import { IdParams, Page } from '../schemas/common.ts';
+import { DeviceCreateBody, DeviceListQuery, DevicePatchBody } from '../schemas/devices.ts';
+
+const DeviceRef = Type.Ref('Device');
+
+export function deviceRoutes(api: Api, devices: DeviceService): void {
+  const withConfig = (placed: PlacedDevice) => ({ ...placed.device, config: devices.configText(placed, false) });
+
+  api.get(
+    '/devices',
+    operation('devices:read', {
+      summary: 'List devices, oldest first',
+      tags: ['devices'],
+      querystring: Type.Object({ ...DeviceListQuery, ...PageQueryFields }, { additionalProperties: false }),
+      response: { 200: Page(DeviceRef) },
+    }),
+    async (request) => {
+      const q = request.query;
+      const page = await devices.list({ serverId: q.server_id, externalId: q.external_id, status: q.status }, pageRequest(q));
+      return { data: page.data.map(withConfig), has_more: page.has_more };
+    },
+  );
+
+  api.post(
+    '/devices',
+    operation(
+      'devices:write',
+      {
+        summary: 'Create a device; the answer carries its client config',
+        description: 'server_id "auto" picks the running server with the fewest devices that still has room, narrowed by country and city. The peer is on the server before the answer.',
+        tags: ['devices'],
+        body: DeviceCreateBody,
+        response: { 201: DeviceRef },
+      },
+      { idempotent: true },
+    ),
+    async (request, reply) => {
+      const b = request.body;
+      const claim = request.idempotencyClaim;
+      const placed = await devices.create(
+        {
+          serverId: b.server_id,
+          country: b.country,
+          city: b.city,
+          publicKey: b.public_key,
+          name: b.name,
+          externalId: b.external_id,
+          metadata: b.metadata,
+          enabled: b.enabled,
+          dataLimit: b.data_limit,
+          limitPeriod: b.limit_period,
+          expiresAt: b.expires_at,
+          speedLimit: b.speed_limit,
+        },
+        actorOf(request),
+        claim ? (tx, result) => claim.storeReply(tx, 201, withConfig(result)) : undefined,
+      );
+      return reply.code(201).send(withConfig(placed));
+    },
+  );
+
+  api.get(
+    '/devices/:id',
+    operation('devices:read', { summary: 'Get a device', tags: ['devices'], params: IdParams, response: { 200: DeviceRef } }),
+    async (request) => withConfig(await devices.get(request.params.id)),
+  );
+
+  api.patch(
+    '/devices/:id',
+    operation('devices:write', {
+      summary: 'Change a device',
+      description: 'Only the fields sent change. 502 apply_failed means the change was saved but the running tunnel could not be updated yet; it converges by itself.',
+      tags: ['devices'],
+      params: IdParams,
+      body: DevicePatchBody,
+      response: { 200: DeviceRef },
+    }),
+    async (request) => {
+      const b = request.body;
+      const placed = await devices.update(
+        request.params.id,
+        {
+          name: b.name,
+          externalId: b.external_id,
+          metadata: b.metadata,
+          enabled: b.enabled,
+          dataLimit: b.data_limit,
+          limitPeriod: b.limit_period,
+          expiresAt: b.expires_at,
+          speedLimit: b.speed_limit,
+        },
+        actorOf(request),
+      );
+      return withConfig(placed);
+    },
+  );
+
+  api.delete(
+    '/devices/:id',
+    operation('devices:write', { summary: 'Delete a device', tags: ['devices'], params: IdParams, response: { 204: Type.Null() } }),
+    async (request, reply) => {
+      await devices.delete(request.params.id, actorOf(request));
+      return reply.code(204).send(null);
+    },
+  );
+
+  api.get(
+    '/devices/:id/config',
+    operation('devices:read', {
+      summary: "The device's client config: wg-quick text, or a PNG QR code of the same text",
+      description: 'kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; only with format=conf.',
+      tags: ['devices'],
+      params: IdParams,
+      querystring: Type.Object(
+        {
+          format: Type.Optional(Type.Union([Type.Literal('conf'), Type.Literal('qr')], { default: 'conf' })),
+          kill_switch: Type.Optional(Type.Boolean({ default: false })),
+        },
+        { additionalProperties: false },
+      ),
+      response: {
+        200: {
+          description: 'text/plain for conf, image/png for qr',
+          content: { 'text/plain': { schema: Type.String() }, 'image/png': { schema: Type.String({ contentMediaType: 'image/png' }) } },
+        },
+      },
+    }),
+    async (request, reply) => {
+      const placed = await devices.get(request.params.id);
+      const format = request.query.format ?? 'conf';
+      const killSwitch = request.query.kill_switch ?? false;
+      if (format === 'qr' && killSwitch) {
+        throw new AppError('bad_request', 'kill_switch applies only to format=conf (phone apps refuse PostUp lines)', { kill_switch: 'only with format=conf' });
+      }
+      const text = devices.configText(placed, killSwitch);
+      // The text may carry the device's private key: no cache keeps it.
+      reply.header('cache-control', 'no-store');
+      if (format === 'qr') return reply.type('image/png').send(await renderQrPng(text));
+      return reply
+        .type('text/plain; charset=utf-8')
+        .header('content-disposition', `attachment; filename="${configFileName(placed.device.name)}"`)
+        .serializer((body: string) => body)
+        .send(text);
+    },
+  );
+}

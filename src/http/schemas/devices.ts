@@ -1,0 +1,80 @@
+import Type from 'typebox';
+import { DEVICE_STATUSES, EXTERNAL_ID_MAX, NAME_MAX, SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
+import { DateTime } from './common.ts';
+
+const Usage = Type.Object({ rx_bytes: Type.Integer(), tx_bytes: Type.Integer(), total_bytes: Type.Integer() });
+const LimitPeriod = Type.Union([Type.Literal('monthly'), Type.Literal('total')]);
+const Status = Type.Union(DEVICE_STATUSES.map((s) => Type.Literal(s)));
+const Metadata = Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], { description: 'any JSON object up to 4 KB; null clears it' });
+
+export const DeviceSchema = Type.Object(
+  {
+    id: Type.Integer(),
+    server_id: Type.Integer(),
+    name: Type.String(),
+    external_id: Type.Union([Type.String(), Type.Null()]),
+    metadata: Metadata,
+    address: Type.String({ description: "the device's IPv4 address on its server's subnet" }),
+    public_key: Type.String(),
+    client_key: Type.Boolean({ description: 'true when the client made the key pair: the panel has no private key and the config has no PrivateKey line' }),
+    enabled: Type.Boolean(),
+    status: Status,
+    online: Type.Boolean({ description: 'a handshake within the last 3 minutes' }),
+    last_handshake: Type.Union([DateTime, Type.Null()]),
+    data_limit: Type.Integer({ description: 'bytes, downloads and uploads together; 0 means no limit' }),
+    limit_period: LimitPeriod,
+    period_usage: Usage,
+    usage_reset_at: DateTime,
+    expires_at: Type.Union([DateTime, Type.Null()]),
+    speed_limit: Type.Integer({ description: 'kbit/s each way; 0 means no limit' }),
+    month_usage: Usage,
+    created_at: DateTime,
+    updated_at: DateTime,
+    config: Type.String({ description: 'the wg-quick client config' }),
+  },
+  { $id: 'Device', title: 'Device' },
+);
+
+const Name = Type.String({ minLength: 1, maxLength: NAME_MAX });
+const ExternalId = Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX });
+const DataLimit = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+const SpeedLimit = Type.Integer({ minimum: 0, maximum: SPEED_LIMIT_MAX_KBPS });
+const ExpiresAt = Type.Union([DateTime, Type.Null()]);
+
+export const DeviceCreateBody = Type.Object(
+  {
+    server_id: Type.Union([Type.Integer({ minimum: 1 }), Type.Literal('auto')]),
+    country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$', description: 'only with server_id auto; ISO 3166-1 alpha-2' })),
+    city: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only with server_id auto' })),
+    public_key: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    name: Type.Optional(Name),
+    external_id: Type.Optional(ExternalId),
+    metadata: Type.Optional(Metadata),
+    enabled: Type.Optional(Type.Boolean()),
+    data_limit: Type.Optional(DataLimit),
+    limit_period: Type.Optional(LimitPeriod),
+    expires_at: Type.Optional(ExpiresAt),
+    speed_limit: Type.Optional(SpeedLimit),
+  },
+  { additionalProperties: false },
+);
+
+export const DevicePatchBody = Type.Object(
+  {
+    name: Type.Optional(Name),
+    external_id: Type.Optional(ExternalId),
+    metadata: Type.Optional(Metadata),
+    enabled: Type.Optional(Type.Boolean()),
+    data_limit: Type.Optional(DataLimit),
+    limit_period: Type.Optional(LimitPeriod),
+    expires_at: Type.Optional(ExpiresAt),
+    speed_limit: Type.Optional(SpeedLimit),
+  },
+  { additionalProperties: false },
+);
+
+export const DeviceListQuery = {
+  server_id: Type.Optional(Type.Integer({ minimum: 1 })),
+  external_id: Type.Optional(ExternalId),
+  status: Type.Optional(Status),
+};

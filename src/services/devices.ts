@@ -1,0 +1,349 @@
+import { describe } from '../agent/agent.ts';
+import { type Clock, isoAt } from '../domain/clock.ts';
+import {
+  type DeviceStatus,
+  deviceStatus,
+  isOnline,
+  type LimitPeriod,
+  lowestFreeAddress,
+  metadataText,
+  nameFromExternalId,
+  serverRoom,
+} from '../domain/devices.ts';
+import { AppError } from '../domain/errors.ts';
+import type { EventKind } from '../domain/events.ts';
+import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import { intToIp, ipToInt, parseCidr, parseSubnet } from '../domain/subnets.ts';
+import { generateKeyPair, isValidKey } from '../domain/wireguard-keys.ts';
+import { type Db, isUniqueViolation, type Store, type Tx, violationText, write } from '../store/db.ts';
+import {
+  countDevicesByServer,
+  deleteDevice,
+  type DeviceRow,
+  findDevice,
+  insertDevice,
+  listDevices,
+  listDeviceSlots,
+  updateDevice,
+} from '../store/devices.ts';
+import { findNode, type NodeRow } from '../store/nodes.ts';
+import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
+import { admitted, peerOf } from './desired-state.ts';
+import { eventDraft, recordEvent } from './events.ts';
+import type { NodeConnections } from './nodes.ts';
+import { type CommitHook, stringArray } from './servers.ts';
+import { renderClientConfig } from '../domain/client-config.ts';
+
+export interface Usage {
+  rx_bytes: number;
+  tx_bytes: number;
+  total_bytes: number;
+}
+
+/** A device as spec §2.1 shows it, without its config (routes add it). */
+export interface DeviceView {
+  id: number;
+  server_id: number;
+  name: string;
+  external_id: string | null;
+  metadata: Record<string, unknown> | null;
+  address: string;
+  public_key: string;
+  client_key: boolean;
+  enabled: boolean;
+  status: DeviceStatus;
+  online: boolean;
+  last_handshake: string | null;
+  data_limit: number;
+  limit_period: LimitPeriod;
+  period_usage: Usage;
+  usage_reset_at: string;
+  expires_at: string | null;
+  speed_limit: number;
+  month_usage: Usage;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface DeviceCreateInput {
+  serverId: number | 'auto';
+  country?: string;
+  city?: string;
+  publicKey?: string;
+  name?: string;
+  externalId?: string;
+  metadata?: object | null;
+  enabled?: boolean;
+  dataLimit?: number;
+  limitPeriod?: LimitPeriod;
+  expiresAt?: string | null;
+  speedLimit?: number;
+}
+
+export type DevicePatch = Partial<Omit<DeviceCreateInput, 'serverId' | 'country' | 'city' | 'publicKey'>>;
+
+/** The device together with the server and node it is on: what configs and events need. */
+export interface PlacedDevice {
+  device: DeviceView;
+  row: DeviceRow;
+  server: ServerRow;
+  node: NodeRow;
+}
+
+const NO_USAGE: Usage = { rx_bytes: 0, tx_bytes: 0, total_bytes: 0 };
+
+function parseMetadata(text: string | null): Record<string, unknown> | null {
+  if (text === null) return null;
+  const value: unknown = JSON.parse(text);
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? Object.fromEntries(Object.entries(value)) : null;
+}
+
+export class DeviceService {
+  readonly #store: Store;
+  readonly #clock: Clock;
+  readonly #connections: NodeConnections;
+
+  constructor(store: Store, clock: Clock, connections: NodeConnections) {
+    this.#store = store;
+    this.#clock = clock;
+    this.#connections = connections;
+  }
+
+  get #db(): Db {
+    return this.#store.db;
+  }
+
+  view(row: DeviceRow): DeviceView {
+    const nowMs = this.#clock.nowMs();
+    const lastHandshakeMs = row.last_handshake === null ? null : Date.parse(row.last_handshake);
+    return {
+      id: row.id,
+      server_id: row.server_id,
+      name: row.name,
+      external_id: row.external_id,
+      metadata: parseMetadata(row.metadata),
+      address: row.address,
+      public_key: row.public_key,
+      client_key: row.private_key === null,
+      enabled: row.enabled === 1,
+      status: deviceStatus({ enabled: row.enabled === 1, expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at), limitReached: false }, nowMs),
+      online: isOnline(lastHandshakeMs, nowMs),
+      last_handshake: row.last_handshake,
+      data_limit: row.data_limit,
+      limit_period: row.limit_period,
+      period_usage: NO_USAGE,
+      usage_reset_at: row.usage_reset_at,
+      expires_at: row.expires_at,
+      speed_limit: row.speed_limit,
+      month_usage: NO_USAGE,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    };
+  }
+
+  async #place(row: DeviceRow): Promise<PlacedDevice> {
+    const server = await findServer(this.#db, row.server_id);
+    const node = server && (await findNode(this.#db, server.node_id));
+    if (!server || !node) throw new Error(`device ${row.id} refers to a missing server or node`);
+    return { device: this.view(row), row, server, node };
+  }
+
+  async get(id: number): Promise<PlacedDevice> {
+    const row = await findDevice(this.#db, id);
+    if (!row) throw new AppError('not_found', `device ${id} not found`);
+    return this.#place(row);
+  }
+
+  async list(filter: { serverId?: number; externalId?: string; status?: DeviceStatus }, page: PageRequest): Promise<Page<PlacedDevice>> {
+    const rows = toPage(await listDevices(this.#db, { ...filter, nowIso: isoAt(this.#clock.nowMs()) }, page), page);
+    const servers = new Map<number, { server: ServerRow; node: NodeRow }>();
+    for (const id of new Set(rows.data.map((r) => r.server_id))) {
+      const server = await findServer(this.#db, id);
+      const node = server && (await findNode(this.#db, server.node_id));
+      if (server && node) servers.set(id, { server, node });
+    }
+    return {
+      data: rows.data.flatMap((row) => {
+        const place = servers.get(row.server_id);
+        return place ? [{ device: this.view(row), row, ...place }] : [];
+      }),
+      has_more: rows.has_more,
+    };
+  }
+
+  /** The wg-quick config of the device as it is now (after a move too). */
+  configText(placed: PlacedDevice, killSwitch: boolean): string {
+    const { row, server } = placed;
+    return renderClientConfig(
+      {
+        privateKey: row.private_key,
+        address: row.address,
+        dns: stringArray(server.dns),
+        mtu: server.mtu,
+        serverPublicKey: server.public_key,
+        clientAllowedIps: stringArray(server.client_allowed_ips),
+        endpoint: server.endpoint,
+        listenPort: server.listen_port,
+        persistentKeepalive: server.persistent_keepalive,
+      },
+      { killSwitch },
+    );
+  }
+
+  /** `server_id: auto`: the running server with the fewest devices that still has room, in the place asked for. */
+  async #pickServer(country: string | undefined, city: string | undefined, exclude?: number): Promise<ServerRow> {
+    const [servers, counts] = await Promise.all([listRunningServers(this.#db), countDevicesByServer(this.#db)]);
+    const candidates = servers.filter(
+      (s) =>
+        s.id !== exclude &&
+        (country === undefined || s.country === country.toUpperCase()) &&
+        (city === undefined || s.city.toLowerCase() === city.toLowerCase()) &&
+        (counts.get(s.id) ?? 0) < serverRoom(s.capacity, parseSubnet(s.subnet)),
+    );
+    candidates.sort((a, b) => (counts.get(a.id) ?? 0) - (counts.get(b.id) ?? 0) || a.id - b.id);
+    const [best] = candidates;
+    if (!best) throw new AppError('no_server_available', 'no running server with room matches; add a server or widen country/city');
+    return best;
+  }
+
+  async #serverFor(input: DeviceCreateInput): Promise<ServerRow> {
+    if (input.serverId === 'auto') return this.#pickServer(input.country, input.city);
+    if (input.country !== undefined || input.city !== undefined) {
+      throw new AppError('validation_failed', 'country and city go only with server_id "auto"', {
+        ...(input.country !== undefined ? { country: 'only with server_id auto' } : {}),
+        ...(input.city !== undefined ? { city: 'only with server_id auto' } : {}),
+      });
+    }
+    const server = await findServer(this.#db, input.serverId);
+    if (!server || server.status === 'deploying') throw new AppError('validation_failed', `server ${input.serverId} does not exist`, { server_id: 'no such server' });
+    return server;
+  }
+
+  /**
+   * Creates a device: the address is the lowest free one of its server, taken while the server's
+   * row is locked, and the peer is on the node before the transaction commits; if the node cannot
+   * take it, nothing is saved (deploy_failed).
+   */
+  async create(input: DeviceCreateInput, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+    const metadata = input.metadata === undefined ? null : metadataText(input.metadata);
+    if (input.publicKey !== undefined && !isValidKey(input.publicKey)) {
+      throw new AppError('validation_failed', 'public_key must be a WireGuard public key: 32 bytes in base64 (44 characters)', { public_key: 'not a WireGuard key' });
+    }
+    const server = await this.#serverFor(input);
+    const node = await findNode(this.#db, server.node_id);
+    if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
+    const keys = input.publicKey === undefined ? generateKeyPair() : { publicKey: input.publicKey, privateKey: null };
+    const now = isoAt(this.#clock.nowMs());
+    try {
+      return await write(this.#db, async (tx) => {
+        await lockServer(tx, server.id, this.#store.dialect);
+        const slots = await listDeviceSlots(tx, server.id);
+        const subnet = parseSubnet(server.subnet);
+        if (slots.length >= serverRoom(server.capacity, subnet)) throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
+        const address = lowestFreeAddress(subnet, parseCidr(server.address).address, new Set(slots.map((s) => ipToInt(s.address))));
+        if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
+        if (slots.some((s) => s.public_key === keys.publicKey)) {
+          throw new AppError('validation_failed', 'public_key is used by another device on this server', { public_key: 'in use on this server' });
+        }
+        const names = new Set(slots.map((s) => s.name));
+        if (input.name !== undefined && names.has(input.name)) throw new AppError('name_taken', `a device named ${input.name} is on server ${server.name} already`, { name: 'taken on this server' });
+        let row = await insertDevice(tx, {
+          server_id: server.id,
+          name: input.name ?? (input.externalId !== undefined ? nameFromExternalId(input.externalId, names) : `new-${keys.publicKey}`),
+          external_id: input.externalId ?? null,
+          metadata,
+          address: intToIp(address),
+          public_key: keys.publicKey,
+          private_key: keys.privateKey,
+          enabled: (input.enabled ?? true) ? 1 : 0,
+          data_limit: input.dataLimit ?? 0,
+          limit_period: input.limitPeriod ?? 'monthly',
+          usage_reset_at: now,
+          expires_at: input.expiresAt ?? null,
+          speed_limit: input.speedLimit ?? 0,
+          last_handshake: null,
+          created_at: now,
+          updated_at: now,
+        });
+        if (input.name === undefined && input.externalId === undefined) {
+          row = await updateDevice(tx, row.id, { name: nameFromExternalId(`device-${row.id}`, names) });
+        }
+        await this.#event(tx, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
+        if (admitted(row, this.#clock.nowMs())) await this.#applyOrFail(node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
+        const placed: PlacedDevice = { device: this.view(row), row, server, node };
+        await onCommit?.(tx, placed);
+        return placed;
+      });
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      // Only a create racing another on the same name or key gets here; the server lock orders addresses.
+      if (/public_key|server_key/.test(violationText(error))) throw new AppError('validation_failed', 'public_key is used by another device on this server', { public_key: 'in use on this server' });
+      throw new AppError('name_taken', `a device named ${input.name ?? ''} is on this server already`, { name: 'taken on this server' });
+    }
+  }
+
+  /**
+   * Changes a device. The change is saved first; the node gets it before the answer, or the
+   * caller hears apply_failed with the change saved (the node's next resync converges it).
+   */
+  async update(id: number, patch: DevicePatch, actor: string): Promise<PlacedDevice> {
+    const before = await this.get(id);
+    const metadata = patch.metadata === undefined ? undefined : metadataText(patch.metadata);
+    const nowMs = this.#clock.nowMs();
+    let row: DeviceRow;
+    try {
+      row = await write(this.#db, async (tx) => {
+        const changed = await updateDevice(tx, id, {
+          name: patch.name,
+          external_id: patch.externalId,
+          metadata,
+          enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
+          data_limit: patch.dataLimit,
+          limit_period: patch.limitPeriod,
+          expires_at: patch.expiresAt,
+          speed_limit: patch.speedLimit,
+          updated_at: isoAt(nowMs),
+        });
+        const kinds: EventKind[] = ['device.updated'];
+        if (before.row.enabled !== changed.enabled) kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
+        for (const kind of kinds) await this.#event(tx, kind, changed, before.server, before.node, actor, `device ${changed.name}: ${kind.slice('device.'.length)}`);
+        return changed;
+      });
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      throw new AppError('name_taken', `a device named ${patch.name ?? ''} is on this server already`, { name: 'taken on this server' });
+    }
+    const wasAdmitted = admitted(before.row, nowMs);
+    const isNowAdmitted = admitted(row, nowMs);
+    if (wasAdmitted !== isNowAdmitted) {
+      const change = isNowAdmitted ? { upsert: [peerOf(row)], remove: [] } : { upsert: [], remove: [row.public_key] };
+      await this.#applyOrFail(before.node, before.server.id, change, 'apply_failed');
+    }
+    return { ...before, row, device: this.view(row) };
+  }
+
+  async delete(id: number, actor: string): Promise<void> {
+    const { row, server, node } = await this.get(id);
+    await write(this.#db, async (tx) => {
+      await deleteDevice(tx, id);
+      await this.#event(tx, 'device.deleted', row, server, node, actor, `device ${row.name} deleted`);
+    });
+    // A node that misses this removal drops the peer at its next resync.
+    await this.#connections.for(node).changePeers(server.id, { upsert: [], remove: [row.public_key] }).catch(() => undefined);
+  }
+
+  async #applyOrFail(node: NodeRow, serverId: number, change: { upsert: ReturnType<typeof peerOf>[]; remove: string[] }, code: 'apply_failed' | 'deploy_failed'): Promise<void> {
+    try {
+      await this.#connections.for(node).changePeers(serverId, change);
+    } catch (error) {
+      const what = code === 'apply_failed' ? 'the change was saved, but' : 'nothing was saved:';
+      throw new AppError(code, `${what} node ${node.name} could not apply it: ${describe(error)}`);
+    }
+  }
+
+  #event(tx: Tx, kind: EventKind, row: DeviceRow, server: ServerRow, node: NodeRow, actor: string, detail: string): Promise<number> {
+    return recordEvent(tx, this.#clock, eventDraft({
+      kind, device_id: row.id, device_name: row.name, server_id: server.id, server_name: server.name, node_name: node.name, ip: row.address, country: server.country, detail, actor,
+    }));
+  }
+}

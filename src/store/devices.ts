@@ -1,0 +1,77 @@
+import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { DeviceStatus } from '../domain/devices.ts';
+import type { PageRequest } from '../domain/paging.ts';
+import type { Queryable } from './db.ts';
+import type { DeviceTable } from './schema.ts';
+
+export type DeviceRow = Selectable<DeviceTable>;
+
+export async function insertDevice(db: Queryable, device: Insertable<DeviceTable>): Promise<DeviceRow> {
+  return db.insertInto('devices').values(device).returningAll().executeTakeFirstOrThrow();
+}
+
+export function findDevice(db: Queryable, id: number): Promise<DeviceRow | undefined> {
+  return db.selectFrom('devices').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function updateDevice(db: Queryable, id: number, changes: Updateable<DeviceTable>): Promise<DeviceRow> {
+  return db.updateTable('devices').set(changes).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function deleteDevice(db: Queryable, id: number): Promise<void> {
+  await db.deleteFrom('devices').where('id', '=', id).execute();
+}
+
+export async function deleteDevicesOfServer(db: Queryable, serverId: number): Promise<void> {
+  await db.deleteFrom('devices').where('server_id', '=', serverId).execute();
+}
+
+/** What address allocation and naming need to know of a server's devices. */
+export function listDeviceSlots(db: Queryable, serverId: number): Promise<Pick<DeviceRow, 'name' | 'address' | 'public_key'>[]> {
+  return db.selectFrom('devices').select(['name', 'address', 'public_key']).where('server_id', '=', serverId).execute();
+}
+
+export function listDevicesOfServer(db: Queryable, serverId: number): Promise<DeviceRow[]> {
+  return db.selectFrom('devices').selectAll().where('server_id', '=', serverId).orderBy('id').execute();
+}
+
+export async function countDevicesByServer(db: Queryable): Promise<Map<number, number>> {
+  const rows = await db
+    .selectFrom('devices')
+    .select((eb) => ['server_id', eb.fn.countAll<number>().as('count')])
+    .groupBy('server_id')
+    .execute();
+  return new Map(rows.map((r) => [r.server_id, Number(r.count)]));
+}
+
+export interface DeviceFilter {
+  serverId?: number;
+  externalId?: string;
+  /** Only these statuses; the caller turns a status into conditions with `nowIso`. */
+  status?: DeviceStatus;
+  nowIso: string;
+}
+
+/** Oldest first, `limit + 1` rows (see toPage). Status conditions mirror deviceStatus(). */
+export function listDevices(db: Queryable, filter: DeviceFilter, page: PageRequest): Promise<DeviceRow[]> {
+  let query = db.selectFrom('devices').selectAll().where('id', '>', page.afterId);
+  if (filter.serverId !== undefined) query = query.where('server_id', '=', filter.serverId);
+  if (filter.externalId !== undefined) query = query.where('external_id', '=', filter.externalId);
+  const notExpired = (q: typeof query) => q.where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', filter.nowIso)]));
+  switch (filter.status) {
+    case 'disabled':
+      query = query.where('enabled', '=', 0);
+      break;
+    case 'expired':
+      query = query.where('enabled', '=', 1).where('expires_at', '<=', filter.nowIso);
+      break;
+    case 'active':
+      query = notExpired(query.where('enabled', '=', 1));
+      break;
+    case 'limit_reached':
+      // Usage accounting (and with it limit_reached) is not built yet: no device is in that state.
+      query = query.where('id', '<', 0);
+      break;
+  }
+  return query.orderBy('id').limit(page.limit + 1).execute();
+}
