@@ -21,3 +21,11 @@ export class ManualClock implements Clock {
 export function isoAt(ms: number): string {
   return new Date(ms).toISOString();
 }
+
+/**
+ * A client's date-time as stored: UTC with milliseconds, so text order is time order in both
+ * databases (`+02:00` offsets or missing fractions would not compare).
+ */
+export function normaliseInstant(text: string | null): string | null {
+  return text === null ? null : isoAt(Date.parse(text));
+}

@@ -7,6 +7,7 @@ import { AppError } from '../domain/errors.ts';
 import { rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
 import type { ApiKeyService } from '../services/api-keys.ts';
 import type { DeviceService } from '../services/devices.ts';
+import type { GroupService } from '../services/groups.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
 import type { Db } from '../store/db.ts';
@@ -14,12 +15,13 @@ import { sendError } from './errors.ts';
 import { IdempotencyGuard } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { ErrorSchema } from './schemas/common.ts';
-import { DeviceSchema } from './schemas/devices.ts';
+import { DeviceSchema, GroupSchema } from './schemas/devices.ts';
 import { EventSchema } from './schemas/events.ts';
 import { NodeSchema, ServerSchema } from './schemas/servers.ts';
 import { validatorCompiler } from './validation.ts';
 import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
+import { groupRoutes } from './routes/groups.ts';
 import { metaRoutes, openApiRoute } from './routes/meta.ts';
 import { serverRoutes } from './routes/servers.ts';
 
@@ -31,6 +33,7 @@ export interface AppDeps {
   servers: ServerService;
   nodes: NodeService;
   devices: DeviceService;
+  groups: GroupService;
   rateLimiter: RateLimiter;
   idempotency: IdempotencyGuard;
   /** Checks the database answers, for `/healthz`. */
@@ -53,7 +56,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
-    routerOptions: { ignoreTrailingSlash: true },
+    // A 255-character external_id, URL-encoded, is up to 9 bytes a character.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2400 },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
@@ -73,7 +77,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
-  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema]) app.addSchema(schema);
+  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema, GroupSchema]) app.addSchema(schema);
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -142,6 +146,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       openApiRoute(api);
       serverRoutes(api, deps);
       deviceRoutes(api, deps.devices);
+      groupRoutes(api, deps);
       eventRoutes(api, deps.db);
     },
     { prefix: '/api/v1' },

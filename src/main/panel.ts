@@ -10,6 +10,7 @@ import { IdempotencyGuard } from '../http/idempotency.ts';
 import { InProcessRateLimiter, type RateLimiter, RedisRateLimiter } from '../http/rate-limiter.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
 import { DeviceService } from '../services/devices.ts';
+import { GroupService } from '../services/groups.ts';
 import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
 import { ServerService } from '../services/servers.ts';
@@ -61,6 +62,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   if (config.localNode) await nodes.ensureLocal(config.publicHost);
   const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open());
   await servers.discardUnfinishedDeploys();
+  const devices = new DeviceService(store, clock, connections);
 
   const app = await buildApp({
     db: store.db,
@@ -69,7 +71,8 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     idempotency: new IdempotencyGuard(store.db, clock),
     servers,
     nodes,
-    devices: new DeviceService(store, clock, connections),
+    devices,
+    groups: new GroupService(store, clock, connections, devices),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },

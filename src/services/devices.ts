@@ -1,5 +1,4 @@
-import { describe } from '../agent/agent.ts';
-import { type Clock, isoAt } from '../domain/clock.ts';
+import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import {
   type DeviceStatus,
   deviceStatus,
@@ -29,7 +28,8 @@ import {
 import { findNode, type NodeRow } from '../store/nodes.ts';
 import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
 import { admitted, peerOf } from './desired-state.ts';
-import { eventDraft, recordEvent } from './events.ts';
+import { recordDeviceEvent } from './events.ts';
+import { applyOrFail } from './nodes.ts';
 import type { NodeConnections } from './nodes.ts';
 import { type CommitHook, stringArray } from './servers.ts';
 import { renderClientConfig } from '../domain/client-config.ts';
@@ -259,7 +259,7 @@ export class DeviceService {
           data_limit: input.dataLimit ?? 0,
           limit_period: input.limitPeriod ?? 'monthly',
           usage_reset_at: now,
-          expires_at: input.expiresAt ?? null,
+          expires_at: normaliseInstant(input.expiresAt ?? null),
           speed_limit: input.speedLimit ?? 0,
           last_handshake: null,
           created_at: now,
@@ -268,8 +268,8 @@ export class DeviceService {
         if (input.name === undefined && input.externalId === undefined) {
           row = await updateDevice(tx, row.id, { name: nameFromExternalId(`device-${row.id}`, names) });
         }
-        await this.#event(tx, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
-        if (admitted(row, this.#clock.nowMs())) await this.#applyOrFail(node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
+        await recordDeviceEvent(tx, this.#clock, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
+        if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
         const placed: PlacedDevice = { device: this.view(row), row, server, node };
         await onCommit?.(tx, placed);
         return placed;
@@ -300,13 +300,13 @@ export class DeviceService {
           enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
           data_limit: patch.dataLimit,
           limit_period: patch.limitPeriod,
-          expires_at: patch.expiresAt,
+          expires_at: patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt),
           speed_limit: patch.speedLimit,
           updated_at: isoAt(nowMs),
         });
         const kinds: EventKind[] = ['device.updated'];
         if (before.row.enabled !== changed.enabled) kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
-        for (const kind of kinds) await this.#event(tx, kind, changed, before.server, before.node, actor, `device ${changed.name}: ${kind.slice('device.'.length)}`);
+        for (const kind of kinds) await recordDeviceEvent(tx, this.#clock, kind, changed, before.server, before.node, actor, `device ${changed.name}: ${kind.slice('device.'.length)}`);
         return changed;
       });
     } catch (error) {
@@ -317,33 +317,67 @@ export class DeviceService {
     const isNowAdmitted = admitted(row, nowMs);
     if (wasAdmitted !== isNowAdmitted) {
       const change = isNowAdmitted ? { upsert: [peerOf(row)], remove: [] } : { upsert: [], remove: [row.public_key] };
-      await this.#applyOrFail(before.node, before.server.id, change, 'apply_failed');
+      await applyOrFail(this.#connections, before.node, before.server.id, change, 'apply_failed');
     }
     return { ...before, row, device: this.view(row) };
+  }
+
+  /** Restarts the count toward the data limit from now (spec §4.2); the history stays. */
+  async resetUsage(id: number, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+    const before = await this.get(id);
+    return write(this.#db, async (tx) => {
+      const row = await updateDevice(tx, id, { usage_reset_at: isoAt(this.#clock.nowMs()) });
+      await recordDeviceEvent(tx, this.#clock, 'device.usage_reset', row, before.server, before.node, actor, `usage of device ${row.name} reset`);
+      const placed = { ...before, row, device: this.view(row) };
+      await onCommit?.(tx, placed);
+      return placed;
+    });
+  }
+
+  /** Places rows already read (a group's devices) on their servers and nodes. */
+  async placeAll(rows: readonly DeviceRow[]): Promise<PlacedDevice[]> {
+    return Promise.all(rows.map((row) => this.#place(row)));
+  }
+
+  /**
+   * Moves a device to another server (spec §4.2): same id, keys, name, limits and usage history; a
+   * new address there. The peer joins the new server before the move commits, then leaves the old
+   * one (a node that misses the removal drops it at its next resync).
+   */
+  async move(id: number, target: number | 'auto', actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+    const before = await this.get(id);
+    const server = target === 'auto' ? await this.#pickServer(undefined, undefined, before.server.id) : await findServer(this.#db, target);
+    if (!server || server.status === 'deploying') throw new AppError('validation_failed', `server ${String(target)} does not exist`, { server_id: 'no such server' });
+    if (server.id === before.server.id) throw new AppError('validation_failed', `device ${id} is on server ${server.id} already`, { server_id: 'the current server' });
+    const node = await findNode(this.#db, server.node_id);
+    if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
+    const moved = await write(this.#db, async (tx) => {
+      await lockServer(tx, server.id, this.#store.dialect);
+      const slots = await listDeviceSlots(tx, server.id);
+      const subnet = parseSubnet(server.subnet);
+      if (slots.some((s) => s.name === before.row.name)) throw new AppError('name_taken', `a device named ${before.row.name} is on server ${server.name} already`, { name: 'taken on the target server' });
+      if (slots.some((s) => s.public_key === before.row.public_key)) throw new AppError('validation_failed', 'the public key is used on the target server', { server_id: 'key in use there' });
+      if (slots.length >= serverRoom(server.capacity, subnet)) throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
+      const address = lowestFreeAddress(subnet, parseCidr(server.address).address, new Set(slots.map((s) => ipToInt(s.address))));
+      if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
+      const row = await updateDevice(tx, id, { server_id: server.id, address: intToIp(address), updated_at: isoAt(this.#clock.nowMs()) });
+      await recordDeviceEvent(tx, this.#clock, 'device.moved', row, server, node, actor, `device ${row.name} moved from server ${before.server.name} to ${server.name}`);
+      if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
+      const placed: PlacedDevice = { device: this.view(row), row, server, node };
+      await onCommit?.(tx, placed);
+      return placed;
+    });
+    await this.#connections.for(before.node).changePeers(before.server.id, { upsert: [], remove: [before.row.public_key] }).catch(() => undefined);
+    return moved;
   }
 
   async delete(id: number, actor: string): Promise<void> {
     const { row, server, node } = await this.get(id);
     await write(this.#db, async (tx) => {
       await deleteDevice(tx, id);
-      await this.#event(tx, 'device.deleted', row, server, node, actor, `device ${row.name} deleted`);
+      await recordDeviceEvent(tx, this.#clock, 'device.deleted', row, server, node, actor, `device ${row.name} deleted`);
     });
     // A node that misses this removal drops the peer at its next resync.
     await this.#connections.for(node).changePeers(server.id, { upsert: [], remove: [row.public_key] }).catch(() => undefined);
-  }
-
-  async #applyOrFail(node: NodeRow, serverId: number, change: { upsert: ReturnType<typeof peerOf>[]; remove: string[] }, code: 'apply_failed' | 'deploy_failed'): Promise<void> {
-    try {
-      await this.#connections.for(node).changePeers(serverId, change);
-    } catch (error) {
-      const what = code === 'apply_failed' ? 'the change was saved, but' : 'nothing was saved:';
-      throw new AppError(code, `${what} node ${node.name} could not apply it: ${describe(error)}`);
-    }
-  }
-
-  #event(tx: Tx, kind: EventKind, row: DeviceRow, server: ServerRow, node: NodeRow, actor: string, detail: string): Promise<number> {
-    return recordEvent(tx, this.#clock, eventDraft({
-      kind, device_id: row.id, device_name: row.name, server_id: server.id, server_name: server.name, node_name: node.name, ip: row.address, country: server.country, detail, actor,
-    }));
   }
 }

@@ -1,6 +1,8 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
+import { describe } from '../agent/agent.ts';
 import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
+import type { PeerChange } from '../agent/protocol.ts';
 import type { Db } from '../store/db.ts';
 import { deleteNode, findLocalNode, findNode, findNodeByName, insertNode, listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
 import { listServerAllocations } from '../store/servers.ts';
@@ -42,6 +44,19 @@ export class NodeConnections {
       this.#remote.set(key, connection);
     }
     return connection;
+  }
+}
+
+/**
+ * Applies a peer change on a node. `apply_failed`: the change is saved and converges at the next
+ * resync; `deploy_failed`: the caller rolls back, nothing is saved.
+ */
+export async function applyOrFail(connections: NodeConnections, node: NodeRow, serverId: number, change: PeerChange, code: 'apply_failed' | 'deploy_failed'): Promise<void> {
+  try {
+    await connections.for(node).changePeers(serverId, change);
+  } catch (error) {
+    const what = code === 'apply_failed' ? 'the change was saved, but' : 'nothing was saved:';
+    throw new AppError(code, `${what} node ${node.name} could not apply it: ${describe(error)}`);
   }
 }
 

@@ -75,3 +75,8 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
   }
   return query.orderBy('id').limit(page.limit + 1).execute();
 }
+
+/** A group (spec §2.2): every device sharing the external id, oldest first. */
+export function listDevicesOfGroup(db: Queryable, externalId: string): Promise<DeviceRow[]> {
+  return db.selectFrom('devices').selectAll().where('external_id', '=', externalId).orderBy('id').execute();
+}

@@ -18,6 +18,10 @@ const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }
   { method: 'GET', path: '/api/v1/devices/1/config', scope: 'devices:read' },
   { method: 'POST', path: '/api/v1/devices', scope: 'devices:write', body: { server_id: 1 } },
   { method: 'PATCH', path: '/api/v1/devices/1', scope: 'devices:write', body: { metadata: { seen: true } } },
+  { method: 'POST', path: '/api/v1/devices/1/usage/reset', scope: 'devices:write' },
+  { method: 'GET', path: '/api/v1/groups/g', scope: 'devices:read' },
+  { method: 'PATCH', path: '/api/v1/groups/g', scope: 'devices:write', body: { speed_limit: 0 } },
+  { method: 'POST', path: '/api/v1/groups/g/usage/reset', scope: 'devices:write' },
 ];
 
 async function call(panel: PanelProcess, method: string, path: string, key: string | undefined, body?: unknown) {

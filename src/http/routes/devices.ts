@@ -104,6 +104,32 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     },
   );
 
+  api.post(
+    '/devices/:id/move',
+    operation(
+      'devices:write',
+      {
+        summary: 'Move a device to another server',
+        description: 'The device keeps its id, keys, name, limits and usage history and gets an address on the new server; the answer carries the new config. server_id "auto" never picks the current server.',
+        tags: ['devices'],
+        params: IdParams,
+        body: Type.Object({ server_id: Type.Union([Type.Integer({ minimum: 1 }), Type.Literal('auto')]) }, { additionalProperties: false }),
+        response: { 200: DeviceRef },
+      },
+      { idempotent: true },
+    ),
+    async (request) => {
+      const claim = request.idempotencyClaim;
+      const placed = await devices.move(
+        request.params.id,
+        request.body.server_id,
+        actorOf(request),
+        claim ? (tx, result) => claim.storeReply(tx, 200, withConfig(result)) : undefined,
+      );
+      return withConfig(placed);
+    },
+  );
+
   api.delete(
     '/devices/:id',
     operation('devices:write', { summary: 'Delete a device', tags: ['devices'], params: IdParams, response: { 204: Type.Null() } }),

@@ -78,3 +78,27 @@ export const DeviceListQuery = {
   external_id: Type.Optional(ExternalId),
   status: Type.Optional(Status),
 };
+
+export const GroupParams = Type.Object({ external_id: Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX, description: 'URL-encoded' }) });
+
+export const GroupPatchBody = Type.Object(
+  {
+    enabled: Type.Optional(Type.Boolean()),
+    expires_at: Type.Optional(ExpiresAt),
+    data_limit: Type.Optional(DataLimit),
+    limit_period: Type.Optional(LimitPeriod),
+    speed_limit: Type.Optional(SpeedLimit),
+    metadata: Type.Optional(Metadata),
+  },
+  { additionalProperties: false },
+);
+
+export const GroupSchema = Type.Object(
+  {
+    external_id: Type.String(),
+    device_count: Type.Integer(),
+    month_usage: Usage,
+    devices: Type.Array(Type.Ref('Device'), { description: 'oldest first' }),
+  },
+  { $id: 'Group', title: 'Group' },
+);

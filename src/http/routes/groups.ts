@@ -1,0 +1,74 @@
+import Type from 'typebox';
+import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
+import type { GroupService, GroupView } from '../../services/groups.ts';
+import type { Api } from '../app.ts';
+import { actorOf } from '../auth.ts';
+import { operation } from '../operation.ts';
+import { IdParams } from '../schemas/common.ts';
+import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
+
+const GroupRef = Type.Ref('Group');
+const DeviceRef = Type.Ref('Device');
+
+/** Groups (spec §4.3) and per-device usage reset, which share the reset rule. */
+export function groupRoutes(api: Api, services: { groups: GroupService; devices: DeviceService }): void {
+  const { groups, devices } = services;
+  const withConfig = (placed: PlacedDevice) => ({ ...placed.device, config: devices.configText(placed, false) });
+  const groupBody = (group: GroupView) => ({ ...group, devices: group.devices.map(withConfig) });
+
+  api.get(
+    '/groups/:external_id',
+    operation('devices:read', { summary: 'Get a group: every device with this external_id, oldest first', tags: ['groups'], params: GroupParams, response: { 200: GroupRef } }),
+    async (request) => groupBody(await groups.get(request.params.external_id)),
+  );
+
+  api.patch(
+    '/groups/:external_id',
+    operation('devices:write', {
+      summary: 'Set fields on every device of the group',
+      description: 'Checked for every device first and applied in one transaction: a value wrong for one device changes none.',
+      tags: ['groups'],
+      params: GroupParams,
+      body: GroupPatchBody,
+      response: { 200: GroupRef },
+    }),
+    async (request) => {
+      const b = request.body;
+      const group = await groups.update(
+        request.params.external_id,
+        { enabled: b.enabled, expiresAt: b.expires_at, dataLimit: b.data_limit, limitPeriod: b.limit_period, speedLimit: b.speed_limit, metadata: b.metadata },
+        actorOf(request),
+      );
+      return groupBody(group);
+    },
+  );
+
+  api.post(
+    '/groups/:external_id/usage/reset',
+    operation('devices:write', { summary: 'Restart the count toward the data limit of every device of the group', tags: ['groups'], params: GroupParams, response: { 200: GroupRef } }, { idempotent: true }),
+    async (request) => {
+      const claim = request.idempotencyClaim;
+      const group = await groups.resetUsage(request.params.external_id, actorOf(request), claim ? (tx, result) => claim.storeReply(tx, 200, groupBody(result)) : undefined);
+      return groupBody(group);
+    },
+  );
+
+  api.delete(
+    '/groups/:external_id',
+    operation('devices:write', { summary: 'Delete every device of the group', tags: ['groups'], params: GroupParams, response: { 204: Type.Null() } }),
+    async (request, reply) => {
+      await groups.delete(request.params.external_id, actorOf(request));
+      return reply.code(204).send(null);
+    },
+  );
+
+  api.post(
+    '/devices/:id/usage/reset',
+    operation('devices:write', { summary: 'Restart the count toward the data limit from now; history stays', tags: ['devices'], params: IdParams, response: { 200: DeviceRef } }, { idempotent: true }),
+    async (request) => {
+      const claim = request.idempotencyClaim;
+      const placed = await devices.resetUsage(request.params.id, actorOf(request), claim ? (tx, result) => claim.storeReply(tx, 200, withConfig(result)) : undefined);
+      return withConfig(placed);
+    },
+  );
+}
