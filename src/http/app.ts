@@ -8,6 +8,7 @@ import { rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/ra
 import type { ApiKeyService } from '../services/api-keys.ts';
 import type { DeviceService } from '../services/devices.ts';
 import type { GroupService } from '../services/groups.ts';
+import type { ShareLinkService } from '../services/share-links.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
 import type { Db } from '../store/db.ts';
@@ -24,6 +25,8 @@ import { eventRoutes } from './routes/events.ts';
 import { groupRoutes } from './routes/groups.ts';
 import { metaRoutes, openApiRoute } from './routes/meta.ts';
 import { serverRoutes } from './routes/servers.ts';
+import { shareLinkRoutes } from './routes/share-links.ts';
+import { sharePageRoutes } from './routes/share-page.ts';
 
 export type Api = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -34,6 +37,7 @@ export interface AppDeps {
   nodes: NodeService;
   devices: DeviceService;
   groups: GroupService;
+  shareLinks: ShareLinkService;
   rateLimiter: RateLimiter;
   idempotency: IdempotencyGuard;
   /** Checks the database answers, for `/healthz`. */
@@ -73,6 +77,12 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text === '') done(null, undefined);
     else parseJson(request, text, done);
+  });
+
+  // A route with a body schema reads an absent body as {}: all-optional bodies may be left out,
+  // and a missing required field is named instead of "body must be object".
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {};
   });
 
   app.decorateRequest('principal', null);
@@ -141,12 +151,14 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   });
 
   metaRoutes(app, deps);
+  sharePageRoutes(app, deps);
   await app.register(
     async (api) => {
       openApiRoute(api);
       serverRoutes(api, deps);
       deviceRoutes(api, deps.devices);
       groupRoutes(api, deps);
+      shareLinkRoutes(api, deps.shareLinks);
       eventRoutes(api, deps.db);
     },
     { prefix: '/api/v1' },

@@ -11,6 +11,7 @@ import { InProcessRateLimiter, type RateLimiter, RedisRateLimiter } from '../htt
 import { ApiKeyService } from '../services/api-keys.ts';
 import { DeviceService } from '../services/devices.ts';
 import { GroupService } from '../services/groups.ts';
+import { ShareLinkService } from '../services/share-links.ts';
 import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
 import { ServerService } from '../services/servers.ts';
@@ -73,6 +74,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     nodes,
     devices,
     groups: new GroupService(store, clock, connections, devices),
+    shareLinks: new ShareLinkService(store, clock, devices, config.panelUrl),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },

@@ -4,6 +4,7 @@ import type { Dialect, Store } from './db.ts';
 import * as m001 from './migrations/001-foundation.ts';
 import * as m002 from './migrations/002-nodes-servers-events.ts';
 import * as m003 from './migrations/003-devices.ts';
+import * as m004 from './migrations/004-share-links.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -22,6 +23,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '001-foundation': m001,
   '002-nodes-servers-events': m002,
   '003-devices': m003,
+  '004-share-links': m004,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

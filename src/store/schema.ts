@@ -109,6 +109,14 @@ export interface DeviceTable {
   updated_at: string;
 }
 
+export interface ShareLinkTable {
+  device_id: number;
+  /** 256 random bits, base64url: the whole secret of the public page. */
+  token: string;
+  expires_at: string | null;
+  created_at: string;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
@@ -116,4 +124,5 @@ export interface Database {
   servers: ServerTable;
   events: EventTable;
   devices: DeviceTable;
+  share_links: ShareLinkTable;
 }

@@ -22,6 +22,9 @@ const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }
   { method: 'GET', path: '/api/v1/groups/g', scope: 'devices:read' },
   { method: 'PATCH', path: '/api/v1/groups/g', scope: 'devices:write', body: { speed_limit: 0 } },
   { method: 'POST', path: '/api/v1/groups/g/usage/reset', scope: 'devices:write' },
+  { method: 'POST', path: '/api/v1/devices/1/move', scope: 'devices:write', body: { server_id: 'auto' } },
+  { method: 'GET', path: '/api/v1/devices/1/share', scope: 'devices:read' },
+  { method: 'POST', path: '/api/v1/devices/1/share', scope: 'devices:write' },
 ];
 
 async function call(panel: PanelProcess, method: string, path: string, key: string | undefined, body?: unknown) {

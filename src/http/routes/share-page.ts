@@ -1,0 +1,117 @@
+import { createHash } from 'node:crypto';
+import type { FastifyReply } from 'fastify';
+import { configFileName } from '../../domain/client-config.ts';
+import { AppError } from '../../domain/errors.ts';
+import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
+import type { ShareLinkService } from '../../services/share-links.ts';
+import type { Api } from '../app.ts';
+import { toAppError } from '../errors.ts';
+import { renderQrPng } from '../qr.ts';
+import type { RateLimiter } from '../rate-limiter.ts';
+
+const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f4f5f7;color:#1d2430}
+main{max-width:28rem;margin:2rem auto;padding:1.5rem;background:#fff;border-radius:12px;box-shadow:0 1px 4px #0002}
+h1{font-size:1.4rem;margin:0 0 1rem}dl{display:grid;grid-template-columns:auto 1fr;gap:.4rem 1rem}dt{color:#5b6474}dd{margin:0;font-weight:600}
+img{display:block;width:100%;max-width:22rem;margin:1rem auto;image-rendering:pixelated}
+a.button{display:block;text-align:center;padding:.8rem;border-radius:8px;background:#2457d6;color:#fff;text-decoration:none;font-weight:600}
+p.hint{color:#5b6474;font-size:.9rem}`;
+
+/**
+ * Nothing but inline PNG images and this one stylesheet may load; no script at all, no framing,
+ * no forms. The stylesheet is allowed by its hash, so it cannot be swapped.
+ */
+const CSP = [
+  "default-src 'none'",
+  'img-src data:',
+  `style-src 'sha256-${createHash('sha256').update(STYLE).digest('base64')}'`,
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** Bytes in decimal units, as VPN plans are sold (1 GB = 10^9 bytes). */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return `${unit === 0 ? value : value.toFixed(2)} ${units[unit]}`;
+}
+
+function secure(reply: FastifyReply): FastifyReply {
+  return reply
+    .header('cache-control', 'no-store')
+    .header('referrer-policy', 'no-referrer')
+    .header('content-security-policy', CSP)
+    .header('x-content-type-options', 'nosniff')
+    .header('x-frame-options', 'DENY');
+}
+
+function page(title: string, body: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex,nofollow"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main>${body}</main></body></html>`;
+}
+
+async function sharePage(token: string, placed: PlacedDevice, config: string, linkExpiresAt: string | null): Promise<string> {
+  const { device } = placed;
+  const remaining = device.data_limit === 0 ? 'unlimited' : formatBytes(Math.max(0, device.data_limit - device.period_usage.total_bytes));
+  const qr = (await renderQrPng(config)).toString('base64');
+  const fileName = configFileName(device.name);
+  return page(
+    `VPN access: ${device.name}`,
+    `<h1>VPN access: ${escapeHtml(device.name)}</h1>
+<dl><dt>Status</dt><dd id="status">${escapeHtml(device.status)}</dd><dt>Data left</dt><dd id="remaining">${escapeHtml(remaining)}</dd><dt>Access expires</dt><dd id="expires">${escapeHtml(device.expires_at ?? 'never')}</dd><dt>Link expires</dt><dd id="link-expires">${escapeHtml(linkExpiresAt ?? 'never')}</dd></dl>
+<img id="qr" alt="QR code of the WireGuard configuration" src="data:image/png;base64,${qr}">
+<a class="button" id="download" href="/s/${token}/config" download="${escapeHtml(fileName)}">Download ${escapeHtml(fileName)}</a>
+<p class="hint">Scan the code with the WireGuard app, or import the file. Anyone holding this link can use this access: keep it private.</p>`,
+  );
+}
+
+/**
+ * The public share page `/s/{token}` and its config download: no account, no key. Rate-limited per
+ * client address, so tokens cannot be guessed at speed (they carry 256 bits anyway).
+ */
+export function sharePageRoutes(app: Api, deps: { shareLinks: ShareLinkService; devices: DeviceService; rateLimiter: RateLimiter }): void {
+  const notFound = (reply: FastifyReply, error: unknown) => {
+    const appError = toAppError(error);
+    if (appError.code !== 'not_found' && appError.code !== 'rate_limited') throw error;
+    if (appError.retryAfterSeconds !== undefined) reply.header('retry-after', String(appError.retryAfterSeconds));
+    return secure(reply)
+      .code(appError.code === 'rate_limited' ? 429 : 404)
+      .type('text/html; charset=utf-8')
+      .send(page('Link not available', `<h1>This link is not available</h1><p class="hint">${escapeHtml(appError.message)}</p>`));
+  };
+  const open = async (ip: string, token: string) => {
+    const decision = await deps.rateLimiter.take(`share:${ip}`);
+    if (!decision.allowed) throw new AppError('rate_limited', 'too many requests; try again shortly', {}, decision.retryAfterSeconds);
+    return deps.shareLinks.open(token);
+  };
+
+  app.get<{ Params: { token: string } }>('/s/:token', { schema: { hide: true } }, async (request, reply) => {
+    try {
+      const { placed, link } = await open(request.ip, request.params.token);
+      const html = await sharePage(request.params.token, placed, deps.devices.configText(placed, false), link.expires_at);
+      return secure(reply).type('text/html; charset=utf-8').send(html);
+    } catch (error) {
+      return notFound(reply, error);
+    }
+  });
+
+  app.get<{ Params: { token: string } }>('/s/:token/config', { schema: { hide: true } }, async (request, reply) => {
+    try {
+      const { placed } = await open(request.ip, request.params.token);
+      return secure(reply)
+        .type('text/plain; charset=utf-8')
+        .header('content-disposition', `attachment; filename="${configFileName(placed.device.name)}"`)
+        .send(deps.devices.configText(placed, false));
+    } catch (error) {
+      return notFound(reply, error);
+    }
+  });
+}

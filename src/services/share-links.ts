@@ -1,0 +1,78 @@
+import { randomBytes } from 'node:crypto';
+import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
+import { AppError } from '../domain/errors.ts';
+import { type Store, write } from '../store/db.ts';
+import { findDevice } from '../store/devices.ts';
+import { deleteShareLink, findShareLinkByToken, findShareLinkOfDevice, replaceShareLink, type ShareLinkRow } from '../store/share-links.ts';
+import type { DeviceService, PlacedDevice } from './devices.ts';
+import { recordDeviceEvent } from './events.ts';
+
+/** A share link as spec §2.5 shows it. */
+export interface ShareLinkView {
+  url: string;
+  expires_at: string | null;
+}
+
+/** Tokens carry 256 random bits (the spec asks at least 128). */
+const TOKEN_BYTES = 32;
+
+/**
+ * Share links (spec §2.5, DESIGN §3): one per device, a public page that always shows the device's
+ * current config. A deleted, replaced or expired link answers 404 at once.
+ */
+export class ShareLinkService {
+  readonly #store: Store;
+  readonly #clock: Clock;
+  readonly #devices: DeviceService;
+  readonly #panelUrl: string;
+
+  constructor(store: Store, clock: Clock, devices: DeviceService, panelUrl: string) {
+    this.#store = store;
+    this.#clock = clock;
+    this.#devices = devices;
+    this.#panelUrl = panelUrl;
+  }
+
+  #view(link: ShareLinkRow): ShareLinkView {
+    return { url: `${this.#panelUrl}/s/${link.token}`, expires_at: link.expires_at };
+  }
+
+  async create(deviceId: number, expiresAt: string | undefined, actor: string): Promise<ShareLinkView> {
+    const placed = await this.#devices.get(deviceId);
+    const nowMs = this.#clock.nowMs();
+    const expires = expiresAt === undefined ? null : normaliseInstant(expiresAt);
+    if (expires !== null && Date.parse(expires) <= nowMs) throw new AppError('validation_failed', 'expires_at must be in the future', { expires_at: 'in the past' });
+    const link: ShareLinkRow = { device_id: deviceId, token: randomBytes(TOKEN_BYTES).toString('base64url'), expires_at: expires, created_at: isoAt(nowMs) };
+    await write(this.#store.db, async (tx) => {
+      await replaceShareLink(tx, link);
+      await recordDeviceEvent(tx, this.#clock, 'device.share_created', placed.row, placed.server, placed.node, actor, `share link for device ${placed.row.name} created`);
+    });
+    return this.#view(link);
+  }
+
+  async get(deviceId: number): Promise<ShareLinkView> {
+    if (!(await findDevice(this.#store.db, deviceId))) throw new AppError('not_found', `device ${deviceId} not found`);
+    const link = await findShareLinkOfDevice(this.#store.db, deviceId);
+    if (!link) throw new AppError('not_found', `device ${deviceId} has no share link`);
+    return this.#view(link);
+  }
+
+  /** Removing a missing link also succeeds (spec §4.2). */
+  async delete(deviceId: number, actor: string): Promise<void> {
+    const placed = await this.#devices.get(deviceId);
+    await write(this.#store.db, async (tx) => {
+      if (await deleteShareLink(tx, deviceId)) {
+        await recordDeviceEvent(tx, this.#clock, 'device.share_deleted', placed.row, placed.server, placed.node, actor, `share link for device ${placed.row.name} deleted`);
+      }
+    });
+  }
+
+  /** The device behind a live token, as it is now; not_found for unknown, replaced, deleted or expired links. */
+  async open(token: string): Promise<{ placed: PlacedDevice; link: ShareLinkView }> {
+    const link = /^[A-Za-z0-9_-]{43}$/.test(token) ? await findShareLinkByToken(this.#store.db, token) : undefined;
+    if (!link || (link.expires_at !== null && Date.parse(link.expires_at) <= this.#clock.nowMs())) {
+      throw new AppError('not_found', 'this share link does not exist or has expired');
+    }
+    return { placed: await this.#devices.get(link.device_id), link: this.#view(link) };
+  }
+}
