@@ -1,19 +1,38 @@
 import Type from 'typebox';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
-import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
+import type { DevicePatch, DeviceService, PlacedDevice } from '../../services/devices.ts';
 import type { Api } from '../app.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { renderQrPng } from '../qr.ts';
 import { IdParams, Page } from '../schemas/common.ts';
-import { DeviceCreateBody, DeviceListQuery, DevicePatchBody } from '../schemas/devices.ts';
+import { DeviceCreateBody, DeviceListQuery, DevicePatchBody, type DeviceSettingsBody } from '../schemas/devices.ts';
 
 const DeviceRef = Type.Ref('Device');
 
+/** The body's device settings in the service's words. */
+function deviceSettings(b: DeviceSettingsBody): DevicePatch {
+  return {
+    name: b.name,
+    externalId: b.external_id,
+    metadata: b.metadata,
+    enabled: b.enabled,
+    dataLimit: b.data_limit,
+    limitPeriod: b.limit_period,
+    expiresAt: b.expires_at,
+    speedLimit: b.speed_limit,
+  };
+}
+
+/** A device as the API answers it: spec §2.1 with its current config. */
+export function deviceBody(devices: DeviceService, placed: PlacedDevice) {
+  return { ...placed.device, config: devices.configText(placed, false) };
+}
+
 export function deviceRoutes(api: Api, devices: DeviceService): void {
-  const withConfig = (placed: PlacedDevice) => ({ ...placed.device, config: devices.configText(placed, false) });
+  const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
 
   api.get(
     '/devices',
@@ -47,20 +66,7 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       const b = request.body;
       const claim = request.idempotencyClaim;
       const placed = await devices.create(
-        {
-          serverId: b.server_id,
-          country: b.country,
-          city: b.city,
-          publicKey: b.public_key,
-          name: b.name,
-          externalId: b.external_id,
-          metadata: b.metadata,
-          enabled: b.enabled,
-          dataLimit: b.data_limit,
-          limitPeriod: b.limit_period,
-          expiresAt: b.expires_at,
-          speedLimit: b.speed_limit,
-        },
+        { serverId: b.server_id, country: b.country, city: b.city, publicKey: b.public_key, ...deviceSettings(b) },
         actorOf(request),
         claim ? (tx, result) => claim.storeReply(tx, 201, withConfig(result)) : undefined,
       );
@@ -85,21 +91,7 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       response: { 200: DeviceRef },
     }),
     async (request) => {
-      const b = request.body;
-      const placed = await devices.update(
-        request.params.id,
-        {
-          name: b.name,
-          externalId: b.external_id,
-          metadata: b.metadata,
-          enabled: b.enabled,
-          dataLimit: b.data_limit,
-          limitPeriod: b.limit_period,
-          expiresAt: b.expires_at,
-          speedLimit: b.speed_limit,
-        },
-        actorOf(request),
-      );
+      const placed = await devices.update(request.params.id, deviceSettings(request.body), actorOf(request));
       return withConfig(placed);
     },
   );

@@ -4,6 +4,7 @@ import type { GroupService, GroupView } from '../../services/groups.ts';
 import type { Api } from '../app.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
+import { deviceBody } from './devices.ts';
 import { IdParams } from '../schemas/common.ts';
 import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
 
@@ -13,7 +14,7 @@ const DeviceRef = Type.Ref('Device');
 /** Groups (spec §4.3) and per-device usage reset, which share the reset rule. */
 export function groupRoutes(api: Api, services: { groups: GroupService; devices: DeviceService }): void {
   const { groups, devices } = services;
-  const withConfig = (placed: PlacedDevice) => ({ ...placed.device, config: devices.configText(placed, false) });
+  const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
   const groupBody = (group: GroupView) => ({ ...group, devices: group.devices.map(withConfig) });
 
   api.get(

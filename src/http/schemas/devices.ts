@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type, { type Static } from 'typebox';
 import { DEVICE_STATUSES, EXTERNAL_ID_MAX, NAME_MAX, SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
 import { DateTime } from './common.ts';
 
@@ -41,37 +41,32 @@ const DataLimit = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
 const SpeedLimit = Type.Integer({ minimum: 0, maximum: SPEED_LIMIT_MAX_KBPS });
 const ExpiresAt = Type.Union([DateTime, Type.Null()]);
 
+/** What a client may set on a device at creation and change later (spec §4.2 body tables). */
+const DeviceSettings = {
+  name: Type.Optional(Name),
+  external_id: Type.Optional(ExternalId),
+  metadata: Type.Optional(Metadata),
+  enabled: Type.Optional(Type.Boolean()),
+  data_limit: Type.Optional(DataLimit),
+  limit_period: Type.Optional(LimitPeriod),
+  expires_at: Type.Optional(ExpiresAt),
+  speed_limit: Type.Optional(SpeedLimit),
+};
+
 export const DeviceCreateBody = Type.Object(
   {
     server_id: Type.Union([Type.Integer({ minimum: 1 }), Type.Literal('auto')]),
     country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$', description: 'only with server_id auto; ISO 3166-1 alpha-2' })),
     city: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only with server_id auto' })),
     public_key: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-    name: Type.Optional(Name),
-    external_id: Type.Optional(ExternalId),
-    metadata: Type.Optional(Metadata),
-    enabled: Type.Optional(Type.Boolean()),
-    data_limit: Type.Optional(DataLimit),
-    limit_period: Type.Optional(LimitPeriod),
-    expires_at: Type.Optional(ExpiresAt),
-    speed_limit: Type.Optional(SpeedLimit),
+    ...DeviceSettings,
   },
   { additionalProperties: false },
 );
 
-export const DevicePatchBody = Type.Object(
-  {
-    name: Type.Optional(Name),
-    external_id: Type.Optional(ExternalId),
-    metadata: Type.Optional(Metadata),
-    enabled: Type.Optional(Type.Boolean()),
-    data_limit: Type.Optional(DataLimit),
-    limit_period: Type.Optional(LimitPeriod),
-    expires_at: Type.Optional(ExpiresAt),
-    speed_limit: Type.Optional(SpeedLimit),
-  },
-  { additionalProperties: false },
-);
+export const DevicePatchBody = Type.Object(DeviceSettings, { additionalProperties: false });
+
+export type DeviceSettingsBody = Static<typeof DevicePatchBody>;
 
 export const DeviceListQuery = {
   server_id: Type.Optional(Type.Integer({ minimum: 1 })),
