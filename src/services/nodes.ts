@@ -5,6 +5,7 @@ import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts'
 import type { PeerChange } from '../agent/protocol.ts';
 import type { Db } from '../store/db.ts';
 import { deleteNode, findLocalNode, findNode, findNodeByName, insertNode, listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
+import { countDevicesByServer } from '../store/devices.ts';
 import { listServerAllocations } from '../store/servers.ts';
 
 /** A node as `GET /nodes` shows it (DESIGN §3). */
@@ -123,9 +124,10 @@ export class NodeService {
   }
 
   async list(): Promise<NodeView[]> {
-    const [nodes, servers] = await Promise.all([listNodes(this.#db), listServerAllocations(this.#db)]);
+    const [nodes, servers, devices] = await Promise.all([listNodes(this.#db), listServerAllocations(this.#db), countDevicesByServer(this.#db)]);
     return nodes.map((node) => {
       const own = servers.filter((s) => s.node_id === node.id);
+      const deviceCount = own.reduce((sum, s) => sum + (devices.get(s.id) ?? 0), 0);
       return {
         id: node.id,
         name: node.name,
@@ -134,8 +136,8 @@ export class NodeService {
         version: node.version,
         last_seen_at: node.last_seen_at,
         server_count: own.length,
-        device_count: 0,
-        free_capacity: own.reduce((sum, s) => sum + s.capacity, 0),
+        device_count: deviceCount,
+        free_capacity: own.reduce((sum, s) => sum + s.capacity, 0) - deviceCount,
         driver: node.driver,
       };
     });

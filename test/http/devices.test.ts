@@ -196,6 +196,10 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(full.length, 50);
       assert.equal(new Set(created.map((a) => a.json.address)).size, 150, 'no duplicate address');
       assert.equal((await call('GET', `/servers/${id}`)).json.device_count, 150);
+      const node = (await call('GET', '/nodes/1')).json;
+      const servers = (await call('GET', '/servers?limit=200')).json.data as { device_count: number; capacity: number }[];
+      assert.equal(node.device_count, servers.reduce((n, s) => n + s.device_count, 0), 'a node counts the devices of its servers');
+      assert.equal(node.free_capacity, servers.reduce((n, s) => n + s.capacity - s.device_count, 0));
     });
 
     it('refuses to delete a server with devices unless forced, then removes them too', async () => {
