@@ -50,8 +50,8 @@ for (const kind of DATABASE_KINDS) {
       const html = await page.text();
       assert.ok(html.includes('&#60;b&#62;phone&#60;/b&#62;') && !html.includes('<b>phone'), 'the name is escaped');
       assert.match(html, /<img id="qr"[^>]+src="data:image\/png;base64,/);
-      assert.match(html, /id="remaining">5\.00 GB</);
-      assert.match(html, /id="expires">2099-01-01T00:00:00.000Z</);
+      assert.match(html, /id="remaining">5\.00 GB of 5\.00 GB this month</);
+      assert.match(html, /id="expires"><time datetime="2099-01-01T00:00:00.000Z">1 January 2099 at 00:00 UTC<\/time>/);
       const config = await open(link.json.url, '/config');
       assert.equal(await config.text(), device.json.config);
       assert.match(config.headers.get('content-disposition') ?? '', /attachment; filename=".+\.conf"/);

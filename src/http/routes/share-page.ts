@@ -9,10 +9,10 @@ import { toAppError } from '../errors.ts';
 import { renderQrPng } from '../qr.ts';
 import type { RateLimiter } from '../rate-limiter.ts';
 
-const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f4f5f7;color:#1d2430}
+const STYLE = `body{font-family:system-ui,sans-serif;margin:0;padding:0 1rem;background:#f4f5f7;color:#1d2430}
 main{max-width:28rem;margin:2rem auto;padding:1.5rem;background:#fff;border-radius:12px;box-shadow:0 1px 4px #0002}
 h1{font-size:1.4rem;margin:0 0 1rem}dl{display:grid;grid-template-columns:auto 1fr;gap:.4rem 1rem}dt{color:#5b6474}dd{margin:0;font-weight:600}
-img{display:block;width:100%;max-width:22rem;margin:1rem auto;image-rendering:pixelated}
+img{display:block;width:292px;max-width:100%;margin:1rem auto;image-rendering:pixelated}
 a.button{display:block;text-align:center;padding:.8rem;border-radius:8px;background:#2457d6;color:#fff;text-decoration:none;font-weight:600}
 p.hint{color:#5b6474;font-size:.9rem}`;
 
@@ -58,15 +58,29 @@ function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex,nofollow"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main>${body}</main></body></html>`;
 }
 
+const STATUS_LABELS: Record<PlacedDevice['device']['status'], string> = {
+  active: 'Active',
+  disabled: 'Turned off',
+  expired: 'Expired',
+  limit_reached: 'Data limit reached',
+};
+
+const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' });
+
+function time(iso: string | null): string {
+  return iso === null ? 'never' : `<time datetime="${escapeHtml(iso)}">${escapeHtml(DATE.format(new Date(iso)))} UTC</time>`;
+}
+
 async function sharePage(token: string, placed: PlacedDevice, config: string, linkExpiresAt: string | null): Promise<string> {
   const { device } = placed;
-  const remaining = device.data_limit === 0 ? 'unlimited' : formatBytes(Math.max(0, device.data_limit - device.period_usage.total_bytes));
+  const left = formatBytes(Math.max(0, device.data_limit - device.period_usage.total_bytes));
+  const remaining = device.data_limit === 0 ? 'unlimited' : `${left} of ${formatBytes(device.data_limit)} ${device.limit_period === 'monthly' ? 'this month' : 'in total'}`;
   const qr = (await renderQrPng(config)).toString('base64');
   const fileName = configFileName(device.name);
   return page(
     `VPN access: ${device.name}`,
     `<h1>VPN access: ${escapeHtml(device.name)}</h1>
-<dl><dt>Status</dt><dd id="status">${escapeHtml(device.status)}</dd><dt>Data left</dt><dd id="remaining">${escapeHtml(remaining)}</dd><dt>Access expires</dt><dd id="expires">${escapeHtml(device.expires_at ?? 'never')}</dd><dt>Link expires</dt><dd id="link-expires">${escapeHtml(linkExpiresAt ?? 'never')}</dd></dl>
+<dl><dt>Status</dt><dd id="status">${STATUS_LABELS[device.status]}</dd><dt>Data left</dt><dd id="remaining">${escapeHtml(remaining)}</dd><dt>Access expires</dt><dd id="expires">${time(device.expires_at)}</dd><dt>Link expires</dt><dd id="link-expires">${time(linkExpiresAt)}</dd></dl>
 <img id="qr" alt="QR code of the WireGuard configuration" src="data:image/png;base64,${qr}">
 <a class="button" id="download" href="/s/${token}/config" download="${escapeHtml(fileName)}">Download ${escapeHtml(fileName)}</a>
 <p class="hint">Scan the code with the WireGuard app, or import the file. Anyone holding this link can use this access: keep it private.</p>`,
@@ -81,11 +95,14 @@ export function sharePageRoutes(app: Api, deps: { shareLinks: ShareLinkService; 
   const notFound = (reply: FastifyReply, error: unknown) => {
     const appError = toAppError(error);
     if (appError.code !== 'not_found' && appError.code !== 'rate_limited') throw error;
-    if (appError.retryAfterSeconds !== undefined) reply.header('retry-after', String(appError.retryAfterSeconds));
+    if (appError.code === 'rate_limited') {
+      reply.header('retry-after', String(appError.retryAfterSeconds ?? 1));
+      return secure(reply).code(429).type('text/html; charset=utf-8').send(page('Too many requests', '<h1>Too many requests</h1><p class="hint">Please wait a moment, then reload this page.</p>'));
+    }
     return secure(reply)
-      .code(appError.code === 'rate_limited' ? 429 : 404)
+      .code(404)
       .type('text/html; charset=utf-8')
-      .send(page('Link not available', `<h1>This link is not available</h1><p class="hint">${escapeHtml(appError.message)}</p>`));
+      .send(page('Link not available', '<h1>This link is not available</h1><p class="hint">It does not exist, was replaced by a newer link, or has expired. Ask for a new one.</p>'));
   };
   const open = async (ip: string, token: string) => {
     const decision = await deps.rateLimiter.take(`share:${ip}`);
