@@ -49,7 +49,7 @@ export class Agent {
       if (!peers) throw new DriverError(`change peers of server ${serverId}`, ['the agent does not run this server yet; the panel resyncs it']);
       for (const key of change.remove) peers.delete(key);
       for (const peer of change.upsert) peers.set(peer.publicKey, peer);
-      await this.#driver.setPeers(serverId, [...peers.values()]);
+      await this.#driver.changePeers(serverId, change.upsert, change.remove);
     });
   }
 

@@ -47,6 +47,12 @@ export interface Driver {
   up(spec: ServerSpec): Promise<ServerState>;
   /** Makes the server's peers exactly `peers`: adds, changes and removes only the difference, in bulk. */
   setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void>;
+  /**
+   * Adds or changes `upsert` and removes the keys in `remove`, leaving every other peer unread and
+   * untouched: for changes whose difference the caller knows, so their cost does not grow with the
+   * server's peer count. Removing a missing peer or setting one as it is changes nothing.
+   */
+  changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void>;
   /** Current counters of every peer of the server. */
   readCounters(serverId: number): Promise<PeerCounters[]>;
   /** Removes the server and everything it made on the host; a missing server is not an error. */

@@ -40,6 +40,15 @@ export class DryRunDriver implements Driver {
     return invalid.length > 0 ? Promise.reject(new DriverError(`set peers of server ${serverId}`, invalid)) : Promise.resolve();
   }
 
+  changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
+    const server = this.#servers.get(serverId);
+    if (server === undefined) return Promise.reject(new DriverError(`change peers of server ${serverId}`, [`server ${serverId} is not up`]));
+    const invalid = upsert.filter((p) => !isValidKey(p.publicKey)).map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
+    for (const key of remove) server.peers.delete(key);
+    for (const peer of upsert) if (isValidKey(peer.publicKey)) server.peers.set(peer.publicKey, peer.allowedIp);
+    return invalid.length > 0 ? Promise.reject(new DriverError(`change peers of server ${serverId}`, invalid)) : Promise.resolve();
+  }
+
   readCounters(serverId: number): Promise<PeerCounters[]> {
     const server = this.#servers.get(serverId);
     if (server === undefined) return Promise.reject(new DriverError(`read counters of server ${serverId}`, [`server ${serverId} is not up`]));

@@ -289,25 +289,21 @@ export class WireGuardDriver implements Driver {
     }
   }
 
+  changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
+    return this.#serial(serverId, async () => {
+      const n = this.names(serverId);
+      const { desired, untouchable, failures } = validPeers(upsert);
+      const removes = remove.filter((k) => !desired.has(k) && !untouchable.has(k));
+      const adds = [...desired].map(([publicKey, allowedIps]) => ({ publicKey, allowedIps }));
+      await this.#applyPeers(n, removes, adds, failures);
+      if (failures.length > 0) throw new DriverError(`change peers of server ${serverId}`, collapse(failures));
+    });
+  }
+
   async #setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
     const action = `set peers of server ${serverId}`;
     const n = this.names(serverId);
-    const failures: string[] = [];
-    const desired = new Map<string, string>();
-    /** Keys whose entry is invalid: left as they are rather than removed. */
-    const untouchable = new Set<string>();
-    for (const peer of peers) {
-      const allowedIp = canonicalCidr(peer.allowedIp);
-      if (!isValidKey(peer.publicKey)) failures.push(`peer ${JSON.stringify(peer.publicKey)}: not a WireGuard public key`);
-      else if (allowedIp === null) {
-        failures.push(`peer ${peer.publicKey}: allowed ip ${JSON.stringify(peer.allowedIp)} is not an address/prefix`);
-        untouchable.add(peer.publicKey);
-      } else if (desired.has(peer.publicKey) && desired.get(peer.publicKey) !== allowedIp) {
-        failures.push(`peer ${peer.publicKey}: listed twice with different addresses`);
-        untouchable.add(peer.publicKey);
-      } else desired.set(peer.publicKey, allowedIp);
-    }
-    for (const key of untouchable) desired.delete(key);
+    const { desired, untouchable, failures } = validPeers(peers);
     let dump: Dump;
     try {
       dump = await this.#readDump(n);
@@ -461,6 +457,29 @@ export class WireGuardDriver implements Driver {
     });
     return result;
   }
+}
+
+/**
+ * Peers that can be applied, by key; the keys of invalid or contradictory entries, which are left
+ * as they are on the host rather than removed; and what was wrong with each.
+ */
+function validPeers(peers: readonly PeerSpec[]): { desired: Map<string, string>; untouchable: Set<string>; failures: string[] } {
+  const failures: string[] = [];
+  const desired = new Map<string, string>();
+  const untouchable = new Set<string>();
+  for (const peer of peers) {
+    const allowedIp = canonicalCidr(peer.allowedIp);
+    if (!isValidKey(peer.publicKey)) failures.push(`peer ${JSON.stringify(peer.publicKey)}: not a WireGuard public key`);
+    else if (allowedIp === null) {
+      failures.push(`peer ${peer.publicKey}: allowed ip ${JSON.stringify(peer.allowedIp)} is not an address/prefix`);
+      untouchable.add(peer.publicKey);
+    } else if (desired.has(peer.publicKey) && desired.get(peer.publicKey) !== allowedIp) {
+      failures.push(`peer ${peer.publicKey}: listed twice with different addresses`);
+      untouchable.add(peer.publicKey);
+    } else desired.set(peer.publicKey, allowedIp);
+  }
+  for (const key of untouchable) desired.delete(key);
+  return { desired, untouchable, failures };
 }
 
 export type WireGuardCheck = { ok: true; implementation: WireGuardImplementation } | { ok: false; reason: string };

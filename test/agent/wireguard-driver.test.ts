@@ -157,6 +157,21 @@ describe('wireguard driver: peers (recorded commands)', () => {
   });
 });
 
+describe('wireguard driver: known peer changes (recorded commands)', () => {
+  test('changePeers applies only the given difference in one wg set, without reading the interface', async () => {
+    const runner = upHost([[A, '10.128.0.2/32']]);
+    await driverOn(runner).changePeers(1, [{ publicKey: D, allowedIp: '10.128.0.5/32' }], [A]);
+    assert.deepEqual(runner.lines(), [`wg set vp1 peer ${A} remove`, `wg set vp1 peer ${D} allowed-ips 10.128.0.5/32`]);
+    assert.ok(!runner.lines().some((l) => l.includes('dump')), 'no dump: the cost does not grow with the peer count');
+  });
+
+  test('changePeers reports an invalid peer and still applies the valid ones', async () => {
+    const runner = upHost([]);
+    await assert.rejects(driverOn(runner).changePeers(1, [{ publicKey: 'bad', allowedIp: '10.128.0.5/32' }, { publicKey: E, allowedIp: '10.128.0.6/32' }], []), /not a WireGuard public key/);
+    assert.deepEqual(runner.lines(), [`wg set vp1 peer ${E} allowed-ips 10.128.0.6/32`]);
+  });
+});
+
 describe('wireguard driver: servers (recorded commands)', () => {
   test('up on an empty host builds namespace, interface, veth, forwarding and NAT, in this order', async () => {
     const runner = emptyHost();
