@@ -4,7 +4,7 @@
  * scripted table (it records, it does not simulate `ip` or `wg`).
  */
 import { execFile, spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 
@@ -144,6 +144,8 @@ export class ExecRunner implements CommandRunner {
         const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
         const result = await exited;
         clearTimeout(timer);
+        // Stopped on purpose: its log has nothing to explain any more.
+        rmSync(logFile, { force: true });
         return result;
       },
     };

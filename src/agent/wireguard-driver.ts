@@ -229,13 +229,15 @@ export class WireGuardDriver implements Driver {
     const child = this.#runner.start('wireguard-go', ['-f', n.iface], { netns: this.#hostNetns, env: WIREGUARD_GO_ENV });
     this.#children.set(serverId, child);
     let exited = false;
-    void child.exited.then(() => {
+    let how = '';
+    void child.exited.then((result) => {
       exited = true;
+      how = result.signal === null ? `code ${result.code ?? 'none'}` : `signal ${result.signal}`;
       // If it dies the interface goes with it; the next up() (the agent's reconcile) makes both again.
       if (this.#children.get(serverId) === child) this.#children.delete(serverId);
     });
     if ((await this.#poll(async () => exited || (await answers()))) && !exited) return true;
-    if (exited) failures.push(`wireguard-go ${n.iface} exited at start: ${child.stderrTail() || 'no message'}`);
+    if (exited) failures.push(`wireguard-go ${n.iface} exited at start (${how}): ${child.stderrTail() || 'no message'}`);
     else {
       failures.push(`wireguard-go ${n.iface} did not answer within ${this.#readyTimeoutMs} ms`);
       await child.stop();
