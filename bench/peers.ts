@@ -1,0 +1,355 @@
+/**
+ * Peers on one server with the wireguard driver (wireguard-go), in a namespace this script makes:
+ * the time to apply 10,000 peers, and the time to change one peer among 10,000 (median and p95),
+ * along every path a change can take: the incremental one a device change uses (driver.changePeers,
+ * Agent.changePeers, the agent's `POST /v1/servers/:id/peers` as the panel calls it) and the full
+ * diff that applyServer and a resync run (driver.setPeers, Agent.applyServer).
+ * Target (issue): one peer change under 50 ms at 10,000 peers, with no full re-apply.
+ *
+ * Run as root: node bench/peers.ts   (PEERS and CHANGES may be set in the environment)
+ * Writes the section "## Peers on one server (wireguard-go)" of docs/benchmarks.md.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, release } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import { Agent } from '../src/agent/agent.ts';
+import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type RunResult, type StartOptions } from '../src/agent/commands.ts';
+import { HttpNodeConnection } from '../src/agent/connection.ts';
+import type { Driver, PeerCounters, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
+import { buildAgentApp } from '../src/agent/http.ts';
+import { WireGuardDriver } from '../src/agent/wireguard-driver.ts';
+import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
+import { NetLab, requireRoot } from '../test/support/netns.ts';
+
+const PEERS = Number(process.env.PEERS ?? 10_000);
+const CHANGES = Number(process.env.CHANGES ?? 20);
+const TARGET_MS = 50;
+const SECTION = 'Peers on one server (wireguard-go)';
+const FILE = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
+const HEADER = '# Benchmarks\n\nEvery figure here comes from a script in `bench/`, run on demand on this 2-core machine; each section names its command.\n';
+
+/**
+ * Runs commands for real; counts the `wg set` calls and the peers they name, and, while the driver
+ * works on peers (`inPeers`), the time inside `wg show … dump` and inside `wg set`.
+ */
+class CountingRunner implements CommandRunner {
+  readonly #inner = new ExecRunner();
+  inPeers = false;
+  wgSetCalls = 0;
+  wgSetPeers = 0;
+  dumpMs = 0;
+  setMs = 0;
+
+  async run(cmd: string, args: readonly string[], opts?: RunOptions): Promise<RunResult> {
+    const isSet = cmd === 'wg' && args[0] === 'set';
+    const isDump = cmd === 'wg' && args[0] === 'show' && args.at(-1) === 'dump';
+    if (isSet) {
+      this.wgSetCalls++;
+      this.wgSetPeers += args.filter((a) => a === 'peer').length;
+    }
+    const counted = this.inPeers;
+    const start = performance.now();
+    try {
+      return await this.#inner.run(cmd, args, opts);
+    } finally {
+      const took = performance.now() - start;
+      if (counted && isSet) this.setMs += took;
+      if (counted && isDump) this.dumpMs += took;
+    }
+  }
+
+  start(cmd: string, args: readonly string[], opts?: StartOptions): ChildHandle {
+    return this.#inner.start(cmd, args, opts);
+  }
+
+  reset(): void {
+    this.wgSetCalls = 0;
+    this.wgSetPeers = 0;
+    this.dumpMs = 0;
+    this.setMs = 0;
+  }
+}
+
+/** The driver, timing its up() and its peer operations (operations on one server run one at a time). */
+class TimedDriver implements Driver {
+  readonly kind = 'wireguard';
+  readonly #inner: WireGuardDriver;
+  readonly #runner: CountingRunner;
+  upMs = 0;
+  peersMs = 0;
+
+  constructor(inner: WireGuardDriver, runner: CountingRunner) {
+    this.#inner = inner;
+    this.#runner = runner;
+  }
+
+  async up(spec: ServerSpec): Promise<ServerState> {
+    const start = performance.now();
+    try {
+      return await this.#inner.up(spec);
+    } finally {
+      this.upMs += performance.now() - start;
+    }
+  }
+
+  setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
+    return this.#timePeers(() => this.#inner.setPeers(serverId, peers));
+  }
+
+  changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
+    return this.#timePeers(() => this.#inner.changePeers(serverId, upsert, remove));
+  }
+
+  readCounters(serverId: number): Promise<PeerCounters[]> {
+    return this.#inner.readCounters(serverId);
+  }
+
+  down(serverId: number): Promise<void> {
+    return this.#inner.down(serverId);
+  }
+
+  list(): Promise<number[]> {
+    return this.#inner.list();
+  }
+
+  reset(): void {
+    this.upMs = 0;
+    this.peersMs = 0;
+  }
+
+  async #timePeers(work: () => Promise<void>): Promise<void> {
+    const start = performance.now();
+    this.#runner.inPeers = true;
+    try {
+      await work();
+    } finally {
+      this.#runner.inPeers = false;
+      this.peersMs += performance.now() - start;
+    }
+  }
+}
+
+interface Stats {
+  median: number;
+  p95: number;
+  min: number;
+  max: number;
+}
+
+interface ChangeResult {
+  label: string;
+  stats: Stats;
+  /** Most `wg set` calls, and most peers they named, in one change. */
+  calls: number;
+  touched: number;
+  /** Medians of one change's time in up(), in the driver's peer operation, and inside it in `wg show dump` and `wg set`. */
+  upMs: number;
+  peersMs: number;
+  dumpMs: number;
+  setMs: number;
+}
+
+function stats(samples: readonly number[]): Stats {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const rank = (p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)] ?? Number.NaN;
+  const mid = Math.floor(sorted.length / 2);
+  const median = sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+  return { median, p95: rank(0.95), min: sorted[0] ?? Number.NaN, max: sorted.at(-1) ?? Number.NaN };
+}
+
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const start = performance.now();
+  await work();
+  return performance.now() - start;
+}
+
+const ms = (value: number): string => `${value.toFixed(1)} ms`;
+const count = (n: number): string => n.toLocaleString('en');
+
+/** The n-th peer address in 10.96.0.0/16, skipping .0 and the server's .1 (so at most ~65k peers). */
+function peerAddress(n: number): string {
+  const host = n + 2;
+  return `10.96.${Math.floor(host / 256)}.${host % 256}/32`;
+}
+
+function firstLine(cmd: string, args: readonly string[]): string {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0]?.trim() ?? '?';
+  } catch {
+    return '?';
+  }
+}
+
+function rssMb(pid: number): number {
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return kb === undefined ? Number.NaN : Number(kb) / 1024;
+}
+
+/** Replaces this script's section of docs/benchmarks.md (or appends it), leaving the others alone. */
+function writeSection(body: string): void {
+  const text = existsSync(FILE) ? readFileSync(FILE, 'utf8') : HEADER;
+  const heading = `## ${SECTION}`;
+  const section = `${heading}\n\n${body.trim()}\n`;
+  const start = text.indexOf(`${heading}\n`);
+  if (start === -1) {
+    writeFileSync(FILE, `${text.trimEnd()}\n\n${section}`);
+    return;
+  }
+  const next = text.indexOf('\n## ', start + heading.length);
+  writeFileSync(FILE, text.slice(0, start) + section + (next === -1 ? '' : text.slice(next)));
+}
+
+async function main(): Promise<void> {
+  const notRunnable = requireRoot();
+  if (notRunnable !== false) {
+    console.error(`bench/peers.ts ${notRunnable}`);
+    process.exitCode = 1;
+    return;
+  }
+  if (!Number.isInteger(PEERS) || PEERS < 2 || PEERS > 65_000) throw new Error('PEERS must be 2-65000');
+  if (!Number.isInteger(CHANGES) || CHANGES < 1) throw new Error('CHANGES must be 1 or more');
+
+  console.log(`generating ${count(PEERS)} key pairs…`);
+  const PATHS = 5;
+  const keys = Array.from({ length: PEERS + CHANGES * PATHS }, () => generateKeyPair().publicKey);
+  const peers: PeerSpec[] = keys.slice(0, PEERS).map((publicKey, i) => ({ publicKey, allowedIp: peerAddress(i) }));
+  const spare = keys.slice(PEERS);
+
+  const lab = await NetLab.create();
+  const runner = new CountingRunner();
+  const wireguard = new WireGuardDriver({ runner, namePrefix: lab.prefix, hostNetns: lab.hostNs, implementation: 'wireguard-go' });
+  const driver = new TimedDriver(wireguard, runner);
+  const agent = new Agent(driver, 'bench');
+  const serverId = 1;
+  const server: ServerSpec = { serverId, privateKey: generateKeyPair().privateKey, listenPort: 51820, address: '10.96.0.1/16', mtu: 1420 };
+  const token = 'bench-token-'.padEnd(32, 'x');
+  const app = await buildAgentApp({ agent, token, logger: pino({ level: 'silent' }) });
+  let interrupted = false;
+  const onSignal = (): void => {
+    interrupted = true;
+  };
+  process.once('SIGINT', onSignal);
+
+  /**
+   * Swaps one peer for a new key at the same address each round, through `apply` (given the whole
+   * new list, the removed key and the new peer), and records how much of the interface it touched.
+   */
+  const changeRounds = async (label: string, apply: (list: PeerSpec[], removed: string, added: PeerSpec) => Promise<unknown>): Promise<ChangeResult> => {
+    const samples: number[] = [];
+    const phases = { up: [] as number[], peers: [] as number[], dump: [] as number[], set: [] as number[] };
+    let calls = 0;
+    let touched = 0;
+    for (let round = 0; round < CHANGES && !interrupted; round++) {
+      const slot = (round * 487 + samples.length * 13) % PEERS;
+      const old = peers[slot];
+      const publicKey = spare.pop();
+      if (old === undefined || publicKey === undefined) throw new Error('out of keys');
+      const added = { publicKey, allowedIp: old.allowedIp };
+      peers[slot] = added;
+      runner.reset();
+      driver.reset();
+      samples.push(await timed(() => apply(peers, old.publicKey, added)));
+      calls = Math.max(calls, runner.wgSetCalls);
+      touched = Math.max(touched, runner.wgSetPeers);
+      phases.up.push(driver.upMs);
+      phases.peers.push(driver.peersMs);
+      phases.dump.push(runner.dumpMs);
+      phases.set.push(runner.setMs);
+    }
+    const median = (values: number[]): number => stats(values).median;
+    const result = { label, stats: stats(samples), calls, touched, upMs: median(phases.up), peersMs: median(phases.peers), dumpMs: median(phases.dump), setMs: median(phases.set) };
+    console.log(`${label}: median ${ms(result.stats.median)}, p95 ${ms(result.stats.p95)}, ≤${calls} wg set call(s) naming ≤${touched} peer(s)`);
+    return result;
+  };
+
+  try {
+    const upMs = await timed(() => driver.up(server));
+    runner.reset();
+    const applyMs = await timed(() => driver.setPeers(serverId, peers));
+    const applyCalls = { calls: runner.wgSetCalls, peers: runner.wgSetPeers };
+    const onInterface = (await driver.readCounters(serverId)).length;
+    if (onInterface !== PEERS) throw new Error(`expected ${PEERS} peers on the interface, found ${onInterface}`);
+    const noopMs = await timed(() => driver.setPeers(serverId, peers));
+    const countersMs = await timed(() => driver.readCounters(serverId));
+    // The agent learns the server's peers from a full apply (as after a resync); its changes build on them.
+    const agentApplyMs = await timed(() => agent.applyServer({ server, peers }));
+
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const address = app.server.address();
+    if (address === null || typeof address === 'string') throw new Error('agent app has no port');
+    const connection = new HttpNodeConnection(`http://127.0.0.1:${address.port}`, token);
+
+    const incremental = [
+      await changeRounds('driver.changePeers', (_list, removed, added) => driver.changePeers(serverId, [added], [removed])),
+      await changeRounds('Agent.changePeers (local node)', (_list, removed, added) => agent.changePeers(serverId, { upsert: [added], remove: [removed] })),
+      await changeRounds('HTTP POST /v1/servers/:id/peers (remote node)', (_list, removed, added) => connection.changePeers(serverId, { upsert: [added], remove: [removed] })),
+    ];
+    const full = [
+      await changeRounds('driver.setPeers (full diff)', (list) => driver.setPeers(serverId, list)),
+      await changeRounds('Agent.applyServer (up + full diff)', (list) => agent.applyServer({ server, peers: list })),
+    ];
+    const onInterfaceAfter = (await driver.readCounters(serverId)).map((c) => c.publicKey).sort();
+    const expected = peers.map((p) => p.publicKey).sort();
+    if (JSON.stringify(onInterfaceAfter) !== JSON.stringify(expected)) throw new Error('the interface does not hold the expected peers after the changes');
+    const wgPid = [...lab.wireguardGoProcesses()].find(([, name]) => name === `${lab.prefix}${serverId}`)?.[0];
+    const rss = wgPid === undefined ? Number.NaN : rssMb(wgPid);
+    if (interrupted) throw new Error('interrupted');
+
+    const verdict = (r: ChangeResult): string => (r.stats.p95 < TARGET_MS && r.touched <= 2 ? 'met' : 'NOT met');
+    const [viaDriver, viaAgent, viaHttp] = incremental;
+    if (viaDriver === undefined || viaAgent === undefined || viaHttp === undefined) throw new Error('missing results');
+    const row = (r: ChangeResult, strong = false): string => {
+      const figure = `median ${ms(r.stats.median)}, p95 ${ms(r.stats.p95)} (max ${ms(r.stats.max)})`;
+      return `| ${r.label} | ≤ ${r.calls} \`wg set\` naming ≤ ${r.touched} peers | ${strong ? `**${figure}**` : figure} |`;
+    };
+    const cpu = cpus()[0]?.model ?? 'cpu';
+    const body = [
+      `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} CHANGES=${CHANGES}\` are the defaults). Machine: nproc ${availableParallelism()} (${cpu}), kernel ${release()}, ${firstLine('wireguard-go', ['--version'])}, ${firstLine('wg', ['--version']).split(' - ')[0] ?? ''}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
+      '',
+      `One server made by the \`wireguard\` driver (wireguard-go; host namespace made by the script), ${count(PEERS)} peers with a /32 each, no traffic. A change swaps one peer for a new key at the same address (one removal, one addition). Timings of one run, ${CHANGES} changes a path; after all of them the interface holds exactly the expected ${count(PEERS)} peers.`,
+      '',
+      '| operation | time |',
+      '|---|---|',
+      `| \`up()\` of the new server | ${ms(upMs)} |`,
+      `| \`setPeers\`: ${count(PEERS)} new peers (${applyCalls.calls} \`wg set\` calls naming ${count(applyCalls.peers)} peers) | ${ms(applyMs)} |`,
+      `| \`setPeers\`: the same ${count(PEERS)} again (nothing to change) | ${ms(noopMs)} |`,
+      `| \`Agent.applyServer\` with the same ${count(PEERS)} (up() + full diff, nothing to change) | ${ms(agentApplyMs)} |`,
+      `| \`readCounters\` at ${count(PEERS)} | ${ms(countersMs)} |`,
+      `| wireguard-go RSS at ${count(PEERS)} peers | ${rss.toFixed(0)} MB |`,
+      '',
+      `One peer changed among ${count(PEERS)}:`,
+      '',
+      '| path | touches | time |',
+      '|---|---|---|',
+      row(viaDriver),
+      row(viaAgent, true),
+      row(viaHttp, true),
+      ...full.map((r) => row(r)),
+      '',
+      `Target: one peer change under ${TARGET_MS} ms at ${count(PEERS)} peers, no full re-apply: **${verdict(viaHttp)}** on a remote node (HTTP p95 ${ms(viaHttp.stats.p95)}) and **${verdict(viaAgent)}** on the local node (p95 ${ms(viaAgent.stats.p95)}); a device change takes these incremental paths, which name only the changed peers and never read the interface. The full diff, which \`applyServer\` and a resync run, reads and compares all ${count(PEERS)} peers and is not meant for single changes.`,
+      '',
+      'Where the time of one change goes (medians):',
+      '',
+      '| path | total | `up()` | driver peer operation | of which `wg show dump` | of which `wg set` | of which Node (parse, diff) | outside the driver (agent, HTTP, JSON) |',
+      '|---|---|---|---|---|---|---|---|',
+      ...[...incremental, ...full].map(
+        (r) =>
+          `| ${r.label} | ${ms(r.stats.median)} | ${r.upMs > 0 ? ms(r.upMs) : '–'} | ${ms(r.peersMs)} | ${r.dumpMs > 0 ? ms(r.dumpMs) : '–'} | ${ms(r.setMs)} | ${ms(Math.max(0, r.peersMs - r.dumpMs - r.setMs))} | ${ms(Math.max(0, r.stats.median - r.upMs - r.peersMs))} |`,
+      ),
+    ].join('\n');
+    console.log(`\n## ${SECTION}\n\n${body}\n`);
+    writeSection(body);
+    console.log(`wrote the section to ${FILE}`);
+  } finally {
+    await app.close().catch(() => undefined);
+    await driver.down(serverId).catch((error: unknown) => console.error(`down: ${String(error)}`));
+    await wireguard.close();
+    const problems = await lab.cleanup();
+    if (problems.length > 0) console.error(`cleanup: ${problems.join('; ')}`);
+    process.removeListener('SIGINT', onSignal);
+  }
+}
+
+await main();

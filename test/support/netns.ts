@@ -1,0 +1,404 @@
+/**
+ * Helpers for end-to-end tests that run as root on a real WireGuard data plane, inside network
+ * namespaces the test makes. Nothing here touches the root namespace: no address, route, sysctl or
+ * nft rule is added there (the machine's own eth0 may even hold 192.0.2.x; inside a namespace that
+ * does not matter).
+ *
+ *   client ns PREFIX-c  192.0.2.2/24 (PREFIX-vc) ── veth ── (PREFIX-vh) 192.0.2.1/24  host ns PREFIX-h
+ *   wireguard-go PREFIX-wN (client)  ──── UDP to 192.0.2.1:port ───▶  the node's servers (NODE_NETNS=PREFIX-h)
+ *
+ * Every name a lab makes, and every name the node driver makes with NODE_NAME_PREFIX=PREFIX
+ * (docs/dataplane.md: namespaces `PREFIX-sN`, interfaces `PREFIXN`, sockets
+ * `/var/run/wireguard/PREFIXN.sock`), belongs to the lab's random prefix alone: a prefix is letters
+ * and digits ending in a letter, so `PREFIX` followed by digits or `-` never reads as another
+ * prefix's name. `cleanup()` removes all of it by name and ends processes by PID, even after a
+ * failure, so parallel test files never collide and nothing is left behind.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomInt } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+
+export const HOST_IP = '192.0.2.1';
+export const CLIENT_IP = '192.0.2.2';
+const LINK_PREFIX_BITS = 24;
+const WG_RUN_DIR = '/var/run/wireguard';
+/** Where the node's command runner keeps the stderr of each wireguard-go it starts (`wireguard-go-NAME.log`). */
+const CHILD_LOG_DIR = join(tmpdir(), 'vpn-panel-children');
+const TOOLS = [
+  ['ip', 'iproute2'],
+  ['wg', 'wireguard-tools'],
+  ['wireguard-go', 'wireguard-go'],
+  ['nft', 'nftables'],
+  ['ping', 'iputils-ping'],
+] as const;
+/** Keeps wireguard-go quiet and stops its "use the kernel module" banner. */
+const WIREGUARD_GO_ENV = { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' };
+
+function toolMissing(tool: string): boolean {
+  const path = (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':');
+  return !path.some((dir) => dir !== '' && existsSync(`${dir}/${tool}`));
+}
+
+/**
+ * `false` when this process may run the WireGuard end-to-end tests, else why not: use it as
+ * `describe(name, { skip: requireRoot() }, …)`. CI runs as root with the tools installed.
+ */
+export function requireRoot(): string | false {
+  if (process.getuid?.() !== 0) return 'needs root (network namespaces, wireguard-go); CI runs these tests as root';
+  const missing = TOOLS.filter(([tool]) => toolMissing(tool));
+  if (missing.length > 0) {
+    return `needs ${missing.map(([tool]) => tool).join(', ')} (apt-get install ${missing.map(([, pkg]) => pkg).join(' ')})`;
+  }
+  return false;
+}
+
+export class CommandFailed extends Error {}
+
+/** Runs a command to completion and returns its stdout; `input` goes to its stdin. */
+export function run(cmd: string, args: readonly string[], input?: string): Promise<string> {
+  // Node hands a child a socket as stdin and `/dev/stdin` cannot be opened on a socket (ENXIO),
+  // which `wg … private-key /dev/stdin` does: `cat` turns it into a real pipe.
+  const [file, argv] = input === undefined ? [cmd, [...args]] : ['sh', ['-c', 'cat | exec "$@"', 'sh', cmd, ...args]];
+  return new Promise((resolve, reject) => {
+    const child = execFile(file, argv, { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' }, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error === null) resolve(stdout);
+      else reject(new CommandFailed(`\`${[cmd, ...args].join(' ')}\` failed: ${(stderr || error.message).trim()}`));
+    });
+    child.stdin?.on('error', () => {});
+    child.stdin?.end(input ?? '');
+  });
+}
+
+/** True when the command exits 0. */
+export function succeeds(cmd: string, args: readonly string[]): Promise<boolean> {
+  return run(cmd, args).then(
+    () => true,
+    () => false,
+  );
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Calls `check` every `intervalMs` until it returns a value (not undefined); throws after `timeoutMs`. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number, intervalMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+export interface KeyPair {
+  privateKey: string;
+  publicKey: string;
+}
+
+/** A client key pair from `wg genkey | wg pubkey`, independent of the product's own key code. */
+export async function wgKeyPair(): Promise<KeyPair> {
+  const privateKey = (await run('wg', ['genkey'])).trim();
+  const publicKey = (await run('wg', ['pubkey'], `${privateKey}\n`)).trim();
+  return { privateKey, publicKey };
+}
+
+function ipToInt(ip: string): number {
+  return ip.split('.').reduce((n, part) => n * 256 + Number(part), 0);
+}
+
+function intToIp(n: number): string {
+  return [24, 16, 8, 0].map((shift) => Math.floor(n / 2 ** shift) % 256).join('.');
+}
+
+/** `10.128.0.1/24` → `10.128.0.1`. */
+export function hostOf(cidr: string): string {
+  return cidr.split('/')[0] ?? '';
+}
+
+/**
+ * A client address inside the server's `subnet` that is not the server's own `address`: the second
+ * usable host. Returned as the bare address and with the subnet's prefix (for the client interface).
+ */
+export function clientAddressIn(subnet: string, serverAddress: string): { ip: string; cidr: string } {
+  const [network = '', prefixText = ''] = subnet.split('/');
+  const prefix = Number(prefixText);
+  const taken = ipToInt(hostOf(serverAddress));
+  const candidate = [2, 3].map((offset) => ipToInt(network) + offset).find((n) => n !== taken) ?? 0;
+  if (prefix > 29) throw new Error(`subnet ${subnet} is too small for a test client`);
+  const ip = intToIp(candidate);
+  return { ip, cidr: `${ip}/${prefix}` };
+}
+
+/** 4 characters, a letter first and last (NODE_NAME_PREFIX rules), starting with `e` (the driver's own e2e uses `t`). */
+export function randomPrefix(): string {
+  const alnum = 'abcdefghijklmnopqrstuvwxyz0123456789';
+  const pick = (chars: string): string => chars[randomInt(chars.length)] ?? 'a';
+  return `e${pick(alnum)}${pick(alnum)}${pick(alnum.slice(0, 26))}`;
+}
+
+/** True for a name this prefix (or a driver using it) made: `PREFIX` then digits, or `PREFIX-…`. */
+export function belongsTo(prefix: string, name: string): boolean {
+  return name.startsWith(prefix) && /^(?:\d+|-.+)$/.test(name.slice(prefix.length));
+}
+
+async function netnsNames(): Promise<string[]> {
+  const out = await run('ip', ['netns', 'list']);
+  return out
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/)[0] ?? '')
+    .filter((name) => name !== '');
+}
+
+/** Processes whose argv is `wireguard-go … NAME` for a NAME of this prefix: pid → interface. */
+function wireguardGoOf(prefix: string): Map<number, string> {
+  const found = new Map<number, string>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').filter((a) => a !== '');
+    } catch {
+      continue; // exited meanwhile
+    }
+    const name = argv.at(-1);
+    if (basename(argv[0] ?? '') === 'wireguard-go' && name !== undefined && belongsTo(prefix, name)) found.set(Number(entry), name);
+  }
+  return found;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; resolves when every pid is gone (or after the SIGKILL wait). */
+export async function killPids(pids: Iterable<number>, graceMs = 2000): Promise<void> {
+  const list = [...pids].filter((pid) => pid > 0);
+  const signal = (pid: number, sig: NodeJS.Signals): void => {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // gone already
+    }
+  };
+  for (const pid of list) signal(pid, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (list.some(alive) && Date.now() < deadline) await sleep(20);
+  for (const pid of list.filter(alive)) signal(pid, 'SIGKILL');
+  const hardDeadline = Date.now() + 2000;
+  while (list.some(alive) && Date.now() < hardDeadline) await sleep(20);
+}
+
+/** The names docs/dataplane.md gives server `id` of a node with this prefix. */
+export interface ServerNames {
+  iface: string;
+  netns: string;
+  vethHost: string;
+  socket: string;
+  hostTable: string;
+}
+
+export interface ClientOptions {
+  serverPublicKey: string;
+  /** Host clients connect to: the server's `endpoint`. */
+  endpoint: string;
+  port: number;
+  privateKey: string;
+  /** The client's tunnel address with the subnet's prefix, e.g. `10.128.0.2/24`. */
+  address: string;
+  /** Routed through the tunnel: the server's `subnet`. */
+  allowedIps: readonly string[];
+}
+
+export interface WgClient {
+  readonly iface: string;
+  readonly pid: number;
+  /** Deletes the interface (wireguard-go then exits and removes its socket); waits until it is gone. */
+  close(): Promise<void>;
+}
+
+/**
+ * A host namespace for a node and a client namespace linked to it by a veth. `track()` adds
+ * processes the test starts (agents, helpers) so `cleanup()` ends them by PID.
+ */
+export class NetLab {
+  readonly prefix: string;
+  readonly hostNs: string;
+  readonly clientNs: string;
+  readonly hostIp = HOST_IP;
+  readonly clientIp = CLIENT_IP;
+  readonly #tracked = new Set<ChildProcess>();
+  #clientCount = 0;
+
+  private constructor(prefix: string) {
+    this.prefix = prefix;
+    this.hostNs = `${prefix}-h`;
+    this.clientNs = `${prefix}-c`;
+  }
+
+  /** Makes the two namespaces and the veth; a random prefix unused on this host unless one is given. */
+  static async create(prefix?: string): Promise<NetLab> {
+    let chosen = prefix;
+    if (chosen === undefined) {
+      const namespaces = await netnsNames();
+      const sockets = existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR) : [];
+      for (let i = 0; i < 100 && chosen === undefined; i++) {
+        const candidate = randomPrefix();
+        const used = [...namespaces, ...sockets.map((s) => s.replace(/\.sock$/, ''))].some((name) => belongsTo(candidate, name));
+        if (!used) chosen = candidate;
+      }
+      if (chosen === undefined) throw new Error('no unused name prefix found');
+    }
+    const lab = new NetLab(chosen);
+    try {
+      await lab.#build();
+    } catch (error) {
+      await lab.cleanup();
+      throw error;
+    }
+    return lab;
+  }
+
+  async #build(): Promise<void> {
+    const vethHost = `${this.prefix}-vh`;
+    const vethClient = `${this.prefix}-vc`;
+    await run('ip', ['netns', 'add', this.hostNs]);
+    await run('ip', ['netns', 'add', this.clientNs]);
+    await run('ip', ['-n', this.hostNs, 'link', 'add', vethHost, 'type', 'veth', 'peer', 'name', vethClient, 'netns', this.clientNs]);
+    for (const [ns, dev, ip] of [
+      [this.hostNs, vethHost, this.hostIp],
+      [this.clientNs, vethClient, this.clientIp],
+    ] as const) {
+      await run('ip', ['-n', ns, 'addr', 'add', `${ip}/${LINK_PREFIX_BITS}`, 'dev', dev]);
+      await run('ip', ['-n', ns, 'link', 'set', dev, 'up']);
+      await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+    }
+  }
+
+  serverNames(serverId: number): ServerNames {
+    const iface = `${this.prefix}${serverId}`;
+    return { iface, netns: `${this.prefix}-s${serverId}`, vethHost: `${iface}h`, socket: `${WG_RUN_DIR}/${iface}.sock`, hostTable: `vpnpanel_${iface}` };
+  }
+
+  /** Ends this process at cleanup (by PID) unless it has exited by then. */
+  track(child: ChildProcess): void {
+    this.#tracked.add(child);
+    child.once('exit', () => this.#tracked.delete(child));
+  }
+
+  /** Starts wireguard-go in the client namespace and configures it like a client config would. */
+  async connectClient(options: ClientOptions): Promise<WgClient> {
+    const iface = `${this.prefix}-w${this.#clientCount++}`;
+    const child = spawn('ip', ['netns', 'exec', this.clientNs, 'wireguard-go', '-f', iface], {
+      env: { ...process.env, ...WIREGUARD_GO_ENV },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    this.track(child);
+    let stderr = '';
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4096)));
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    let gone = false;
+    void exited.then(() => (gone = true));
+    await waitFor(`client wireguard-go ${iface} to answer`, async () => {
+      if (gone) throw new Error(`client wireguard-go ${iface} exited: ${stderr.trim()}`);
+      return (await succeeds('wg', ['show', iface, 'listen-port'])) ? true : undefined;
+    }, 5000, 20);
+    await run(
+      'wg',
+      ['set', iface, 'private-key', '/dev/stdin', 'peer', options.serverPublicKey, 'endpoint', `${options.endpoint}:${options.port}`, 'allowed-ips', options.allowedIps.join(',')],
+      `${options.privateKey}\n`,
+    );
+    await run('ip', ['-n', this.clientNs, 'addr', 'add', options.address, 'dev', iface]);
+    await run('ip', ['-n', this.clientNs, 'link', 'set', iface, 'up']);
+    const clientNs = this.clientNs;
+    return {
+      iface,
+      pid: child.pid ?? -1,
+      async close() {
+        if (gone) return;
+        await run('ip', ['-n', clientNs, 'link', 'del', iface]).catch(() => undefined);
+        const timer = setTimeout(() => child.kill('SIGKILL'), 3000);
+        await exited;
+        clearTimeout(timer);
+      },
+    };
+  }
+
+  /** `count` pings from the client namespace; true when any reply came back. */
+  ping(ip: string, count = 2): Promise<boolean> {
+    return succeeds('ip', ['netns', 'exec', this.clientNs, 'ping', '-n', '-q', '-c', String(count), '-i', '0.2', '-W', '1', ip]);
+  }
+
+  /** Pings once a second until a reply comes back (a first handshake is part of it); false after `timeoutMs`. */
+  async waitForPing(ip: string, timeoutMs = 6000): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    do {
+      if (await succeeds('ip', ['netns', 'exec', this.clientNs, 'ping', '-n', '-q', '-c', '1', '-W', '1', ip])) return true;
+    } while (Date.now() < deadline);
+    return false;
+  }
+
+  /** Namespaces of servers of this prefix (the driver's `PREFIX-sN`). */
+  async serverNamespaces(): Promise<string[]> {
+    return (await netnsNames()).filter((name) => new RegExp(`^${this.prefix}-s\\d+$`).test(name));
+  }
+
+  /** WireGuard interfaces of this prefix's servers on the host (`wg show interfaces` sees every UAPI socket). */
+  async serverInterfaces(): Promise<string[]> {
+    const out = await run('wg', ['show', 'interfaces']);
+    return out.split(/\s+/).filter((name) => new RegExp(`^${this.prefix}\\d+$`).test(name));
+  }
+
+  /** wireguard-go processes of this lab and its node, by pid. */
+  wireguardGoProcesses(): Map<number, string> {
+    return wireguardGoOf(this.prefix);
+  }
+
+  /** What remains on the host of server `serverId`: empty when it is gone completely. */
+  async leftoversOf(serverId: number): Promise<string[]> {
+    const n = this.serverNames(serverId);
+    const found: string[] = [];
+    if ((await netnsNames()).includes(n.netns)) found.push(`namespace ${n.netns}`);
+    const hostLinks = (await run('ip', ['-n', this.hostNs, '-o', 'link', 'show'])).split('\n').map((l) => /^\d+:\s+([^:@\s]+)/.exec(l)?.[1] ?? '');
+    for (const name of [n.iface, n.vethHost]) if (hostLinks.includes(name)) found.push(`link ${name} in ${this.hostNs}`);
+    if (existsSync(n.socket)) found.push(`socket ${n.socket}`);
+    if ((await run('wg', ['show', 'interfaces'])).split(/\s+/).includes(n.iface)) found.push(`wg interface ${n.iface}`);
+    for (const [pid, name] of wireguardGoOf(this.prefix)) if (name === n.iface) found.push(`wireguard-go ${name} (pid ${pid})`);
+    if ((await run('ip', ['netns', 'exec', this.hostNs, 'nft', 'list', 'tables'])).includes(n.hostTable)) found.push(`nft table ${n.hostTable} in ${this.hostNs}`);
+    return found;
+  }
+
+  /**
+   * Ends every process of this lab by PID (tracked ones, then every wireguard-go of the prefix:
+   * clients and servers, even those an agent left behind), deletes every namespace of the prefix and
+   * removes the prefix's stale UAPI sockets. Never throws; returns what it could not remove.
+   */
+  async cleanup(): Promise<string[]> {
+    const problems: string[] = [];
+    await killPids([...this.#tracked].map((c) => c.pid ?? -1)).catch((e: unknown) => problems.push(String(e)));
+    await killPids(wireguardGoOf(this.prefix).keys()).catch((e: unknown) => problems.push(String(e)));
+    for (const ns of await netnsNames().catch(() => [])) {
+      if (!belongsTo(this.prefix, ns)) continue;
+      await run('ip', ['netns', 'del', ns]).catch((e: unknown) => problems.push(e instanceof Error ? e.message : String(e)));
+    }
+    for (const file of existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR) : []) {
+      if (file.endsWith('.sock') && belongsTo(this.prefix, file.slice(0, -'.sock'.length))) rmSync(`${WG_RUN_DIR}/${file}`, { force: true });
+    }
+    for (const file of existsSync(CHILD_LOG_DIR) ? readdirSync(CHILD_LOG_DIR) : []) {
+      const name = /^wireguard-go-(.+)\.log$/.exec(file)?.[1];
+      if (name !== undefined && belongsTo(this.prefix, name)) rmSync(join(CHILD_LOG_DIR, file), { force: true });
+    }
+    const left = [...(await netnsNames().catch(() => [])).filter((ns) => belongsTo(this.prefix, ns)), ...[...wireguardGoOf(this.prefix).values()]];
+    if (left.length > 0) problems.push(`left behind: ${left.join(', ')}`);
+    return problems;
+  }
+}
