@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type Driver, DriverError, type PeerSpec, type ServerState } from './driver.ts';
-import type { AgentStatus, DesiredServer, PeerChange, ResyncReport } from './protocol.ts';
+import type { AgentStatus, DesiredServer, NodeCounters, PeerChange, ResyncReport } from './protocol.ts';
 
 /**
  * The node side: takes desired state from the panel and converges the host to it through the driver.
@@ -51,6 +51,16 @@ export class Agent {
       for (const peer of change.upsert) peers.set(peer.publicKey, peer);
       await this.#driver.changePeers(serverId, change.upsert, change.remove);
     });
+  }
+
+  /** The peer counters of every server this node runs; a server that cannot be read is left out. */
+  async counters(): Promise<NodeCounters> {
+    const servers: NodeCounters['servers'] = [];
+    for (const serverId of await this.#driver.list()) {
+      const peers = await this.#driver.readCounters(serverId).catch(() => undefined);
+      if (peers) servers.push({ serverId, peers });
+    }
+    return { servers };
   }
 
   removeServer(serverId: number): Promise<void> {

@@ -6,6 +6,8 @@ import {
   type AgentStatus,
   AgentStatusSchema,
   type DesiredServer,
+  type NodeCounters,
+  NodeCountersSchema,
   type PeerChange,
   type ResyncReport,
   ResyncReportSchema,
@@ -17,6 +19,7 @@ export interface NodeConnection {
   status(): Promise<AgentStatus>;
   applyServer(desired: DesiredServer): Promise<ServerState>;
   changePeers(serverId: number, change: PeerChange): Promise<void>;
+  counters(): Promise<NodeCounters>;
   removeServer(serverId: number): Promise<void>;
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport>;
 }
@@ -34,6 +37,9 @@ export class LocalNodeConnection implements NodeConnection {
   }
   changePeers(serverId: number, change: PeerChange): Promise<void> {
     return this.#agent.changePeers(serverId, change);
+  }
+  counters(): Promise<NodeCounters> {
+    return this.#agent.counters();
   }
   removeServer(serverId: number): Promise<void> {
     return this.#agent.removeServer(serverId);
@@ -64,6 +70,9 @@ export class HttpNodeConnection implements NodeConnection {
   }
   applyServer(desired: DesiredServer): Promise<ServerState> {
     return this.#call('PUT', `/v1/servers/${desired.server.serverId}`, desired, APPLY_TIMEOUT_MS, ServerStateSchema);
+  }
+  counters(): Promise<NodeCounters> {
+    return this.#call('GET', '/v1/counters', undefined, STATUS_TIMEOUT_MS, NodeCountersSchema);
   }
   async changePeers(serverId: number, change: PeerChange): Promise<void> {
     await this.#call('POST', `/v1/servers/${serverId}/peers`, change, APPLY_TIMEOUT_MS, undefined);

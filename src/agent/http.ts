@@ -4,7 +4,16 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import Type from 'typebox';
 import { type Agent, describe } from './agent.ts';
 import { DriverError } from './driver.ts';
-import { AgentErrorSchema, AgentStatusSchema, DesiredServerSchema, DesiredStateSchema, PeerChangeSchema, ResyncReportSchema, ServerStateSchema } from './protocol.ts';
+import {
+  AgentErrorSchema,
+  AgentStatusSchema,
+  DesiredServerSchema,
+  DesiredStateSchema,
+  NodeCountersSchema,
+  PeerChangeSchema,
+  ResyncReportSchema,
+  ServerStateSchema,
+} from './protocol.ts';
 
 export interface AgentHttpOptions {
   agent: Agent;
@@ -37,6 +46,7 @@ export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyI
 
   const ServerIdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) });
   api.get('/v1/status', { schema: { response: { 200: AgentStatusSchema } } }, () => options.agent.status());
+  api.get('/v1/counters', { schema: { response: { 200: NodeCountersSchema } } }, () => options.agent.counters());
   api.put('/v1/servers/:id', { schema: { params: ServerIdParams, body: DesiredServerSchema, response: { 200: ServerStateSchema, 400: AgentErrorSchema } } }, async (request, reply) => {
     if (request.body.server.serverId !== request.params.id) return reply.code(400).send({ error: 'server id of path and body differ', failures: [] });
     return options.agent.applyServer(request.body);

@@ -43,9 +43,22 @@ export const ResyncReportSchema = Type.Object({
   failures: Type.Array(Type.String()),
 });
 
+export const PeerCountersSchema = Type.Object({
+  publicKey: Type.String(),
+  rxBytes: Type.Integer({ minimum: 0 }),
+  txBytes: Type.Integer({ minimum: 0 }),
+  lastHandshakeMs: Type.Integer({ minimum: 0 }),
+});
+
+/** Every server's peer counters as the node read them. */
+export const NodeCountersSchema = Type.Object({
+  servers: Type.Array(Type.Object({ serverId: Type.Integer(), peers: Type.Array(PeerCountersSchema) })),
+});
+
 export const AgentErrorSchema = Type.Object({ error: Type.String(), failures: Type.Array(Type.String()) });
 
 export type DesiredServer = Static<typeof DesiredServerSchema>;
 export type PeerChange = Static<typeof PeerChangeSchema>;
+export type NodeCounters = Static<typeof NodeCountersSchema>;
 export type AgentStatus = Static<typeof AgentStatusSchema>;
 export type ResyncReport = Static<typeof ResyncReportSchema>;

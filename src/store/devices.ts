@@ -80,3 +80,17 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
 export function listDevicesOfGroup(db: Queryable, externalId: string): Promise<DeviceRow[]> {
   return db.selectFrom('devices').selectAll().where('external_id', '=', externalId).orderBy('id').execute();
 }
+
+/** The handshakes a node reported, by public key, for the devices of one server whose value changed. */
+export async function recordHandshakes(db: Queryable, serverId: number, handshakes: ReadonlyMap<string, string>): Promise<number> {
+  if (handshakes.size === 0) return 0;
+  const rows = await db.selectFrom('devices').select(['id', 'public_key', 'last_handshake']).where('server_id', '=', serverId).execute();
+  let changed = 0;
+  for (const row of rows) {
+    const latest = handshakes.get(row.public_key);
+    if (latest === undefined || latest === row.last_handshake) continue;
+    await db.updateTable('devices').set({ last_handshake: latest }).where('id', '=', row.id).execute();
+    changed++;
+  }
+  return changed;
+}

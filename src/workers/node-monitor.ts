@@ -7,6 +7,8 @@ import { eventDraft, recordEvent } from '../services/events.ts';
 import type { NodeConnections } from '../services/nodes.ts';
 import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
+import { recordHandshakes } from '../store/devices.ts';
+import type { NodeCounters } from '../agent/protocol.ts';
 
 export interface NodeMonitorOptions {
   intervalMs: number;
@@ -62,6 +64,7 @@ export class NodeMonitor {
         if (report.failures.length > 0) this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
         this.#syncedBootIds.set(node.id, status.bootId);
       }
+      await this.#recordHandshakes(await connection.counters());
       await write(this.#db, async (tx) => {
         await updateNode(tx, node.id, { status: 'online', last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version });
         if (node.status === 'offline') {
@@ -77,6 +80,14 @@ export class NodeMonitor {
           await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.offline', node_name: node.name, detail: `node ${node.name} is offline: ${describe(error)}`, actor: SYSTEM_ACTOR }));
         });
       }
+    }
+  }
+
+  /** Keeps each device's last_handshake (and so `online`) current from the node's peer counters. */
+  async #recordHandshakes(counters: NodeCounters): Promise<void> {
+    for (const server of counters.servers) {
+      const handshakes = new Map(server.peers.filter((p) => p.lastHandshakeMs > 0).map((p) => [p.publicKey, isoAt(p.lastHandshakeMs)]));
+      await write(this.#db, (tx) => recordHandshakes(tx, server.serverId, handshakes));
     }
   }
 

@@ -280,6 +280,14 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
     assert.ok(await l.waitForPing(hostOf(server.address), 6000), `the client pings ${hostOf(server.address)} through the tunnel`);
     const pingMs = Date.now();
     t.diagnostic(`create → first ping: ${pingMs - startMs} ms (POST ${createdMs - startMs} ms, wg-quick up → reply ${pingMs - upMs} ms)`);
+    assert.equal(device.online, false, 'not online before any handshake');
+    // The node monitor reads handshakes every 5 s: online and last_handshake follow within a round or two.
+    const seen = await waitFor('the device to show online', async () => {
+      const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
+      return got.data?.online === true ? got.data : undefined;
+    }, 12_000, 250);
+    assert.ok(seen.last_handshake !== null && Math.abs(Date.parse(seen.last_handshake) - pingMs) < 10_000, `last_handshake ${seen.last_handshake} is the tunnel's`);
+    t.diagnostic(`first ping → API shows online: ${Date.now() - pingMs} ms`);
     panelKeyed = { device, config, iface };
     await down(iface);
   });
