@@ -9,6 +9,7 @@ import type { ApiKeyService } from '../services/api-keys.ts';
 import type { DeviceService } from '../services/devices.ts';
 import type { GroupService } from '../services/groups.ts';
 import type { ShareLinkService } from '../services/share-links.ts';
+import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
 import type { Db } from '../store/db.ts';
@@ -18,6 +19,7 @@ import type { RateLimiter } from './rate-limiter.ts';
 import { ErrorSchema } from './schemas/common.ts';
 import { DeviceSchema, GroupSchema } from './schemas/devices.ts';
 import { EventSchema } from './schemas/events.ts';
+import { DeliverySchema, WebhookSchema } from './schemas/webhooks.ts';
 import { NodeSchema, ServerSchema } from './schemas/servers.ts';
 import { validatorCompiler } from './validation.ts';
 import { deviceRoutes } from './routes/devices.ts';
@@ -27,6 +29,7 @@ import { metaRoutes, openApiRoute } from './routes/meta.ts';
 import { serverRoutes } from './routes/servers.ts';
 import { shareLinkRoutes } from './routes/share-links.ts';
 import { sharePageRoutes } from './routes/share-page.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
 
 export type Api = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -38,6 +41,7 @@ export interface AppDeps {
   devices: DeviceService;
   groups: GroupService;
   shareLinks: ShareLinkService;
+  webhooks: WebhookService;
   rateLimiter: RateLimiter;
   idempotency: IdempotencyGuard;
   /** Checks the database answers, for `/healthz`. */
@@ -87,7 +91,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
-  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema, GroupSchema]) app.addSchema(schema);
+  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema, GroupSchema, WebhookSchema, DeliverySchema]) app.addSchema(schema);
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -159,6 +163,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       deviceRoutes(api, deps.devices);
       groupRoutes(api, deps);
       shareLinkRoutes(api, deps.shareLinks);
+      webhookRoutes(api, deps.webhooks);
       eventRoutes(api, deps.db);
     },
     { prefix: '/api/v1' },

@@ -20,6 +20,8 @@ export interface PanelConfig {
   smtpUrl: string | undefined;
   notifyEmail: string | undefined;
   webhookAllowPrivate: boolean;
+  /** Delays before each retry of a webhook delivery; unset = the production schedule of DESIGN §3. */
+  webhookRetryScheduleMs: number[] | undefined;
   logLevel: LogLevel;
 }
 
@@ -88,6 +90,17 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   if (['1', 'on', 'true', 'yes'].includes(v)) return true;
   if (['0', 'off', 'false', 'no'].includes(v)) return false;
   throw new ConfigError(name, `must be on or off (got '${v}')`);
+}
+
+/** `WEBHOOK_RETRY_SCHEDULE`: seconds before each retry, comma-separated (tests shorten it this way). */
+function retrySchedule(env: Env): number[] | undefined {
+  const v = value(env, 'WEBHOOK_RETRY_SCHEDULE');
+  if (v === undefined) return undefined;
+  const seconds = v.split(',').map((part) => Number(part.trim()));
+  if (seconds.length === 0 || seconds.some((n) => !Number.isFinite(n) || n < 0 || n > 7 * 24 * 3600)) {
+    throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `must be comma-separated seconds such as 5,300,1800 (got '${v}')`);
+  }
+  return seconds.map((n) => Math.round(n * 1000));
 }
 
 function timezone(env: Env): string {
@@ -160,6 +173,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     smtpUrl: url(env, 'SMTP_URL', ['smtp:', 'smtps:']),
     notifyEmail: email,
     webhookAllowPrivate: flag(env, 'WEBHOOK_ALLOW_PRIVATE', false),
+    webhookRetryScheduleMs: retrySchedule(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

@@ -12,6 +12,9 @@ import { ApiKeyService } from '../services/api-keys.ts';
 import { DeviceService } from '../services/devices.ts';
 import { GroupService } from '../services/groups.ts';
 import { ShareLinkService } from '../services/share-links.ts';
+import { WebhookService } from '../services/webhooks.ts';
+import { RETRY_SCHEDULE_MS } from '../domain/webhooks.ts';
+import { WebhookSender } from '../workers/webhook-sender.ts';
 import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
 import { ServerService } from '../services/servers.ts';
@@ -23,6 +26,12 @@ import type { PanelConfig, StoreConfig } from './config.ts';
 import { makeDriver } from './node-driver.ts';
 
 export const VERSION: string = pkg.version;
+
+/** DESIGN §3: an attempt may take 15 s; a dead receiver holds one slot that long, never the API. */
+const WEBHOOK_TIMEOUT_MS = 15_000;
+const WEBHOOK_CONCURRENCY = 64;
+/** Deliveries recorded by this panel start at once (nudge); others' within this. */
+const WEBHOOK_POLL_MS = 500;
 
 /** Opens the database and brings its schema up to date (the panel and the CLI both start here). */
 export async function openMigratedStore(config: StoreConfig): Promise<Store> {
@@ -64,6 +73,13 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open());
   await servers.discardUnfinishedDeploys();
   const devices = new DeviceService(store, clock, connections);
+  const sender = new WebhookSender(store.db, clock, log, {
+    scheduleMs: config.webhookRetryScheduleMs ?? RETRY_SCHEDULE_MS,
+    timeoutMs: WEBHOOK_TIMEOUT_MS,
+    concurrency: WEBHOOK_CONCURRENCY,
+    pollIntervalMs: WEBHOOK_POLL_MS,
+    allowPrivate: config.webhookAllowPrivate,
+  });
 
   const app = await buildApp({
     db: store.db,
@@ -75,6 +91,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     devices,
     groups: new GroupService(store, clock, connections, devices),
     shareLinks: new ShareLinkService(store, clock, devices, config.panelUrl),
+    webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, () => sender.nudge()),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },
@@ -92,10 +109,12 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       await app.listen({ port: config.port, host: config.host });
       housekeeping.start();
       monitor.start();
+      sender.start();
     },
     async stop() {
       housekeeping.stop();
       await monitor.stop();
+      await sender.stop();
       await app.close();
       await rateLimiter.close();
       await store.close();

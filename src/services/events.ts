@@ -6,10 +6,46 @@ import type { ServerRow } from '../store/servers.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import type { Queryable, Tx } from '../store/db.ts';
 import { type EventFilter, insertEvent, listEvents } from '../store/events.ts';
+import { type DeliveryRow, insertDelivery, listEnabledWebhooks, type WebhookRow } from '../store/webhooks.ts';
 
-/** Records an event inside the transaction of the change that causes it, so neither exists without the other. */
-export function recordEvent(tx: Tx, clock: Clock, draft: EventDraft): Promise<number> {
-  return insertEvent(tx, draft, isoAt(clock.nowMs()));
+/**
+ * Records an event inside the transaction of the change that causes it, and with it one outbox
+ * delivery for every enabled webhook subscribed to its kind: the change, the event and its
+ * deliveries all land, or none do.
+ */
+export async function recordEvent(tx: Tx, clock: Clock, draft: EventDraft): Promise<PanelEvent> {
+  const createdAt = isoAt(clock.nowMs());
+  const event: PanelEvent = { id: await insertEvent(tx, draft, createdAt), created_at: createdAt, ...draft };
+  for (const webhook of await listEnabledWebhooks(tx)) {
+    if (subscribedKinds(webhook).includes(event.kind)) await enqueueDelivery(tx, webhook.id, event, createdAt);
+  }
+  return event;
+}
+
+/** A webhook's subscriptions as stored. */
+export function subscribedKinds(webhook: Pick<WebhookRow, 'events'>): string[] {
+  const value: unknown = JSON.parse(webhook.events);
+  return Array.isArray(value) ? value.filter((k): k is string => typeof k === 'string') : [];
+}
+
+/** One delivery of the event to the webhook, due now; its message id stays the same on every retry. */
+export function enqueueDelivery(tx: Tx, webhookId: number, event: PanelEvent, nowIso: string): Promise<DeliveryRow> {
+  return insertDelivery(tx, {
+    webhook_id: webhookId,
+    event_id: event.id,
+    kind: event.kind,
+    payload: JSON.stringify(event),
+    message_id: `msg_${event.id}_${webhookId}`,
+    state: 'pending',
+    attempts: 0,
+    next_attempt_at: nowIso,
+    last_attempt_at: null,
+    response_status: null,
+    error: null,
+    duration_ms: null,
+    locked_until: null,
+    created_at: nowIso,
+  });
 }
 
 /** An event draft with every optional field empty. */
@@ -41,7 +77,7 @@ export function recordDeviceEvent(
   node: Pick<NodeRow, 'name'>,
   actor: string,
   detail: string,
-): Promise<number> {
+): Promise<PanelEvent> {
   return recordEvent(tx, clock, eventDraft({
     kind, device_id: row.id, device_name: row.name, server_id: server.id, server_name: server.name, node_name: node.name, ip: row.address, country: server.country, detail, actor,
   }));

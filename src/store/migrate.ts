@@ -5,6 +5,7 @@ import * as m001 from './migrations/001-foundation.ts';
 import * as m002 from './migrations/002-nodes-servers-events.ts';
 import * as m003 from './migrations/003-devices.ts';
 import * as m004 from './migrations/004-share-links.ts';
+import * as m005 from './migrations/005-webhooks.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '002-nodes-servers-events': m002,
   '003-devices': m003,
   '004-share-links': m004,
+  '005-webhooks': m005,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -117,6 +117,43 @@ export interface ShareLinkTable {
   created_at: string;
 }
 
+export interface WebhookTable {
+  id: Generated<number>;
+  url: string;
+  /** JSON array of event kinds. */
+  events: string;
+  description: string;
+  enabled: number;
+  /** `whsec_` + base64 key, as the Standard Webhooks libraries take it. */
+  secret: string;
+  created_by: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export type DeliveryState = 'pending' | 'delivered' | 'failed';
+
+export interface WebhookDeliveryTable {
+  id: Generated<number>;
+  webhook_id: number;
+  event_id: number;
+  kind: string;
+  /** The Event object (spec §2.6) as JSON: the request body of every attempt. */
+  payload: string;
+  /** `webhook-id` header: the same on every attempt, so receivers de-duplicate on it. */
+  message_id: string;
+  state: DeliveryState;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_attempt_at: string | null;
+  response_status: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  /** A sender holds the delivery until then; another sender (or after a crash) takes it after. */
+  locked_until: string | null;
+  created_at: string;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
@@ -125,4 +162,6 @@ export interface Database {
   events: EventTable;
   devices: DeviceTable;
   share_links: ShareLinkTable;
+  webhooks: WebhookTable;
+  webhook_deliveries: WebhookDeliveryTable;
 }

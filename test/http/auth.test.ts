@@ -25,6 +25,10 @@ const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }
   { method: 'POST', path: '/api/v1/devices/1/move', scope: 'devices:write', body: { server_id: 'auto' } },
   { method: 'GET', path: '/api/v1/devices/1/share', scope: 'devices:read' },
   { method: 'POST', path: '/api/v1/devices/1/share', scope: 'devices:write' },
+  { method: 'GET', path: '/api/v1/webhooks', scope: 'webhooks:write' },
+  { method: 'GET', path: '/api/v1/webhooks/1', scope: 'webhooks:write' },
+  { method: 'GET', path: '/api/v1/webhooks/1/deliveries', scope: 'webhooks:write' },
+  { method: 'POST', path: '/api/v1/webhooks/1/ping', scope: 'webhooks:write' },
 ];
 
 async function call(panel: PanelProcess, method: string, path: string, key: string | undefined, body?: unknown) {

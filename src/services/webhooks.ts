@@ -1,0 +1,177 @@
+import { type Clock, isoAt } from '../domain/clock.ts';
+import { AppError } from '../domain/errors.ts';
+import { type EventKind, type PanelEvent, SYSTEM_ACTOR, isEventKind } from '../domain/events.ts';
+import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import { generateWebhookSecret } from '../domain/webhooks.ts';
+import { type Db, write } from '../store/db.ts';
+import type { DeliveryState } from '../store/schema.ts';
+import {
+  deleteWebhook,
+  type DeliveryRow,
+  findWebhook,
+  insertWebhook,
+  listDeliveries,
+  listWebhooks,
+  updateWebhook,
+  type WebhookRow,
+} from '../store/webhooks.ts';
+import { enqueueDelivery, eventDraft, recordEvent, subscribedKinds } from './events.ts';
+import { checkWebhookUrl } from './webhook-targets.ts';
+
+/** A webhook as spec §2.7 shows it; `secret` only in the answer that creates it. */
+export interface WebhookView {
+  id: number;
+  url: string;
+  events: EventKind[];
+  description: string;
+  enabled: boolean;
+  created_by: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A delivery as spec §2.8 shows it. */
+export interface DeliveryView {
+  id: number;
+  webhook_id: number;
+  event_id: number;
+  kind: string;
+  payload: PanelEvent;
+  state: DeliveryState;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_attempt_at: string | null;
+  response_status: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  created_at: string;
+}
+
+export interface WebhookInput {
+  url: string;
+  events: string[];
+  description?: string;
+  enabled?: boolean;
+}
+
+function eventKinds(events: readonly string[]): EventKind[] {
+  const unknown = events.filter((k) => !isEventKind(k) || k === 'ping');
+  if (unknown.length > 0) {
+    throw new AppError('validation_failed', `unknown event kind ${unknown.join(', ')} (ping is always delivered by the ping endpoint)`, { events: `unknown: ${unknown.join(', ')}` });
+  }
+  return [...new Set(events.filter(isEventKind))];
+}
+
+/** Webhooks (DESIGN §3): endpoints that receive the events they subscribe to, signed, at least once. */
+export class WebhookService {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #allowPrivate: boolean;
+  /** Called once a delivery is committed, so the sender need not wait for its next round. */
+  readonly #onEnqueued: () => void;
+
+  constructor(db: Db, clock: Clock, allowPrivate: boolean, onEnqueued: () => void) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#allowPrivate = allowPrivate;
+    this.#onEnqueued = onEnqueued;
+  }
+
+  view(row: WebhookRow): WebhookView {
+    return {
+      id: row.id,
+      url: row.url,
+      events: subscribedKinds(row).filter(isEventKind),
+      description: row.description,
+      enabled: row.enabled === 1,
+      created_by: row.created_by,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    };
+  }
+
+  deliveryView(row: DeliveryRow): DeliveryView {
+    const payload: PanelEvent = JSON.parse(row.payload);
+    return {
+      id: row.id,
+      webhook_id: row.webhook_id,
+      event_id: row.event_id,
+      kind: row.kind,
+      payload,
+      state: row.state,
+      attempts: row.attempts,
+      next_attempt_at: row.next_attempt_at,
+      last_attempt_at: row.last_attempt_at,
+      response_status: row.response_status,
+      error: row.error,
+      duration_ms: row.duration_ms,
+      created_at: row.created_at,
+    };
+  }
+
+  async #get(id: number): Promise<WebhookRow> {
+    const row = await findWebhook(this.#db, id);
+    if (!row) throw new AppError('not_found', `webhook ${id} not found`);
+    return row;
+  }
+
+  async create(input: WebhookInput, actor: string): Promise<WebhookView & { secret: string }> {
+    const events = eventKinds(input.events);
+    await checkWebhookUrl(input.url, this.#allowPrivate);
+    const now = isoAt(this.#clock.nowMs());
+    const row = await insertWebhook(this.#db, {
+      url: input.url,
+      events: JSON.stringify(events),
+      description: input.description ?? '',
+      enabled: (input.enabled ?? true) ? 1 : 0,
+      secret: generateWebhookSecret(),
+      created_by: actor,
+      created_at: now,
+      updated_at: now,
+    });
+    return { ...this.view(row), secret: row.secret };
+  }
+
+  async get(id: number): Promise<WebhookView> {
+    return this.view(await this.#get(id));
+  }
+
+  async list(page: PageRequest): Promise<Page<WebhookView>> {
+    return toPage((await listWebhooks(this.#db, page)).map((row) => this.view(row)), page);
+  }
+
+  async update(id: number, patch: Partial<WebhookInput>): Promise<WebhookView> {
+    await this.#get(id);
+    const events = patch.events === undefined ? undefined : eventKinds(patch.events);
+    if (patch.url !== undefined) await checkWebhookUrl(patch.url, this.#allowPrivate);
+    const row = await updateWebhook(this.#db, id, {
+      url: patch.url,
+      events: events === undefined ? undefined : JSON.stringify(events),
+      description: patch.description,
+      enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
+      updated_at: isoAt(this.#clock.nowMs()),
+    });
+    if (!row) throw new AppError('not_found', `webhook ${id} not found`);
+    return this.view(row);
+  }
+
+  async delete(id: number): Promise<void> {
+    if (!(await deleteWebhook(this.#db, id))) throw new AppError('not_found', `webhook ${id} not found`);
+  }
+
+  async deliveries(id: number, state: DeliveryState | undefined, page: PageRequest): Promise<Page<DeliveryView>> {
+    await this.#get(id);
+    return toPage((await listDeliveries(this.#db, id, state, page)).map((row) => this.deliveryView(row)), page);
+  }
+
+  /** A `ping` event sent to this webhook alone, whatever it subscribes to (spec §4.6). */
+  async ping(id: number, actor: string): Promise<DeliveryView> {
+    const webhook = await this.#get(id);
+    const delivery = await write(this.#db, async (tx) => {
+      const event = await recordEvent(tx, this.#clock, eventDraft({ kind: 'ping', detail: `ping to webhook ${webhook.id}`, actor: actor || SYSTEM_ACTOR }));
+      return enqueueDelivery(tx, webhook.id, event, event.created_at);
+    });
+    this.#onEnqueued();
+    return this.deliveryView(delivery);
+  }
+}

@@ -1,0 +1,105 @@
+import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { PageRequest } from '../domain/paging.ts';
+import type { Queryable } from './db.ts';
+import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
+
+export type WebhookRow = Selectable<WebhookTable>;
+export type DeliveryRow = Selectable<WebhookDeliveryTable>;
+
+export async function insertWebhook(db: Queryable, webhook: Insertable<WebhookTable>): Promise<WebhookRow> {
+  return db.insertInto('webhooks').values(webhook).returningAll().executeTakeFirstOrThrow();
+}
+
+export function findWebhook(db: Queryable, id: number): Promise<WebhookRow | undefined> {
+  return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function listWebhooks(db: Queryable, page: PageRequest): Promise<WebhookRow[]> {
+  return db.selectFrom('webhooks').selectAll().where('id', '>', page.afterId).orderBy('id').limit(page.limit + 1).execute();
+}
+
+/** Enabled webhooks: the ones an event may go to. */
+export function listEnabledWebhooks(db: Queryable): Promise<WebhookRow[]> {
+  return db.selectFrom('webhooks').selectAll().where('enabled', '=', 1).execute();
+}
+
+export async function updateWebhook(db: Queryable, id: number, changes: Updateable<WebhookTable>): Promise<WebhookRow | undefined> {
+  return db.updateTable('webhooks').set(changes).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+export async function deleteWebhook(db: Queryable, id: number): Promise<boolean> {
+  const result = await db.deleteFrom('webhooks').where('id', '=', id).executeTakeFirst();
+  return Number(result.numDeletedRows) > 0;
+}
+
+export async function insertDelivery(db: Queryable, delivery: Insertable<WebhookDeliveryTable>): Promise<DeliveryRow> {
+  return db.insertInto('webhook_deliveries').values(delivery).returningAll().executeTakeFirstOrThrow();
+}
+
+export function findDelivery(db: Queryable, id: number): Promise<DeliveryRow | undefined> {
+  return db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function listDeliveries(db: Queryable, webhookId: number, state: DeliveryState | undefined, page: PageRequest): Promise<DeliveryRow[]> {
+  let query = db.selectFrom('webhook_deliveries').selectAll().where('webhook_id', '=', webhookId).where('id', '>', page.afterId);
+  if (state !== undefined) query = query.where('state', '=', state);
+  return query.orderBy('id').limit(page.limit + 1).execute();
+}
+
+/**
+ * Takes up to `limit` pending deliveries that are due and not held by another sender, holding them
+ * until `lockedUntil`. Safe with several senders (panels) on one database: a row is taken by whoever
+ * updates it first.
+ */
+export async function claimDueDeliveries(db: Queryable, nowIso: string, lockedUntil: string, limit: number): Promise<DeliveryRow[]> {
+  const due = await db
+    .selectFrom('webhook_deliveries')
+    .select('id')
+    .where('state', '=', 'pending')
+    .where('next_attempt_at', '<=', nowIso)
+    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', nowIso)]))
+    .orderBy('next_attempt_at')
+    .limit(limit)
+    .execute();
+  if (due.length === 0) return [];
+  return db
+    .updateTable('webhook_deliveries')
+    .set({ locked_until: lockedUntil })
+    .where('id', 'in', due.map((d) => d.id))
+    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', nowIso)]))
+    .returningAll()
+    .execute();
+}
+
+/** What one attempt did; the caller decides the next state and time. */
+export interface AttemptRecord {
+  state: DeliveryState;
+  attempts: number;
+  nextAttemptAt: string | null;
+  lastAttemptAt: string;
+  responseStatus: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+export async function recordAttempt(db: Queryable, id: number, attempt: AttemptRecord): Promise<void> {
+  await db
+    .updateTable('webhook_deliveries')
+    .set({
+      state: attempt.state,
+      attempts: attempt.attempts,
+      next_attempt_at: attempt.nextAttemptAt,
+      last_attempt_at: attempt.lastAttemptAt,
+      response_status: attempt.responseStatus,
+      error: attempt.error,
+      duration_ms: attempt.durationMs,
+      locked_until: null,
+    })
+    .where('id', '=', id)
+    .execute();
+}
+
+export async function countPendingDeliveries(db: Queryable): Promise<number> {
+  const row = await db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', 'pending').executeTakeFirst();
+  return Number(row?.n ?? 0);
+}

@@ -1,0 +1,223 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { type PanelProcess, startPanel } from '../support/panel.ts';
+
+interface Received {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** A real HTTP receiver on loopback; `answer` decides each response status (or hangs with 0). */
+class Receiver {
+  readonly received: Received[] = [];
+  answer: (r: Received) => number = () => 200;
+  #server: Server | undefined;
+
+  async start(): Promise<void> {
+    this.#server = createServer(async (req, res) => {
+      let body = '';
+      for await (const chunk of req) body += String(chunk);
+      const got = { path: req.url ?? '', headers: req.headers, body };
+      this.received.push(got);
+      const status = this.answer(got);
+      if (status === 0) return; // hang
+      res.writeHead(status).end();
+    });
+    this.#server.listen(0, '127.0.0.1');
+    await once(this.#server, 'listening');
+  }
+
+  url(path: string): string {
+    const address = this.#server?.address();
+    if (address === null || address === undefined || typeof address === 'string') throw new Error('not listening');
+    return `http://127.0.0.1:${address.port}${path}`;
+  }
+
+  on(path: string): Received[] {
+    return this.received.filter((r) => r.path === path);
+  }
+
+  async stop(): Promise<void> {
+    this.#server?.closeAllConnections();
+    this.#server?.close();
+  }
+}
+
+async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('webhooks: signed, durable, at-least-once delivery', () => {
+  let db: TestDatabase;
+  let panel: PanelProcess;
+  let key: string;
+  const receiver = new Receiver();
+  const env = { WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2' };
+
+  async function call(method: string, path: string, body?: unknown) {
+    const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const response = await fetch(`${panel.url}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await response.text();
+    return { status: response.status, json: text === '' ? {} : JSON.parse(text) };
+  }
+
+  async function webhook(path: string, events: string[]): Promise<{ id: number; secret: string }> {
+    const created = await call('POST', '/webhooks', { url: receiver.url(path), events, description: path });
+    assert.equal(created.status, 201, JSON.stringify(created.json));
+    return created.json;
+  }
+
+  before(async () => {
+    db = await createTestDatabase('sqlite');
+    await receiver.start();
+    panel = await startPanel({ database: db, env });
+    key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
+  });
+  after(async () => {
+    await panel.stop('SIGKILL');
+    await receiver.stop();
+    await db.drop();
+  });
+
+  it('sends a ping that verifies with the standardwebhooks package; the secret is shown once', async () => {
+    const hook = await webhook('/ping', ['device.created']);
+    assert.match(hook.secret, /^whsec_/);
+    assert.equal('secret' in (await call('GET', `/webhooks/${hook.id}`)).json, false);
+    const ping = await call('POST', `/webhooks/${hook.id}/ping`);
+    assert.equal(ping.status, 200);
+    assert.equal(ping.json.kind, 'ping');
+    assert.equal(ping.json.state, 'pending');
+    const got = await until('the ping', () => receiver.on('/ping')[0]);
+    const verified = new Webhook(hook.secret).verify(got.body, {
+      'webhook-id': String(got.headers['webhook-id']),
+      'webhook-timestamp': String(got.headers['webhook-timestamp']),
+      'webhook-signature': String(got.headers['webhook-signature']),
+    });
+    assert.equal((verified as { kind: string }).kind, 'ping');
+    const delivered = await until('delivered state', async () => {
+      const list = await call('GET', `/webhooks/${hook.id}/deliveries?state=delivered`);
+      return list.json.data.length > 0 ? list.json.data[0] : undefined;
+    });
+    assert.equal(delivered.response_status, 200);
+    assert.equal(delivered.attempts, 1);
+  });
+
+  it('delivers device.created with the Event object as payload, and nothing it does not subscribe to', async () => {
+    await webhook('/created', ['device.created']);
+    const server = (await call('POST', '/servers', { name: 'wh-1' })).json;
+    const device = (await call('POST', '/devices', { server_id: server.id, name: 'watched' })).json;
+    const got = await until('device.created', () => receiver.on('/created').find((r) => JSON.parse(r.body).device_id === device.id));
+    const events = await call('GET', `/events?device_id=${device.id}&kind=device.created`);
+    assert.deepEqual(JSON.parse(got.body), events.json.data[0]);
+    assert.doesNotMatch(got.body, /PrivateKey|private_key|vpnk_/, 'no key in a payload');
+    assert.equal(receiver.on('/created').filter((r) => JSON.parse(r.body).kind === 'server.created').length, 0);
+  });
+
+  it('retries a receiver that answers 500 twice, with the same webhook-id, until it is delivered', async () => {
+    let calls = 0;
+    receiver.answer = (r) => (r.path === '/flaky' && ++calls <= 2 ? 500 : 200);
+    const hook = await webhook('/flaky', ['server.created']);
+    await call('POST', '/servers', { name: 'wh-2' });
+    const delivery = await until('three attempts', async () => {
+      const list = await call('GET', `/webhooks/${hook.id}/deliveries`);
+      const d = list.json.data[0];
+      return d?.state === 'delivered' ? d : undefined;
+    });
+    receiver.answer = () => 200;
+    assert.equal(delivery.attempts, 3);
+    const attempts = receiver.on('/flaky');
+    assert.equal(attempts.length, 3);
+    assert.equal(new Set(attempts.map((a) => a.headers['webhook-id'])).size, 1, 'one webhook-id across retries');
+  });
+
+  it('turns a webhook off when its receiver answers 410 Gone', async () => {
+    receiver.answer = (r) => (r.path === '/gone' ? 410 : 200);
+    const hook = await webhook('/gone', ['server.created']);
+    await call('POST', '/webhooks/' + hook.id + '/ping');
+    await until('disabled', async () => ((await call('GET', `/webhooks/${hook.id}`)).json.enabled === false ? true : undefined));
+    receiver.answer = () => 200;
+  });
+
+  it('keeps GET /devices fast while a receiver hangs', async () => {
+    receiver.answer = (r) => (r.path === '/hang' ? 0 : 200);
+    const hook = await webhook('/hang', ['device.created']);
+    const server = (await call('POST', '/servers', { name: 'wh-3' })).json;
+    for (let i = 0; i < 30; i++) await call('POST', '/devices', { server_id: server.id });
+    await until('the hanging receiver to be called', () => (receiver.on('/hang').length > 0 ? true : undefined));
+    const started = performance.now();
+    for (let i = 0; i < 20; i++) assert.equal((await call('GET', '/devices?limit=50')).status, 200);
+    const perRequestMs = (performance.now() - started) / 20;
+    assert.ok(perRequestMs < 250, `GET /devices took ${perRequestMs.toFixed(1)} ms a request while a receiver hangs`);
+    await call('DELETE', `/webhooks/${hook.id}`);
+    receiver.answer = () => 200;
+  });
+
+  it('delivers what was pending when the panel was killed, after it starts again', async () => {
+    receiver.answer = (r) => (r.path === '/durable' ? 503 : 200);
+    const hook = await webhook('/durable', ['server.created']);
+    const server = (await call('POST', '/servers', { name: 'wh-4' })).json;
+    await until('a failed first attempt', () => (receiver.on('/durable').length > 0 ? true : undefined));
+    await panel.stop('SIGKILL');
+    receiver.answer = () => 200;
+    panel = await startPanel({ database: db, env });
+    const delivered = await until('delivery after restart', async () => {
+      const list = await call('GET', `/webhooks/${hook.id}/deliveries?state=delivered`);
+      return list.json.data.find((d: { payload: { server_id: number } }) => d.payload.server_id === server.id);
+    }, 15_000);
+    assert.ok(delivered.attempts >= 2);
+  });
+
+  it('manages webhooks: list, change, delete; refuses unknown kinds', async () => {
+    const hook = await webhook('/crud', ['device.deleted']);
+    assert.ok((await call('GET', '/webhooks?limit=200')).json.data.some((w: { id: number }) => w.id === hook.id));
+    const changed = await call('PATCH', `/webhooks/${hook.id}`, { events: ['device.moved', 'device.expired'], enabled: false });
+    assert.deepEqual(changed.json.events, ['device.moved', 'device.expired']);
+    assert.equal(changed.json.enabled, false);
+    const bad = await call('POST', '/webhooks', { url: receiver.url('/x'), events: ['device.exploded'] });
+    assert.equal(bad.status, 422);
+    assert.ok('events' in bad.json.error.fields);
+    assert.equal((await call('DELETE', `/webhooks/${hook.id}`)).status, 204);
+    assert.equal((await call('GET', `/webhooks/${hook.id}`)).status, 404);
+  });
+});
+
+describe('webhooks: targets on private addresses are refused unless allowed', () => {
+  let db: TestDatabase;
+  let panel: PanelProcess;
+  let key: string;
+  before(async () => {
+    db = await createTestDatabase('sqlite');
+    panel = await startPanel({ database: db });
+    key = await panel.createKey('shop', 'webhooks:write');
+  });
+  after(async () => {
+    await panel.stop();
+    await db.drop();
+  });
+
+  for (const url of ['http://127.0.0.1:9/x', 'http://10.0.0.1/x', 'http://169.254.169.254/latest/meta-data', 'http://[::1]:9/x', 'http://localhost:9/x', 'http://100.64.0.1/x', 'ftp://example.com/x']) {
+    it(`refuses ${url}`, async () => {
+      const response = await fetch(`${panel.url}/api/v1/webhooks`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ url, events: ['device.created'] }),
+      });
+      assert.equal(response.status, 422);
+      const body = await response.json();
+      assert.equal(body.error.code, 'validation_failed');
+      assert.ok('url' in body.error.fields);
+    });
+  }
+});
