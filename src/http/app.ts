@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../domain/errors.ts';
 import { rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
@@ -54,6 +54,12 @@ export interface AppDeps {
 const BODY_LIMIT_BYTES = 64 * 1024;
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
+/** A route option that may hold one hook, several, or none, as a list. */
+function hookList<T>(hooks: T | T[] | undefined): T[] {
+  if (hooks === undefined) return [];
+  return Array.isArray(hooks) ? hooks : [hooks];
+}
+
 /** Builds the HTTP application; it never listens (src/main does). */
 export async function buildApp(deps: AppDeps): Promise<Api> {
   const app: Api = Fastify({
@@ -83,12 +89,6 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     else parseJson(request, text, done);
   });
 
-  // A route with a body schema reads an absent body as {}: all-optional bodies may be left out,
-  // and a missing required field is named instead of "body must be object".
-  app.addHook('preValidation', async (request) => {
-    if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {};
-  });
-
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
   for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema, GroupSchema, WebhookSchema, DeliverySchema]) app.addSchema(schema);
@@ -112,29 +112,39 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     }
   });
 
-  app.addHook('preHandler', async (request, reply) => {
+  // Hooks that only some routes need are attached to those routes alone, so a plain GET runs none.
+  const absentBodyIsEmpty = async (request: FastifyRequest) => {
+    // All-optional bodies may be left out, and a missing required field is named instead of
+    // "body must be object".
+    if (request.body === undefined) request.body = {};
+  };
+  const beginIdempotency = async (request: FastifyRequest, reply: FastifyReply) => {
     const key = request.headers['idempotency-key'];
-    if (!request.routeOptions.config.idempotent || request.principal === null || typeof key !== 'string') return;
+    if (request.principal === null || typeof key !== 'string') return;
     const begun = await deps.idempotency.begin(request.principal.keyId, key, request);
     if (begun.kind === 'replay') return IdempotencyGuard.replay(reply, begun.statusCode, begun.body);
     request.idempotencyClaim = begun.claim;
-  });
-
-  // While closing, answers end their connection: a keep-alive socket left idle by an in-flight
-  // request would otherwise hold close() open until its timeout.
-  let draining = false;
-  app.addHook('preClose', async () => {
-    draining = true;
-  });
-
-  app.addHook('onSend', async (request, reply, payload) => {
-    if (draining) reply.header('connection', 'close');
+  };
+  const finishIdempotency = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     const claim = request.idempotencyClaim;
     if (claim !== null && typeof payload === 'string') {
       request.idempotencyClaim = null;
       await deps.idempotency.finish(claim, reply.statusCode, payload);
     }
     return payload;
+  };
+  app.addHook('onRoute', (route) => {
+    if (route.schema?.body !== undefined) route.preValidation = [...hookList(route.preValidation), absentBodyIsEmpty];
+    if (route.config?.idempotent === true) {
+      route.preHandler = [...hookList(route.preHandler), beginIdempotency];
+      route.onSend = [...hookList(route.onSend), finishIdempotency];
+    }
+  });
+
+  // A keep-alive socket left idle by a request in flight at close() would hold it open until its
+  // timeout (72 s): while closing, sockets close as soon as their answer is sent.
+  app.addHook('preClose', async () => {
+    app.server.keepAliveTimeout = 1;
   });
 
   await app.register(swagger, {

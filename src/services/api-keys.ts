@@ -69,8 +69,11 @@ export class ApiKeyService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #touchedAtMs = new Map<number, number>();
-  /** Keys looked up before, by hash; emptied whenever another process may have changed a key. */
-  readonly #known = new Map<string, ApiKeyRow>();
+  /**
+   * Principals of live keys seen before, by key; emptied whenever another process may have changed a
+   * key, so a revoked key stops at the next request. Unknown keys are never kept.
+   */
+  readonly #known = new Map<string, Principal>();
   #watch: ChangeWatch | undefined;
 
   constructor(store: Store, clock: Clock) {
@@ -130,10 +133,22 @@ export class ApiKeyService {
     const match = authorization === undefined ? null : /^Bearer +(\S+) *$/i.exec(authorization);
     const key = match?.[1];
     if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
+    this.#watch ??= this.#store.watch('api_keys');
+    if (this.#watch.changed()) this.#known.clear();
+    let principal = this.#known.get(key);
+    if (principal === undefined) {
+      principal = await this.#principalOf(key);
+      this.#known.set(key, principal);
+    }
+    await this.#touch(principal.keyId);
+    return principal;
+  }
+
+  /** Looks a key up in the database; only keys that exist and are live become principals (and are kept). */
+  async #principalOf(key: string): Promise<Principal> {
     if (!isWellFormedApiKey(key)) throw new AppError('unauthorized', 'the API key is not valid');
-    const row = await this.#lookup(hashApiKey(key));
+    const row = await findApiKeyByHash(this.#db, hashApiKey(key));
     if (!row || row.revoked_at !== null) throw new AppError('unauthorized', 'the API key is not valid');
-    await this.#touch(row.id);
     const info = toInfo(row);
     return {
       keyId: info.id,
@@ -143,16 +158,6 @@ export class ApiKeyService {
       rateLimitExempt: info.rateLimitExempt,
       rateLimitId: row.key_hash.slice(0, 32),
     };
-  }
-
-  async #lookup(keyHash: string): Promise<ApiKeyRow | undefined> {
-    this.#watch ??= this.#store.watch('api_keys');
-    if (this.#watch.changed()) this.#known.clear();
-    const known = this.#known.get(keyHash);
-    if (known) return known;
-    const row = await findApiKeyByHash(this.#db, keyHash);
-    if (row) this.#known.set(keyHash, row);
-    return row;
   }
 
   async #touch(keyId: number): Promise<void> {

@@ -1,7 +1,7 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { DeviceStatus } from '../domain/devices.ts';
 import type { PageRequest } from '../domain/paging.ts';
-import type { Queryable } from './db.ts';
+import { type Queryable, rowLimit } from './db.ts';
 import type { DeviceTable } from './schema.ts';
 
 export type DeviceRow = Selectable<DeviceTable>;
@@ -73,7 +73,7 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
       query = query.where('id', '<', 0);
       break;
   }
-  return query.orderBy('id').limit(page.limit + 1).execute();
+  return query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
 }
 
 /** A group (spec §2.2): every device sharing the external id, oldest first. */

@@ -1,6 +1,6 @@
 import type { EventDraft, EventKind, PanelEvent } from '../domain/events.ts';
 import { isEventKind } from '../domain/events.ts';
-import type { Queryable } from './db.ts';
+import { type Queryable, rowLimit } from './db.ts';
 import type { PageRequest } from '../domain/paging.ts';
 
 export async function insertEvent(db: Queryable, draft: EventDraft, createdAt: string): Promise<number> {
@@ -24,7 +24,7 @@ export async function listEvents(db: Queryable, filter: EventFilter, page: PageR
   if (filter.serverId !== undefined) query = query.where('server_id', '=', filter.serverId);
   if (filter.deviceId !== undefined) query = query.where('device_id', '=', filter.deviceId);
   if (filter.kinds !== undefined && filter.kinds.length > 0) query = query.where('kind', 'in', filter.kinds);
-  const rows = await query.orderBy('id').limit(page.limit + 1).execute();
+  const rows = await query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
   return rows.flatMap((row) => (isEventKind(row.kind) ? [{ ...row, kind: row.kind }] : []));
 }
 

@@ -1,6 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import type { Queryable } from './db.ts';
+import { type Queryable, rowLimit } from './db.ts';
 import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
 
 export type WebhookRow = Selectable<WebhookTable>;
@@ -15,7 +15,7 @@ export function findWebhook(db: Queryable, id: number): Promise<WebhookRow | und
 }
 
 export function listWebhooks(db: Queryable, page: PageRequest): Promise<WebhookRow[]> {
-  return db.selectFrom('webhooks').selectAll().where('id', '>', page.afterId).orderBy('id').limit(page.limit + 1).execute();
+  return db.selectFrom('webhooks').selectAll().where('id', '>', page.afterId).orderBy('id').limit(rowLimit(page.limit + 1)).execute();
 }
 
 /** Enabled webhooks: the ones an event may go to. */
@@ -43,7 +43,7 @@ export function findDelivery(db: Queryable, id: number): Promise<DeliveryRow | u
 export function listDeliveries(db: Queryable, webhookId: number, state: DeliveryState | undefined, page: PageRequest): Promise<DeliveryRow[]> {
   let query = db.selectFrom('webhook_deliveries').selectAll().where('webhook_id', '=', webhookId).where('id', '>', page.afterId);
   if (state !== undefined) query = query.where('state', '=', state);
-  return query.orderBy('id').limit(page.limit + 1).execute();
+  return query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
 }
 
 /**
@@ -59,7 +59,7 @@ export async function claimDueDeliveries(db: Queryable, nowIso: string, lockedUn
     .where('next_attempt_at', '<=', nowIso)
     .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', nowIso)]))
     .orderBy('next_attempt_at')
-    .limit(limit)
+    .limit(rowLimit(limit))
     .execute();
   if (due.length === 0) return [];
   return db
