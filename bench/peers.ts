@@ -10,9 +10,10 @@
  * Writes the section "## Peers on one server (wireguard-go)" of docs/benchmarks.md.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { availableParallelism, cpus, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { writeSection } from './report.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
 import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type RunResult, type StartOptions } from '../src/agent/commands.ts';
@@ -27,8 +28,6 @@ const PEERS = Number(process.env.PEERS ?? 10_000);
 const CHANGES = Number(process.env.CHANGES ?? 20);
 const TARGET_MS = 50;
 const SECTION = 'Peers on one server (wireguard-go)';
-const FILE = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
-const HEADER = '# Benchmarks\n\nEvery figure here comes from a script in `bench/`, run on demand on this 2-core machine; each section names its command.\n';
 
 /**
  * Runs commands for real; counts the `wg set` calls and the peers they name, and, while the driver
@@ -187,20 +186,6 @@ function rssMb(pid: number): number {
   return kb === undefined ? Number.NaN : Number(kb) / 1024;
 }
 
-/** Replaces this script's section of docs/benchmarks.md (or appends it), leaving the others alone. */
-function writeSection(body: string): void {
-  const text = existsSync(FILE) ? readFileSync(FILE, 'utf8') : HEADER;
-  const heading = `## ${SECTION}`;
-  const section = `${heading}\n\n${body.trim()}\n`;
-  const start = text.indexOf(`${heading}\n`);
-  if (start === -1) {
-    writeFileSync(FILE, `${text.trimEnd()}\n\n${section}`);
-    return;
-  }
-  const next = text.indexOf('\n## ', start + heading.length);
-  writeFileSync(FILE, text.slice(0, start) + section + (next === -1 ? '' : text.slice(next)));
-}
-
 async function main(): Promise<void> {
   const notRunnable = requireRoot();
   if (notRunnable !== false) {
@@ -340,8 +325,8 @@ async function main(): Promise<void> {
       ),
     ].join('\n');
     console.log(`\n## ${SECTION}\n\n${body}\n`);
-    writeSection(body);
-    console.log(`wrote the section to ${FILE}`);
+    writeSection(SECTION, body);
+    console.log("wrote the section to docs/benchmarks.md");
   } finally {
     await app.close().catch(() => undefined);
     await driver.down(serverId).catch((error: unknown) => console.error(`down: ${String(error)}`));
