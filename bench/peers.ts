@@ -12,7 +12,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism, cpus, release } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { writeSection } from './report.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
