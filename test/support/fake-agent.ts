@@ -14,6 +14,10 @@ export class FakeAgent {
   hold: Promise<void> | undefined;
   /** While true, PUT /v1/servers answers 500. */
   failDeploys = false;
+  /** While true, POST /v1/servers/{id}/peers answers 500. */
+  failPeerChanges = false;
+  /** Every peer change received, in order. */
+  readonly peerChanges: { serverId: number; body: unknown }[] = [];
   #server: Server | undefined;
 
   get url(): string {
@@ -42,6 +46,13 @@ export class FakeAgent {
         this.applied.push(id);
         const server = isServerBody(body) ? body.server : { listenPort: 0, address: '', mtu: 0 };
         return send(200, { serverId: id, listenPort: server.listenPort, address: server.address, mtu: server.mtu, publicKey: 'fake', peerCount: 0 });
+      }
+      const peers = /^\/v1\/servers\/([0-9]+)\/peers$/.exec(req.url ?? '');
+      if (peers && req.method === 'POST') {
+        if (this.failPeerChanges) return send(500, { error: 'peer change refused by the fake agent', failures: ['scripted failure'] });
+        this.peerChanges.push({ serverId: Number(peers[1]), body });
+        res.writeHead(204);
+        return res.end();
       }
       if (match && req.method === 'DELETE') {
         res.writeHead(204);

@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { FakeAgent } from '../support/fake-agent.ts';
+import { type PanelProcess, startPanel } from '../support/panel.ts';
+
+/** What the API answers when the node cannot apply a device change (spec §4.2, DESIGN §1). */
+for (const kind of DATABASE_KINDS) {
+  describe(`device changes a node cannot apply (${kind})`, () => {
+    let db: TestDatabase;
+    let panel: PanelProcess;
+    let agent: FakeAgent;
+    let key: string;
+    let serverId: number;
+
+    async function call(method: string, path: string, body?: unknown) {
+      const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      const response = await fetch(`${panel.url}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      const text = await response.text();
+      return { status: response.status, json: text === '' ? {} : JSON.parse(text) };
+    }
+
+    before(async () => {
+      db = await createTestDatabase(kind);
+      agent = new FakeAgent();
+      await agent.start();
+      panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off' } });
+      assert.equal((await panel.cli(['nodes', 'add', '--name', 'fake', '--url', agent.url, '--token', agent.token])).code, 0);
+      key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
+      serverId = (await call('POST', '/servers', { name: 'edge' })).json.id;
+    });
+    after(async () => {
+      await panel.stop();
+      await agent.stop();
+      await db.drop();
+    });
+
+    it('answers PATCH with 502 apply_failed and keeps the change saved', async () => {
+      const device = await call('POST', '/devices', { server_id: serverId, name: 'stubborn' });
+      assert.equal(device.status, 201);
+      agent.failPeerChanges = true;
+      const patched = await call('PATCH', `/devices/${device.json.id}`, { enabled: false });
+      agent.failPeerChanges = false;
+      assert.equal(patched.status, 502);
+      assert.equal(patched.json.error.code, 'apply_failed');
+      const saved = await call('GET', `/devices/${device.json.id}`);
+      assert.equal(saved.json.enabled, false, 'the change was saved');
+      assert.equal(saved.json.status, 'disabled');
+    });
+
+    it('creates nothing when the node cannot take a new peer (502 deploy_failed)', async () => {
+      agent.failPeerChanges = true;
+      const refused = await call('POST', '/devices', { server_id: serverId, name: 'never' });
+      agent.failPeerChanges = false;
+      assert.equal(refused.status, 502);
+      assert.equal(refused.json.error.code, 'deploy_failed');
+      const list = await call('GET', `/devices?server_id=${serverId}&limit=200`);
+      assert.ok(!list.json.data.some((d: { name: string }) => d.name === 'never'), 'no device row left behind');
+      const events = await call('GET', '/events?kind=device.created&limit=200');
+      assert.ok(!events.json.data.some((e: { device_name: string }) => e.device_name === 'never'), 'no event left behind');
+    });
+
+    it('sends the node only the peer that changed, never the whole list', async () => {
+      agent.peerChanges.length = 0;
+      const device = await call('POST', '/devices', { server_id: serverId, name: 'delta' });
+      await call('PATCH', `/devices/${device.json.id}`, { enabled: false });
+      assert.deepEqual(agent.peerChanges.map((c) => c.body), [
+        { upsert: [{ publicKey: device.json.public_key, allowedIp: `${device.json.address}/32` }], remove: [] },
+        { upsert: [], remove: [device.json.public_key] },
+      ]);
+    });
+  });
+}
