@@ -14,7 +14,7 @@ import type { EventKind } from '../domain/events.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { intToIp, ipToInt, parseCidr, parseSubnet } from '../domain/subnets.ts';
 import { generateKeyPair, isValidKey } from '../domain/wireguard-keys.ts';
-import { type Db, isUniqueViolation, type Store, type Tx, violationText, write } from '../store/db.ts';
+import { type Db, isUniqueViolation, type Store, violationText, write } from '../store/db.ts';
 import {
   countDevicesByServer,
   deleteDevice,
