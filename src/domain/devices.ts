@@ -61,10 +61,10 @@ export function nameFromExternalId(externalId: string, taken: ReadonlySet<string
  * The lowest free address of the subnet for a new device: never the network, broadcast or server
  * address, never one in use. Undefined when the subnet is full.
  */
-export function lowestFreeAddress(subnet: Subnet, serverAddress: number, used: ReadonlySet<number>): number | undefined {
+export function lowestFreeAddress(subnet: Subnet, serverAddress: number, isUsed: (address: number) => boolean): number | undefined {
   const last = subnet.network + size(subnet) - 2;
   for (let ip = subnet.network + 1; ip <= last; ip++) {
-    if (ip !== serverAddress && !used.has(ip)) return ip;
+    if (ip !== serverAddress && !isUsed(ip)) return ip;
   }
   return undefined;
 }

@@ -4,7 +4,7 @@ import {
   deviceStatus,
   isOnline,
   type LimitPeriod,
-  lowestFreeAddress,
+  NAME_MAX,
   metadataText,
   nameFromExternalId,
   serverRoom,
@@ -12,9 +12,10 @@ import {
 import { AppError } from '../domain/errors.ts';
 import type { EventKind } from '../domain/events.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
-import { intToIp, ipToInt, parseCidr, parseSubnet } from '../domain/subnets.ts';
+import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair, isValidKey } from '../domain/wireguard-keys.ts';
-import { type Db, isUniqueViolation, type Store, violationText, write } from '../store/db.ts';
+import { type Db, isUniqueViolation, type Store, type Tx, violationText, write } from '../store/db.ts';
+import { AddressAllocator } from './address-allocator.ts';
 import {
   countDevicesByServer,
   deleteDevice,
@@ -22,7 +23,10 @@ import {
   findDevice,
   insertDevice,
   listDevices,
-  listDeviceSlots,
+  countDevicesOfServer,
+  isKeyTaken,
+  isNameTaken,
+  namesStartingWith,
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
@@ -90,6 +94,21 @@ export interface PlacedDevice {
   node: NodeRow;
 }
 
+/** What creating one device needs, decided before its transaction. */
+interface NewDevicePlan {
+  input: DeviceCreateInput;
+  server: ServerRow;
+  node: NodeRow;
+  subnet: Subnet;
+  keys: { publicKey: string; privateKey: string | null };
+  metadata: string | null;
+  actor: string;
+  onCommit: CommitHook<PlacedDevice> | undefined;
+}
+
+/** Room left for a `-N` suffix when a name is made from a long external id. */
+const SUFFIX_ROOM = 8;
+
 const NO_USAGE: Usage = { rx_bytes: 0, tx_bytes: 0, total_bytes: 0 };
 
 function parseMetadata(text: string | null): Record<string, unknown> | null {
@@ -102,11 +121,17 @@ export class DeviceService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #connections: NodeConnections;
+  readonly #addresses = new AddressAllocator();
 
   constructor(store: Store, clock: Clock, connections: NodeConnections) {
     this.#store = store;
     this.#clock = clock;
     this.#connections = connections;
+  }
+
+  /** Devices of the server were removed elsewhere (a group delete): its addresses are read again. */
+  addressesFreed(serverId: number): void {
+    this.#addresses.forget(serverId);
   }
 
   get #db(): Db {
@@ -233,53 +258,76 @@ export class DeviceService {
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const keys = input.publicKey === undefined ? generateKeyPair() : { publicKey: input.publicKey, privateKey: null };
-    const now = isoAt(this.#clock.nowMs());
-    try {
-      return await write(this.#db, async (tx) => {
-        await lockServer(tx, server.id, this.#store.dialect);
-        const slots = await listDeviceSlots(tx, server.id);
-        const subnet = parseSubnet(server.subnet);
-        if (slots.length >= serverRoom(server.capacity, subnet)) throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
-        const address = lowestFreeAddress(subnet, parseCidr(server.address).address, new Set(slots.map((s) => ipToInt(s.address))));
-        if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
-        if (slots.some((s) => s.public_key === keys.publicKey)) {
-          throw new AppError('validation_failed', 'public_key is used by another device on this server', { public_key: 'in use on this server' });
-        }
-        const names = new Set(slots.map((s) => s.name));
-        if (input.name !== undefined && names.has(input.name)) throw new AppError('name_taken', `a device named ${input.name} is on server ${server.name} already`, { name: 'taken on this server' });
-        let row = await insertDevice(tx, {
-          server_id: server.id,
-          name: input.name ?? (input.externalId !== undefined ? nameFromExternalId(input.externalId, names) : `new-${keys.publicKey}`),
-          external_id: input.externalId ?? null,
-          metadata,
-          address: intToIp(address),
-          public_key: keys.publicKey,
-          private_key: keys.privateKey,
-          enabled: (input.enabled ?? true) ? 1 : 0,
-          data_limit: input.dataLimit ?? 0,
-          limit_period: input.limitPeriod ?? 'monthly',
-          usage_reset_at: now,
-          expires_at: normaliseInstant(input.expiresAt ?? null),
-          speed_limit: input.speedLimit ?? 0,
-          last_handshake: null,
-          created_at: now,
-          updated_at: now,
-        });
-        if (input.name === undefined && input.externalId === undefined) {
-          row = await updateDevice(tx, row.id, { name: nameFromExternalId(`device-${row.id}`, names) });
-        }
-        await recordDeviceEvent(tx, this.#clock, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
-        if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
-        const placed: PlacedDevice = { device: this.view(row), row, server, node };
-        await onCommit?.(tx, placed);
-        return placed;
-      });
-    } catch (error) {
-      if (!isUniqueViolation(error)) throw error;
-      // Only a create racing another on the same name or key gets here; the server lock orders addresses.
-      if (/public_key|server_key/.test(violationText(error))) throw new AppError('validation_failed', 'public_key is used by another device on this server', { public_key: 'in use on this server' });
-      throw new AppError('name_taken', `a device named ${input.name ?? ''} is on this server already`, { name: 'taken on this server' });
+    const subnet = parseSubnet(server.subnet);
+    // Another panel may take the same address at the same moment (the unique index says so): the
+    // bitmap is read again and the create tried again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#insertDevice({ input, server, node, subnet, keys, metadata, actor, onCommit });
+      } catch (error) {
+        this.#addresses.forget(server.id);
+        if (!isUniqueViolation(error)) throw error;
+        const violated = violationText(error);
+        if (/address/.test(violated) && attempt < 3) continue;
+        if (/public_key|server_key/.test(violated)) throw new AppError('validation_failed', 'public_key is used by another device on this server', { public_key: 'in use on this server' });
+        throw new AppError('name_taken', `a device named ${input.name ?? ''} is on this server already`, { name: 'taken on this server' });
+      }
     }
+  }
+
+  async #insertDevice(plan: NewDevicePlan): Promise<PlacedDevice> {
+    const { input, server, node, subnet, keys, metadata, actor, onCommit } = plan;
+    const now = isoAt(this.#clock.nowMs());
+    return write(this.#db, async (tx) => {
+      const address = await this.#claimSlot(tx, server, subnet, { name: input.name, publicKey: keys.publicKey });
+      // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
+      const names = input.name === undefined && input.externalId !== undefined ? await namesStartingWith(tx, server.id, input.externalId.slice(0, NAME_MAX - SUFFIX_ROOM)) : new Set<string>();
+      let row = await insertDevice(tx, {
+        server_id: server.id,
+        name: input.name ?? (input.externalId !== undefined ? nameFromExternalId(input.externalId, names) : `new-${keys.publicKey}`),
+        external_id: input.externalId ?? null,
+        metadata,
+        address: intToIp(address),
+        public_key: keys.publicKey,
+        private_key: keys.privateKey,
+        enabled: (input.enabled ?? true) ? 1 : 0,
+        data_limit: input.dataLimit ?? 0,
+        limit_period: input.limitPeriod ?? 'monthly',
+        usage_reset_at: now,
+        expires_at: normaliseInstant(input.expiresAt ?? null),
+        speed_limit: input.speedLimit ?? 0,
+        last_handshake: null,
+        created_at: now,
+        updated_at: now,
+      });
+      this.#addresses.taken(server.id, subnet, address);
+      if (input.name === undefined && input.externalId === undefined) {
+        row = await updateDevice(tx, row.id, { name: nameFromExternalId(`device-${row.id}`, await namesStartingWith(tx, server.id, `device-${row.id}`)) });
+      }
+      await recordDeviceEvent(tx, this.#clock, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
+      if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
+      const placed: PlacedDevice = { device: this.view(row), row, server, node };
+      await onCommit?.(tx, placed);
+      return placed;
+    });
+  }
+
+  /**
+   * Takes a place on the server for a device, under the server's lock: room within capacity, a
+   * free name and key, and the lowest free address (returned).
+   */
+  async #claimSlot(tx: Tx, server: ServerRow, subnet: Subnet, device: { name: string | undefined; publicKey: string }): Promise<number> {
+    await lockServer(tx, server.id, this.#store.dialect);
+    if ((await countDevicesOfServer(tx, server.id)) >= serverRoom(server.capacity, subnet)) throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
+    if (device.name !== undefined && (await isNameTaken(tx, server.id, device.name))) {
+      throw new AppError('name_taken', `a device named ${device.name} is on server ${server.name} already`, { name: 'taken on this server' });
+    }
+    if (await isKeyTaken(tx, server.id, device.publicKey)) {
+      throw new AppError('validation_failed', `the public key is used by another device on server ${server.name}`, { public_key: 'in use on this server' });
+    }
+    const address = await this.#addresses.lowestFree(tx, server.id, subnet, parseCidr(server.address).address);
+    if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
+    return address;
   }
 
   /**
@@ -351,22 +399,21 @@ export class DeviceService {
     if (server.id === before.server.id) throw new AppError('validation_failed', `device ${id} is on server ${server.id} already`, { server_id: 'the current server' });
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
+    const subnet = parseSubnet(server.subnet);
     const moved = await write(this.#db, async (tx) => {
-      await lockServer(tx, server.id, this.#store.dialect);
-      const slots = await listDeviceSlots(tx, server.id);
-      const subnet = parseSubnet(server.subnet);
-      if (slots.some((s) => s.name === before.row.name)) throw new AppError('name_taken', `a device named ${before.row.name} is on server ${server.name} already`, { name: 'taken on the target server' });
-      if (slots.some((s) => s.public_key === before.row.public_key)) throw new AppError('validation_failed', 'the public key is used on the target server', { server_id: 'key in use there' });
-      if (slots.length >= serverRoom(server.capacity, subnet)) throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
-      const address = lowestFreeAddress(subnet, parseCidr(server.address).address, new Set(slots.map((s) => ipToInt(s.address))));
-      if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
+      const address = await this.#claimSlot(tx, server, subnet, { name: before.row.name, publicKey: before.row.public_key });
       const row = await updateDevice(tx, id, { server_id: server.id, address: intToIp(address), updated_at: isoAt(this.#clock.nowMs()) });
+      this.#addresses.taken(server.id, subnet, address);
       await recordDeviceEvent(tx, this.#clock, 'device.moved', row, server, node, actor, `device ${row.name} moved from server ${before.server.name} to ${server.name}`);
       if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
       const placed: PlacedDevice = { device: this.view(row), row, server, node };
       await onCommit?.(tx, placed);
       return placed;
+    }).catch((error: unknown) => {
+      this.#addresses.forget(server.id);
+      throw error;
     });
+    this.#addresses.forget(before.server.id);
     await this.#connections.for(before.node).changePeers(before.server.id, { upsert: [], remove: [before.row.public_key] }).catch(() => undefined);
     return moved;
   }
@@ -377,6 +424,7 @@ export class DeviceService {
       await deleteDevice(tx, id);
       await recordDeviceEvent(tx, this.#clock, 'device.deleted', row, server, node, actor, `device ${row.name} deleted`);
     });
+    this.#addresses.forget(server.id);
     // A node that misses this removal drops the peer at its next resync.
     await this.#connections.for(node).changePeers(server.id, { upsert: [], remove: [row.public_key] }).catch(() => undefined);
   }

@@ -110,6 +110,7 @@ export class GroupService {
       await recordDeviceEvent(tx, this.#clock, 'device.deleted', member.row, member.server, member.node, actor, `group ${externalId} deleted`);
       return member.row;
     });
+    for (const member of members) this.#devices.addressesFreed(member.server.id);
     // Nodes that miss a removal drop the peers at their next resync.
     for (const [member, change] of this.#changesByServer(members.map((m) => [m, { upsert: [], remove: [m.row.public_key] }]))) {
       await this.#connections.for(member.node).changePeers(member.server.id, change).catch(() => undefined);

@@ -26,9 +26,35 @@ export async function deleteDevicesOfServer(db: Queryable, serverId: number): Pr
   await db.deleteFrom('devices').where('server_id', '=', serverId).execute();
 }
 
-/** What address allocation and naming need to know of a server's devices. */
-export function listDeviceSlots(db: Queryable, serverId: number): Promise<Pick<DeviceRow, 'name' | 'address' | 'public_key'>[]> {
-  return db.selectFrom('devices').select(['name', 'address', 'public_key']).where('server_id', '=', serverId).execute();
+/** Every address in use on a server (to build its allocation bitmap once). */
+export async function listDeviceAddresses(db: Queryable, serverId: number): Promise<string[]> {
+  const rows = await db.selectFrom('devices').select('address').where('server_id', '=', serverId).execute();
+  return rows.map((r) => r.address);
+}
+
+export async function countDevicesOfServer(db: Queryable, serverId: number): Promise<number> {
+  const row = await db.selectFrom('devices').select((eb) => eb.fn.countAll<number>().as('n')).where('server_id', '=', serverId).executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+export async function isNameTaken(db: Queryable, serverId: number, name: string): Promise<boolean> {
+  return (await db.selectFrom('devices').select('id').where('server_id', '=', serverId).where('name', '=', name).executeTakeFirst()) !== undefined;
+}
+
+export async function isKeyTaken(db: Queryable, serverId: number, publicKey: string): Promise<boolean> {
+  return (await db.selectFrom('devices').select('id').where('server_id', '=', serverId).where('public_key', '=', publicKey).executeTakeFirst()) !== undefined;
+}
+
+/** Names on the server that start with `prefix` (an index range), for making a name unique. */
+export async function namesStartingWith(db: Queryable, serverId: number, prefix: string): Promise<Set<string>> {
+  const rows = await db
+    .selectFrom('devices')
+    .select('name')
+    .where('server_id', '=', serverId)
+    .where('name', '>=', prefix)
+    .where('name', '<', `${prefix}\u{10FFFF}`)
+    .execute();
+  return new Set(rows.map((r) => r.name));
 }
 
 export function listDevicesOfServer(db: Queryable, serverId: number): Promise<DeviceRow[]> {

@@ -123,6 +123,12 @@ for (const kind of DATABASE_KINDS) {
       assert.equal((await call('GET', '/groups/leaving')).status, 404);
       assert.equal(((await call('GET', '/devices?external_id=leaving')).json.data as unknown[]).length, 0);
       assert.equal((await call('DELETE', '/groups/leaving')).status, 404);
+      const [first] = servers;
+      const reused = await call('POST', '/devices', { server_id: first });
+      const lowest = ((await call('GET', `/devices?server_id=${first}&limit=200`)).json.data as { address: string }[])
+        .map((d) => d.address)
+        .filter((a) => a !== reused.json.address);
+      assert.ok(!lowest.includes(String(reused.json.address)), 'addresses stay distinct after a group delete');
     });
   });
 }
