@@ -2,13 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type PanelProcess, startPanel } from '../support/panel.ts';
-
-interface Answer {
-  status: number;
-  json: Record<string, unknown> & { error?: { code: string; fields: Record<string, string> } };
-  headers: Headers;
-}
+import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 for (const kind of DATABASE_KINDS) {
   describe(`devices (${kind})`, () => {
@@ -17,13 +11,7 @@ for (const kind of DATABASE_KINDS) {
     let key: string;
     let serverId: number;
 
-    async function call(method: string, path: string, body?: unknown): Promise<Answer> {
-      const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      const response = await fetch(`${panel.url}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-      const text = await response.text();
-      return { status: response.status, json: text === '' ? {} : JSON.parse(text), headers: response.headers };
-    }
+    const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
 
     async function newServer(body: Record<string, unknown>): Promise<number> {
       const created = await call('POST', '/servers', body);

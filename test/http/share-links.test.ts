@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type PanelProcess, startPanel } from '../support/panel.ts';
+import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 for (const kind of DATABASE_KINDS) {
   describe(`share links (${kind})`, () => {
@@ -10,13 +10,7 @@ for (const kind of DATABASE_KINDS) {
     let key: string;
     const servers: number[] = [];
 
-    async function call(method: string, path: string, body?: unknown) {
-      const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      const response = await fetch(`${panel.url}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-      const text = await response.text();
-      return { status: response.status, json: text === '' ? {} : JSON.parse(text) };
-    }
+    const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
 
     before(async () => {
       db = await createTestDatabase(kind);

@@ -4,7 +4,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { type PanelProcess, startPanel } from '../support/panel.ts';
+import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 interface Received {
   path: string;
@@ -65,13 +65,7 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
   const receiver = new Receiver();
   const env = { WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2' };
 
-  async function call(method: string, path: string, body?: unknown) {
-    const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const response = await fetch(`${panel.url}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await response.text();
-    return { status: response.status, json: text === '' ? {} : JSON.parse(text) };
-  }
+  const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
 
   async function webhook(path: string, events: string[]): Promise<{ id: number; secret: string }> {
     const created = await call('POST', '/webhooks', { url: receiver.url(path), events, description: path });
