@@ -42,9 +42,8 @@ export interface PanelEvent {
 
 export type EventDraft = Omit<PanelEvent, 'id' | 'created_at'>;
 
-/** Actors other than API keys. */
+/** The actor of changes the panel makes by itself (heartbeats, enforcement). */
 export const SYSTEM_ACTOR = 'system';
-export const ADMIN_ACTOR = 'admin';
 
 /** Spec §2.6: events are kept 90 days. */
 export const EVENT_RETENTION_MS = 90 * 24 * 60 * 60 * 1000;

@@ -109,7 +109,6 @@ export function listDevicesOfGroup(db: Queryable, externalId: string): Promise<D
 
 /** The handshakes a node reported, by public key, for the devices of one server whose value changed. */
 export async function recordHandshakes(db: Queryable, serverId: number, handshakes: ReadonlyMap<string, string>): Promise<number> {
-  if (handshakes.size === 0) return 0;
   const rows = await db.selectFrom('devices').select(['id', 'public_key', 'last_handshake']).where('server_id', '=', serverId).execute();
   let changed = 0;
   for (const row of rows) {

@@ -98,8 +98,3 @@ export async function recordAttempt(db: Queryable, id: number, attempt: AttemptR
     .where('id', '=', id)
     .execute();
 }
-
-export async function countPendingDeliveries(db: Queryable): Promise<number> {
-  const row = await db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', 'pending').executeTakeFirst();
-  return Number(row?.n ?? 0);
-}

@@ -87,7 +87,7 @@ export class NodeMonitor {
   async #recordHandshakes(counters: NodeCounters): Promise<void> {
     for (const server of counters.servers) {
       const handshakes = new Map(server.peers.filter((p) => p.lastHandshakeMs > 0).map((p) => [p.publicKey, isoAt(p.lastHandshakeMs)]));
-      await write(this.#db, (tx) => recordHandshakes(tx, server.serverId, handshakes));
+      if (handshakes.size > 0) await write(this.#db, (tx) => recordHandshakes(tx, server.serverId, handshakes));
     }
   }
 

@@ -2,43 +2,38 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SCOPES, type Scope } from '../../src/domain/api-keys.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type PanelProcess, startPanel } from '../support/panel.ts';
+import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 /** Every guarded operation and the scope spec §5 gives it; each issue adds its routes here. */
 const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }[] = [
-  { method: 'GET', path: '/api/v1/servers', scope: 'servers:read' },
-  { method: 'GET', path: '/api/v1/servers/1', scope: 'servers:read' },
-  { method: 'POST', path: '/api/v1/servers', scope: 'servers:write', body: { name: 'auth-matrix' } },
-  { method: 'PATCH', path: '/api/v1/servers/1', scope: 'servers:write', body: { city: 'Berlin' } },
-  { method: 'GET', path: '/api/v1/nodes', scope: 'servers:read' },
-  { method: 'GET', path: '/api/v1/nodes/1', scope: 'servers:read' },
-  { method: 'GET', path: '/api/v1/events', scope: 'events:read' },
-  { method: 'GET', path: '/api/v1/devices', scope: 'devices:read' },
-  { method: 'GET', path: '/api/v1/devices/1', scope: 'devices:read' },
-  { method: 'GET', path: '/api/v1/devices/1/config', scope: 'devices:read' },
-  { method: 'POST', path: '/api/v1/devices', scope: 'devices:write', body: { server_id: 1 } },
-  { method: 'PATCH', path: '/api/v1/devices/1', scope: 'devices:write', body: { metadata: { seen: true } } },
-  { method: 'POST', path: '/api/v1/devices/1/usage/reset', scope: 'devices:write' },
-  { method: 'GET', path: '/api/v1/groups/g', scope: 'devices:read' },
-  { method: 'PATCH', path: '/api/v1/groups/g', scope: 'devices:write', body: { speed_limit: 0 } },
-  { method: 'POST', path: '/api/v1/groups/g/usage/reset', scope: 'devices:write' },
-  { method: 'POST', path: '/api/v1/devices/1/move', scope: 'devices:write', body: { server_id: 'auto' } },
-  { method: 'GET', path: '/api/v1/devices/1/share', scope: 'devices:read' },
-  { method: 'POST', path: '/api/v1/devices/1/share', scope: 'devices:write' },
-  { method: 'GET', path: '/api/v1/webhooks', scope: 'webhooks:write' },
-  { method: 'GET', path: '/api/v1/webhooks/1', scope: 'webhooks:write' },
-  { method: 'GET', path: '/api/v1/webhooks/1/deliveries', scope: 'webhooks:write' },
-  { method: 'POST', path: '/api/v1/webhooks/1/ping', scope: 'webhooks:write' },
+  { method: 'GET', path: '/servers', scope: 'servers:read' },
+  { method: 'GET', path: '/servers/1', scope: 'servers:read' },
+  { method: 'POST', path: '/servers', scope: 'servers:write', body: { name: 'auth-matrix' } },
+  { method: 'PATCH', path: '/servers/1', scope: 'servers:write', body: { city: 'Berlin' } },
+  { method: 'GET', path: '/nodes', scope: 'servers:read' },
+  { method: 'GET', path: '/nodes/1', scope: 'servers:read' },
+  { method: 'GET', path: '/events', scope: 'events:read' },
+  { method: 'GET', path: '/devices', scope: 'devices:read' },
+  { method: 'GET', path: '/devices/1', scope: 'devices:read' },
+  { method: 'GET', path: '/devices/1/config', scope: 'devices:read' },
+  { method: 'POST', path: '/devices', scope: 'devices:write', body: { server_id: 1 } },
+  { method: 'PATCH', path: '/devices/1', scope: 'devices:write', body: { metadata: { seen: true } } },
+  { method: 'POST', path: '/devices/1/usage/reset', scope: 'devices:write' },
+  { method: 'GET', path: '/groups/g', scope: 'devices:read' },
+  { method: 'PATCH', path: '/groups/g', scope: 'devices:write', body: { speed_limit: 0 } },
+  { method: 'POST', path: '/groups/g/usage/reset', scope: 'devices:write' },
+  { method: 'POST', path: '/devices/1/move', scope: 'devices:write', body: { server_id: 'auto' } },
+  { method: 'GET', path: '/devices/1/share', scope: 'devices:read' },
+  { method: 'POST', path: '/devices/1/share', scope: 'devices:write' },
+  { method: 'GET', path: '/webhooks', scope: 'webhooks:write' },
+  { method: 'GET', path: '/webhooks/1', scope: 'webhooks:write' },
+  { method: 'GET', path: '/webhooks/1/deliveries', scope: 'webhooks:write' },
+  { method: 'POST', path: '/webhooks/1/ping', scope: 'webhooks:write' },
 ];
 
-async function call(panel: PanelProcess, method: string, path: string, key: string | undefined, body?: unknown) {
-  const headers: Record<string, string> = {};
-  if (key !== undefined) headers.authorization = `Bearer ${key}`;
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(panel.url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await response.text();
-  const isJson = (response.headers.get('content-type') ?? '').startsWith('application/json');
-  return { status: response.status, json: isJson ? JSON.parse(text) : undefined, headers: response.headers };
+/** Paths here are under /api/v1, as in OPERATIONS. */
+function call(panel: PanelProcess, method: string, path: string, key: string | undefined, body?: unknown) {
+  return callApi(panel.url, key, method, path, body);
 }
 
 for (const kind of DATABASE_KINDS) {
@@ -51,9 +46,9 @@ for (const kind of DATABASE_KINDS) {
       db = await createTestDatabase(kind);
       panel = await startPanel({ database: db });
       all = await panel.createKey('shop', 'all', ['--no-rate-limit']);
-      const created = await call(panel, 'POST', '/api/v1/servers', all, { name: 'first' });
+      const created = await call(panel, 'POST', '/servers', all, { name: 'first' });
       assert.equal(created.status, 201);
-      assert.equal((await call(panel, 'POST', '/api/v1/devices', all, { server_id: 1 })).status, 201);
+      assert.equal((await call(panel, 'POST', '/devices', all, { server_id: 1 })).status, 201);
     });
     after(async () => {
       await panel.stop();
@@ -63,7 +58,7 @@ for (const kind of DATABASE_KINDS) {
     it('answers 401 unauthorized without a key, with a malformed key, and with an unknown well-formed key', async () => {
       const unknown = `vpnk_${'A'.repeat(38)}`;
       for (const [label, key] of [['none', undefined], ['malformed', 'not-a-key'], ['unknown', unknown], ['bad checksum', `${all.slice(0, -1)}${all.endsWith('A') ? 'B' : 'A'}`]] as const) {
-        const { status, json } = await call(panel, 'GET', '/api/v1/servers', key);
+        const { status, json } = await call(panel, 'GET', '/servers', key);
         assert.equal(status, 401, label);
         assert.equal(json.error.code, 'unauthorized', label);
         assert.deepEqual(json.error.fields, {});
@@ -88,8 +83,8 @@ for (const kind of DATABASE_KINDS) {
 
     it('records the key name as the actor of its changes', async () => {
       const bot = await panel.createKey('chat bot', 'servers:write');
-      assert.equal((await call(panel, 'POST', '/api/v1/servers', bot, { name: 'by-bot' })).status, 201);
-      const events = await call(panel, 'GET', '/api/v1/events?kind=server.created', all);
+      assert.equal((await call(panel, 'POST', '/servers', bot, { name: 'by-bot' })).status, 201);
+      const events = await call(panel, 'GET', '/events?kind=server.created', all);
       assert.equal(events.status, 200);
       const actorOf = (server: string) => events.json.data.find((e: { server_name: string }) => e.server_name === server)?.actor;
       assert.equal(actorOf('first'), 'via API key shop');
@@ -98,17 +93,17 @@ for (const kind of DATABASE_KINDS) {
 
     it('stops a key revoked by the CLI at once, in the running panel', async () => {
       const key = await panel.createKey('short-lived', 'servers:read');
-      assert.equal((await call(panel, 'GET', '/api/v1/servers', key)).status, 200);
+      assert.equal((await call(panel, 'GET', '/servers', key)).status, 200);
       const revoked = await panel.cli(['keys', 'revoke', 'short-lived']);
       assert.equal(revoked.code, 0, revoked.stderr);
-      const after = await call(panel, 'GET', '/api/v1/servers', key);
+      const after = await call(panel, 'GET', '/servers', key);
       assert.equal(after.status, 401);
       assert.equal(after.json.error.code, 'unauthorized');
     });
 
     it('lists keys with name, scopes, created and last used, and never the key itself', async () => {
       const key = await panel.createKey('lister', 'events:read');
-      await call(panel, 'GET', '/api/v1/events', key);
+      await call(panel, 'GET', '/events', key);
       const listed = await panel.cli(['keys', 'list']);
       assert.equal(listed.code, 0);
       assert.ok(!listed.stdout.includes(key) && !listed.stdout.includes(all), 'no key in the listing');

@@ -37,20 +37,22 @@ export function runCli(args: readonly string[], env: Record<string, string | und
 
 export type ApiClient = ReturnType<typeof createClient<paths>>;
 
-/** An answer of the API as black-box tests read it: status, the JSON body ({} when empty), headers. */
+/** An answer of the API as black-box tests read it: status, the JSON body ({} when none), headers. */
 export interface ApiAnswer {
   status: number;
   json: ReturnType<typeof JSON.parse>;
   headers: Headers;
 }
 
-/** `METHOD /api/v1<path>` with the key and an optional JSON body, as any client would send it. */
-export async function callApi(baseUrl: string, key: string, method: string, path: string, body?: unknown): Promise<ApiAnswer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+/** `METHOD /api/v1<path>` with the key (if any) and an optional JSON body, as any client would send it. */
+export async function callApi(baseUrl: string, key: string | undefined, method: string, path: string, body?: unknown): Promise<ApiAnswer> {
+  const headers: Record<string, string> = {};
+  if (key !== undefined) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(`${baseUrl}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await response.text();
-  return { status: response.status, json: text === '' ? {} : JSON.parse(text), headers: response.headers };
+  const isJson = (response.headers.get('content-type') ?? '').startsWith('application/json');
+  return { status: response.status, json: isJson && text !== '' ? JSON.parse(text) : {}, headers: response.headers };
 }
 
 export interface PanelProcess {

@@ -1,5 +1,4 @@
 import Type, { type TSchema } from 'typebox';
-import { SCOPES } from '../../domain/api-keys.ts';
 
 export const ErrorSchema = Type.Object(
   {
@@ -16,13 +15,9 @@ export const IdParams = Type.Object({ id: Type.Integer({ minimum: 1, maximum: Nu
 
 export const DateTime = Type.String({ format: 'date-time' });
 
-export function Nullable<T extends TSchema>(schema: T) {
-  return Type.Union([schema, Type.Null()]);
-}
 
 /** `{data, has_more}` of spec §2.9. */
 export function Page<T extends TSchema>(item: T) {
   return Type.Object({ data: Type.Array(item), has_more: Type.Boolean() });
 }
 
-export const ScopeSchema = Type.Union(SCOPES.map((s) => Type.Literal(s)));
