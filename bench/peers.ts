@@ -17,7 +17,8 @@ import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
 import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type RunResult, type StartOptions } from '../src/agent/commands.ts';
 import { HttpNodeConnection } from '../src/agent/connection.ts';
-import type { Driver, PeerCounters, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
+import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
+import type { AgentPeer } from '../src/agent/protocol.ts';
 import { buildAgentApp } from '../src/agent/http.ts';
 import { WireGuardDriver } from '../src/agent/wireguard-driver.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
@@ -100,7 +101,7 @@ class TimedDriver implements Driver {
     return this.#timePeers(() => this.#inner.changePeers(serverId, upsert, remove));
   }
 
-  readCounters(serverId: number): Promise<PeerCounters[]> {
+  readCounters(serverId: number): Promise<CounterReading> {
     return this.#inner.readCounters(serverId);
   }
 
@@ -167,6 +168,12 @@ const ms = (value: number): string => `${value.toFixed(1)} ms`;
 const count = (n: number): string => n.toLocaleString('en');
 
 /** The n-th peer address in 10.96.0.0/16, skipping .0 and the server's .1 (so at most ~65k peers). */
+/** A peer as the panel sends it to the agent: device id from its address, no limits. */
+function agentPeer(peer: PeerSpec): AgentPeer {
+  const deviceId = Number(peer.allowedIp.split(/[./]/).slice(0, 4).reduce((n, octet) => n * 256 + Number(octet), 0)) % 2_000_000_000 + 1;
+  return { ...peer, deviceId, limits: { remainingBytes: null, journalId: '', meter: 0, dataLimit: 0, periodEndsAtMs: null, expiresAtMs: null } };
+}
+
 function peerAddress(n: number): string {
   const host = n + 2;
   return `10.96.${Math.floor(host / 256)}.${host % 256}/32`;
@@ -198,7 +205,7 @@ async function main(): Promise<void> {
   console.log(`generating ${count(PEERS)} key pairs…`);
   const PATHS = 5;
   const keys = Array.from({ length: PEERS + CHANGES * PATHS }, () => generateKeyPair().publicKey);
-  const peers: PeerSpec[] = keys.slice(0, PEERS).map((publicKey, i) => ({ publicKey, allowedIp: peerAddress(i) }));
+  const peers: PeerSpec[] = keys.slice(0, PEERS).map((publicKey, i) => ({ publicKey, allowedIp: peerAddress(i), speedLimitKbps: 0 }));
   const spare = keys.slice(PEERS);
 
   const lab = await NetLab.create();
@@ -230,7 +237,7 @@ async function main(): Promise<void> {
       const old = peers[slot];
       const publicKey = spare.pop();
       if (old === undefined || publicKey === undefined) throw new Error('out of keys');
-      const added = { publicKey, allowedIp: old.allowedIp };
+      const added = { publicKey, allowedIp: old.allowedIp, speedLimitKbps: 0 };
       peers[slot] = added;
       runner.reset();
       driver.reset();
@@ -253,12 +260,12 @@ async function main(): Promise<void> {
     runner.reset();
     const applyMs = await timed(() => driver.setPeers(serverId, peers));
     const applyCalls = { calls: runner.wgSetCalls, peers: runner.wgSetPeers };
-    const onInterface = (await driver.readCounters(serverId)).length;
+    const onInterface = (await driver.readCounters(serverId)).peers.length;
     if (onInterface !== PEERS) throw new Error(`expected ${PEERS} peers on the interface, found ${onInterface}`);
     const noopMs = await timed(() => driver.setPeers(serverId, peers));
     const countersMs = await timed(() => driver.readCounters(serverId));
     // The agent learns the server's peers from a full apply (as after a resync); its changes build on them.
-    const agentApplyMs = await timed(() => agent.applyServer({ server, peers }));
+    const agentApplyMs = await timed(() => agent.applyServer({ server, peers: peers.map(agentPeer) }));
 
     await app.listen({ port: 0, host: '127.0.0.1' });
     const address = app.server.address();
@@ -267,14 +274,14 @@ async function main(): Promise<void> {
 
     const incremental = [
       await changeRounds('driver.changePeers', (_list, removed, added) => driver.changePeers(serverId, [added], [removed])),
-      await changeRounds('Agent.changePeers (local node)', (_list, removed, added) => agent.changePeers(serverId, { upsert: [added], remove: [removed] })),
-      await changeRounds('HTTP POST /v1/servers/:id/peers (remote node)', (_list, removed, added) => connection.changePeers(serverId, { upsert: [added], remove: [removed] })),
+      await changeRounds('Agent.changePeers (local node)', (_list, removed, added) => agent.changePeers(serverId, { upsert: [agentPeer(added)], remove: [removed], deleted: true })),
+      await changeRounds('HTTP POST /v1/servers/:id/peers (remote node)', (_list, removed, added) => connection.changePeers(serverId, { upsert: [agentPeer(added)], remove: [removed], deleted: true })),
     ];
     const full = [
       await changeRounds('driver.setPeers (full diff)', (list) => driver.setPeers(serverId, list)),
-      await changeRounds('Agent.applyServer (up + full diff)', (list) => agent.applyServer({ server, peers: list })),
+      await changeRounds('Agent.applyServer (up + full diff)', (list) => agent.applyServer({ server, peers: list.map(agentPeer) })),
     ];
-    const onInterfaceAfter = (await driver.readCounters(serverId)).map((c) => c.publicKey).sort();
+    const onInterfaceAfter = (await driver.readCounters(serverId)).peers.map((c) => c.publicKey).sort();
     const expected = peers.map((p) => p.publicKey).sort();
     if (JSON.stringify(onInterfaceAfter) !== JSON.stringify(expected)) throw new Error('the interface does not hold the expected peers after the changes');
     const wgPid = [...lab.wireguardGoProcesses()].find(([, name]) => name === `${lab.prefix}${serverId}`)?.[0];

@@ -1,9 +1,37 @@
 import { randomUUID } from 'node:crypto';
+import { type Clock, systemClock } from '../domain/clock.ts';
 import { type Driver, DriverError, type PeerSpec, type ServerState } from './driver.ts';
-import type { AgentStatus, DesiredServer, NodeCounters, PeerChange, ResyncReport } from './protocol.ts';
+import type { AgentPeer, AgentStatus, DesiredServer, PeerChange, ResyncReport, UsageAck, UsageReport } from './protocol.ts';
+import { MemoryJournal, UsageLedger } from './usage-ledger.ts';
+
+/** A desired peer and where its allowance started on this node's meter. */
+interface PeerState {
+  peer: AgentPeer;
+  /** The device's meter when `peer.limits.remainingBytes` was what it had left. */
+  grantMeter: number;
+  /** The meter when the period of the allowance ended (a monthly count restarted), once it has. */
+  rolloverMeter: number | undefined;
+}
+
+export interface AgentOptions {
+  ledger?: UsageLedger;
+  clock?: Clock;
+  /** How often counters are read, deltas booked and limits enforced. */
+  meterIntervalMs?: number;
+}
+
+/** Counters are read this often: a device over its limit or past its expiry is off within about this. */
+export const METER_INTERVAL_MS = 1000;
+
+function specOf(peer: AgentPeer): PeerSpec {
+  return { publicKey: peer.publicKey, allowedIp: peer.allowedIp, speedLimitKbps: peer.speedLimitKbps };
+}
 
 /**
  * The node side: takes desired state from the panel and converges the host to it through the driver.
+ * It also meters every peer (see UsageLedger) and enforces each device's allowance and expiry on its
+ * own: a device that used its allowance or expired leaves its server's interface, and comes back when
+ * a new allowance (a reset, a higher limit, a new month) or expiry allows it again.
  * Changes to one server run one after another; different servers proceed independently.
  */
 export class Agent {
@@ -11,13 +39,23 @@ export class Agent {
   readonly bootId = randomUUID();
   readonly #driver: Driver;
   readonly #version: string;
+  readonly #ledger: UsageLedger;
+  readonly #clock: Clock;
+  readonly #meterIntervalMs: number;
   readonly #queues = new Map<number, Promise<unknown>>();
   /** Each server's desired peers by public key, as last applied. */
-  readonly #peers = new Map<number, Map<string, PeerSpec>>();
+  readonly #peers = new Map<number, Map<string, PeerState>>();
+  /** The public keys each server's interface holds: the desired peers that are not cut off. */
+  readonly #admitted = new Map<number, Set<string>>();
+  #timer: NodeJS.Timeout | undefined;
+  #metering: Promise<void> | undefined;
 
-  constructor(driver: Driver, version: string) {
+  constructor(driver: Driver, version: string, options: AgentOptions = {}) {
     this.#driver = driver;
     this.#version = version;
+    this.#ledger = options.ledger ?? new UsageLedger(new MemoryJournal());
+    this.#clock = options.clock ?? systemClock;
+    this.#meterIntervalMs = options.meterIntervalMs ?? METER_INTERVAL_MS;
   }
 
   get driverKind(): Driver['kind'] {
@@ -29,12 +67,22 @@ export class Agent {
   }
 
   applyServer(desired: DesiredServer): Promise<ServerState> {
-    return this.#serial(desired.server.serverId, async () => {
+    const serverId = desired.server.serverId;
+    return this.#serial(serverId, async () => {
+      // What the interface counted so far is booked before up() may make it anew.
+      if ((await this.#driver.list()).includes(serverId)) await this.#meter(serverId).catch(() => undefined);
       const state = await this.#driver.up(desired.server);
-      const peers = new Map(desired.peers.map((p) => [p.publicKey, p]));
-      this.#peers.set(desired.server.serverId, peers);
-      await this.#driver.setPeers(desired.server.serverId, [...peers.values()]);
-      return { ...state, peerCount: peers.size };
+      const before = this.#peers.get(serverId);
+      const peers = new Map(desired.peers.map((p) => [p.publicKey, this.#stateOf(p, before?.get(p.publicKey))]));
+      this.#peers.set(serverId, peers);
+      const nowMs = this.#clock.nowMs();
+      const admitted = [...peers.values()].filter((s) => !this.#isCut(s, nowMs)).map((s) => specOf(s.peer));
+      const admittedKeys = new Set(admitted.map((p) => p.publicKey));
+      this.#admitted.set(serverId, admittedKeys);
+      await this.#driver.setPeers(serverId, admitted);
+      this.#ledger.forgetPeers(serverId, { keep: admittedKeys });
+      this.#ledger.flush();
+      return { ...state, peerCount: admitted.length };
     });
   }
 
@@ -46,27 +94,36 @@ export class Agent {
   changePeers(serverId: number, change: PeerChange): Promise<void> {
     return this.#serial(serverId, async () => {
       const peers = this.#peers.get(serverId);
-      if (!peers) throw new DriverError(`change peers of server ${serverId}`, ['the agent does not run this server yet; the panel resyncs it']);
+      const admitted = this.#admitted.get(serverId);
+      if (!peers || !admitted) throw new DriverError(`change peers of server ${serverId}`, ['the agent does not run this server yet; the panel resyncs it']);
+      const nowMs = this.#clock.nowMs();
+      const remove = [...change.remove];
+      const upsert: PeerSpec[] = [];
       for (const key of change.remove) peers.delete(key);
-      for (const peer of change.upsert) peers.set(peer.publicKey, peer);
-      await this.#driver.changePeers(serverId, change.upsert, change.remove);
+      for (const peer of change.upsert) {
+        const state = this.#stateOf(peer, peers.get(peer.publicKey));
+        peers.set(peer.publicKey, state);
+        if (this.#isCut(state, nowMs)) remove.push(peer.publicKey);
+        else upsert.push(specOf(peer));
+      }
+      // A removed peer's counters vanish with it: what they hold is booked first.
+      if (change.deleted !== true && remove.some((key) => admitted.has(key))) await this.#meter(serverId);
+      for (const key of remove) admitted.delete(key);
+      for (const peer of upsert) admitted.add(peer.publicKey);
+      await this.#driver.changePeers(serverId, upsert, remove);
+      this.#ledger.forgetPeers(serverId, { remove });
+      this.#ledger.flush();
     });
-  }
-
-  /** The peer counters of every server this node runs; a server that cannot be read is left out. */
-  async counters(): Promise<NodeCounters> {
-    const servers: NodeCounters['servers'] = [];
-    for (const serverId of await this.#driver.list()) {
-      const peers = await this.#driver.readCounters(serverId).catch(() => undefined);
-      if (peers) servers.push({ serverId, peers });
-    }
-    return { servers };
   }
 
   removeServer(serverId: number): Promise<void> {
     return this.#serial(serverId, async () => {
+      await this.#meter(serverId).catch(() => undefined);
       await this.#driver.down(serverId);
       this.#peers.delete(serverId);
+      this.#admitted.delete(serverId);
+      this.#ledger.forgetServer(serverId);
+      this.#ledger.flush();
     });
   }
 
@@ -88,6 +145,87 @@ export class Agent {
       );
     }
     return report;
+  }
+
+  /** The panel's collection of usage (see UsageLedger.collect). */
+  collectUsage(ack: UsageAck | null): UsageReport {
+    return this.#ledger.collect(ack);
+  }
+
+  /**
+   * One metering round: every server's counters are read and booked, peers whose allowance is used
+   * or whose expiry passed leave the interface, peers allowed again return.
+   */
+  meterAll(): Promise<void> {
+    this.#metering ??= (async () => {
+      try {
+        await Promise.all([...this.#peers.keys()].map((serverId) => this.#serial(serverId, () => this.#enforce(serverId)).catch(() => undefined)));
+        this.#ledger.flush();
+      } finally {
+        this.#metering = undefined;
+      }
+    })();
+    return this.#metering;
+  }
+
+  /** Meters every `meterIntervalMs`; a round that fails (the journal cannot be saved) is reported and retried next time. */
+  start(onError: (error: unknown) => void): void {
+    this.#timer = setInterval(() => this.meterAll().catch(onError), this.#meterIntervalMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#metering;
+    this.#ledger.flush();
+  }
+
+  async #enforce(serverId: number): Promise<void> {
+    const peers = this.#peers.get(serverId);
+    const admitted = this.#admitted.get(serverId);
+    if (!peers || !admitted) return;
+    await this.#meter(serverId);
+    const nowMs = this.#clock.nowMs();
+    const remove: string[] = [];
+    const upsert: PeerSpec[] = [];
+    for (const [key, state] of peers) {
+      const cut = this.#isCut(state, nowMs);
+      if (cut && admitted.has(key)) remove.push(key);
+      else if (!cut && !admitted.has(key)) upsert.push(specOf(state.peer));
+    }
+    if (remove.length === 0 && upsert.length === 0) return;
+    for (const key of remove) admitted.delete(key);
+    for (const peer of upsert) admitted.add(peer.publicKey);
+    await this.#driver.changePeers(serverId, upsert, remove);
+    this.#ledger.forgetPeers(serverId, { remove });
+  }
+
+  /** Reads one server's counters into the ledger. Runs inside the server's queue. */
+  async #meter(serverId: number): Promise<void> {
+    const reading = await this.#driver.readCounters(serverId);
+    const peers = this.#peers.get(serverId);
+    this.#ledger.record(serverId, reading, (key) => peers?.get(key)?.peer.deviceId, this.#clock.nowMs());
+  }
+
+  #stateOf(peer: AgentPeer, previous: PeerState | undefined): PeerState {
+    const limits = peer.limits;
+    const unchanged = previous !== undefined && JSON.stringify(previous.peer.limits) === JSON.stringify(limits);
+    if (unchanged) return { ...previous, peer };
+    const meter = this.#ledger.meter(peer.deviceId);
+    return { peer, grantMeter: limits.journalId === this.#ledger.journalId ? Math.min(limits.meter, meter) : meter, rolloverMeter: undefined };
+  }
+
+  /** Whether the device must be off its server now: expired, or its allowance used. */
+  #isCut(state: PeerState, nowMs: number): boolean {
+    const limits = state.peer.limits;
+    if (limits.expiresAtMs !== null && nowMs >= limits.expiresAtMs) return true;
+    if (limits.remainingBytes === null) return false;
+    const meter = this.#ledger.meter(state.peer.deviceId);
+    if (limits.periodEndsAtMs !== null && nowMs >= limits.periodEndsAtMs) {
+      state.rolloverMeter ??= meter;
+      return meter - state.rolloverMeter >= limits.dataLimit;
+    }
+    return meter - state.grantMeter >= limits.remainingBytes;
   }
 
   #serial<T>(serverId: number, work: () => Promise<T>): Promise<T> {

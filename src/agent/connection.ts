@@ -6,12 +6,13 @@ import {
   type AgentStatus,
   AgentStatusSchema,
   type DesiredServer,
-  type NodeCounters,
-  NodeCountersSchema,
   type PeerChange,
   type ResyncReport,
   ResyncReportSchema,
   ServerStateSchema,
+  type UsageAck,
+  type UsageReport,
+  UsageReportSchema,
 } from './protocol.ts';
 
 /** How the panel reaches a node: in process for the local node, over HTTP for a remote agent. */
@@ -19,7 +20,8 @@ export interface NodeConnection {
   status(): Promise<AgentStatus>;
   applyServer(desired: DesiredServer): Promise<ServerState>;
   changePeers(serverId: number, change: PeerChange): Promise<void>;
-  counters(): Promise<NodeCounters>;
+  /** Acknowledges the usage batches stored last time and takes every one not yet acknowledged. */
+  collectUsage(ack: UsageAck | null): Promise<UsageReport>;
   removeServer(serverId: number): Promise<void>;
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport>;
 }
@@ -38,8 +40,8 @@ export class LocalNodeConnection implements NodeConnection {
   changePeers(serverId: number, change: PeerChange): Promise<void> {
     return this.#agent.changePeers(serverId, change);
   }
-  counters(): Promise<NodeCounters> {
-    return this.#agent.counters();
+  collectUsage(ack: UsageAck | null): Promise<UsageReport> {
+    return Promise.resolve(this.#agent.collectUsage(ack));
   }
   removeServer(serverId: number): Promise<void> {
     return this.#agent.removeServer(serverId);
@@ -71,8 +73,8 @@ export class HttpNodeConnection implements NodeConnection {
   applyServer(desired: DesiredServer): Promise<ServerState> {
     return this.#call('PUT', `/v1/servers/${desired.server.serverId}`, desired, APPLY_TIMEOUT_MS, ServerStateSchema);
   }
-  counters(): Promise<NodeCounters> {
-    return this.#call('GET', '/v1/counters', undefined, STATUS_TIMEOUT_MS, NodeCountersSchema);
+  collectUsage(ack: UsageAck | null): Promise<UsageReport> {
+    return this.#call('POST', '/v1/usage', { ack }, APPLY_TIMEOUT_MS, UsageReportSchema);
   }
   async changePeers(serverId: number, change: PeerChange): Promise<void> {
     await this.#call('POST', `/v1/servers/${serverId}/peers`, change, APPLY_TIMEOUT_MS, undefined);

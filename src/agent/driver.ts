@@ -20,6 +20,8 @@ export interface PeerSpec {
   publicKey: string;
   /** The device's single address, e.g. `10.128.0.2/32`. */
   allowedIp: string;
+  /** kbit/s (1000 bit/s) for download and upload each; 0 = unlimited. */
+  speedLimitKbps: number;
 }
 
 export interface PeerCounters {
@@ -30,6 +32,15 @@ export interface PeerCounters {
   txBytes: number;
   /** Milliseconds since the epoch of the latest handshake, 0 for never. */
   lastHandshakeMs: number;
+}
+
+/**
+ * A server's peer counters. `instance` names the interface they were read from: when it changes,
+ * the interface was made anew and every counter started again from 0.
+ */
+export interface CounterReading {
+  instance: string;
+  peers: PeerCounters[];
 }
 
 export interface ServerState {
@@ -54,7 +65,7 @@ export interface Driver {
    */
   changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void>;
   /** Current counters of every peer of the server. */
-  readCounters(serverId: number): Promise<PeerCounters[]>;
+  readCounters(serverId: number): Promise<CounterReading>;
   /** Removes the server and everything it made on the host; a missing server is not an error. */
   down(serverId: number): Promise<void>;
   /** Ids of the servers this driver has on the host (to resync or clean up after a restart). */

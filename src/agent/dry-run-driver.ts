@@ -4,11 +4,13 @@
  * tunnel carries traffic and every counter stays 0.
  */
 import { DriverError } from './driver.ts';
-import type { Driver, PeerCounters, PeerSpec, ServerSpec, ServerState } from './driver.ts';
+import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
 
 interface MemoryServer {
   spec: ServerSpec;
+  /** Counts the servers made, so a server made anew reads as another instance. */
+  instance: string;
   /** allowed ip by public key. */
   peers: Map<string, string>;
 }
@@ -16,10 +18,11 @@ interface MemoryServer {
 export class DryRunDriver implements Driver {
   readonly kind = 'dry-run';
   readonly #servers = new Map<number, MemoryServer>();
+  #made = 0;
 
   up(spec: ServerSpec): Promise<ServerState> {
     if (!isValidKey(spec.privateKey)) return Promise.reject(new DriverError(`up server ${spec.serverId}`, ['private key is not a WireGuard key']));
-    const server = this.#servers.get(spec.serverId) ?? { spec, peers: new Map<string, string>() };
+    const server = this.#servers.get(spec.serverId) ?? { spec, instance: String(++this.#made), peers: new Map<string, string>() };
     server.spec = { ...spec };
     this.#servers.set(spec.serverId, server);
     return Promise.resolve({
@@ -49,10 +52,11 @@ export class DryRunDriver implements Driver {
     return invalid.length > 0 ? Promise.reject(new DriverError(`change peers of server ${serverId}`, invalid)) : Promise.resolve();
   }
 
-  readCounters(serverId: number): Promise<PeerCounters[]> {
+  readCounters(serverId: number): Promise<CounterReading> {
     const server = this.#servers.get(serverId);
     if (server === undefined) return Promise.reject(new DriverError(`read counters of server ${serverId}`, [`server ${serverId} is not up`]));
-    return Promise.resolve([...server.peers.keys()].map((publicKey) => ({ publicKey, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 })));
+    const peers = [...server.peers.keys()].map((publicKey) => ({ publicKey, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 }));
+    return Promise.resolve({ instance: server.instance, peers });
   }
 
   down(serverId: number): Promise<void> {

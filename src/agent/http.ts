@@ -9,10 +9,11 @@ import {
   AgentStatusSchema,
   DesiredServerSchema,
   DesiredStateSchema,
-  NodeCountersSchema,
   PeerChangeSchema,
   ResyncReportSchema,
   ServerStateSchema,
+  UsageCollectSchema,
+  UsageReportSchema,
 } from './protocol.ts';
 
 export interface AgentHttpOptions {
@@ -46,7 +47,7 @@ export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyI
 
   const ServerIdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) });
   api.get('/v1/status', { schema: { response: { 200: AgentStatusSchema } } }, () => options.agent.status());
-  api.get('/v1/counters', { schema: { response: { 200: NodeCountersSchema } } }, () => options.agent.counters());
+  api.post('/v1/usage', { schema: { body: UsageCollectSchema, response: { 200: UsageReportSchema } } }, (request) => options.agent.collectUsage(request.body.ack));
   api.put('/v1/servers/:id', { schema: { params: ServerIdParams, body: DesiredServerSchema, response: { 200: ServerStateSchema, 400: AgentErrorSchema } } }, async (request, reply) => {
     if (request.body.server.serverId !== request.params.id) return reply.code(400).send({ error: 'server id of path and body differ', failures: [] });
     return options.agent.applyServer(request.body);

@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static, type TSchema } from 'typebox';
 
 /**
  * The panel ↔ agent wire format. Both sides validate what they receive against these schemas:
@@ -12,12 +12,45 @@ export const ServerSpecSchema = Type.Object({
   mtu: Type.Integer({ minimum: 576, maximum: 9000 }),
 });
 
-export const PeerSpecSchema = Type.Object({ publicKey: Type.String(), allowedIp: Type.String() });
+export const PeerSpecSchema = Type.Object({
+  publicKey: Type.String(),
+  allowedIp: Type.String(),
+  speedLimitKbps: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
+});
 
-export const DesiredServerSchema = Type.Object({ server: ServerSpecSchema, peers: Type.Array(PeerSpecSchema) });
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
-/** Peers to add or change and public keys to remove, on a server the agent already runs. */
-export const PeerChangeSchema = Type.Object({ upsert: Type.Array(PeerSpecSchema), remove: Type.Array(Type.String()) });
+/**
+ * What a device may still use, as the panel counted it: the node enforces it on its own clock and
+ * counters, so a device is cut off in time even while the panel is down.
+ */
+export const PeerLimitsSchema = Type.Object({
+  /** Bytes left in the period once the node's meter of the device stood at `meter`; null: no data limit. */
+  remainingBytes: Nullable(Type.Integer({ minimum: 0 })),
+  /** The node journal `meter` belongs to; from another journal (another node, lost state) it counts from now. */
+  journalId: Type.String(),
+  meter: Type.Integer({ minimum: 0 }),
+  dataLimit: Type.Integer({ minimum: 0 }),
+  /** A monthly count restarts here: the node then allows the whole data limit again by itself. */
+  periodEndsAtMs: Nullable(Type.Integer()),
+  expiresAtMs: Nullable(Type.Integer()),
+});
+
+/** A device as a peer of its server, with what the node must enforce. */
+export const AgentPeerSchema = Type.Object({ ...PeerSpecSchema.properties, deviceId: Type.Integer({ minimum: 1 }), limits: PeerLimitsSchema });
+
+export const DesiredServerSchema = Type.Object({ server: ServerSpecSchema, peers: Type.Array(AgentPeerSchema) });
+
+/**
+ * Peers to add or change and public keys to remove, on a server the agent already runs. The removed
+ * peers' last counters are booked first (one read of the server's counters) unless `deleted` says
+ * their devices are gone, so their usage no longer matters and the change stays cheap.
+ */
+export const PeerChangeSchema = Type.Object({
+  upsert: Type.Array(AgentPeerSchema),
+  remove: Type.Array(Type.String()),
+  deleted: Type.Optional(Type.Boolean()),
+});
 
 export const DesiredStateSchema = Type.Object({ servers: Type.Array(DesiredServerSchema) });
 
@@ -43,22 +76,43 @@ export const ResyncReportSchema = Type.Object({
   failures: Type.Array(Type.String()),
 });
 
-export const PeerCountersSchema = Type.Object({
-  publicKey: Type.String(),
+/** One device's usage in a batch, as the device sees it (DESIGN §3): rx downloaded, tx uploaded. */
+export const UsageEntrySchema = Type.Object({
+  deviceId: Type.Integer({ minimum: 1 }),
   rxBytes: Type.Integer({ minimum: 0 }),
   txBytes: Type.Integer({ minimum: 0 }),
-  lastHandshakeMs: Type.Integer({ minimum: 0 }),
+  /** The node's running count of the device's bytes after this batch (see PeerLimits). */
+  meter: Type.Integer({ minimum: 0 }),
 });
 
-/** Every server's peer counters as the node read them. */
-export const NodeCountersSchema = Type.Object({
-  servers: Type.Array(Type.Object({ serverId: Type.Integer(), peers: Type.Array(PeerCountersSchema) })),
+/** Usage of one quarter hour (slot), numbered in its journal; kept by the node until acknowledged. */
+export const UsageBatchSchema = Type.Object({
+  seq: Type.Integer({ minimum: 1 }),
+  slotStartMs: Type.Integer(),
+  entries: Type.Array(UsageEntrySchema),
+});
+
+export const UsageAckSchema = Type.Object({ journalId: Type.String(), seq: Type.Integer({ minimum: 0 }) });
+
+/** The panel's collection call: acknowledges what it stored last time, asks for the rest. */
+export const UsageCollectSchema = Type.Object({ ack: Nullable(UsageAckSchema) });
+
+export const UsageReportSchema = Type.Object({
+  journalId: Type.String(),
+  /** Every batch not yet acknowledged, oldest first. */
+  batches: Type.Array(UsageBatchSchema),
+  /** Handshakes newer than the ones reported before. */
+  handshakes: Type.Array(Type.Object({ deviceId: Type.Integer(), lastHandshakeMs: Type.Integer({ minimum: 0 }) })),
 });
 
 export const AgentErrorSchema = Type.Object({ error: Type.String(), failures: Type.Array(Type.String()) });
 
 export type DesiredServer = Static<typeof DesiredServerSchema>;
+export type AgentPeer = Static<typeof AgentPeerSchema>;
+export type PeerLimits = Static<typeof PeerLimitsSchema>;
 export type PeerChange = Static<typeof PeerChangeSchema>;
-export type NodeCounters = Static<typeof NodeCountersSchema>;
+export type UsageBatch = Static<typeof UsageBatchSchema>;
+export type UsageAck = Static<typeof UsageAckSchema>;
+export type UsageReport = Static<typeof UsageReportSchema>;
 export type AgentStatus = Static<typeof AgentStatusSchema>;
 export type ResyncReport = Static<typeof ResyncReportSchema>;

@@ -12,7 +12,7 @@
  * step and throws one DriverError listing every failure (docs/dataplane.md).
  */
 import { DriverError } from './driver.ts';
-import type { Driver, PeerCounters, PeerSpec, ServerSpec, ServerState } from './driver.ts';
+import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import type { ChildHandle, CommandRunner, RunOptions } from './commands.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
 
@@ -130,13 +130,20 @@ export class WireGuardDriver implements Driver {
     return this.#serial(serverId, () => this.#setPeers(serverId, peers));
   }
 
-  readCounters(serverId: number): Promise<PeerCounters[]> {
+  /** The interface's index is its instance: an interface made anew gets another one. */
+  readCounters(serverId: number): Promise<CounterReading> {
     return this.#serial(serverId, async () => {
       const n = this.names(serverId);
-      const dump = await this.#readDump(n).catch((error: unknown) => {
-        throw new DriverError(`read counters of server ${serverId}`, [messageOf(error)]);
-      });
-      return dump.peers.map((p) => ({ publicKey: p.publicKey, rxBytes: p.rxBytes, txBytes: p.txBytes, lastHandshakeMs: p.lastHandshakeS * 1000 }));
+      const [dump, link] = await Promise.all([this.#readDump(n), this.#runner.run('ip', ['-n', n.netns, '-o', 'link', 'show', 'dev', n.iface])]).catch(
+        (error: unknown) => {
+          throw new DriverError(`read counters of server ${serverId}`, [messageOf(error)]);
+        },
+      );
+      const instance = /^(\d+):/.exec(link.stdout)?.[1] ?? '';
+      return {
+        instance,
+        peers: dump.peers.map((p) => ({ publicKey: p.publicKey, rxBytes: p.rxBytes, txBytes: p.txBytes, lastHandshakeMs: p.lastHandshakeS * 1000 })),
+      };
     });
   }
 

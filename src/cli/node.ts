@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { pino } from 'pino';
-import { Agent } from '../agent/agent.ts';
 import { buildAgentApp } from '../agent/http.ts';
 import { loadAgentConfig } from '../main/config.ts';
-import { makeDriver } from '../main/node-driver.ts';
+import { makeAgent } from '../main/node-driver.ts';
 import { VERSION } from '../main/panel.ts';
 import { parseCommandArgs } from './usage.ts';
 
@@ -12,7 +11,7 @@ export async function nodeCommand(args: string[]): Promise<number> {
   parseCommandArgs(args, {});
   const config = loadAgentConfig(process.env);
   const log = pino({ level: config.logLevel });
-  const agent = new Agent(await makeDriver(config, log), VERSION);
+  const agent = await makeAgent(config, log, VERSION);
   const app = await buildAgentApp({
     agent,
     token: config.token,
@@ -20,10 +19,11 @@ export async function nodeCommand(args: string[]): Promise<number> {
     https: config.tls && { cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile) },
   });
   await app.listen({ port: config.port, host: config.host });
+  agent.start((err: unknown) => log.error({ err }, 'usage metering failed'));
   log.info({ driver: agent.driverKind, publicHost: config.publicHost }, 'node agent ready');
   return new Promise((resolve) => {
     const stop = () => {
-      app.close().then(
+      Promise.all([app.close(), agent.stop()]).then(
         () => resolve(0),
         () => resolve(1),
       );

@@ -26,11 +26,6 @@ export function deviceStatus(state: DeviceState, nowMs: number): DeviceStatus {
   return 'active';
 }
 
-/** Only an active device is a peer on its server: every other status ends its access. */
-export function isAdmitted(state: DeviceState, nowMs: number): boolean {
-  return deviceStatus(state, nowMs) === 'active';
-}
-
 export function isOnline(lastHandshakeMs: number | null, nowMs: number): boolean {
   return lastHandshakeMs !== null && nowMs - lastHandshakeMs < ONLINE_WINDOW_MS;
 }

@@ -17,7 +17,7 @@ import { sendError } from './errors.ts';
 import { IdempotencyGuard } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { ErrorSchema } from './schemas/common.ts';
-import { DeviceSchema, GroupSchema } from './schemas/devices.ts';
+import { DeviceSchema, GroupSchema, UsageReportSchema } from './schemas/devices.ts';
 import { EventSchema } from './schemas/events.ts';
 import { DeliverySchema, WebhookSchema } from './schemas/webhooks.ts';
 import { NodeSchema, ServerSchema } from './schemas/servers.ts';
@@ -91,7 +91,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
-  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema, GroupSchema, WebhookSchema, DeliverySchema]) app.addSchema(schema);
+  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema, GroupSchema, UsageReportSchema, WebhookSchema, DeliverySchema]) app.addSchema(schema);
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);

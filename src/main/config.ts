@@ -30,6 +30,8 @@ export type NodeDriverConfig = Pick<PanelConfig, 'nodeDriver' | 'nodeNetns' | 'n
 
 /** `vpn-panel node`: the agent alone on a VPN host. */
 export interface AgentConfig extends NodeDriverConfig {
+  /** Holds the node's usage journal. */
+  dataDir: string;
   port: number;
   host: string;
   token: string;
@@ -147,6 +149,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
   if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError('AGENT_TLS_CERT', 'and AGENT_TLS_KEY must be set together');
   return {
     ...nodeDriverConfig(env),
+    dataDir: storeConfig(env).dataDir,
     port: port(env, 'AGENT_PORT', 7000),
     host: value(env, 'AGENT_HOST') ?? '0.0.0.0',
     token,

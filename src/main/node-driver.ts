@@ -1,7 +1,10 @@
+import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
+import { Agent } from '../agent/agent.ts';
 import { ExecRunner } from '../agent/commands.ts';
 import type { Driver } from '../agent/driver.ts';
 import { DryRunDriver } from '../agent/dry-run-driver.ts';
+import { JournalFile, UsageLedger } from '../agent/usage-ledger.ts';
 import { canRunWireGuard, WireGuardDriver } from '../agent/wireguard-driver.ts';
 import { ConfigError, type NodeDriverConfig } from './config.ts';
 
@@ -18,4 +21,10 @@ export async function makeDriver(config: NodeDriverConfig, log: FastifyBaseLogge
   if (config.nodeDriver === 'wireguard') throw new ConfigError('NODE_DRIVER', `is wireguard, but this process cannot run WireGuard: ${check.reason}`);
   log.warn(`NODE_DRIVER=auto: WireGuard cannot run here (${check.reason}); using the dry-run driver: the API works but no tunnel carries traffic`);
   return new DryRunDriver();
+}
+
+/** A node's agent: its driver, and its usage journal in `dataDir` so usage survives restarts. */
+export async function makeAgent(config: NodeDriverConfig & { dataDir: string }, log: FastifyBaseLogger, version: string): Promise<Agent> {
+  const ledger = new UsageLedger(new JournalFile(join(config.dataDir, 'node-usage-journal.json')));
+  return new Agent(await makeDriver(config, log), version, { ledger });
 }

@@ -1,7 +1,6 @@
 import { sql } from 'kysely';
 import { pino } from 'pino';
 import pkg from '../../package.json' with { type: 'json' };
-import { Agent } from '../agent/agent.ts';
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { REQUEST_RATE } from '../domain/rate-limit.ts';
@@ -23,7 +22,10 @@ import { migrate } from '../store/migrate.ts';
 import { Housekeeping } from '../workers/housekeeping.ts';
 import { NODE_MONITOR_DEFAULTS, NodeMonitor } from '../workers/node-monitor.ts';
 import type { PanelConfig, StoreConfig } from './config.ts';
-import { makeDriver } from './node-driver.ts';
+import { makeAgent } from './node-driver.ts';
+import { Calendar } from '../domain/usage.ts';
+import { UsageService } from '../services/usage.ts';
+import { ExpiryWatch } from '../workers/expiry-watch.ts';
 
 export const VERSION: string = pkg.version;
 
@@ -66,13 +68,14 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   const log = pino({ level: config.logLevel });
   const store = await openMigratedStore(config);
   const rateLimiter = await makeRateLimiter(config, clock);
-  const localAgent = config.localNode ? new Agent(await makeDriver(config, log), VERSION) : undefined;
+  const localAgent = config.localNode ? await makeAgent(config, log, VERSION) : undefined;
   const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
   const nodes = new NodeService(store.db, clock);
   if (config.localNode) await nodes.ensureLocal(config.publicHost);
-  const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open());
+  const usage = new UsageService(store.db, clock, new Calendar(config.timezone));
+  const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open(), usage);
   await servers.discardUnfinishedDeploys();
-  const devices = new DeviceService(store, clock, connections);
+  const devices = new DeviceService(store, clock, connections, usage);
   const sender = new WebhookSender(store.db, clock, log, {
     scheduleMs: config.webhookRetryScheduleMs ?? RETRY_SCHEDULE_MS,
     timeoutMs: WEBHOOK_TIMEOUT_MS,
@@ -99,7 +102,8 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     logger: log,
   });
   const housekeeping = new Housekeeping(store.db, clock, log);
-  const monitor = new NodeMonitor(store.db, clock, connections, log, NODE_MONITOR_DEFAULTS);
+  const monitor = new NodeMonitor(store.db, clock, connections, usage, log, NODE_MONITOR_DEFAULTS);
+  const expiry = new ExpiryWatch(store.db, clock, log);
   return {
     app,
     store,
@@ -108,12 +112,16 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       await monitor.checkAll();
       await app.listen({ port: config.port, host: config.host });
       housekeeping.start();
+      localAgent?.start((err: unknown) => log.error({ err }, 'usage metering failed'));
       monitor.start();
+      expiry.start();
       sender.start();
     },
     async stop() {
       housekeeping.stop();
       await monitor.stop();
+      await expiry.stop();
+      await localAgent?.stop();
       await sender.stop();
       await app.close();
       await rateLimiter.close();

@@ -14,6 +14,7 @@ import type { EventKind } from '../domain/events.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair, isValidKey } from '../domain/wireguard-keys.ts';
+import type { Usage } from '../domain/usage.ts';
 import { type Db, isUniqueViolation, type Store, type Tx, violationText, write } from '../store/db.ts';
 import { AddressAllocator } from './address-allocator.ts';
 import {
@@ -30,19 +31,16 @@ import {
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
+import type { PeerChange } from '../agent/protocol.ts';
 import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
-import { admitted, peerOf } from './desired-state.ts';
+import { peerChange } from './desired-state.ts';
+import { deleteDeviceUsage } from '../store/usage.ts';
+import type { UsageReportView, UsageService } from './usage.ts';
 import { recordDeviceEvent } from './events.ts';
 import { applyOrFail } from './nodes.ts';
 import type { NodeConnections } from './nodes.ts';
 import { type CommitHook, stringArray } from './servers.ts';
 import { renderClientConfig } from '../domain/client-config.ts';
-
-export interface Usage {
-  rx_bytes: number;
-  tx_bytes: number;
-  total_bytes: number;
-}
 
 /** A device as spec §2.1 shows it, without its config (routes add it). */
 export interface DeviceView {
@@ -124,8 +122,6 @@ function serverLists(server: ServerRow): { dns: string[]; clientAllowedIps: stri
 /** Room left for a `-N` suffix when a name is made from a long external id. */
 const SUFFIX_ROOM = 8;
 
-const NO_USAGE: Usage = { rx_bytes: 0, tx_bytes: 0, total_bytes: 0 };
-
 function parseMetadata(text: string | null): Record<string, unknown> | null {
   if (text === null) return null;
   const value: unknown = JSON.parse(text);
@@ -136,12 +132,14 @@ export class DeviceService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #connections: NodeConnections;
+  readonly #usage: UsageService;
   readonly #addresses = new AddressAllocator();
 
-  constructor(store: Store, clock: Clock, connections: NodeConnections) {
+  constructor(store: Store, clock: Clock, connections: NodeConnections, usage: UsageService) {
     this.#store = store;
     this.#clock = clock;
     this.#connections = connections;
+    this.#usage = usage;
   }
 
   /** Devices of the server were removed elsewhere (a group delete): its addresses are read again. */
@@ -166,16 +164,19 @@ export class DeviceService {
       public_key: row.public_key,
       client_key: row.private_key === null,
       enabled: row.enabled === 1,
-      status: deviceStatus({ enabled: row.enabled === 1, expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at), limitReached: false }, nowMs),
+      status: deviceStatus(
+        { enabled: row.enabled === 1, expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at), limitReached: this.#usage.isLimitReached(row) },
+        nowMs,
+      ),
       online: isOnline(lastHandshakeMs, nowMs),
       last_handshake: row.last_handshake,
       data_limit: row.data_limit,
       limit_period: row.limit_period,
-      period_usage: NO_USAGE,
-      usage_reset_at: row.usage_reset_at,
+      period_usage: this.#usage.periodUsage(row),
+      usage_reset_at: this.#usage.periodStart(row),
       expires_at: row.expires_at,
       speed_limit: row.speed_limit,
-      month_usage: NO_USAGE,
+      month_usage: this.#usage.monthUsage(row),
       created_at: row.created_at,
       updated_at: row.updated_at,
     };
@@ -195,7 +196,7 @@ export class DeviceService {
   }
 
   async list(filter: { serverId?: number; externalId?: string; status?: DeviceStatus }, page: PageRequest): Promise<Page<PlacedDevice>> {
-    const rows = toPage(await listDevices(this.#db, { ...filter, nowIso: isoAt(this.#clock.nowMs()) }, page), page);
+    const rows = toPage(await listDevices(this.#db, { ...filter, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() }, page), page);
     const servers = new Map<number, { server: ServerRow; node: NodeRow }>();
     for (const id of new Set(rows.data.map((r) => r.server_id))) {
       const server = await findServer(this.#db, id);
@@ -209,6 +210,13 @@ export class DeviceService {
       }),
       has_more: rows.has_more,
     };
+  }
+
+  /** Spec §2.4 for the device. */
+  async usageReport(id: number): Promise<UsageReportView> {
+    const row = await findDevice(this.#db, id);
+    if (!row) throw new AppError('not_found', `device ${id} not found`);
+    return this.#usage.report(row);
   }
 
   /** The wg-quick config of the device as it is now (after a move too). */
@@ -311,6 +319,7 @@ export class DeviceService {
         limit_period: input.limitPeriod ?? 'monthly',
         usage_reset_at: now,
         expires_at: normaliseInstant(input.expiresAt ?? null),
+        expiry_due_at: normaliseInstant(input.expiresAt ?? null),
         speed_limit: input.speedLimit ?? 0,
         last_handshake: null,
         created_at: now,
@@ -321,7 +330,8 @@ export class DeviceService {
         row = await updateDevice(tx, row.id, { name: nameFromExternalId(`device-${row.id}`, await namesStartingWith(tx, server.id, `device-${row.id}`)) });
       }
       await recordDeviceEvent(tx, this.#clock, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
-      if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
+      row = await this.#usage.settleLimit(tx, row, actor);
+      await this.#apply(node, server.id, undefined, row, 'deploy_failed');
       const placed: PlacedDevice = { device: this.view(row), row, server, node };
       await onCommit?.(tx, placed);
       return placed;
@@ -352,50 +362,74 @@ export class DeviceService {
    */
   async update(id: number, patch: DevicePatch, actor: string): Promise<PlacedDevice> {
     const before = await this.get(id);
-    const metadata = patch.metadata === undefined ? undefined : metadataText(patch.metadata);
-    const nowMs = this.#clock.nowMs();
     let row: DeviceRow;
     try {
-      row = await write(this.#db, async (tx) => {
-        const changed = await updateDevice(tx, id, {
-          name: patch.name,
-          external_id: patch.externalId,
-          metadata,
-          enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
-          data_limit: patch.dataLimit,
-          limit_period: patch.limitPeriod,
-          expires_at: patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt),
-          speed_limit: patch.speedLimit,
-          updated_at: isoAt(nowMs),
-        });
-        const kinds: EventKind[] = ['device.updated'];
-        if (before.row.enabled !== changed.enabled) kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
-        for (const kind of kinds) await recordDeviceEvent(tx, this.#clock, kind, changed, before.server, before.node, actor, `device ${changed.name}: ${kind.slice('device.'.length)}`);
-        return changed;
-      });
+      row = await write(this.#db, (tx) => this.updateIn(tx, before, patch, actor, (changed, kind) => `device ${changed.name}: ${kind}`));
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
       throw new AppError('name_taken', `a device named ${patch.name ?? ''} is on this server already`, { name: 'taken on this server' });
     }
-    const wasAdmitted = admitted(before.row, nowMs);
-    const isNowAdmitted = admitted(row, nowMs);
-    if (wasAdmitted !== isNowAdmitted) {
-      const change = isNowAdmitted ? { upsert: [peerOf(row)], remove: [] } : { upsert: [], remove: [row.public_key] };
-      await applyOrFail(this.#connections, before.node, before.server.id, change, 'apply_failed');
-    }
+    await this.#apply(before.node, before.server.id, before.row, row, 'apply_failed');
     return { ...before, row, device: this.view(row) };
   }
 
-  /** Restarts the count toward the data limit from now (spec §4.2); the history stays. */
+  /**
+   * One device's change inside a transaction, with its events and its limit mark: a group changes
+   * all of its devices in one. `detail` words an event of the kind (`updated`, `enabled`…).
+   */
+  async updateIn(tx: Tx, before: PlacedDevice, patch: DevicePatch, actor: string, detail: (row: DeviceRow, kind: string) => string): Promise<DeviceRow> {
+    const expiresAt = patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt);
+    const changed = await updateDevice(tx, before.row.id, {
+      name: patch.name,
+      external_id: patch.externalId,
+      metadata: patch.metadata === undefined ? undefined : metadataText(patch.metadata),
+      enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
+      data_limit: patch.dataLimit,
+      limit_period: patch.limitPeriod,
+      expires_at: expiresAt,
+      // A new expiry is due for its own device.expired.
+      expiry_due_at: expiresAt === undefined || expiresAt === before.row.expires_at ? undefined : expiresAt,
+      speed_limit: patch.speedLimit,
+      updated_at: isoAt(this.#clock.nowMs()),
+    });
+    const kinds: EventKind[] = ['device.updated'];
+    if (before.row.enabled !== changed.enabled) kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
+    for (const kind of kinds) await recordDeviceEvent(tx, this.#clock, kind, changed, before.server, before.node, actor, detail(changed, kind.slice('device.'.length)));
+    return this.#usage.settleLimit(tx, changed, actor);
+  }
+
+  /**
+   * Restarts the count toward the data limit from now (spec §4.2); the history stays. The node gets
+   * the whole allowance back at once, so a device cut off at its limit may connect again.
+   */
   async resetUsage(id: number, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
     const before = await this.get(id);
-    return write(this.#db, async (tx) => {
-      const row = await updateDevice(tx, id, { usage_reset_at: isoAt(this.#clock.nowMs()) });
-      await recordDeviceEvent(tx, this.#clock, 'device.usage_reset', row, before.server, before.node, actor, `usage of device ${row.name} reset`);
+    const placed = await write(this.#db, async (tx) => {
+      const row = await this.resetUsageIn(tx, before, actor, `usage of device ${before.row.name} reset`);
       const placed = { ...before, row, device: this.view(row) };
       await onCommit?.(tx, placed);
       return placed;
     });
+    await this.#apply(before.node, before.server.id, before.row, placed.row, 'apply_failed');
+    return placed;
+  }
+
+  /** The reset of one device inside a transaction (a group resets all of its devices in one). */
+  async resetUsageIn(tx: Tx, placed: PlacedDevice, actor: string, detail: string): Promise<DeviceRow> {
+    const row = await updateDevice(tx, placed.row.id, { usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null });
+    await recordDeviceEvent(tx, this.#clock, 'device.usage_reset', row, placed.server, placed.node, actor, detail);
+    return row;
+  }
+
+  /** The change a device's node needs after `before` became `after`, on the node of its server. */
+  async #apply(node: NodeRow, serverId: number, before: DeviceRow | undefined, after: DeviceRow, failure: 'apply_failed' | 'deploy_failed'): Promise<void> {
+    const change = peerChange(before, after, this.#usage);
+    if (change) await applyOrFail(this.#connections, node, serverId, change, failure);
+  }
+
+  /** A device's peer as its node needs it (groups batch these per server). */
+  peerChange(before: DeviceRow | undefined, after: DeviceRow): PeerChange | undefined {
+    return peerChange(before, after, this.#usage);
   }
 
   /** Places rows already read (a group's devices) on their servers and nodes. */
@@ -421,7 +455,7 @@ export class DeviceService {
       const row = await updateDevice(tx, id, { server_id: server.id, address: intToIp(address), updated_at: isoAt(this.#clock.nowMs()) });
       this.#addresses.taken(server.id, subnet, address);
       await recordDeviceEvent(tx, this.#clock, 'device.moved', row, server, node, actor, `device ${row.name} moved from server ${before.server.name} to ${server.name}`);
-      if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
+      await this.#apply(node, server.id, undefined, row, 'deploy_failed');
       const placed: PlacedDevice = { device: this.view(row), row, server, node };
       await onCommit?.(tx, placed);
       return placed;
@@ -438,10 +472,11 @@ export class DeviceService {
     const { row, server, node } = await this.get(id);
     await write(this.#db, async (tx) => {
       await deleteDevice(tx, id);
+      await deleteDeviceUsage(tx, [id]);
       await recordDeviceEvent(tx, this.#clock, 'device.deleted', row, server, node, actor, `device ${row.name} deleted`);
     });
     this.#addresses.forget(server.id);
     // A node that misses this removal drops the peer at its next resync.
-    await this.#connections.for(node).changePeers(server.id, { upsert: [], remove: [row.public_key] }).catch(() => undefined);
+    await this.#connections.for(node).changePeers(server.id, { upsert: [], remove: [row.public_key], deleted: true }).catch(() => undefined);
   }
 }

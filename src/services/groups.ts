@@ -1,12 +1,12 @@
 import type { PeerChange } from '../agent/protocol.ts';
-import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
+import type { Clock } from '../domain/clock.ts';
 import { metadataText, type LimitPeriod } from '../domain/devices.ts';
 import { AppError } from '../domain/errors.ts';
-import type { EventKind } from '../domain/events.ts';
+import { type Usage, usageOf } from '../domain/usage.ts';
 import { type Store, type Tx, write } from '../store/db.ts';
-import { deleteDevice, type DeviceRow, listDevicesOfGroup, updateDevice } from '../store/devices.ts';
-import { admitted, peerOf } from './desired-state.ts';
-import type { DeviceService, PlacedDevice, Usage } from './devices.ts';
+import { deleteDevice, type DeviceRow, listDevicesOfGroup } from '../store/devices.ts';
+import { deleteDeviceUsage } from '../store/usage.ts';
+import type { DeviceService, PlacedDevice } from './devices.ts';
 import { recordDeviceEvent } from './events.ts';
 import { applyOrFail, type NodeConnections } from './nodes.ts';
 import type { CommitHook } from './servers.ts';
@@ -32,7 +32,7 @@ export interface GroupPatch {
 function sumUsage(devices: readonly PlacedDevice[]): Usage {
   const rx = devices.reduce((n, d) => n + d.device.month_usage.rx_bytes, 0);
   const tx = devices.reduce((n, d) => n + d.device.month_usage.tx_bytes, 0);
-  return { rx_bytes: rx, tx_bytes: tx, total_bytes: rx + tx };
+  return usageOf(rx, tx);
 }
 
 /** Every device sharing an external_id, read and changed as one (spec §4.3). */
@@ -66,53 +66,42 @@ export class GroupService {
    */
   async update(externalId: string, patch: GroupPatch, actor: string): Promise<GroupView> {
     const members = await this.#members(externalId);
-    const metadata = patch.metadata === undefined ? undefined : metadataText(patch.metadata);
-    const nowMs = this.#clock.nowMs();
-    const changed = await this.#eachInOneTransaction(members, async (tx, member) => {
-      const row = await updateDevice(tx, member.row.id, {
-        enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
-        expires_at: patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt),
-        data_limit: patch.dataLimit,
-        limit_period: patch.limitPeriod,
-        speed_limit: patch.speedLimit,
-        metadata,
-        updated_at: isoAt(nowMs),
-      });
-      const kinds: EventKind[] = ['device.updated'];
-      if (member.row.enabled !== row.enabled) kinds.push(row.enabled === 1 ? 'device.enabled' : 'device.disabled');
-      for (const kind of kinds) await recordDeviceEvent(tx, this.#clock, kind, row, member.server, member.node, actor, `group ${externalId}: device ${row.name} ${kind.slice('device.'.length)}`);
-      return row;
-    });
-    await this.#applyAdmissionChanges(members, changed, nowMs);
+    // Checked once before the transaction, so a too-large value is refused before anything changes.
+    if (patch.metadata !== undefined) metadataText(patch.metadata);
+    const changed = await this.#eachInOneTransaction(members, (tx, member) =>
+      this.#devices.updateIn(tx, member, patch, actor, (row, kind) => `group ${externalId}: device ${row.name} ${kind}`),
+    );
+    await this.#applyPeerChanges(members, changed);
     return this.get(externalId);
   }
 
   async resetUsage(externalId: string, actor: string, onCommit?: CommitHook<GroupView>): Promise<GroupView> {
     const members = await this.#members(externalId);
-    const now = isoAt(this.#clock.nowMs());
-    return write(this.#store.db, async (tx) => {
+    const view = await write(this.#store.db, async (tx) => {
       const devices: PlacedDevice[] = [];
       for (const member of members) {
-        const row = await updateDevice(tx, member.row.id, { usage_reset_at: now });
-        await recordDeviceEvent(tx, this.#clock, 'device.usage_reset', row, member.server, member.node, actor, `group ${externalId}: usage of device ${row.name} reset`);
+        const row = await this.#devices.resetUsageIn(tx, member, actor, `group ${externalId}: usage of device ${member.row.name} reset`);
         devices.push({ ...member, row, device: this.#devices.view(row) });
       }
       const view: GroupView = { external_id: externalId, device_count: devices.length, month_usage: sumUsage(devices), devices };
       await onCommit?.(tx, view);
       return view;
     });
+    await this.#applyPeerChanges(members, view.devices.map((d) => d.row));
+    return view;
   }
 
   async delete(externalId: string, actor: string): Promise<void> {
     const members = await this.#members(externalId);
     await this.#eachInOneTransaction(members, async (tx, member) => {
       await deleteDevice(tx, member.row.id);
+      await deleteDeviceUsage(tx, [member.row.id]);
       await recordDeviceEvent(tx, this.#clock, 'device.deleted', member.row, member.server, member.node, actor, `group ${externalId} deleted`);
       return member.row;
     });
     for (const member of members) this.#devices.addressesFreed(member.server.id);
     // Nodes that miss a removal drop the peers at their next resync.
-    for (const [member, change] of this.#changesByServer(members.map((m) => [m, { upsert: [], remove: [m.row.public_key] }]))) {
+    for (const [member, change] of this.#changesByServer(members.map((m) => [m, { upsert: [], remove: [m.row.public_key], deleted: true }]))) {
       await this.#connections.for(member.node).changePeers(member.server.id, change).catch(() => undefined);
     }
   }
@@ -125,12 +114,13 @@ export class GroupService {
     });
   }
 
-  async #applyAdmissionChanges(members: readonly PlacedDevice[], changed: readonly DeviceRow[], nowMs: number): Promise<void> {
+  /** Each node gets its devices' new peers, one change per server; a node that cannot is apply_failed (saved). */
+  async #applyPeerChanges(members: readonly PlacedDevice[], changed: readonly DeviceRow[]): Promise<void> {
     const pairs: [PlacedDevice, PeerChange][] = [];
     members.forEach((member, i) => {
       const row = changed[i];
-      if (!row || admitted(member.row, nowMs) === admitted(row, nowMs)) return;
-      pairs.push([member, admitted(row, nowMs) ? { upsert: [peerOf(row)], remove: [] } : { upsert: [], remove: [row.public_key] }]);
+      const change = row && this.#devices.peerChange(member.row, row);
+      if (change) pairs.push([member, change]);
     });
     for (const [member, change] of this.#changesByServer(pairs)) {
       await applyOrFail(this.#connections, member.node, member.server.id, change, 'apply_failed');
@@ -141,7 +131,7 @@ export class GroupService {
   #changesByServer(pairs: readonly [PlacedDevice, PeerChange][]): [PlacedDevice, PeerChange][] {
     const byServer = new Map<number, [PlacedDevice, PeerChange]>();
     for (const [member, change] of pairs) {
-      const entry = byServer.get(member.server.id) ?? [member, { upsert: [], remove: [] }];
+      const entry = byServer.get(member.server.id) ?? [member, { upsert: [], remove: [], deleted: change.deleted }];
       entry[1].upsert.push(...change.upsert);
       entry[1].remove.push(...change.remove);
       byServer.set(member.server.id, entry);

@@ -9,6 +9,8 @@ import { generateKeyPair } from '../domain/wireguard-keys.ts';
 import { type Db, isUniqueViolation, type Tx, write } from '../store/db.ts';
 import { findLocalNode, findNode, listNodes, type NodeRow } from '../store/nodes.ts';
 import { deleteDevicesOfServer, listDevicesOfServer } from '../store/devices.ts';
+import { deleteDeviceUsage } from '../store/usage.ts';
+import type { UsageService } from './usage.ts';
 import {
   deleteServer,
   deleteServersDeploying,
@@ -81,12 +83,14 @@ export class ServerService {
   readonly #clock: Clock;
   readonly #connections: NodeConnections;
   readonly #countries: CountryLookup;
+  readonly #usage: UsageService;
 
-  constructor(db: Db, clock: Clock, connections: NodeConnections, countries: CountryLookup) {
+  constructor(db: Db, clock: Clock, connections: NodeConnections, countries: CountryLookup, usage: UsageService) {
     this.#db = db;
     this.#clock = clock;
     this.#connections = connections;
     this.#countries = countries;
+    this.#usage = usage;
   }
 
   view(row: ServerRow, node: Pick<NodeRow, 'id' | 'name' | 'status'>, deviceCount: number | null): ServerView {
@@ -189,7 +193,7 @@ export class ServerService {
     }
     const connection = this.#connections.for(node);
     try {
-      await connection.applyServer(desiredServer(row, [], this.#clock.nowMs()));
+      await connection.applyServer(desiredServer(row, [], this.#usage));
     } catch (error) {
       await connection.removeServer(row.id).catch(() => undefined);
       await deleteServer(this.#db, row.id);
@@ -252,7 +256,7 @@ export class ServerService {
     });
     if (recreate) {
       try {
-        await this.#connections.for(node).applyServer(await desiredStateOfServer(this.#db, updated, this.#clock.nowMs()));
+        await this.#connections.for(node).applyServer(await desiredStateOfServer(this.#db, updated, this.#usage));
       } catch (error) {
         throw new AppError('apply_failed', `the change was saved, but node ${node.name} could not apply it yet: ${describe(error)}`);
       }
@@ -273,6 +277,7 @@ export class ServerService {
           kind: 'device.deleted', device_id: device.id, device_name: device.name, server_id: id, server_name: server.name, node_name: server.node.name, ip: device.address, country: server.country, detail: `device ${device.name} deleted with server ${server.name}`, actor,
         }));
       }
+      await deleteDeviceUsage(tx, (await listDevicesOfServer(tx, id)).map((d) => d.id));
       await deleteDevicesOfServer(tx, id);
       await deleteServer(tx, id);
       await recordEvent(tx, this.#clock, eventDraft({

@@ -1,4 +1,4 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { DeviceStatus } from '../domain/devices.ts';
 import type { PageRequest } from '../domain/paging.ts';
 import { type Queryable, rowLimit } from './db.ts';
@@ -76,14 +76,17 @@ export interface DeviceFilter {
   /** Only these statuses; the caller turns a status into conditions with `nowIso`. */
   status?: DeviceStatus;
   nowIso: string;
+  /** `YYYY-MM` of now in the panel's time zone: a monthly count of an earlier month no longer counts. */
+  currentMonth: string;
 }
 
-/** Oldest first, `limit + 1` rows (see toPage). Status conditions mirror deviceStatus(). */
+/** Oldest first, `limit + 1` rows (see toPage). Status conditions mirror deviceStatus() and isLimitReached(). */
 export function listDevices(db: Queryable, filter: DeviceFilter, page: PageRequest): Promise<DeviceRow[]> {
   let query = db.selectFrom('devices').selectAll().where('id', '>', page.afterId);
   if (filter.serverId !== undefined) query = query.where('server_id', '=', filter.serverId);
   if (filter.externalId !== undefined) query = query.where('external_id', '=', filter.externalId);
   const notExpired = (q: typeof query) => q.where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', filter.nowIso)]));
+  const limitReached = sql<boolean>`(data_limit > 0 and period_rx + period_tx >= data_limit and (limit_period = 'total' or usage_month = ${filter.currentMonth}))`;
   switch (filter.status) {
     case 'disabled':
       query = query.where('enabled', '=', 0);
@@ -92,11 +95,10 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
       query = query.where('enabled', '=', 1).where('expires_at', '<=', filter.nowIso);
       break;
     case 'active':
-      query = notExpired(query.where('enabled', '=', 1));
+      query = notExpired(query.where('enabled', '=', 1)).where(sql<boolean>`not ${limitReached}`);
       break;
     case 'limit_reached':
-      // Usage accounting (and with it limit_reached) is not built yet: no device is in that state.
-      query = query.where('id', '<', 0);
+      query = notExpired(query.where('enabled', '=', 1)).where(limitReached);
       break;
   }
   return query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
@@ -107,15 +109,13 @@ export function listDevicesOfGroup(db: Queryable, externalId: string): Promise<D
   return db.selectFrom('devices').selectAll().where('external_id', '=', externalId).orderBy('id').execute();
 }
 
-/** The handshakes a node reported, by public key, for the devices of one server whose value changed. */
-export async function recordHandshakes(db: Queryable, serverId: number, handshakes: ReadonlyMap<string, string>): Promise<number> {
-  const rows = await db.selectFrom('devices').select(['id', 'public_key', 'last_handshake']).where('server_id', '=', serverId).execute();
-  let changed = 0;
-  for (const row of rows) {
-    const latest = handshakes.get(row.public_key);
-    if (latest === undefined || latest === row.last_handshake) continue;
-    await db.updateTable('devices').set({ last_handshake: latest }).where('id', '=', row.id).execute();
-    changed++;
-  }
-  return changed;
+/** Devices whose expiry passed and has no device.expired yet, soonest first. */
+export function listExpiryDue(db: Queryable, nowIso: string, limit: number): Promise<DeviceRow[]> {
+  return db.selectFrom('devices').selectAll().where('expiry_due_at', '<=', nowIso).orderBy('expiry_due_at').limit(rowLimit(limit)).execute();
+}
+
+/** Takes the device's due expiry off the list; false when another panel (or a PATCH) took it first. */
+export async function clearExpiryDue(db: Queryable, id: number, due: string): Promise<boolean> {
+  const result = await db.updateTable('devices').set({ expiry_due_at: null }).where('id', '=', id).where('expiry_due_at', '=', due).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }

@@ -7,6 +7,7 @@ import * as m003 from './migrations/003-devices.ts';
 import * as m004 from './migrations/004-share-links.ts';
 import * as m005 from './migrations/005-webhooks.ts';
 import * as m006 from './migrations/006-device-page-index.ts';
+import * as m007 from './migrations/007-usage.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '004-share-links': m004,
   '005-webhooks': m005,
   '006-device-page-index': m006,
+  '007-usage': m007,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -107,6 +107,31 @@ export interface DeviceTable {
   last_handshake: string | null;
   created_at: string;
   updated_at: string;
+  month_rx: Generated<number>;
+  month_tx: Generated<number>;
+  period_rx: Generated<number>;
+  period_tx: Generated<number>;
+  /** `YYYY-MM` (panel time zone) the month and, for `monthly`, the period counts belong to; '' before any. */
+  usage_month: Generated<string>;
+  meter_journal: Generated<string>;
+  meter: Generated<number>;
+  limit_reached_at: string | null;
+  expiry_due_at: string | null;
+}
+
+/** Usage of a device in one day (`start` YYYY-MM-DD) or month (`start` YYYY-MM-01) of the panel's time zone. */
+export interface UsageBucketTable {
+  device_id: number;
+  start: string;
+  rx_bytes: number;
+  tx_bytes: number;
+}
+
+export interface UsageBatchTable {
+  node_id: number;
+  journal_id: string;
+  seq: number;
+  stored_at: string;
 }
 
 export interface ShareLinkTable {
@@ -164,4 +189,7 @@ export interface Database {
   share_links: ShareLinkTable;
   webhooks: WebhookTable;
   webhook_deliveries: WebhookDeliveryTable;
+  usage_daily: UsageBucketTable;
+  usage_monthly: UsageBucketTable;
+  usage_batches: UsageBatchTable;
 }

@@ -5,10 +5,17 @@ import type { Db } from '../store/db.ts';
 import { pruneIdempotencyKeys } from '../store/idempotency.ts';
 import { pruneEvents } from '../store/events.ts';
 import { EVENT_RETENTION_MS } from '../domain/events.ts';
+import { pruneBatches } from '../store/usage.ts';
+
+/** A node resends an unacknowledged batch within minutes; a week covers any outage worth riding out. */
+const USAGE_BATCH_MEMORY_MS = 7 * 24 * 3600 * 1000;
 
 const INTERVAL_MS = 10 * 60 * 1000;
 
-/** Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events after 90 days. */
+/**
+ * Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events after 90
+ * days, the record of stored usage batches after a week.
+ */
 export class Housekeeping {
   readonly #db: Db;
   readonly #clock: Clock;
@@ -25,6 +32,7 @@ export class Housekeeping {
     const nowMs = this.#clock.nowMs();
     await pruneIdempotencyKeys(this.#db, isoAt(nowMs - IDEMPOTENCY_TTL_MS));
     await pruneEvents(this.#db, isoAt(nowMs - EVENT_RETENTION_MS));
+    await pruneBatches(this.#db, isoAt(nowMs - USAGE_BATCH_MEMORY_MS));
   }
 
   start(): void {

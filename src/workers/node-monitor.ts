@@ -7,8 +7,8 @@ import { eventDraft, recordEvent } from '../services/events.ts';
 import type { NodeConnections } from '../services/nodes.ts';
 import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
-import { recordHandshakes } from '../store/devices.ts';
-import type { NodeCounters } from '../agent/protocol.ts';
+import type { UsageAck } from '../agent/protocol.ts';
+import type { UsageService } from '../services/usage.ts';
 
 export interface NodeMonitorOptions {
   intervalMs: number;
@@ -21,7 +21,8 @@ export const NODE_MONITOR_DEFAULTS: NodeMonitorOptions = { intervalMs: 5_000, of
 /**
  * The heartbeat and reconcile loop: asks every node for its status; a node seen for the first time
  * since the panel started, or whose agent restarted (new boot id), or that comes back online, gets the
- * whole desired state again, so servers and peers return without the API being called.
+ * whole desired state again, so servers and peers return without the API being called. Each round
+ * also collects the node's usage, and at the start of a month every node gets its new allowances.
  */
 export class NodeMonitor {
   readonly #db: Db;
@@ -29,12 +30,17 @@ export class NodeMonitor {
   readonly #connections: NodeConnections;
   readonly #log: FastifyBaseLogger;
   readonly #options: NodeMonitorOptions;
+  readonly #usage: UsageService;
   readonly #syncedBootIds = new Map<number, string>();
+  /** What each node is told at its next collection that the panel stored. */
+  readonly #acks = new Map<number, UsageAck>();
+  #month: string | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
 
-  constructor(db: Db, clock: Clock, connections: NodeConnections, log: FastifyBaseLogger, options: NodeMonitorOptions) {
+  constructor(db: Db, clock: Clock, connections: NodeConnections, usage: UsageService, log: FastifyBaseLogger, options: NodeMonitorOptions) {
     this.#db = db;
+    this.#usage = usage;
     this.#clock = clock;
     this.#connections = connections;
     this.#log = log;
@@ -45,6 +51,10 @@ export class NodeMonitor {
   checkAll(): Promise<void> {
     this.#running ??= (async () => {
       try {
+        const month = this.#usage.currentMonth();
+        // A new month: monthly counts restart, so every node gets allowances that end at the next 1st.
+        if (this.#month !== month) this.#syncedBootIds.clear();
+        this.#month = month;
         const nodes = await listNodes(this.#db);
         await Promise.all(nodes.map((node) => this.#check(node)));
       } finally {
@@ -60,11 +70,11 @@ export class NodeMonitor {
     try {
       const status = await connection.status();
       if (this.#syncedBootIds.get(node.id) !== status.bootId || node.status === 'offline') {
-        const report = await connection.resync(await desiredStateOfNode(this.#db, node.id, nowMs));
+        const report = await connection.resync(await desiredStateOfNode(this.#db, node.id, this.#usage));
         if (report.failures.length > 0) this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
         this.#syncedBootIds.set(node.id, status.bootId);
       }
-      await this.#recordHandshakes(await connection.counters());
+      await this.#collectUsage(node);
       await write(this.#db, async (tx) => {
         await updateNode(tx, node.id, { status: 'online', last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version });
         if (node.status === 'offline') {
@@ -83,12 +93,11 @@ export class NodeMonitor {
     }
   }
 
-  /** Keeps each device's last_handshake (and so `online`) current from the node's peer counters. */
-  async #recordHandshakes(counters: NodeCounters): Promise<void> {
-    for (const server of counters.servers) {
-      const handshakes = new Map(server.peers.filter((p) => p.lastHandshakeMs > 0).map((p) => [p.publicKey, isoAt(p.lastHandshakeMs)]));
-      if (handshakes.size > 0) await write(this.#db, (tx) => recordHandshakes(tx, server.serverId, handshakes));
-    }
+  /** Stores the node's usage batches and handshakes; what was stored is acknowledged next time. */
+  async #collectUsage(node: NodeRow): Promise<void> {
+    const report = await this.#connections.for(node).collectUsage(this.#acks.get(node.id) ?? null);
+    const ack = await this.#usage.ingest(node, report);
+    if (ack) this.#acks.set(node.id, ack);
   }
 
   start(): void {

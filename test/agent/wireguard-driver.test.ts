@@ -76,10 +76,10 @@ describe('wireguard driver: peers (recorded commands)', () => {
     [C, '10.128.0.4/32'],
   ] as const;
   const desired: PeerSpec[] = [
-    { publicKey: B, allowedIp: '10.128.0.3/32' },
-    { publicKey: C, allowedIp: '10.128.0.9/32' },
-    { publicKey: D, allowedIp: '10.128.0.5/32' },
-    { publicKey: E, allowedIp: '10.128.0.6/32' },
+    { publicKey: B, allowedIp: '10.128.0.3/32', speedLimitKbps: 0 },
+    { publicKey: C, allowedIp: '10.128.0.9/32', speedLimitKbps: 0 },
+    { publicKey: D, allowedIp: '10.128.0.5/32', speedLimitKbps: 0 },
+    { publicKey: E, allowedIp: '10.128.0.6/32', speedLimitKbps: 0 },
   ];
 
   test('any order of the desired list gives the same commands: removals, then adds and changes in one call', async () => {
@@ -122,9 +122,9 @@ describe('wireguard driver: peers (recorded commands)', () => {
     const runner = upHost([[A, '10.128.0.2/32']]);
     const error = await driverOn(runner)
       .setPeers(1, [
-        { publicKey: 'not-a-key', allowedIp: '10.128.0.7/32' },
-        { publicKey: A, allowedIp: '10.128.0.300/32' },
-        { publicKey: B, allowedIp: '10.128.0.3/32' },
+        { publicKey: 'not-a-key', allowedIp: '10.128.0.7/32', speedLimitKbps: 0 },
+        { publicKey: A, allowedIp: '10.128.0.300/32', speedLimitKbps: 0 },
+        { publicKey: B, allowedIp: '10.128.0.3/32', speedLimitKbps: 0 },
       ])
       .then(() => null, (e: unknown) => e);
     assert.ok(error instanceof DriverError);
@@ -133,7 +133,7 @@ describe('wireguard driver: peers (recorded commands)', () => {
   });
 
   test('2,500 new peers go out in 3 wg set calls', async () => {
-    const many = Array.from({ length: 2500 }, (_, i) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.${i >> 8}.${i & 255}.1/32` }));
+    const many = Array.from({ length: 2500 }, (_, i) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.${i >> 8}.${i & 255}.1/32`, speedLimitKbps: 0 }));
     const runner = upHost();
     await driverOn(runner).setPeers(1, many);
     assert.equal(runner.lines(isChange).length, 3);
@@ -146,13 +146,18 @@ describe('wireguard driver: peers (recorded commands)', () => {
   });
 
   test('readCounters parses the dump', async () => {
-    const runner = upHost().on('wg show vp1 dump', {
-      stdout: `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t51820\toff\n${A}\t(none)\t192.0.2.2:40000\t10.128.0.2/32\t1700000000\t1234\t5678\toff\n${B}\t(none)\t(none)\t(none)\t0\t0\t0\t25\n`,
+    const runner = upHost()
+      .on('wg show vp1 dump', {
+        stdout: `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t51820\toff\n${A}\t(none)\t192.0.2.2:40000\t10.128.0.2/32\t1700000000\t1234\t5678\toff\n${B}\t(none)\t(none)\t(none)\t0\t0\t0\t25\n`,
+      })
+      .on('ip -n vp-s1 -o link show dev vp1', { stdout: '17: vp1: <POINTOPOINT,NOARP,UP,LOWER_UP> mtu 1420 qdisc noqueue state UNKNOWN\n' });
+    assert.deepEqual(await driverOn(runner).readCounters(1), {
+      instance: '17',
+      peers: [
+        { publicKey: A, rxBytes: 1234, txBytes: 5678, lastHandshakeMs: 1_700_000_000_000 },
+        { publicKey: B, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 },
+      ],
     });
-    assert.deepEqual(await driverOn(runner).readCounters(1), [
-      { publicKey: A, rxBytes: 1234, txBytes: 5678, lastHandshakeMs: 1_700_000_000_000 },
-      { publicKey: B, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 },
-    ]);
     assert.deepEqual(parseDump(dumpOf(1, [[B, '(none)']])).peers[0]?.allowedIps, '');
   });
 });
@@ -160,14 +165,14 @@ describe('wireguard driver: peers (recorded commands)', () => {
 describe('wireguard driver: known peer changes (recorded commands)', () => {
   test('changePeers applies only the given difference in one wg set, without reading the interface', async () => {
     const runner = upHost([[A, '10.128.0.2/32']]);
-    await driverOn(runner).changePeers(1, [{ publicKey: D, allowedIp: '10.128.0.5/32' }], [A]);
+    await driverOn(runner).changePeers(1, [{ publicKey: D, allowedIp: '10.128.0.5/32', speedLimitKbps: 0 }], [A]);
     assert.deepEqual(runner.lines(), [`wg set vp1 peer ${A} remove`, `wg set vp1 peer ${D} allowed-ips 10.128.0.5/32`]);
     assert.ok(!runner.lines().some((l) => l.includes('dump')), 'no dump: the cost does not grow with the peer count');
   });
 
   test('changePeers reports an invalid peer and still applies the valid ones', async () => {
     const runner = upHost([]);
-    await assert.rejects(driverOn(runner).changePeers(1, [{ publicKey: 'bad', allowedIp: '10.128.0.5/32' }, { publicKey: E, allowedIp: '10.128.0.6/32' }], []), /not a WireGuard public key/);
+    await assert.rejects(driverOn(runner).changePeers(1, [{ publicKey: 'bad', allowedIp: '10.128.0.5/32', speedLimitKbps: 0 }, { publicKey: E, allowedIp: '10.128.0.6/32', speedLimitKbps: 0 }], []), /not a WireGuard public key/);
     assert.deepEqual(runner.lines(), [`wg set vp1 peer ${E} allowed-ips 10.128.0.6/32`]);
   });
 });
@@ -374,7 +379,7 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
   const serverKey = generateKeyPair();
   const clientKey = generateKeyPair();
   const spec: ServerSpec = { serverId, privateKey: serverKey.privateKey, listenPort, address: '10.77.0.1/24', mtu: 1420 };
-  const clientPeer: PeerSpec = { publicKey: clientKey.publicKey, allowedIp: '10.77.0.2/32' };
+  const clientPeer: PeerSpec = { publicKey: clientKey.publicKey, allowedIp: '10.77.0.2/32', speedLimitKbps: 0 };
   let client: ChildHandle | undefined;
 
   const sh = (args: string[]): string => execFileSync(args[0] ?? '', args.slice(1), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
@@ -448,24 +453,24 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
     assert.ok(pings('10.77.0.1'), 'client pings the server through the tunnel');
     // The third namespace has no route back to the tunnel or the veth: replies arrive only through both NATs.
     assert.ok(pings('192.0.2.130'), 'client reaches a third namespace through both NATs');
-    const [counters] = await driver.readCounters(serverId);
+    const [counters] = (await driver.readCounters(serverId)).peers;
     assert.equal(counters?.publicKey, clientKey.publicKey);
     assert.ok((counters?.rxBytes ?? 0) > 0 && (counters?.txBytes ?? 0) > 0, JSON.stringify(counters));
     assert.ok((counters?.lastHandshakeMs ?? 0) > Date.now() - 60_000, 'a recent handshake');
 
-    const dummies = Array.from({ length: 999 }, (_, i) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.78.${i >> 8}.${i & 255}/32` }));
+    const dummies = Array.from({ length: 999 }, (_, i) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.78.${i >> 8}.${i & 255}/32`, speedLimitKbps: 0 }));
     await timed('setPeers() 1,000 peers (999 new)', () => driver.setPeers(serverId, [clientPeer, ...dummies]), log);
-    const changed = [clientPeer, ...dummies.slice(1), { publicKey: generateKeyPair().publicKey, allowedIp: '10.78.9.9/32' }];
+    const changed = [clientPeer, ...dummies.slice(1), { publicKey: generateKeyPair().publicKey, allowedIp: '10.78.9.9/32', speedLimitKbps: 0 }];
     await timed('setPeers() one peer swapped at 1,000', () => driver.setPeers(serverId, changed), log);
     await timed('setPeers() same 1,000 again', () => driver.setPeers(serverId, changed), log);
     await timed('readCounters() at 1,000', () => driver.readCounters(serverId), log);
-    assert.equal((await driver.readCounters(serverId)).length, 1000);
+    assert.equal((await driver.readCounters(serverId)).peers.length, 1000);
     assert.ok(pings('10.77.0.1'), 'the client still works at 1,000 peers');
 
     await driver.setPeers(serverId, changed.slice(1));
     assert.equal(pings('10.77.0.1'), false, 'a removed peer is cut off');
     await driver.setPeers(serverId, []);
-    assert.equal((await driver.readCounters(serverId)).length, 0);
+    assert.equal((await driver.readCounters(serverId)).peers.length, 0);
 
     // Recreating (mtu or port change) puts the peers back; a restarted agent adopts the running server.
     await driver.setPeers(serverId, changed);
@@ -478,7 +483,7 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
     const moved = await restarted.up({ ...spec, mtu: 1380, listenPort: listenPort + 1 });
     assert.equal(moved.peerCount, 1000);
     assert.equal(sh(['wg', 'show', serverIf, 'listen-port']).trim(), String(listenPort + 1));
-    assert.equal((await restarted.readCounters(serverId)).length, 1000);
+    assert.equal((await restarted.readCounters(serverId)).peers.length, 1000);
 
     await timed('down()', () => restarted.down(serverId), log);
     await driver.down(serverId); // a missing server is not an error

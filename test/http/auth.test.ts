@@ -16,6 +16,7 @@ const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }
   { method: 'GET', path: '/devices', scope: 'devices:read' },
   { method: 'GET', path: '/devices/1', scope: 'devices:read' },
   { method: 'GET', path: '/devices/1/config', scope: 'devices:read' },
+  { method: 'GET', path: '/devices/1/usage', scope: 'devices:read' },
   { method: 'POST', path: '/devices', scope: 'devices:write', body: { server_id: 1 } },
   { method: 'PATCH', path: '/devices/1', scope: 'devices:write', body: { metadata: { seen: true } } },
   { method: 'POST', path: '/devices/1/usage/reset', scope: 'devices:write' },

@@ -59,8 +59,10 @@ for (const kind of DATABASE_KINDS) {
       agent.peerChanges.length = 0;
       const device = await call('POST', '/devices', { server_id: serverId, name: 'delta' });
       await call('PATCH', `/devices/${device.json.id}`, { enabled: false });
-      assert.deepEqual(agent.peerChanges.map((c) => c.body), [
-        { upsert: [{ publicKey: device.json.public_key, allowedIp: `${device.json.address}/32` }], remove: [] },
+      const bodies = agent.peerChanges.map((c) => c.body);
+      assert.equal(bodies.length, 2);
+      assert.partialDeepStrictEqual(bodies, [
+        { upsert: [{ publicKey: device.json.public_key, allowedIp: `${device.json.address}/32`, deviceId: device.json.id, speedLimitKbps: 0 }], remove: [] },
         { upsert: [], remove: [device.json.public_key] },
       ]);
     });

@@ -785,6 +785,67 @@ export interface paths {
         };
         trace?: never;
     };
+    "/api/v1/devices/{id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A device's usage: this month, this period, and its daily and monthly history
+         * @description Days and months are those of the panel time zone (PANEL_TIMEZONE). History stays after usage resets.
+         *
+         *     Requires an API key with the scope `devices:read`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["UsageReport"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/devices/{id}/move": {
         parameters: {
             query?: never;
@@ -1981,6 +2042,43 @@ export interface components {
             };
             /** @description oldest first */
             devices: components["schemas"]["Device"][];
+        };
+        /** UsageReport */
+        UsageReport: {
+            month_usage: {
+                rx_bytes: number;
+                tx_bytes: number;
+                total_bytes: number;
+            };
+            period_usage: {
+                rx_bytes: number;
+                tx_bytes: number;
+                total_bytes: number;
+            };
+            data_limit: number;
+            limit_period: "monthly" | "total";
+            /** Format: date-time */
+            usage_reset_at: string;
+            /** @description the last 90 days with usage, oldest first */
+            daily: {
+                /**
+                 * Format: date
+                 * @description first day of the day or month, in the panel time zone
+                 */
+                start: string;
+                rx_bytes: number;
+                tx_bytes: number;
+            }[];
+            /** @description the last 24 months with usage, oldest first */
+            monthly: {
+                /**
+                 * Format: date
+                 * @description first day of the day or month, in the panel time zone
+                 */
+                start: string;
+                rx_bytes: number;
+                tx_bytes: number;
+            }[];
         };
         /** Webhook */
         Webhook: {

@@ -37,7 +37,7 @@ export class FakeAgent {
       const body = await readJson(req);
       if (req.method === 'GET' && req.url === '/v1/status') return send(200, { bootId, version: 'fake', driver: 'dry-run', serverIds: [] });
       if (req.method === 'PUT' && req.url === '/v1/state') return send(200, { applied: [], removed: [], failures: [] });
-      if (req.method === 'GET' && req.url === '/v1/counters') return send(200, { servers: [] });
+      if (req.method === 'POST' && req.url === '/v1/usage') return send(200, { journalId: 'fake', batches: [], handshakes: [] });
       const match = /^\/v1\/servers\/([0-9]+)$/.exec(req.url ?? '');
       if (match && req.method === 'PUT') {
         await this.hold;

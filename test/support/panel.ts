@@ -93,6 +93,11 @@ export async function startPanel(options: StartOptions): Promise<PanelProcess> {
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  let stopping = false;
+  // A panel that dies under a test explains itself in the test's output.
+  child.once('exit', (code, signal) => {
+    if (!stopping && signal !== 'SIGKILL') process.stderr.write(`panel on port ${port} exited unasked (${code ?? signal}):\n${output}\n`);
+  });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -125,6 +130,7 @@ export async function startPanel(options: StartOptions): Promise<PanelProcess> {
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       const exited = once(child, 'exit');
+      stopping = true;
       child.kill(signal);
       const [code] = await exited;
       return typeof code === 'number' ? code : null;

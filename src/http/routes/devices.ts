@@ -80,6 +80,18 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     async (request) => withConfig(await devices.get(request.params.id)),
   );
 
+  api.get(
+    '/devices/:id/usage',
+    operation('devices:read', {
+      summary: "A device's usage: this month, this period, and its daily and monthly history",
+      description: 'Days and months are those of the panel time zone (PANEL_TIMEZONE). History stays after usage resets.',
+      tags: ['devices'],
+      params: IdParams,
+      response: { 200: Type.Ref('UsageReport') },
+    }),
+    async (request) => devices.usageReport(request.params.id),
+  );
+
   api.patch(
     '/devices/:id',
     operation('devices:write', {

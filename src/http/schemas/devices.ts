@@ -35,6 +35,25 @@ export const DeviceSchema = Type.Object(
   { $id: 'Device', title: 'Device' },
 );
 
+const UsageBucket = Type.Object({
+  start: Type.String({ format: 'date', description: 'first day of the day or month, in the panel time zone' }),
+  rx_bytes: Type.Integer(),
+  tx_bytes: Type.Integer(),
+});
+
+export const UsageReportSchema = Type.Object(
+  {
+    month_usage: Usage,
+    period_usage: Usage,
+    data_limit: Type.Integer(),
+    limit_period: LimitPeriod,
+    usage_reset_at: DateTime,
+    daily: Type.Array(UsageBucket, { description: 'the last 90 days with usage, oldest first' }),
+    monthly: Type.Array(UsageBucket, { description: 'the last 24 months with usage, oldest first' }),
+  },
+  { $id: 'UsageReport', title: 'UsageReport' },
+);
+
 const Name = Type.String({ minLength: 1, maxLength: NAME_MAX });
 const ExternalId = Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX });
 const DataLimit = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });

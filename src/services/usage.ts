@@ -1,0 +1,187 @@
+import type { AgentPeer, PeerLimits, UsageAck, UsageReport } from '../agent/protocol.ts';
+import { type Clock, isoAt } from '../domain/clock.ts';
+import type { LimitPeriod } from '../domain/devices.ts';
+import {
+  Calendar,
+  type DeviceUsageState,
+  isLimitReached,
+  monthUsage,
+  periodStartMs,
+  periodUsage,
+  remainingAllowance,
+  type Usage,
+} from '../domain/usage.ts';
+import { type Db, type Tx, write } from '../store/db.ts';
+import type { DeviceRow } from '../store/devices.ts';
+import { findNode, type NodeRow } from '../store/nodes.ts';
+import { findServer } from '../store/servers.ts';
+import {
+  addToBuckets,
+  addToDeviceCounts,
+  claimBatch,
+  listBuckets,
+  markLimitReached,
+  recordHandshakes,
+  type UsageBucket,
+  type UsageDelta,
+} from '../store/usage.ts';
+import { recordDeviceEvent } from './events.ts';
+import { SYSTEM_ACTOR } from '../domain/events.ts';
+
+/** Spec §2.4. */
+export interface UsageReportView {
+  month_usage: Usage;
+  period_usage: Usage;
+  data_limit: number;
+  limit_period: LimitPeriod;
+  usage_reset_at: string;
+  daily: { start: string; rx_bytes: number; tx_bytes: number }[];
+  monthly: { start: string; rx_bytes: number; tx_bytes: number }[];
+}
+
+/** The usage report shows this many days and months back. */
+const DAILY_DAYS = 90;
+const MONTHLY_MONTHS = 24;
+
+export function usageState(row: DeviceRow): DeviceUsageState {
+  return {
+    dataLimit: row.data_limit,
+    limitPeriod: row.limit_period,
+    usageMonth: row.usage_month,
+    monthRx: row.month_rx,
+    monthTx: row.month_tx,
+    periodRx: row.period_rx,
+    periodTx: row.period_tx,
+  };
+}
+
+/**
+ * Usage on the panel's side: stores what nodes metered (each batch once), keeps the day and month
+ * buckets in the panel's time zone, posts device.limit_reached, and tells nodes what each device
+ * may still use.
+ */
+export class UsageService {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly calendar: Calendar;
+
+  constructor(db: Db, clock: Clock, calendar: Calendar) {
+    this.#db = db;
+    this.#clock = clock;
+    this.calendar = calendar;
+  }
+
+  currentMonth(): string {
+    return this.calendar.month(this.#clock.nowMs());
+  }
+
+  monthUsage(row: DeviceRow): Usage {
+    return monthUsage(usageState(row), this.currentMonth());
+  }
+
+  periodUsage(row: DeviceRow): Usage {
+    return periodUsage(usageState(row), this.currentMonth());
+  }
+
+  isLimitReached(row: DeviceRow): boolean {
+    return isLimitReached(usageState(row), this.currentMonth());
+  }
+
+  /** When the count toward the limit started: the last reset, or the 1st for a monthly count. */
+  periodStart(row: DeviceRow): string {
+    return isoAt(periodStartMs(row.limit_period, Date.parse(row.usage_reset_at), this.calendar, this.#clock.nowMs()));
+  }
+
+  /** What the device's node must enforce: its remaining allowance as of the meter the panel counted, its expiry. */
+  limitsOf(row: DeviceRow): PeerLimits {
+    const nowMs = this.#clock.nowMs();
+    return {
+      remainingBytes: remainingAllowance(usageState(row), this.calendar.month(nowMs)),
+      journalId: row.meter_journal,
+      meter: row.meter,
+      dataLimit: row.data_limit,
+      periodEndsAtMs: row.limit_period === 'monthly' ? this.calendar.nextMonthStartMs(nowMs) : null,
+      expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at),
+    };
+  }
+
+  /** The device as a peer of its server, with its limits. */
+  peerOf(row: DeviceRow): AgentPeer {
+    return { deviceId: row.id, publicKey: row.public_key, allowedIp: `${row.address}/32`, speedLimitKbps: row.speed_limit, limits: this.limitsOf(row) };
+  }
+
+  /**
+   * Stores a node's report: each new batch in one transaction with its sequence number, so a batch
+   * sent again is skipped. Returns what to acknowledge at the next collection.
+   */
+  async ingest(node: Pick<NodeRow, 'id'>, report: UsageReport): Promise<UsageAck | null> {
+    let ack: UsageAck | null = null;
+    for (const batch of report.batches) {
+      await write(this.#db, async (tx) => {
+        const nowMs = this.#clock.nowMs();
+        if (!(await claimBatch(tx, node.id, report.journalId, batch.seq, isoAt(nowMs)))) return;
+        const deltas: UsageDelta[] = batch.entries.map((e) => ({ deviceId: e.deviceId, rx: e.rxBytes, tx: e.txBytes, meter: e.meter }));
+        const month = this.calendar.month(batch.slotStartMs);
+        const existing = new Set(await addToDeviceCounts(tx, deltas, month, report.journalId));
+        const stored = deltas.filter((d) => existing.has(d.deviceId));
+        await addToBuckets(tx, 'usage_daily', this.calendar.day(batch.slotStartMs), stored);
+        await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
+        await this.#postLimitReached(tx, await markLimitReached(tx, [...existing], this.calendar.month(nowMs), isoAt(nowMs)));
+      });
+      ack = { journalId: report.journalId, seq: batch.seq };
+    }
+    if (report.handshakes.length > 0) {
+      await write(this.#db, (tx) => recordHandshakes(tx, report.handshakes.map((h) => ({ deviceId: h.deviceId, at: isoAt(h.lastHandshakeMs) }))));
+    }
+    return ack;
+  }
+
+  /**
+   * After a change of limits or usage (PATCH, reset): marks a device that is now over its limit (and
+   * posts the event once per period) or unmarks one that is not. Returns the row as stored.
+   */
+  async settleLimit(tx: Tx, row: DeviceRow, actor: string): Promise<DeviceRow> {
+    const nowMs = this.#clock.nowMs();
+    const reached = this.isLimitReached(row);
+    if (!reached && row.limit_reached_at !== null) {
+      return tx.updateTable('devices').set({ limit_reached_at: null }).where('id', '=', row.id).returningAll().executeTakeFirstOrThrow();
+    }
+    if (reached && row.limit_reached_at === null) {
+      const [marked] = await markLimitReached(tx, [row.id], this.calendar.month(nowMs), isoAt(nowMs));
+      if (marked) {
+        await this.#postLimitReached(tx, [marked], actor);
+        return marked;
+      }
+    }
+    return row;
+  }
+
+  async #postLimitReached(tx: Tx, rows: readonly DeviceRow[], actor: string = SYSTEM_ACTOR): Promise<void> {
+    for (const row of rows) {
+      const server = await findServer(tx, row.server_id);
+      const node = server && (await findNode(tx, server.node_id));
+      if (!server || !node) continue;
+      const used = periodUsage(usageState(row), this.currentMonth()).total_bytes;
+      await recordDeviceEvent(tx, this.#clock, 'device.limit_reached', row, server, node, actor, `device ${row.name} used ${used} of its ${row.data_limit} bytes`);
+    }
+  }
+
+  /** Spec §2.4: the counts, and the daily and monthly history (kept across resets). */
+  async report(row: DeviceRow): Promise<UsageReportView> {
+    const nowMs = this.#clock.nowMs();
+    const since = this.calendar.day(nowMs - DAILY_DAYS * 86_400_000);
+    const [year, month] = this.calendar.month(nowMs).split('-').map(Number);
+    const firstMonth = new Date(Date.UTC(year ?? 1970, (month ?? 1) - MONTHLY_MONTHS, 1)).toISOString().slice(0, 10);
+    const [daily, monthly] = await Promise.all([listBuckets(this.#db, 'usage_daily', row.id, since), listBuckets(this.#db, 'usage_monthly', row.id, firstMonth)]);
+    const bucket = (b: UsageBucket) => ({ start: b.start, rx_bytes: b.rx_bytes, tx_bytes: b.tx_bytes });
+    return {
+      month_usage: this.monthUsage(row),
+      period_usage: this.periodUsage(row),
+      data_limit: row.data_limit,
+      limit_period: row.limit_period,
+      usage_reset_at: this.periodStart(row),
+      daily: daily.map(bucket),
+      monthly: monthly.map(bucket),
+    };
+  }
+}

@@ -1,0 +1,70 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { type Clock, isoAt } from '../domain/clock.ts';
+import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { recordDeviceEvent } from '../services/events.ts';
+import { type Db, write } from '../store/db.ts';
+import { clearExpiryDue, listExpiryDue } from '../store/devices.ts';
+import { findNode } from '../store/nodes.ts';
+import { findServer } from '../store/servers.ts';
+
+/** Expiries are looked for this often; nodes cut the devices off on their own clocks meanwhile. */
+const INTERVAL_MS = 1000;
+const BATCH = 200;
+
+/**
+ * Posts device.expired once for each expiry that passes (spec §3). The status needs no job: it is
+ * read from expires_at and the clock. A new expires_at (a renewal) is due for its own event.
+ */
+export class ExpiryWatch {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #log: FastifyBaseLogger;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<number> | undefined;
+
+  constructor(db: Db, clock: Clock, log: FastifyBaseLogger) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#log = log;
+  }
+
+  /** Posts the events of every expiry due now; returns how many. */
+  runOnce(): Promise<number> {
+    this.#running ??= this.#postDue().finally(() => {
+      this.#running = undefined;
+    });
+    return this.#running;
+  }
+
+  async #postDue(): Promise<number> {
+    let posted = 0;
+    for (;;) {
+      const due = await listExpiryDue(this.#db, isoAt(this.#clock.nowMs()), BATCH);
+      for (const row of due) {
+        const dueAt = row.expiry_due_at;
+        if (dueAt === null) continue;
+        await write(this.#db, async (tx) => {
+          if (!(await clearExpiryDue(tx, row.id, dueAt))) return;
+          const server = await findServer(tx, row.server_id);
+          const node = server && (await findNode(tx, server.node_id));
+          if (!server || !node) return;
+          await recordDeviceEvent(tx, this.#clock, 'device.expired', row, server, node, SYSTEM_ACTOR, `device ${row.name} expired at ${dueAt}`);
+          posted++;
+        });
+      }
+      if (due.length < BATCH) return posted;
+    }
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => {
+      this.runOnce().catch((err: unknown) => this.#log.error({ err }, 'expiry watch failed'));
+    }, INTERVAL_MS);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#running;
+  }
+}

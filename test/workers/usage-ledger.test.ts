@@ -1,0 +1,241 @@
+/**
+ * The usage ledger end to end on a scripted counter source: a driver whose peer counters the test
+ * moves, with a ground-truth tally of every byte. Between collections the script makes counter
+ * resets (an interface made anew, a peer removed and added again), kills the agent (a new Agent
+ * from the same journal file, as after SIGKILL: what was not saved is gone), duplicates, reorders
+ * and loses reports, and stops the panel for a while. The panel side is the real UsageService on
+ * SQLite and PostgreSQL. Recorded totals must equal the ground truth exactly and never decrease.
+ */
+import assert from 'node:assert/strict';
+import { randomInt } from 'node:crypto';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../../src/agent/driver.ts';
+import type { DesiredServer, UsageAck, UsageReport } from '../../src/agent/protocol.ts';
+import { JournalFile, UsageLedger } from '../../src/agent/usage-ledger.ts';
+import { ManualClock } from '../../src/domain/clock.ts';
+import { Calendar } from '../../src/domain/usage.ts';
+import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
+import { openMigratedStore } from '../../src/main/panel.ts';
+import { UsageService } from '../../src/services/usage.ts';
+import type { Store } from '../../src/store/db.ts';
+import { listDevicesOfServer } from '../../src/store/devices.ts';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+
+interface ScriptedPeer {
+  rx: number;
+  tx: number;
+}
+
+/** A node's data plane whose counters the test drives; removing a peer loses its counters, like WireGuard. */
+class ScriptedDriver implements Driver {
+  readonly kind = 'dry-run';
+  readonly servers = new Map<number, { instance: number; peers: Map<string, ScriptedPeer> }>();
+  #instances = 0;
+
+  up(spec: ServerSpec): Promise<ServerState> {
+    if (!this.servers.has(spec.serverId)) this.servers.set(spec.serverId, { instance: ++this.#instances, peers: new Map() });
+    return Promise.resolve({ serverId: spec.serverId, listenPort: spec.listenPort, address: spec.address, mtu: spec.mtu, publicKey: '', peerCount: this.servers.get(spec.serverId)?.peers.size ?? 0 });
+  }
+  setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
+    const server = this.#server(serverId);
+    const wanted = new Set(peers.map((p) => p.publicKey));
+    for (const key of server.peers.keys()) if (!wanted.has(key)) server.peers.delete(key);
+    for (const key of wanted) if (!server.peers.has(key)) server.peers.set(key, { rx: 0, tx: 0 });
+    return Promise.resolve();
+  }
+  changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
+    const server = this.#server(serverId);
+    for (const key of remove) server.peers.delete(key);
+    for (const peer of upsert) if (!server.peers.has(peer.publicKey)) server.peers.set(peer.publicKey, { rx: 0, tx: 0 });
+    return Promise.resolve();
+  }
+  readCounters(serverId: number): Promise<CounterReading> {
+    const server = this.#server(serverId);
+    const peers = [...server.peers].map(([publicKey, c]) => ({ publicKey, rxBytes: c.rx, txBytes: c.tx, lastHandshakeMs: 0 }));
+    return Promise.resolve({ instance: String(server.instance), peers });
+  }
+  down(serverId: number): Promise<void> {
+    this.servers.delete(serverId);
+    return Promise.resolve();
+  }
+  list(): Promise<number[]> {
+    return Promise.resolve([...this.servers.keys()]);
+  }
+  /** The interface made anew (wireguard-go restarted): every counter starts again at 0. */
+  recreate(serverId: number): void {
+    const server = this.#server(serverId);
+    server.instance = ++this.#instances;
+    for (const counters of server.peers.values()) {
+      counters.rx = 0;
+      counters.tx = 0;
+    }
+  }
+  #server(serverId: number) {
+    const server = this.servers.get(serverId);
+    if (!server) throw new Error(`server ${serverId} is not up`);
+    return server;
+  }
+}
+
+const SERVERS = 2;
+const DEVICES_PER_SERVER = 6;
+const ROUNDS = 300;
+
+for (const kind of DATABASE_KINDS) {
+  describe(`usage ledger against ground truth (${kind})`, () => {
+    let database: TestDatabase;
+    let store: Store;
+    before(async () => {
+      database = await createTestDatabase(kind);
+      store = await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL });
+    });
+    after(async () => {
+      await store.close();
+      await database.drop();
+    });
+
+    it('counts every byte once through resets, agent kills, duplicated, reordered and lost reports and a stopped panel', async () => {
+      const clock = new ManualClock(Date.parse('2026-11-21T08:00:00Z'));
+      const usage = new UsageService(store.db, clock, new Calendar('Europe/Berlin'));
+      const now = new Date(clock.nowMs()).toISOString();
+      const node = await store.db
+        .insertInto('nodes')
+        .values({ name: 'scripted', url: null, token: null, public_host: '192.0.2.1', status: 'online', driver: 'dry-run', version: 't', last_seen_at: null, created_at: now })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      const desired: DesiredServer[] = [];
+      for (let s = 1; s <= SERVERS; s++) {
+        const server = await store.db
+          .insertInto('servers')
+          .values({
+            node_id: node.id, name: `s${s}`, country: 'DE', city: '', status: 'running', endpoint: '192.0.2.1', listen_port: 51820 + s,
+            private_key: generateKeyPair().privateKey, public_key: '', address: `10.${s}.0.1/24`, subnet: `10.${s}.0.0/24`, dns: '[]', dns_on_server: 0,
+            mtu: 1420, persistent_keepalive: 25, client_allowed_ips: '[]', capacity: 253, created_at: now, updated_at: now,
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        for (let d = 0; d < DEVICES_PER_SERVER; d++) {
+          await store.db
+            .insertInto('devices')
+            .values({
+              server_id: server.id, name: `d${d}`, external_id: null, metadata: null, address: `10.${s}.0.${d + 2}`, public_key: generateKeyPair().publicKey,
+              private_key: null, enabled: 1, data_limit: 0, limit_period: 'total', usage_reset_at: now, expires_at: null, speed_limit: 0,
+              last_handshake: null, created_at: now, updated_at: now,
+            })
+            .execute();
+        }
+        desired.push({ server: { serverId: server.id, privateKey: server.private_key, listenPort: server.listen_port, address: server.address, mtu: 1420 }, peers: [] });
+      }
+      const desiredNow = async (): Promise<DesiredServer[]> =>
+        Promise.all(desired.map(async (d) => ({ ...d, peers: (await listDevicesOfServer(store.db, d.server.serverId)).map((row) => usage.peerOf(row)) })));
+
+      const driver = new ScriptedDriver();
+      const journal = join(database.dataDir, 'journal.json');
+      const newAgent = () => new Agent(driver, 'test', { ledger: new UsageLedger(new JournalFile(journal)), clock });
+      let agent = newAgent();
+      await agent.resync(await desiredNow());
+
+      const truth = new Map<number, { rx: number; tx: number }>();
+      const recorded = async () => {
+        const rows = await store.db.selectFrom('usage_daily').select(['device_id', 'rx_bytes', 'tx_bytes']).execute();
+        const sums = new Map<number, { rx: number; tx: number }>();
+        for (const r of rows) {
+          const s = sums.get(r.device_id) ?? { rx: 0, tx: 0 };
+          sums.set(r.device_id, { rx: s.rx + r.rx_bytes, tx: s.tx + r.tx_bytes });
+        }
+        return sums;
+      };
+      let ack: UsageAck | null = null;
+      let panelStoppedUntil = 0;
+      let previous = new Map<number, { rx: number; tx: number }>();
+      const stats = { kills: 0, recreates: 0, readds: 0, duplicates: 0, reorders: 0, lost: 0, stopped: 0 };
+      const ingest = async (report: UsageReport) => {
+        const stored = await usage.ingest(node, report);
+        if (stored) ack = stored;
+      };
+
+      for (let round = 0; round < ROUNDS; round++) {
+        // Traffic on the interface: the device downloads what the server sends (tx) and uploads what it receives (rx).
+        const devices = await store.db.selectFrom('devices').select(['id', 'server_id', 'public_key', 'enabled']).execute();
+        for (const device of devices) {
+          const counters = driver.servers.get(device.server_id)?.peers.get(device.public_key);
+          if (!counters) continue;
+          const up = randomInt(5000);
+          const down = randomInt(20000);
+          counters.rx += up;
+          counters.tx += down;
+          const t = truth.get(device.id) ?? { rx: 0, tx: 0 };
+          truth.set(device.id, { rx: t.rx + down, tx: t.tx + up });
+        }
+        clock.advance(randomInt(1000, 120_000));
+        await agent.meterAll();
+
+        const dice = randomInt(100);
+        if (dice < 6) {
+          // SIGKILL: the agent's memory is gone; the interfaces and the journal file stay.
+          agent = newAgent();
+          await agent.resync(await desiredNow());
+          stats.kills++;
+        } else if (dice < 10) {
+          driver.recreate(randomInt(1, SERVERS + 1));
+          stats.recreates++;
+        } else if (dice < 14) {
+          // A device disabled and enabled again: its peer leaves (its counters booked first) and comes back at 0.
+          const device = devices[randomInt(devices.length)];
+          if (device) {
+            const server = desired.find((d) => d.server.serverId === device.server_id);
+            await agent.changePeers(device.server_id, { upsert: [], remove: [device.public_key] });
+            const row = (await listDevicesOfServer(store.db, device.server_id)).find((r) => r.id === device.id);
+            if (server && row) await agent.changePeers(device.server_id, { upsert: [usage.peerOf(row)], remove: [] });
+            stats.readds++;
+          }
+        }
+
+        if (clock.nowMs() < panelStoppedUntil) continue;
+        if (randomInt(100) < 3) {
+          panelStoppedUntil = clock.nowMs() + randomInt(600_000, 3_600_000);
+          stats.stopped++;
+          continue;
+        }
+        const report = agent.collectUsage(ack);
+        const fate = randomInt(100);
+        if (fate < 8) {
+          stats.lost++;
+          continue;
+        }
+        if (fate < 16) {
+          await ingest(report);
+          await ingest(report);
+          stats.duplicates++;
+        } else if (fate < 24) {
+          await ingest({ ...report, batches: [...report.batches].reverse() });
+          stats.reorders++;
+        } else {
+          await ingest(report);
+        }
+        const now = await recorded();
+        for (const [id, sums] of previous) {
+          const later = now.get(id) ?? { rx: 0, tx: 0 };
+          assert.ok(later.rx >= sums.rx && later.tx >= sums.tx, `device ${id}'s recorded usage went down in round ${round}`);
+        }
+        previous = now;
+      }
+
+      await agent.meterAll();
+      await ingest(agent.collectUsage(ack));
+      await ingest(agent.collectUsage(ack));
+      const final = await recorded();
+      assert.deepEqual(
+        [...final].sort(([a], [b]) => a - b),
+        [...truth].sort(([a], [b]) => a - b),
+        `recorded usage equals the ground truth (${JSON.stringify(stats)})`,
+      );
+      const monthly = await store.db.selectFrom('usage_monthly').select((eb) => [eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')]).executeTakeFirstOrThrow();
+      const totalRx = [...truth.values()].reduce((n, t) => n + t.rx, 0);
+      assert.equal(Number(monthly.rx), totalRx, 'month buckets hold the same bytes');
+      assert.ok(stats.kills > 0 && stats.recreates > 0 && stats.duplicates > 0 && stats.lost > 0, JSON.stringify(stats));
+    });
+  });
+}
