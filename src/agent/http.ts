@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import Type from 'typebox';
+import { validatorCompiler } from '../http/validation.ts';
 import { type Agent, describe } from './agent.ts';
 import { DriverError } from './driver.ts';
 import {
@@ -30,6 +31,8 @@ function digest(text: string): Buffer {
 /** The agent's API for the panel: desired state in, state reached out. Every call needs the node token. */
 export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: options.logger, bodyLimit: 64 * 1024 * 1024, ...(options.https ? { https: options.https } : {}) });
+  // Bodies are checked without type coercion: a null limit must never turn into 0 (or 0 into null).
+  app.setValidatorCompiler(validatorCompiler);
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   const expected = digest(options.token);
 

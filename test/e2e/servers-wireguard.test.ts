@@ -429,6 +429,8 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
       NODE_NAME_PREFIX: lab.prefix,
       PUBLIC_HOST: lab.hostIp,
       LOG_LEVEL: 'warn',
+      // The node's usage journal, removed with the test database.
+      DATA_DIR: join(db.dataDir, 'node'),
     };
     let panelPrefix = randomPrefix();
     while (panelPrefix === lab.prefix) panelPrefix = randomPrefix();

@@ -24,7 +24,7 @@ describe('the panel talks to an agent over TLS when the agent is configured for 
     execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
     port = await freePort();
     agent = spawn(process.execPath, [CLI, 'node'], {
-      env: { ...process.env, AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run', LOG_LEVEL: 'warn', AGENT_TLS_CERT: join(dir, 'cert.pem'), AGENT_TLS_KEY: join(dir, 'key.pem') },
+      env: { ...process.env, AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run', LOG_LEVEL: 'warn', DATA_DIR: dir, AGENT_TLS_CERT: join(dir, 'cert.pem'), AGENT_TLS_KEY: join(dir, 'key.pem') },
       stdio: 'ignore',
     });
     db = await createTestDatabase('sqlite');
