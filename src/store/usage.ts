@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Queryable } from './db.ts';
+import { isPostgres, type Queryable, runSql } from './db.ts';
 import type { DeviceRow } from './devices.ts';
 
 /** One device's bytes of one batch, from the device's side. */
@@ -30,31 +30,60 @@ export async function claimBatch(db: Queryable, nodeId: number, journalId: strin
   return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
 }
 
+/** `($1, $2…), ($5…)`: one group of placeholders a row, from `$first` on, each cast as given. */
+function valuesList(rows: number, casts: readonly string[], first = 1): string {
+  const out: string[] = [];
+  let n = first;
+  for (let r = 0; r < rows; r++) out.push(`(${casts.map((c) => `cast($${n++} as ${c})`).join(', ')})`);
+  return out.join(', ');
+}
+
 /**
- * Adds a batch of `month` (`YYYY-MM`) to the devices' running counts. A batch of a later month than
- * the counts hold starts them again (for `monthly` limits, the period too); one of an earlier month
- * (stored late) adds only to a `total` period. Returns the ids of the devices that still exist.
+ * The new counts of a device row `d` given a delta `rx`, `tx`, `meter` of month `$m` from journal `$j`:
+ * a batch of a later month than the counts hold starts them again (for `monthly` limits, the period
+ * too); one of an earlier month (stored late) adds only to a `total` period.
+ */
+function countAssignments(rx: string, tx: string, meter: string, m: string, j: string): string {
+  const rolls = `d.usage_month < ${m}`;
+  const monthly = "d.limit_period = 'monthly'";
+  return `month_rx = case when d.usage_month = ${m} then d.month_rx + ${rx} when ${rolls} then ${rx} else d.month_rx end,
+    month_tx = case when d.usage_month = ${m} then d.month_tx + ${tx} when ${rolls} then ${tx} else d.month_tx end,
+    period_rx = case when ${monthly} and ${rolls} then ${rx} when ${monthly} and d.usage_month > ${m} then d.period_rx else d.period_rx + ${rx} end,
+    period_tx = case when ${monthly} and ${rolls} then ${tx} when ${monthly} and d.usage_month > ${m} then d.period_tx else d.period_tx + ${tx} end,
+    limit_reached_at = case when ${monthly} and ${rolls} then null else d.limit_reached_at end,
+    usage_month = case when ${rolls} then ${m} else d.usage_month end,
+    meter = ${meter},
+    meter_journal = ${j}`;
+}
+
+/**
+ * Adds a batch of `month` (`YYYY-MM`) to the devices' running counts (see countAssignments) and
+ * returns the ids of the devices that still exist. A chunk of rows goes in one statement. SQLite
+ * plans an UPDATE … FROM as a scan of the whole table, so there the chunk goes to a temporary
+ * table keyed by device and each device row looks its delta up.
  */
 export async function addToDeviceCounts(db: Queryable, deltas: readonly UsageDelta[], month: string, journalId: string): Promise<number[]> {
   const ids: number[] = [];
+  const postgres = isPostgres(db);
+  if (!postgres) {
+    await runSql(db, 'create temp table if not exists usage_in (device_id integer primary key, rx integer not null, tx integer not null, meter integer not null)', []);
+  }
   for (const part of chunks(deltas)) {
-    const values = sql.join(part.map((d) => sql`(cast(${d.deviceId} as bigint), cast(${d.rx} as bigint), cast(${d.tx} as bigint), cast(${d.meter} as bigint))`));
-    const rolls = sql`d.usage_month < ${month}`;
-    const monthly = sql`d.limit_period = 'monthly'`;
-    const result = await sql<{ id: number }>`
-      with v (device_id, rx, tx, meter) as (values ${values})
-      update devices as d set
-        month_rx = case when d.usage_month = ${month} then d.month_rx + v.rx when ${rolls} then v.rx else d.month_rx end,
-        month_tx = case when d.usage_month = ${month} then d.month_tx + v.tx when ${rolls} then v.tx else d.month_tx end,
-        period_rx = case when ${monthly} and ${rolls} then v.rx when ${monthly} and d.usage_month > ${month} then d.period_rx else d.period_rx + v.rx end,
-        period_tx = case when ${monthly} and ${rolls} then v.tx when ${monthly} and d.usage_month > ${month} then d.period_tx else d.period_tx + v.tx end,
-        limit_reached_at = case when ${monthly} and ${rolls} then null else d.limit_reached_at end,
-        usage_month = case when ${rolls} then ${month} else d.usage_month end,
-        meter = v.meter,
-        meter_journal = ${journalId}
-      from v where d.id = v.device_id
-      returning id`.execute(db);
-    for (const row of result.rows) ids.push(Number(row.id));
+    const rows = part.flatMap((d) => [d.deviceId, d.rx, d.tx, d.meter]);
+    let text: string;
+    if (postgres) {
+      text = `with v (device_id, rx, tx, meter) as (values ${valuesList(part.length, ['bigint', 'bigint', 'bigint', 'bigint'], 3)})
+        update devices as d set ${countAssignments('v.rx', 'v.tx', 'v.meter', 'cast($1 as text)', 'cast($2 as text)')}
+        from v where d.id = v.device_id returning id`;
+    } else {
+      await runSql(db, 'delete from usage_in', []);
+      await runSql(db, `insert into usage_in (device_id, rx, tx, meter) values ${valuesList(part.length, ['integer', 'integer', 'integer', 'integer'])}`, rows);
+      const delta = (column: string) => `(select u.${column} from usage_in u where u.device_id = d.id)`;
+      text = `update devices as d set ${countAssignments(delta('rx'), delta('tx'), delta('meter'), 'cast($1 as text)', 'cast($2 as text)')}
+        where d.id in (select device_id from usage_in) returning id`;
+    }
+    const params = postgres ? [month, journalId, ...rows] : [month, journalId];
+    for (const row of await runSql<{ id: number }>(db, text, params)) ids.push(Number(row.id));
   }
   return ids;
 }
@@ -62,16 +91,9 @@ export async function addToDeviceCounts(db: Queryable, deltas: readonly UsageDel
 /** Adds the deltas to the devices' day or month buckets. */
 export async function addToBuckets(db: Queryable, table: 'usage_daily' | 'usage_monthly', start: string, deltas: readonly UsageDelta[]): Promise<void> {
   for (const part of chunks(deltas)) {
-    await db
-      .insertInto(table)
-      .values(part.map((d) => ({ device_id: d.deviceId, start, rx_bytes: d.rx, tx_bytes: d.tx })))
-      .onConflict((oc) =>
-        oc.columns(['device_id', 'start']).doUpdateSet({
-          rx_bytes: sql`${sql.table(table)}.rx_bytes + excluded.rx_bytes`,
-          tx_bytes: sql`${sql.table(table)}.tx_bytes + excluded.tx_bytes`,
-        }),
-      )
-      .execute();
+    const text = `insert into ${table} (device_id, start, rx_bytes, tx_bytes) values ${valuesList(part.length, ['bigint', 'text', 'bigint', 'bigint'])}
+      on conflict (device_id, start) do update set rx_bytes = ${table}.rx_bytes + excluded.rx_bytes, tx_bytes = ${table}.tx_bytes + excluded.tx_bytes`;
+    await runSql(db, text, part.flatMap((d) => [d.deviceId, start, d.rx, d.tx]));
   }
 }
 
@@ -82,17 +104,10 @@ export async function addToBuckets(db: Queryable, table: 'usage_daily' | 'usage_
 export async function markLimitReached(db: Queryable, ids: readonly number[], currentMonth: string, nowIso: string): Promise<DeviceRow[]> {
   const marked: DeviceRow[] = [];
   for (const part of chunks(ids)) {
-    const rows = await db
-      .updateTable('devices')
-      .set({ limit_reached_at: nowIso })
-      .where('id', 'in', part)
-      .where('data_limit', '>', 0)
-      .where('limit_reached_at', 'is', null)
-      .where(sql<boolean>`period_rx + period_tx >= data_limit`)
-      .where((eb) => eb.or([eb('limit_period', '=', 'total'), eb('usage_month', '=', currentMonth)]))
-      .returningAll()
-      .execute();
-    marked.push(...rows);
+    const text = `update devices set limit_reached_at = $1 where id in (${part.map((_, i) => `$${i + 3}`).join(', ')})
+      and data_limit > 0 and limit_reached_at is null and period_rx + period_tx >= data_limit
+      and (limit_period = 'total' or usage_month = $2) returning *`;
+    marked.push(...(await runSql<DeviceRow>(db, text, [nowIso, currentMonth, ...part])));
   }
   return marked;
 }

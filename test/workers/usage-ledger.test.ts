@@ -11,7 +11,6 @@ import { randomInt } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
-import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../../src/agent/driver.ts';
 import type { DesiredServer, UsageAck, UsageReport } from '../../src/agent/protocol.ts';
 import { JournalFile, UsageLedger } from '../../src/agent/usage-ledger.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
@@ -22,62 +21,7 @@ import { UsageService } from '../../src/services/usage.ts';
 import type { Store } from '../../src/store/db.ts';
 import { listDevicesOfServer } from '../../src/store/devices.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-
-interface ScriptedPeer {
-  rx: number;
-  tx: number;
-}
-
-/** A node's data plane whose counters the test drives; removing a peer loses its counters, like WireGuard. */
-class ScriptedDriver implements Driver {
-  readonly kind = 'dry-run';
-  readonly servers = new Map<number, { instance: number; peers: Map<string, ScriptedPeer> }>();
-  #instances = 0;
-
-  up(spec: ServerSpec): Promise<ServerState> {
-    if (!this.servers.has(spec.serverId)) this.servers.set(spec.serverId, { instance: ++this.#instances, peers: new Map() });
-    return Promise.resolve({ serverId: spec.serverId, listenPort: spec.listenPort, address: spec.address, mtu: spec.mtu, publicKey: '', peerCount: this.servers.get(spec.serverId)?.peers.size ?? 0 });
-  }
-  setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
-    const server = this.#server(serverId);
-    const wanted = new Set(peers.map((p) => p.publicKey));
-    for (const key of server.peers.keys()) if (!wanted.has(key)) server.peers.delete(key);
-    for (const key of wanted) if (!server.peers.has(key)) server.peers.set(key, { rx: 0, tx: 0 });
-    return Promise.resolve();
-  }
-  changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
-    const server = this.#server(serverId);
-    for (const key of remove) server.peers.delete(key);
-    for (const peer of upsert) if (!server.peers.has(peer.publicKey)) server.peers.set(peer.publicKey, { rx: 0, tx: 0 });
-    return Promise.resolve();
-  }
-  readCounters(serverId: number): Promise<CounterReading> {
-    const server = this.#server(serverId);
-    const peers = [...server.peers].map(([publicKey, c]) => ({ publicKey, rxBytes: c.rx, txBytes: c.tx, lastHandshakeMs: 0 }));
-    return Promise.resolve({ instance: String(server.instance), peers });
-  }
-  down(serverId: number): Promise<void> {
-    this.servers.delete(serverId);
-    return Promise.resolve();
-  }
-  list(): Promise<number[]> {
-    return Promise.resolve([...this.servers.keys()]);
-  }
-  /** The interface made anew (wireguard-go restarted): every counter starts again at 0. */
-  recreate(serverId: number): void {
-    const server = this.#server(serverId);
-    server.instance = ++this.#instances;
-    for (const counters of server.peers.values()) {
-      counters.rx = 0;
-      counters.tx = 0;
-    }
-  }
-  #server(serverId: number) {
-    const server = this.servers.get(serverId);
-    if (!server) throw new Error(`server ${serverId} is not up`);
-    return server;
-  }
-}
+import { ScriptedDriver } from '../support/scripted-driver.ts';
 
 const SERVERS = 2;
 const DEVICES_PER_SERVER = 6;
