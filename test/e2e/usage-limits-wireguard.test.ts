@@ -38,6 +38,8 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   let agent: ChildProcess | undefined;
   let server: Server | undefined;
   let panelEnv: Record<string, string>;
+  let agentEnv: Record<string, string>;
+  let agentUrl: string;
   const clients: WgClient[] = [];
 
   async function startTheAgent(env: Record<string, string>, url: string): Promise<ChildProcess> {
@@ -139,8 +141,8 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     lab = await NetLab.create();
     db = await createTestDatabase('sqlite');
     const agentPort = await freePort();
-    const agentUrl = `http://127.0.0.1:${agentPort}`;
-    const agentEnv = {
+    agentUrl = `http://127.0.0.1:${agentPort}`;
+    agentEnv = {
       AGENT_PORT: String(agentPort),
       AGENT_HOST: '127.0.0.1',
       AGENT_TOKEN: randomBytes(16).toString('hex'),
@@ -156,7 +158,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     panel = await startPanel({ database: db, env: panelEnv });
     key = await panel.createKey('e2e-limits', 'all', ['--no-rate-limit']);
     api = panel.client(key);
-    const added = await panel.cli(['nodes', 'add', '--name', 'edge', '--url', agentUrl, '--token', agentEnv.AGENT_TOKEN, '--public-host', lab.hostIp]);
+    const added = await panel.cli(['nodes', 'add', '--name', 'edge', '--url', agentUrl, '--token', agentEnv.AGENT_TOKEN ?? '', '--public-host', lab.hostIp]);
     assert.equal(added.code, 0, added.stderr);
     const node = await waitFor('node edge online', async () => {
       const { data } = await api.GET('/api/v1/nodes');
@@ -263,6 +265,47 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     assert.notEqual(await peerBytes(device.public_key), undefined, 'a later expiry re-admits it at once');
     await sleep(1500);
     assert.equal((await deviceEvents('device.expired', device.id)).length, 1, 'still one device.expired');
+    await client.close();
+  });
+
+  test('usage recorded by the panel equals the server\'s own counters, with the agent killed (SIGKILL) mid-transfer', async (t) => {
+    const { device, client } = await deviceWithClient({});
+    const serverIp = hostOf(need(server, 'the server').address);
+    await waitFor('the client to reach the server', async () => ((await succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', serverIp])) ? true : undefined), 10_000, 100);
+    const stop = await download();
+    try {
+      await sleep(1500);
+      const killed = need(agent, 'the agent');
+      killed.kill('SIGKILL');
+      await once(killed, 'exit');
+      await sleep(1500);
+      agent = await startTheAgent(agentEnv, agentUrl);
+      await sleep(1500);
+    } finally {
+      await stop();
+    }
+    // The server's counters of the peer once the last packets in flight are through: rx is what the
+    // device uploaded, tx what it downloaded.
+    const counters = async () => {
+      const out = await run('wg', ['show', serverIface(), 'transfer']);
+      const [, uploaded, downloaded] = (out.split('\n').find((l) => l.startsWith(`${device.public_key}\t`)) ?? '').split('\t');
+      return { rx_bytes: Number(downloaded), tx_bytes: Number(uploaded) };
+    };
+    let truth = await counters();
+    for (let settled = 0; settled < 2; ) {
+      await sleep(1000);
+      const next = await counters();
+      settled = next.rx_bytes === truth.rx_bytes && next.tx_bytes === truth.tx_bytes ? settled + 1 : 0;
+      truth = next;
+    }
+    assert.ok(truth.rx_bytes > 1_000_000, `a real download happened: ${JSON.stringify(truth)}`);
+    const recorded = await waitFor('the panel to record every byte', async () => {
+      const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
+      const month = got.data?.month_usage;
+      return month && month.rx_bytes === truth.rx_bytes && month.tx_bytes === truth.tx_bytes ? month : undefined;
+    }, 20_000, 500).catch(async () => (await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } })).data?.month_usage);
+    t.diagnostic(`server counters ${JSON.stringify(truth)}, panel ${JSON.stringify(recorded)}`);
+    assert.deepEqual(recorded && { rx_bytes: recorded.rx_bytes, tx_bytes: recorded.tx_bytes }, truth, 'exactly the bytes the interface counted');
     await client.close();
   });
 });
