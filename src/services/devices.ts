@@ -32,6 +32,7 @@ import {
 import { findNode, type NodeRow } from '../store/nodes.ts';
 import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
 import { admitted, peerOf } from './desired-state.ts';
+import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
 import { applyOrFail } from './nodes.ts';
 import type { NodeConnections } from './nodes.ts';
@@ -321,6 +322,7 @@ export class DeviceService {
         row = await updateDevice(tx, row.id, { name: nameFromExternalId(`device-${row.id}`, await namesStartingWith(tx, server.id, `device-${row.id}`)) });
       }
       await recordDeviceEvent(tx, this.#clock, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'created', summary: `device ${row.name} created on server ${server.name}`, actor, before: null, after: row });
       if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
       const placed: PlacedDevice = { device: this.view(row), row, server, node };
       await onCommit?.(tx, placed);
@@ -371,6 +373,7 @@ export class DeviceService {
         const kinds: EventKind[] = ['device.updated'];
         if (before.row.enabled !== changed.enabled) kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
         for (const kind of kinds) await recordDeviceEvent(tx, this.#clock, kind, changed, before.server, before.node, actor, `device ${changed.name}: ${kind.slice('device.'.length)}`);
+        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: id, verb: 'updated', summary: `device ${changed.name} updated`, actor, before: before.row, after: changed });
         return changed;
       });
     } catch (error) {
@@ -392,6 +395,7 @@ export class DeviceService {
     return write(this.#db, async (tx) => {
       const row = await updateDevice(tx, id, { usage_reset_at: isoAt(this.#clock.nowMs()) });
       await recordDeviceEvent(tx, this.#clock, 'device.usage_reset', row, before.server, before.node, actor, `usage of device ${row.name} reset`);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: id, verb: 'usage_reset', summary: `usage of device ${row.name} reset`, actor, before: before.row, after: row });
       const placed = { ...before, row, device: this.view(row) };
       await onCommit?.(tx, placed);
       return placed;
@@ -421,6 +425,7 @@ export class DeviceService {
       const row = await updateDevice(tx, id, { server_id: server.id, address: intToIp(address), updated_at: isoAt(this.#clock.nowMs()) });
       this.#addresses.taken(server.id, subnet, address);
       await recordDeviceEvent(tx, this.#clock, 'device.moved', row, server, node, actor, `device ${row.name} moved from server ${before.server.name} to ${server.name}`);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: id, verb: 'moved', summary: `device ${row.name} moved from server ${before.server.name} to ${server.name}`, actor, before: before.row, after: row });
       if (admitted(row, this.#clock.nowMs())) await applyOrFail(this.#connections, node, server.id, { upsert: [peerOf(row)], remove: [] }, 'deploy_failed');
       const placed: PlacedDevice = { device: this.view(row), row, server, node };
       await onCommit?.(tx, placed);
@@ -439,6 +444,7 @@ export class DeviceService {
     await write(this.#db, async (tx) => {
       await deleteDevice(tx, id);
       await recordDeviceEvent(tx, this.#clock, 'device.deleted', row, server, node, actor, `device ${row.name} deleted`);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: id, verb: 'deleted', summary: `device ${row.name} deleted from server ${server.name}`, actor, before: row, after: null });
     });
     this.#addresses.forget(server.id);
     // A node that misses this removal drops the peer at its next resync.

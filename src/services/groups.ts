@@ -7,7 +7,9 @@ import { type Store, type Tx, write } from '../store/db.ts';
 import { deleteDevice, type DeviceRow, listDevicesOfGroup, updateDevice } from '../store/devices.ts';
 import { admitted, peerOf } from './desired-state.ts';
 import type { DeviceService, PlacedDevice, Usage } from './devices.ts';
+import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
+import { notifyChange } from './notifications.ts';
 import { applyOrFail, type NodeConnections } from './nodes.ts';
 import type { CommitHook } from './servers.ts';
 
@@ -81,6 +83,7 @@ export class GroupService {
       const kinds: EventKind[] = ['device.updated'];
       if (member.row.enabled !== row.enabled) kinds.push(row.enabled === 1 ? 'device.enabled' : 'device.disabled');
       for (const kind of kinds) await recordDeviceEvent(tx, this.#clock, kind, row, member.server, member.node, actor, `group ${externalId}: device ${row.name} ${kind.slice('device.'.length)}`);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'updated', summary: `group ${externalId}: device ${row.name} updated`, actor, before: member.row, after: row });
       return row;
     });
     await this.#applyAdmissionChanges(members, changed, nowMs);
@@ -95,6 +98,7 @@ export class GroupService {
       for (const member of members) {
         const row = await updateDevice(tx, member.row.id, { usage_reset_at: now });
         await recordDeviceEvent(tx, this.#clock, 'device.usage_reset', row, member.server, member.node, actor, `group ${externalId}: usage of device ${row.name} reset`);
+        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'usage_reset', summary: `group ${externalId}: usage of device ${row.name} reset`, actor, before: member.row, after: row });
         devices.push({ ...member, row, device: this.#devices.view(row) });
       }
       const view: GroupView = { external_id: externalId, device_count: devices.length, month_usage: sumUsage(devices), devices };
@@ -105,10 +109,14 @@ export class GroupService {
 
   async delete(externalId: string, actor: string): Promise<void> {
     const members = await this.#members(externalId);
-    await this.#eachInOneTransaction(members, async (tx, member) => {
-      await deleteDevice(tx, member.row.id);
-      await recordDeviceEvent(tx, this.#clock, 'device.deleted', member.row, member.server, member.node, actor, `group ${externalId} deleted`);
-      return member.row;
+    await write(this.#store.db, async (tx) => {
+      for (const member of members) {
+        await deleteDevice(tx, member.row.id);
+        await recordDeviceEvent(tx, this.#clock, 'device.deleted', member.row, member.server, member.node, actor, `group ${externalId} deleted`);
+        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: member.row.id, verb: 'deleted', summary: `group ${externalId} deleted: device ${member.row.name} on server ${member.server.name}`, actor, before: member.row, after: null });
+      }
+      const devices = members.map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
+      await notifyChange(tx, this.#clock, { headline: `group ${externalId} deleted with ${members.length} device(s)`, details: [`Devices: ${devices.join(', ')}`], actor });
     });
     for (const member of members) this.#devices.addressesFreed(member.server.id);
     // Nodes that miss a removal drop the peers at their next resync.

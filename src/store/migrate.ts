@@ -7,6 +7,8 @@ import * as m003 from './migrations/003-devices.ts';
 import * as m004 from './migrations/004-share-links.ts';
 import * as m005 from './migrations/005-webhooks.ts';
 import * as m006 from './migrations/006-device-page-index.ts';
+import * as m008 from './migrations/008-activity.ts';
+import * as m009 from './migrations/009-mail-outbox.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -28,6 +30,8 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '004-share-links': m004,
   '005-webhooks': m005,
   '006-device-page-index': m006,
+  '008-activity': m008,
+  '009-mail-outbox': m009,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -5,10 +5,18 @@ import type { Db } from '../store/db.ts';
 import { pruneIdempotencyKeys } from '../store/idempotency.ts';
 import { pruneEvents } from '../store/events.ts';
 import { EVENT_RETENTION_MS } from '../domain/events.ts';
+import { ACTIVITY_RETENTION_MS } from '../domain/activity.ts';
+import { pruneActivity } from '../store/activity.ts';
+import { pruneMail } from '../store/mail.ts';
 
 const INTERVAL_MS = 10 * 60 * 1000;
+/** Sent and failed notification mails are kept this long, for looking into a mail that did not arrive. */
+const MAIL_RETENTION_MS = 30 * 24 * 60 * 60 * 1000;
 
-/** Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events after 90 days. */
+/**
+ * Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events after 90
+ * days, sent or failed mails after 30 days, activity entries after a year.
+ */
 export class Housekeeping {
   readonly #db: Db;
   readonly #clock: Clock;
@@ -25,6 +33,8 @@ export class Housekeeping {
     const nowMs = this.#clock.nowMs();
     await pruneIdempotencyKeys(this.#db, isoAt(nowMs - IDEMPOTENCY_TTL_MS));
     await pruneEvents(this.#db, isoAt(nowMs - EVENT_RETENTION_MS));
+    await pruneMail(this.#db, isoAt(nowMs - MAIL_RETENTION_MS));
+    await pruneActivity(this.#db, isoAt(nowMs - ACTIVITY_RETENTION_MS));
   }
 
   start(): void {
