@@ -31,6 +31,9 @@ export interface GroupPatch {
   metadata?: object | null;
 }
 
+/** A group-deleted mail names this many devices and counts the rest. */
+const MAILED_DEVICE_NAMES = 50;
+
 function sumUsage(devices: readonly PlacedDevice[]): Usage {
   const rx = devices.reduce((n, d) => n + d.device.month_usage.rx_bytes, 0);
   const tx = devices.reduce((n, d) => n + d.device.month_usage.tx_bytes, 0);
@@ -115,8 +118,9 @@ export class GroupService {
         await recordDeviceEvent(tx, this.#clock, 'device.deleted', member.row, member.server, member.node, actor, `group ${externalId} deleted`);
         await recordActivity(tx, this.#clock, { resource: 'device', resourceId: member.row.id, verb: 'deleted', summary: `group ${externalId} deleted: device ${member.row.name} on server ${member.server.name}`, actor, before: member.row, after: null });
       }
-      const devices = members.map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
-      await notifyChange(tx, this.#clock, { headline: `group ${externalId} deleted with ${members.length} device(s)`, details: [`Devices: ${devices.join(', ')}`], actor });
+      const named = members.slice(0, MAILED_DEVICE_NAMES).map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
+      const more = members.length > named.length ? ` and ${members.length - named.length} more` : '';
+      await notifyChange(tx, this.#clock, { headline: `group ${externalId} deleted with ${members.length} device(s)`, details: [`Devices: ${named.join(', ')}${more}`], actor });
     });
     for (const member of members) this.#devices.addressesFreed(member.server.id);
     // Nodes that miss a removal drop the peers at their next resync.
