@@ -11,6 +11,11 @@ export function withRequestId<T>(requestId: string, work: () => T): T {
   return requestIds.run(requestId, work);
 }
 
+/** Runs work that only starts in a request but is not part of it (a worker woken up), so it records no request id. */
+export function outsideRequest<T>(work: () => T): T {
+  return requestIds.exit(work);
+}
+
 export function currentRequestId(): string | null {
   return requestIds.getStore() ?? null;
 }

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { createTransport } from 'nodemailer';
+import { createTransport, type Mail } from 'nodemailer';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { nextAttemptDelayMs } from '../domain/webhooks.ts';
 import { composeDigest } from '../services/notifications.ts';
@@ -38,7 +38,7 @@ export class MailSender {
   readonly #clock: Clock;
   readonly #log: FastifyBaseLogger;
   readonly #options: MailSenderOptions;
-  readonly #transport;
+  readonly #transport: Mail | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<number> | undefined;
 

@@ -5,6 +5,7 @@ import { nextAttemptDelayMs, parseRetryAfterSeconds, signWebhook } from '../doma
 import { ForbiddenTargetError, makeWebhookDispatcher } from '../services/webhook-targets.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { recordActivity } from '../services/activity.ts';
+import { outsideRequest } from '../services/request-context.ts';
 import { type Db, type Tx, write } from '../store/db.ts';
 import {
   type AttemptRecord,
@@ -115,10 +116,10 @@ export class WebhookSender {
     this.#dispatcher = undefined;
   }
 
-  /** Looks for due deliveries soon, e.g. after an event was recorded. */
+  /** Looks for due deliveries soon, e.g. after an event was recorded; the work it starts belongs to no request. */
   nudge(): void {
     this.#drained = false;
-    this.#schedulePump();
+    outsideRequest(() => this.#schedulePump());
   }
 
   /** Sends everything due now and waits until those attempts are recorded; returns how many attempts were made. */
