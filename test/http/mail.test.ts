@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 import { waitFor } from '../support/netns.ts';
-import { callApi, freePort, type PanelProcess, startPanel } from '../support/panel.ts';
+import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 import { type ReceivedMail, type SmtpReceiver, startSmtpReceiver } from '../support/smtp.ts';
 
 const TO = 'ops@example.test';
@@ -63,16 +65,23 @@ for (const kind of DATABASE_KINDS) {
   describe(`notification mail while the SMTP server is down (${kind})`, () => {
     let db: TestDatabase;
     let port: number;
+    /** The mail server's port while it is down: held, so no other test takes it, and every connection is cut at once. */
+    let down: Server;
     let panel: PanelProcess;
     let smtp: SmtpReceiver | undefined;
 
     before(async () => {
-      port = await freePort();
+      down = createServer((socket) => socket.destroy()).listen(0, '127.0.0.1');
+      await once(down, 'listening');
+      const address = down.address();
+      assert.ok(address !== null && typeof address === 'object');
+      port = address.port;
       db = await createTestDatabase(kind);
       panel = await startPanel({ database: db, env: { SMTP_URL: `smtp://127.0.0.1:${port}`, NOTIFY_EMAIL: TO, MAIL_RETRY_SCHEDULE: FAST_RETRIES } });
     });
     after(async () => {
       await panel.stop();
+      if (down.listening) down.close();
       await smtp?.close();
       await db.drop();
     });
@@ -81,7 +90,7 @@ for (const kind of DATABASE_KINDS) {
       const key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
       const startedMs = performance.now();
       const created = await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1' });
-      assert.equal(created.status, 201);
+      assert.equal(created.status, 201, `${JSON.stringify(created.json)} key '${key}'\n${panel.output()}`);
       for (const name of ['phone', 'laptop']) assert.equal((await callApi(panel.url, key, 'POST', '/devices', { server_id: created.json.id, name, external_id: 'cust-7' })).status, 201);
       assert.equal((await callApi(panel.url, key, 'DELETE', '/groups/cust-7')).status, 204);
       assert.ok(performance.now() - startedMs < 3_000, 'the API waited for the mail server');
@@ -89,6 +98,7 @@ for (const kind of DATABASE_KINDS) {
       // The sender has tried and failed, and keeps the mail.
       await waitFor('a failed mail attempt in the log', async () => (panel.output().includes('notification mail not sent') ? true : undefined), 10_000, 50);
 
+      await new Promise((resolve) => down.close(resolve));
       smtp = await startSmtpReceiver(port);
       const mail = await mailAbout(smtp, 'group cust-7 deleted');
       assert.match(mail.text, /via API key shop/);
