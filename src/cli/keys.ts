@@ -1,5 +1,6 @@
 import { storeConfig } from '../main/config.ts';
 import { openMigratedStore } from '../main/panel.ts';
+import { ADMIN_ACTOR } from '../domain/activity.ts';
 import { systemClock } from '../domain/clock.ts';
 import { type ApiKeyInfo, ApiKeyService } from '../services/api-keys.ts';
 import { parseCommandArgs, UsageError } from './usage.ts';
@@ -33,7 +34,7 @@ export async function keysCommand(args: string[]): Promise<number> {
           'no-rate-limit': { type: 'boolean' },
         });
         if (values.name === undefined || values.scopes === undefined) throw new UsageError('keys create needs --name and --scopes');
-        const { key, info } = await keys.create({ name: values.name, scopes: values.scopes, rateLimitExempt: values['no-rate-limit'] ?? false });
+        const { key, info } = await keys.create({ name: values.name, scopes: values.scopes, rateLimitExempt: values['no-rate-limit'] ?? false }, ADMIN_ACTOR);
         console.log(`created API key ${info.id} '${info.name}' with scopes ${info.scopes.join(',')}; it is shown only now:`);
         console.log(key);
         return 0;
@@ -48,7 +49,7 @@ export async function keysCommand(args: string[]): Promise<number> {
         const { positionals } = parseCommandArgs(rest, {});
         const [target] = positionals;
         if (target === undefined || positionals.length !== 1) throw new UsageError('keys revoke takes one NAME or ID');
-        const info = await keys.revoke(target);
+        const info = await keys.revoke(target, ADMIN_ACTOR);
         console.log(`revoked API key ${info.id} '${info.name}'`);
         return 0;
       }

@@ -1,4 +1,5 @@
 import { AppError } from '../domain/errors.ts';
+import { activityCommand } from './activity.ts';
 import { ConfigError } from '../main/config.ts';
 import { keysCommand } from './keys.ts';
 import { nodeCommand } from './node.ts';
@@ -16,6 +17,8 @@ const USAGE = `usage: vpn-panel <command>
                                           make an API key; the key is the last line of output
   keys list [--json]                      list keys (never the key itself)
   keys revoke NAME|ID                     stop a key at once
+  activity [--actor A] [--resource R [--id ID]] [--since ISO] [--after ID] [--limit N] [--json]
+                                          the activity log, oldest first: who changed what
 
 Configuration comes from the environment; see README.md.`;
 
@@ -30,6 +33,8 @@ async function main(argv: string[]): Promise<number> {
       return nodesCommand(rest);
     case 'keys':
       return keysCommand(rest);
+    case 'activity':
+      return activityCommand(rest);
     case undefined:
     case 'help':
     case '--help':

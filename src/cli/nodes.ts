@@ -1,3 +1,4 @@
+import { ADMIN_ACTOR } from '../domain/activity.ts';
 import { systemClock } from '../domain/clock.ts';
 import { storeConfig } from '../main/config.ts';
 import { openMigratedStore } from '../main/panel.ts';
@@ -21,7 +22,7 @@ export async function nodesCommand(args: string[]): Promise<number> {
         if (values.name === undefined || values.url === undefined || values.token === undefined) {
           throw new UsageError('nodes add needs --name, --url and --token');
         }
-        const node = await nodes.add({ name: values.name, url: values.url, token: values.token, publicHost: values['public-host'] });
+        const node = await nodes.add({ name: values.name, url: values.url, token: values.token, publicHost: values['public-host'] }, ADMIN_ACTOR);
         console.log(`added node ${node.id} '${node.name}' at ${node.url ?? ''}; clients reach it at ${node.public_host}`);
         return 0;
       }
@@ -36,7 +37,7 @@ export async function nodesCommand(args: string[]): Promise<number> {
         const { positionals } = parseCommandArgs(rest, {});
         const [target] = positionals;
         if (target === undefined || positionals.length !== 1) throw new UsageError('nodes remove takes one NAME or ID');
-        const node = await nodes.remove(target);
+        const node = await nodes.remove(target, ADMIN_ACTOR);
         console.log(`removed node ${node.id} '${node.name}'`);
         return 0;
       }

@@ -12,6 +12,7 @@ import type { ShareLinkService } from '../services/share-links.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
+import { withRequestId } from '../services/request-context.ts';
 import type { Db } from '../store/db.ts';
 import { sendError } from './errors.ts';
 import { IdempotencyGuard } from './idempotency.ts';
@@ -53,6 +54,11 @@ export interface AppDeps {
 /** Request bodies here are small JSON objects (metadata is at most 4 KB). */
 const BODY_LIMIT_BYTES = 64 * 1024;
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** Every method but GET and HEAD may change something. */
+function changesState(method: string | string[]): boolean {
+  return (Array.isArray(method) ? method : [method]).some((m) => m !== 'GET' && m !== 'HEAD');
+}
 
 /** A route option that may hold one hook, several, or none, as a list. */
 function hookList<T>(hooks: T | T[] | undefined): T[] {
@@ -135,6 +141,13 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   };
   app.addHook('onRoute', (route) => {
     if (route.schema?.body !== undefined) route.preValidation = [...hookList(route.preValidation), absentBodyIsEmpty];
+    // Changes record the request's id (activity log, mails); reads skip this and pay nothing for it.
+    if (changesState(route.method)) {
+      const handler = route.handler;
+      route.handler = function (request, reply) {
+        return withRequestId(request.id, () => handler.call(this, request, reply));
+      };
+    }
     if (route.config?.idempotent === true) {
       route.preHandler = [...hookList(route.preHandler), beginIdempotency];
       route.onSend = [...hookList(route.onSend), finishIdempotency];

@@ -22,6 +22,8 @@ export interface PanelConfig {
   webhookAllowPrivate: boolean;
   /** Delays before each retry of a webhook delivery; unset = the production schedule of DESIGN §3. */
   webhookRetryScheduleMs: number[] | undefined;
+  /** Delays before each retry of a notification mail; unset = MAIL_RETRY_SCHEDULE_MS. */
+  mailRetryScheduleMs: number[] | undefined;
   logLevel: LogLevel;
 }
 
@@ -94,13 +96,13 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(name, `must be on or off (got '${v}')`);
 }
 
-/** `WEBHOOK_RETRY_SCHEDULE`: seconds before each retry, comma-separated (tests shorten it this way). */
-function retrySchedule(env: Env): number[] | undefined {
-  const v = value(env, 'WEBHOOK_RETRY_SCHEDULE');
+/** `WEBHOOK_RETRY_SCHEDULE`, `MAIL_RETRY_SCHEDULE`: seconds before each retry, comma-separated (tests shorten them this way). */
+function retrySchedule(env: Env, name: string): number[] | undefined {
+  const v = value(env, name);
   if (v === undefined) return undefined;
   const seconds = v.split(',').map((part) => Number(part.trim()));
   if (seconds.length === 0 || seconds.some((n) => !Number.isFinite(n) || n < 0 || n > 7 * 24 * 3600)) {
-    throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `must be comma-separated seconds such as 5,300,1800 (got '${v}')`);
+    throw new ConfigError(name, `must be comma-separated seconds such as 5,300,1800 (got '${v}')`);
   }
   return seconds.map((n) => Math.round(n * 1000));
 }
@@ -176,7 +178,8 @@ export function loadPanelConfig(env: Env): PanelConfig {
     smtpUrl: url(env, 'SMTP_URL', ['smtp:', 'smtps:']),
     notifyEmail: email,
     webhookAllowPrivate: flag(env, 'WEBHOOK_ALLOW_PRIVATE', false),
-    webhookRetryScheduleMs: retrySchedule(env),
+    webhookRetryScheduleMs: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
+    mailRetryScheduleMs: retrySchedule(env, 'MAIL_RETRY_SCHEDULE'),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

@@ -14,6 +14,8 @@ import { ShareLinkService } from '../services/share-links.ts';
 import { WebhookService } from '../services/webhooks.ts';
 import { RETRY_SCHEDULE_MS } from '../domain/webhooks.ts';
 import { WebhookSender } from '../workers/webhook-sender.ts';
+import { MAIL_RETRY_SCHEDULE_MS } from '../domain/notifications.ts';
+import { MailSender } from '../workers/mail-sender.ts';
 import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
 import { ServerService } from '../services/servers.ts';
@@ -34,6 +36,10 @@ const WEBHOOK_TIMEOUT_MS = 15_000;
 const WEBHOOK_CONCURRENCY = 64;
 /** Deliveries recorded by this panel start at once (nudge); others' within this. */
 const WEBHOOK_POLL_MS = 500;
+/** Notification mail is looked for this often; nothing waits on it. */
+const MAIL_POLL_MS = 1_000;
+/** Connecting to the SMTP server and its greeting, each. */
+const MAIL_TIMEOUT_MS = 10_000;
 
 /** Opens the database and brings its schema up to date (the panel and the CLI both start here). */
 export async function openMigratedStore(config: StoreConfig): Promise<Store> {
@@ -101,6 +107,12 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     version: VERSION,
     logger: log,
   });
+  const mailer = new MailSender(store.db, clock, log, {
+    settings: config.smtpUrl !== undefined && config.notifyEmail !== undefined ? { smtpUrl: config.smtpUrl, to: config.notifyEmail } : undefined,
+    scheduleMs: config.mailRetryScheduleMs ?? MAIL_RETRY_SCHEDULE_MS,
+    pollIntervalMs: MAIL_POLL_MS,
+    timeoutMs: MAIL_TIMEOUT_MS,
+  });
   const housekeeping = new Housekeeping(store.db, clock, log);
   const monitor = new NodeMonitor(store.db, clock, connections, usage, log, NODE_MONITOR_DEFAULTS);
   const expiry = new ExpiryWatch(store.db, clock, log);
@@ -116,6 +128,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       monitor.start();
       expiry.start();
       sender.start();
+      mailer.start();
     },
     async stop() {
       housekeeping.stop();
@@ -123,6 +136,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       await expiry.stop();
       await localAgent?.stop();
       await sender.stop();
+      await mailer.stop();
       await app.close();
       await rateLimiter.close();
       await store.close();

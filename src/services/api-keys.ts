@@ -19,6 +19,8 @@ import {
   touchApiKeys,
 } from '../store/api-keys.ts';
 import { type ChangeWatch, type Store, write } from '../store/db.ts';
+import { recordActivity } from './activity.ts';
+import { notifyChange } from './notifications.ts';
 
 /** Who made a request: the API key, as the rules and the logs need it. */
 export interface Principal {
@@ -86,7 +88,7 @@ export class ApiKeyService {
   }
 
   /** Creates a key; the returned `key` is the only time the secret exists outside the caller. */
-  async create(input: CreateApiKeyInput): Promise<{ key: string; info: ApiKeyInfo }> {
+  async create(input: CreateApiKeyInput, actor: string): Promise<{ key: string; info: ApiKeyInfo }> {
     const name = input.name.trim();
     if (!NAME_PATTERN.test(name)) {
       throw new AppError('validation_failed', 'a key name is 1 to 64 letters, digits, spaces, dots, dashes or underscores', {
@@ -100,13 +102,17 @@ export class ApiKeyService {
     const key = generateApiKey();
     const row = await write(this.#db, async (tx) => {
       await this.#store.announce(tx, 'api_keys');
-      return insertApiKey(tx, {
+      const created = await insertApiKey(tx, {
         name,
         keyHash: hashApiKey(key),
         scopes: scopes.join(','),
         rateLimitExempt: input.rateLimitExempt ?? false,
         createdAt: isoAt(this.#clock.nowMs()),
       });
+      await recordActivity(tx, this.#clock, { resource: 'api_key', resourceId: created.id, verb: 'created', summary: `API key ${name} created`, actor, before: null, after: created });
+      const limit = created.rate_limit_exempt === 1 ? 'no rate limit' : 'rate limited';
+      await notifyChange(tx, this.#clock, { headline: `API key ${name} created`, details: [`Scopes: ${created.scopes.split(',').join(', ')}; ${limit}.`], actor });
+      return created;
     });
     return { key, info: toInfo(row) };
   }
@@ -115,10 +121,15 @@ export class ApiKeyService {
     return (await listApiKeys(this.#db)).map(toInfo);
   }
 
-  async revoke(idOrName: string): Promise<ApiKeyInfo> {
+  async revoke(idOrName: string, actor: string): Promise<ApiKeyInfo> {
     const row = await write(this.#db, async (tx) => {
       await this.#store.announce(tx, 'api_keys');
-      return revokeApiKey(tx, idOrName, isoAt(this.#clock.nowMs()));
+      const revoked = await revokeApiKey(tx, idOrName, isoAt(this.#clock.nowMs()));
+      if (revoked) {
+        await recordActivity(tx, this.#clock, { resource: 'api_key', resourceId: revoked.id, verb: 'revoked', summary: `API key ${revoked.name} revoked`, actor, before: { ...revoked, revoked_at: null }, after: revoked });
+        await notifyChange(tx, this.#clock, { headline: `API key ${revoked.name} revoked`, details: ['Requests with it are refused from now on.'], actor });
+      }
+      return revoked;
     });
     if (!row) throw new AppError('not_found', `no live API key with id or name ${idOrName}`);
     return toInfo(row);

@@ -36,6 +36,7 @@ import { findServer, listRunningServers, lockServer, type ServerRow } from '../s
 import { peerChange } from './desired-state.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
+import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
 import { applyOrFail } from './nodes.ts';
 import type { NodeConnections } from './nodes.ts';
@@ -331,6 +332,7 @@ export class DeviceService {
       }
       await recordDeviceEvent(tx, this.#clock, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
       row = await this.#usage.settleLimit(tx, row, actor);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'created', summary: `device ${row.name} created on server ${server.name}`, actor, before: null, after: row });
       await this.#apply(node, server.id, undefined, row, 'deploy_failed');
       const placed: PlacedDevice = { device: this.view(row), row, server, node };
       await onCommit?.(tx, placed);
@@ -395,7 +397,9 @@ export class DeviceService {
     const kinds: EventKind[] = ['device.updated'];
     if (before.row.enabled !== changed.enabled) kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
     for (const kind of kinds) await recordDeviceEvent(tx, this.#clock, kind, changed, before.server, before.node, actor, detail(changed, kind.slice('device.'.length)));
-    return this.#usage.settleLimit(tx, changed, actor);
+    const settled = await this.#usage.settleLimit(tx, changed, actor);
+    await recordActivity(tx, this.#clock, { resource: 'device', resourceId: settled.id, verb: 'updated', summary: detail(settled, 'updated'), actor, before: before.row, after: settled });
+    return settled;
   }
 
   /**
@@ -418,6 +422,7 @@ export class DeviceService {
   async resetUsageIn(tx: Tx, placed: PlacedDevice, actor: string, detail: string): Promise<DeviceRow> {
     const row = await updateDevice(tx, placed.row.id, { usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null });
     await recordDeviceEvent(tx, this.#clock, 'device.usage_reset', row, placed.server, placed.node, actor, detail);
+    await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'usage_reset', summary: detail, actor, before: placed.row, after: row });
     return row;
   }
 
@@ -455,6 +460,7 @@ export class DeviceService {
       const row = await updateDevice(tx, id, { server_id: server.id, address: intToIp(address), updated_at: isoAt(this.#clock.nowMs()) });
       this.#addresses.taken(server.id, subnet, address);
       await recordDeviceEvent(tx, this.#clock, 'device.moved', row, server, node, actor, `device ${row.name} moved from server ${before.server.name} to ${server.name}`);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: id, verb: 'moved', summary: `device ${row.name} moved from server ${before.server.name} to ${server.name}`, actor, before: before.row, after: row });
       await this.#apply(node, server.id, undefined, row, 'deploy_failed');
       const placed: PlacedDevice = { device: this.view(row), row, server, node };
       await onCommit?.(tx, placed);
@@ -474,6 +480,7 @@ export class DeviceService {
       await deleteDevice(tx, id);
       await deleteDeviceUsage(tx, [id]);
       await recordDeviceEvent(tx, this.#clock, 'device.deleted', row, server, node, actor, `device ${row.name} deleted`);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: id, verb: 'deleted', summary: `device ${row.name} deleted from server ${server.name}`, actor, before: row, after: null });
     });
     this.#addresses.forget(server.id);
     // A node that misses this removal drops the peer at its next resync.

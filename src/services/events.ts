@@ -7,11 +7,12 @@ import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import type { Queryable, Tx } from '../store/db.ts';
 import { type EventFilter, insertEvent, listEvents } from '../store/events.ts';
 import { type DeliveryRow, insertDelivery, listEnabledWebhooks, type WebhookRow } from '../store/webhooks.ts';
+import { notifyEvent } from './notifications.ts';
 
 /**
  * Records an event inside the transaction of the change that causes it, and with it one outbox
- * delivery for every enabled webhook subscribed to its kind: the change, the event and its
- * deliveries all land, or none do.
+ * delivery for every enabled webhook subscribed to its kind and the notification mail it calls for:
+ * the change, the event, its deliveries and its mail all land, or none do.
  */
 export async function recordEvent(tx: Tx, clock: Clock, draft: EventDraft): Promise<PanelEvent> {
   const createdAt = isoAt(clock.nowMs());
@@ -19,6 +20,7 @@ export async function recordEvent(tx: Tx, clock: Clock, draft: EventDraft): Prom
   for (const webhook of await listEnabledWebhooks(tx)) {
     if (subscribedKinds(webhook).includes(event.kind)) await enqueueDelivery(tx, webhook.id, event, createdAt);
   }
+  await notifyEvent(tx, clock, event);
   return event;
 }
 

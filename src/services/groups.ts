@@ -7,7 +7,9 @@ import { type Store, type Tx, write } from '../store/db.ts';
 import { deleteDevice, type DeviceRow, listDevicesOfGroup } from '../store/devices.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
 import type { DeviceService, PlacedDevice } from './devices.ts';
+import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
+import { notifyChange } from './notifications.ts';
 import { applyOrFail, type NodeConnections } from './nodes.ts';
 import type { CommitHook } from './servers.ts';
 
@@ -28,6 +30,9 @@ export interface GroupPatch {
   speedLimit?: number;
   metadata?: object | null;
 }
+
+/** A group-deleted mail names this many devices and counts the rest. */
+const MAILED_DEVICE_NAMES = 50;
 
 function sumUsage(devices: readonly PlacedDevice[]): Usage {
   const rx = devices.reduce((n, d) => n + d.device.month_usage.rx_bytes, 0);
@@ -93,11 +98,16 @@ export class GroupService {
 
   async delete(externalId: string, actor: string): Promise<void> {
     const members = await this.#members(externalId);
-    await this.#eachInOneTransaction(members, async (tx, member) => {
-      await deleteDevice(tx, member.row.id);
-      await deleteDeviceUsage(tx, [member.row.id]);
-      await recordDeviceEvent(tx, this.#clock, 'device.deleted', member.row, member.server, member.node, actor, `group ${externalId} deleted`);
-      return member.row;
+    await write(this.#store.db, async (tx) => {
+      for (const member of members) {
+        await deleteDevice(tx, member.row.id);
+        await deleteDeviceUsage(tx, [member.row.id]);
+        await recordDeviceEvent(tx, this.#clock, 'device.deleted', member.row, member.server, member.node, actor, `group ${externalId} deleted`);
+        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: member.row.id, verb: 'deleted', summary: `group ${externalId} deleted: device ${member.row.name} on server ${member.server.name}`, actor, before: member.row, after: null });
+      }
+      const named = members.slice(0, MAILED_DEVICE_NAMES).map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
+      const more = members.length > named.length ? ` and ${members.length - named.length} more` : '';
+      await notifyChange(tx, this.#clock, { headline: `group ${externalId} deleted with ${members.length} device(s)`, details: [`Devices: ${named.join(', ')}${more}`], actor });
     });
     for (const member of members) this.#devices.addressesFreed(member.server.id);
     // Nodes that miss a removal drop the peers at their next resync.

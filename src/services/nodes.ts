@@ -3,7 +3,9 @@ import { AppError } from '../domain/errors.ts';
 import { describe } from '../agent/agent.ts';
 import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
 import type { PeerChange } from '../agent/protocol.ts';
-import type { Db } from '../store/db.ts';
+import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { type Db, write } from '../store/db.ts';
+import { recordActivity } from './activity.ts';
 import { deleteNode, findLocalNode, findNode, findNodeByName, insertNode, listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
 import { countDevicesByServer } from '../store/devices.ts';
 import { listServerAllocations } from '../store/servers.ts';
@@ -81,20 +83,26 @@ export class NodeService {
   async ensureLocal(publicHost: string): Promise<NodeRow> {
     const existing = await findLocalNode(this.#db);
     if (existing) {
-      if (existing.public_host !== publicHost) await updateNode(this.#db, existing.id, { public_host: publicHost });
-      return { ...existing, public_host: publicHost };
+      if (existing.public_host === publicHost) return existing;
+      const changed = { ...existing, public_host: publicHost };
+      await write(this.#db, async (tx) => {
+        await updateNode(tx, existing.id, { public_host: publicHost });
+        await recordActivity(tx, this.#clock, { resource: 'node', resourceId: existing.id, verb: 'updated', summary: `local node now reached at ${publicHost} (PUBLIC_HOST)`, actor: SYSTEM_ACTOR, before: existing, after: changed });
+      });
+      return changed;
     }
-    return insertNode(this.#db, {
-      name: LOCAL_NODE_NAME,
-      url: null,
-      token: null,
-      public_host: publicHost,
-      status: 'offline',
-      created_at: isoAt(this.#clock.nowMs()),
+    return this.#insert({ name: LOCAL_NODE_NAME, url: null, token: null, public_host: publicHost }, SYSTEM_ACTOR);
+  }
+
+  #insert(node: Pick<NodeRow, 'name' | 'url' | 'token' | 'public_host'>, actor: string): Promise<NodeRow> {
+    return write(this.#db, async (tx) => {
+      const row = await insertNode(tx, { ...node, status: 'offline', created_at: isoAt(this.#clock.nowMs()) });
+      await recordActivity(tx, this.#clock, { resource: 'node', resourceId: row.id, verb: 'added', summary: `node ${row.name} added${row.url === null ? ' (the local node)' : ` at ${row.url}`}`, actor, before: null, after: row });
+      return row;
     });
   }
 
-  async add(input: AddNodeInput): Promise<NodeRow> {
+  async add(input: AddNodeInput, actor: string): Promise<NodeRow> {
     let url: URL;
     try {
       url = new URL(input.url);
@@ -104,22 +112,18 @@ export class NodeService {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('validation_failed', 'the agent URL must be http or https', { url: 'http or https' });
     if (input.token.length < 16) throw new AppError('validation_failed', 'the node token must be at least 16 characters', { token: 'too short' });
     if (await findNodeByName(this.#db, input.name)) throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
-    return insertNode(this.#db, {
-      name: input.name,
-      url: url.toString().replace(/\/+$/, ''),
-      token: input.token,
-      public_host: input.publicHost ?? url.hostname,
-      status: 'offline',
-      created_at: isoAt(this.#clock.nowMs()),
-    });
+    return this.#insert({ name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, public_host: input.publicHost ?? url.hostname }, actor);
   }
 
-  async remove(idOrName: string): Promise<NodeRow> {
+  async remove(idOrName: string, actor: string): Promise<NodeRow> {
     const node = /^[1-9][0-9]*$/.test(idOrName) ? await findNode(this.#db, Number(idOrName)) : await findNodeByName(this.#db, idOrName);
     if (!node) throw new AppError('not_found', `no node with id or name ${idOrName}`);
     const servers = (await listServerAllocations(this.#db)).filter((s) => s.node_id === node.id).length;
     if (servers > 0) throw new AppError('validation_failed', `node ${node.name} still runs ${servers} server(s); delete them first`, { node: 'has servers' });
-    await deleteNode(this.#db, node.id);
+    await write(this.#db, async (tx) => {
+      await deleteNode(tx, node.id);
+      await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'removed', summary: `node ${node.name} removed`, actor, before: node, after: null });
+    });
     return node;
   }
 

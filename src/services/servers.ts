@@ -22,6 +22,7 @@ import {
   type ServerRow,
   updateServer,
 } from '../store/servers.ts';
+import { recordActivity } from './activity.ts';
 import { desiredServer, desiredStateOfServer } from './desired-state.ts';
 import { eventDraft, recordEvent } from './events.ts';
 import type { CountryLookup } from './geo.ts';
@@ -204,6 +205,7 @@ export class ServerService {
       await recordEvent(tx, this.#clock, eventDraft({
         kind: 'server.created', server_id: row.id, server_name: row.name, node_name: node.name, ip: endpoint, country, detail: `server ${row.name} created on node ${node.name}`, actor,
       }));
+      await recordActivity(tx, this.#clock, { resource: 'server', resourceId: row.id, verb: 'created', summary: `server ${row.name} created on node ${node.name}`, actor, before: null, after: running });
       const view = this.view(running, node, 0);
       await onCommit?.(tx, view);
       return view;
@@ -252,6 +254,7 @@ export class ServerService {
       await recordEvent(tx, this.#clock, eventDraft({
         kind: 'server.updated', server_id: id, server_name: row.name, node_name: node.name, ip: row.endpoint, country: row.country, detail: `server ${row.name} changed`, actor,
       }));
+      await recordActivity(tx, this.#clock, { resource: 'server', resourceId: id, verb: 'updated', summary: `server ${row.name} updated`, actor, before: current, after: row });
       return row;
     });
     if (recreate) {
@@ -272,10 +275,12 @@ export class ServerService {
     }
     const node = await findNode(this.#db, server.node.id);
     await write(this.#db, async (tx) => {
+      const row = await findServer(tx, id);
       for (const device of await listDevicesOfServer(tx, id)) {
         await recordEvent(tx, this.#clock, eventDraft({
           kind: 'device.deleted', device_id: device.id, device_name: device.name, server_id: id, server_name: server.name, node_name: server.node.name, ip: device.address, country: server.country, detail: `device ${device.name} deleted with server ${server.name}`, actor,
         }));
+        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: device.id, verb: 'deleted', summary: `device ${device.name} deleted with server ${server.name}`, actor, before: device, after: null });
       }
       await deleteDeviceUsage(tx, (await listDevicesOfServer(tx, id)).map((d) => d.id));
       await deleteDevicesOfServer(tx, id);
@@ -283,6 +288,7 @@ export class ServerService {
       await recordEvent(tx, this.#clock, eventDraft({
         kind: 'server.deleted', server_id: id, server_name: server.name, node_name: server.node.name, ip: server.endpoint, country: server.country, detail: `server ${server.name} deleted`, actor,
       }));
+      await recordActivity(tx, this.#clock, { resource: 'server', resourceId: id, verb: 'deleted', summary: `server ${server.name} deleted`, actor, before: row ?? null, after: null });
     });
     // A node that is down now drops the server at its next resync, which removes servers it should not run.
     if (node) await this.#connections.for(node).removeServer(id).catch(() => undefined);

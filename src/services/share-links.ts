@@ -5,12 +5,18 @@ import { type Store, write } from '../store/db.ts';
 import { findDevice } from '../store/devices.ts';
 import { deleteShareLink, findShareLinkByToken, findShareLinkOfDevice, replaceShareLink, type ShareLinkRow } from '../store/share-links.ts';
 import type { DeviceService, PlacedDevice } from './devices.ts';
+import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
 
 /** A share link as spec §2.5 shows it. */
 export interface ShareLinkView {
   url: string;
   expires_at: string | null;
+}
+
+/** A device's share link as the activity log shows it: never the token, which is the whole secret. */
+function shareFields(link: ShareLinkRow | undefined): { share_link: { created_at: string; expires_at: string | null } } | null {
+  return link ? { share_link: { created_at: link.created_at, expires_at: link.expires_at } } : null;
 }
 
 /** Tokens carry 256 random bits (the spec asks at least 128). */
@@ -44,8 +50,12 @@ export class ShareLinkService {
     if (expires !== null && Date.parse(expires) <= nowMs) throw new AppError('validation_failed', 'expires_at must be in the future', { expires_at: 'in the past' });
     const link: ShareLinkRow = { device_id: deviceId, token: randomBytes(TOKEN_BYTES).toString('base64url'), expires_at: expires, created_at: isoAt(nowMs) };
     await write(this.#store.db, async (tx) => {
+      const replaced = await findShareLinkOfDevice(tx, deviceId);
       await replaceShareLink(tx, link);
       await recordDeviceEvent(tx, this.#clock, 'device.share_created', placed.row, placed.server, placed.node, actor, `share link for device ${placed.row.name} created`);
+      await recordActivity(tx, this.#clock, {
+        resource: 'device', resourceId: deviceId, verb: 'share_created', summary: `share link for device ${placed.row.name} ${replaced ? 'replaced' : 'created'}`, actor, before: shareFields(replaced), after: shareFields(link),
+      });
     });
     return this.#view(link);
   }
@@ -61,8 +71,10 @@ export class ShareLinkService {
   async delete(deviceId: number, actor: string): Promise<void> {
     const placed = await this.#devices.get(deviceId);
     await write(this.#store.db, async (tx) => {
-      if (await deleteShareLink(tx, deviceId)) {
+      const link = await findShareLinkOfDevice(tx, deviceId);
+      if (link && (await deleteShareLink(tx, deviceId))) {
         await recordDeviceEvent(tx, this.#clock, 'device.share_deleted', placed.row, placed.server, placed.node, actor, `share link for device ${placed.row.name} deleted`);
+        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: deviceId, verb: 'share_deleted', summary: `share link for device ${placed.row.name} deleted`, actor, before: shareFields(link), after: null });
       }
     });
   }

@@ -25,6 +25,7 @@ import {
   type UsageBucket,
   type UsageDelta,
 } from '../store/usage.ts';
+import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 
@@ -162,7 +163,9 @@ export class UsageService {
       const node = server && (await findNode(tx, server.node_id));
       if (!server || !node) continue;
       const used = periodUsage(usageState(row), this.currentMonth()).total_bytes;
-      await recordDeviceEvent(tx, this.#clock, 'device.limit_reached', row, server, node, actor, `device ${row.name} used ${used} of its ${row.data_limit} bytes`);
+      const detail = `device ${row.name} used ${used} of its ${row.data_limit} bytes`;
+      await recordDeviceEvent(tx, this.#clock, 'device.limit_reached', row, server, node, actor, detail);
+      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'limit_reached', summary: detail, actor, before: { limit_reached_at: null }, after: { limit_reached_at: row.limit_reached_at } });
     }
   }
 

@@ -15,6 +15,7 @@ import {
   updateWebhook,
   type WebhookRow,
 } from '../store/webhooks.ts';
+import { recordActivity } from './activity.ts';
 import { enqueueDelivery, eventDraft, recordEvent, subscribedKinds } from './events.ts';
 import { checkWebhookUrl } from './webhook-targets.ts';
 
@@ -119,15 +120,19 @@ export class WebhookService {
     const events = eventKinds(input.events);
     await checkWebhookUrl(input.url, this.#allowPrivate);
     const now = isoAt(this.#clock.nowMs());
-    const row = await insertWebhook(this.#db, {
-      url: input.url,
-      events: JSON.stringify(events),
-      description: input.description ?? '',
-      enabled: (input.enabled ?? true) ? 1 : 0,
-      secret: generateWebhookSecret(),
-      created_by: actor,
-      created_at: now,
-      updated_at: now,
+    const row = await write(this.#db, async (tx) => {
+      const created = await insertWebhook(tx, {
+        url: input.url,
+        events: JSON.stringify(events),
+        description: input.description ?? '',
+        enabled: (input.enabled ?? true) ? 1 : 0,
+        secret: generateWebhookSecret(),
+        created_by: actor,
+        created_at: now,
+        updated_at: now,
+      });
+      await recordActivity(tx, this.#clock, { resource: 'webhook', resourceId: created.id, verb: 'created', summary: `webhook ${created.id} to ${created.url} created`, actor, before: null, after: created });
+      return created;
     });
     return { ...this.view(row), secret: row.secret };
   }
@@ -140,23 +145,32 @@ export class WebhookService {
     return toPage((await listWebhooks(this.#db, page)).map((row) => this.view(row)), page);
   }
 
-  async update(id: number, patch: Partial<WebhookInput>): Promise<WebhookView> {
+  async update(id: number, patch: Partial<WebhookInput>, actor: string): Promise<WebhookView> {
     await this.#get(id);
     const events = patch.events === undefined ? undefined : eventKinds(patch.events);
     if (patch.url !== undefined) await checkWebhookUrl(patch.url, this.#allowPrivate);
-    const row = await updateWebhook(this.#db, id, {
-      url: patch.url,
-      events: events === undefined ? undefined : JSON.stringify(events),
-      description: patch.description,
-      enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
-      updated_at: isoAt(this.#clock.nowMs()),
+    const row = await write(this.#db, async (tx) => {
+      const before = await findWebhook(tx, id);
+      const after = await updateWebhook(tx, id, {
+        url: patch.url,
+        events: events === undefined ? undefined : JSON.stringify(events),
+        description: patch.description,
+        enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
+        updated_at: isoAt(this.#clock.nowMs()),
+      });
+      if (!before || !after) throw new AppError('not_found', `webhook ${id} not found`);
+      await recordActivity(tx, this.#clock, { resource: 'webhook', resourceId: id, verb: 'updated', summary: `webhook ${id} to ${after.url} updated`, actor, before, after });
+      return after;
     });
-    if (!row) throw new AppError('not_found', `webhook ${id} not found`);
     return this.view(row);
   }
 
-  async delete(id: number): Promise<void> {
-    if (!(await deleteWebhook(this.#db, id))) throw new AppError('not_found', `webhook ${id} not found`);
+  async delete(id: number, actor: string): Promise<void> {
+    await write(this.#db, async (tx) => {
+      const before = await findWebhook(tx, id);
+      if (!before || !(await deleteWebhook(tx, id))) throw new AppError('not_found', `webhook ${id} not found`);
+      await recordActivity(tx, this.#clock, { resource: 'webhook', resourceId: id, verb: 'deleted', summary: `webhook ${id} to ${before.url} deleted`, actor, before, after: null });
+    });
   }
 
   async deliveries(id: number, state: DeliveryState | undefined, page: PageRequest): Promise<Page<DeliveryView>> {

@@ -8,6 +8,8 @@ import * as m004 from './migrations/004-share-links.ts';
 import * as m005 from './migrations/005-webhooks.ts';
 import * as m006 from './migrations/006-device-page-index.ts';
 import * as m007 from './migrations/007-usage.ts';
+import * as m008 from './migrations/008-activity.ts';
+import * as m009 from './migrations/009-mail-outbox.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -30,6 +32,8 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '005-webhooks': m005,
   '006-device-page-index': m006,
   '007-usage': m007,
+  '008-activity': m008,
+  '009-mail-outbox': m009,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

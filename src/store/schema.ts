@@ -179,6 +179,54 @@ export interface WebhookDeliveryTable {
   created_at: string;
 }
 
+export interface ActivityTable {
+  id: Generated<number>;
+  created_at: string;
+  actor: string;
+  request_id: string | null;
+  action: string;
+  resource: string;
+  /** Text, as ids of every resource fit in it. */
+  resource_id: string;
+  summary: string;
+  /** JSON object of the fields before the change (null on create), secrets left out. */
+  before: string | null;
+  /** JSON object of the fields after the change (null on delete), secrets left out. */
+  after: string | null;
+}
+
+export type MailState = 'pending' | 'sent' | 'failed';
+
+export interface MailOutboxTable {
+  id: Generated<number>;
+  /** `change` for one change, `device_digest` for a summary of devices at their limit or expired. */
+  topic: 'change' | 'device_digest';
+  subject: string;
+  text_body: string;
+  html_body: string;
+  state: MailState;
+  attempts: number;
+  next_attempt_at: string | null;
+  /** A sender holds the mail until then; another sender (or after a crash) takes it after. */
+  locked_until: string | null;
+  last_error: string | null;
+  created_at: string;
+  sent_at: string | null;
+}
+
+export interface MailNoticeTable {
+  id: Generated<number>;
+  kind: string;
+  /** One line of the digest mail, naming the device and who or what made the change. */
+  line: string;
+  created_at: string;
+}
+
+export interface MailDigestTable {
+  id: number;
+  last_made_at: string | null;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
@@ -192,4 +240,8 @@ export interface Database {
   usage_daily: UsageBucketTable;
   usage_monthly: UsageBucketTable;
   usage_batches: UsageBatchTable;
+  activity: ActivityTable;
+  mail_outbox: MailOutboxTable;
+  mail_notices: MailNoticeTable;
+  mail_digest: MailDigestTable;
 }

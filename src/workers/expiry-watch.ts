@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { recordActivity } from '../services/activity.ts';
 import { recordDeviceEvent } from '../services/events.ts';
 import { type Db, write } from '../store/db.ts';
 import { clearExpiryDue, listExpiryDue } from '../store/devices.ts';
@@ -48,7 +49,9 @@ export class ExpiryWatch {
           const server = await findServer(tx, row.server_id);
           const node = server && (await findNode(tx, server.node_id));
           if (!server || !node) return;
-          await recordDeviceEvent(tx, this.#clock, 'device.expired', row, server, node, SYSTEM_ACTOR, `device ${row.name} expired at ${dueAt}`);
+          const detail = `device ${row.name} expired at ${dueAt}`;
+          await recordDeviceEvent(tx, this.#clock, 'device.expired', row, server, node, SYSTEM_ACTOR, detail);
+          await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'expired', summary: detail, actor: SYSTEM_ACTOR, before: { status: 'active' }, after: { status: 'expired' } });
           posted++;
         });
       }

@@ -9,12 +9,18 @@ import { pruneBatches } from '../store/usage.ts';
 
 /** A node resends an unacknowledged batch within minutes; a week covers any outage worth riding out. */
 const USAGE_BATCH_MEMORY_MS = 7 * 24 * 3600 * 1000;
+import { ACTIVITY_RETENTION_MS } from '../domain/activity.ts';
+import { pruneActivity } from '../store/activity.ts';
+import { pruneMail } from '../store/mail.ts';
 
 const INTERVAL_MS = 10 * 60 * 1000;
+/** Sent and failed notification mails are kept this long, for looking into a mail that did not arrive. */
+const MAIL_RETENTION_MS = 30 * 24 * 60 * 60 * 1000;
 
 /**
  * Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events after 90
- * days, the record of stored usage batches after a week.
+ * days, the record of stored usage batches after a week, sent or failed mails after 30 days, activity
+ * entries after a year.
  */
 export class Housekeeping {
   readonly #db: Db;
@@ -33,6 +39,8 @@ export class Housekeeping {
     await pruneIdempotencyKeys(this.#db, isoAt(nowMs - IDEMPOTENCY_TTL_MS));
     await pruneEvents(this.#db, isoAt(nowMs - EVENT_RETENTION_MS));
     await pruneBatches(this.#db, isoAt(nowMs - USAGE_BATCH_MEMORY_MS));
+    await pruneMail(this.#db, isoAt(nowMs - MAIL_RETENTION_MS));
+    await pruneActivity(this.#db, isoAt(nowMs - ACTIVITY_RETENTION_MS));
   }
 
   start(): void {

@@ -3,6 +3,7 @@ import { describe } from '../agent/agent.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { desiredStateOfNode } from '../services/desired-state.ts';
+import { recordActivity } from '../services/activity.ts';
 import { eventDraft, recordEvent } from '../services/events.ts';
 import type { NodeConnections } from '../services/nodes.ts';
 import { type Db, write } from '../store/db.ts';
@@ -79,6 +80,7 @@ export class NodeMonitor {
         await updateNode(tx, node.id, { status: 'online', last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version });
         if (node.status === 'offline') {
           await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.online', node_name: node.name, detail: `node ${node.name} is online`, actor: SYSTEM_ACTOR }));
+          await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'online', summary: `node ${node.name} is online`, actor: SYSTEM_ACTOR, before: { status: 'offline' }, after: { status: 'online' } });
         }
       });
     } catch (error) {
@@ -88,6 +90,7 @@ export class NodeMonitor {
         await write(this.#db, async (tx) => {
           await updateNode(tx, node.id, { status: 'offline' });
           await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.offline', node_name: node.name, detail: `node ${node.name} is offline: ${describe(error)}`, actor: SYSTEM_ACTOR }));
+          await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'offline', summary: `node ${node.name} is offline: ${describe(error)}`, actor: SYSTEM_ACTOR, before: { status: 'online' }, after: { status: 'offline' } });
         });
       }
     }

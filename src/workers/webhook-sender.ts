@@ -3,11 +3,15 @@ import { type Agent, request } from 'undici';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { nextAttemptDelayMs, parseRetryAfterSeconds, signWebhook } from '../domain/webhooks.ts';
 import { ForbiddenTargetError, makeWebhookDispatcher } from '../services/webhook-targets.ts';
-import { type Db, write } from '../store/db.ts';
+import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { recordActivity } from '../services/activity.ts';
+import { outsideRequest } from '../services/request-context.ts';
+import { type Db, type Tx, write } from '../store/db.ts';
 import {
   type AttemptRecord,
   claimDueDeliveries,
   type DeliveryRow,
+  findWebhook,
   listEnabledWebhooks,
   recordAttempt,
   updateWebhook,
@@ -112,10 +116,10 @@ export class WebhookSender {
     this.#dispatcher = undefined;
   }
 
-  /** Looks for due deliveries soon, e.g. after an event was recorded. */
+  /** Looks for due deliveries soon, e.g. after an event was recorded; the work it starts belongs to no request. */
   nudge(): void {
     this.#drained = false;
-    this.#schedulePump();
+    outsideRequest(() => this.#schedulePump());
   }
 
   /** Sends everything due now and waits until those attempts are recorded; returns how many attempts were made. */
@@ -375,13 +379,23 @@ export class WebhookSender {
         await write(this.#db, async (tx) => {
           for (const outcome of batch) {
             await recordAttempt(tx, outcome.deliveryId, outcome.record);
-            if (outcome.disableWebhookId !== undefined) await updateWebhook(tx, outcome.disableWebhookId, { enabled: 0, updated_at: updatedAt });
+            if (outcome.disableWebhookId !== undefined) await this.#disable(tx, outcome.disableWebhookId, updatedAt);
           }
         });
       } catch (err) {
         this.#log.error({ err, deliveries: batch.length }, 'recording webhook attempts failed');
       }
     }
+  }
+
+  /** Turns a webhook off after its receiver answered 410 Gone: a change the panel makes itself, so it is in the activity log. */
+  async #disable(tx: Tx, webhookId: number, updatedAt: string): Promise<void> {
+    const before = await findWebhook(tx, webhookId);
+    if (before?.enabled !== 1) return;
+    const after = await updateWebhook(tx, webhookId, { enabled: 0, updated_at: updatedAt });
+    await recordActivity(tx, this.#clock, {
+      resource: 'webhook', resourceId: webhookId, verb: 'disabled', summary: `webhook ${webhookId} to ${before.url} turned off: its receiver answered 410 Gone`, actor: SYSTEM_ACTOR, before, after: after ?? null,
+    });
   }
 
   /** Resolves once nothing is in flight, queued to start, or waiting to be written. */

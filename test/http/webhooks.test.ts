@@ -142,6 +142,10 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     await call('POST', '/webhooks/' + hook.id + '/ping');
     await until('disabled', async () => ((await call('GET', `/webhooks/${hook.id}`)).json.enabled === false ? true : undefined));
     receiver.answer = () => 200;
+    // The panel turned it off, not the ping's request: in the activity log by `system`, without a request id.
+    const logged = await panel.cli(['activity', '--resource', 'webhook', '--id', String(hook.id), '--json']);
+    const entries: { action: string; actor: string; request_id: string | null }[] = JSON.parse(logged.stdout).data;
+    assert.deepEqual(entries.map((e) => [e.action, e.actor, e.request_id]).at(-1), ['webhook.disabled', 'system', null]);
   });
 
   it('keeps GET /devices fast while a receiver hangs', async () => {

@@ -10,6 +10,10 @@ import { openStore, type Store, write } from '../../src/store/db.ts';
 import { listEvents } from '../../src/store/events.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { Housekeeping } from '../../src/workers/housekeeping.ts';
+import { recordActivity } from '../../src/services/activity.ts';
+import { notifyChange } from '../../src/services/notifications.ts';
+import { listActivity } from '../../src/store/activity.ts';
+import { listMails, recordMailAttempt } from '../../src/store/mail.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -40,5 +44,28 @@ describe('housekeeping with a fake clock', () => {
     clock.advance(60 * DAY_MS);
     await new Housekeeping(store.db, clock, pino({ level: 'silent' })).runOnce();
     assert.deepEqual((await listEvents(store.db, {}, { afterId: 0, limit: 10 })).map((e) => e.detail), ['new']);
+  });
+
+  it('prunes activity entries after a year, and sent or failed mails after 30 days (never unsent ones)', async () => {
+    const clock = new ManualClock(Date.parse('2027-01-01T00:00:00Z'));
+    const change = (summary: string) =>
+      write(store.db, async (tx) => {
+        await recordActivity(tx, clock, { resource: 'node', resourceId: 1, verb: 'updated', summary, actor: 'admin', before: null, after: null });
+        await notifyChange(tx, clock, { headline: summary, details: [], actor: 'admin' });
+      });
+    await change('old');
+    clock.advance(300 * DAY_MS);
+    await change('recent');
+    // The events of the test before mailed too: only this test's mails count.
+    const mine = async () => (await listMails(store.db)).filter((m) => /old|recent|new/.test(m.subject));
+    const [old, recent] = await mine();
+    assert.ok(old && recent);
+    await recordMailAttempt(store.db, old.id, { state: 'sent', attempts: 1, nextAttemptAt: null, lastError: null, sentAt: isoAt(clock.nowMs()) });
+    await recordMailAttempt(store.db, recent.id, { state: 'failed', attempts: 9, nextAttemptAt: null, lastError: 'gone', sentAt: null });
+    clock.advance(66 * DAY_MS);
+    await change('new');
+    await new Housekeeping(store.db, clock, pino({ level: 'silent' })).runOnce();
+    assert.deepEqual((await listActivity(store.db, {}, { afterId: 0, limit: 10 })).map((e) => e.summary), ['recent', 'new']);
+    assert.deepEqual((await mine()).map((m) => [m.subject, m.state]), [['[vpn-panel] new by admin (CLI)', 'pending']]);
   });
 });

@@ -12,6 +12,7 @@ import { openStore, type Store } from '../../src/store/db.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { deleteWebhook, type DeliveryRow, findDelivery, findWebhook, insertDelivery, insertWebhook, type WebhookRow } from '../../src/store/webhooks.ts';
 import { WebhookSender, type WebhookSenderOptions } from '../../src/workers/webhook-sender.ts';
+import { listActivity } from '../../src/store/activity.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 
 interface Received {
@@ -288,6 +289,9 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(row.state, 'failed');
       assert.equal(row.response_status, 410);
       assert.equal((await findWebhook(store.db, webhook.id))?.enabled, 0);
+      // Turning it off is a change the panel made: in the activity log, by the system, without the secret.
+      const logged = await listActivity(store.db, { resource: 'webhook' }, { afterId: 0, limit: 10 });
+      assert.deepEqual(logged.map((e) => [e.action, e.actor, e.resource_id, e.before, e.after]), [['webhook.disabled', 'system', String(webhook.id), { enabled: true }, { enabled: false }]]);
 
       clock.advance(1_000);
       assert.equal(await worker.runOnce(), 0);

@@ -33,14 +33,14 @@ export function webhookRoutes(api: Api, webhooks: WebhookService): void {
   api.patch(
     '/webhooks/:id',
     operation('webhooks:write', { summary: 'Change a webhook', tags: ['webhooks'], params: IdParams, body: WebhookPatchBody, response: { 200: WebhookRef } }),
-    (request) => webhooks.update(request.params.id, request.body),
+    (request) => webhooks.update(request.params.id, request.body, actorOf(request)),
   );
 
   api.delete(
     '/webhooks/:id',
     operation('webhooks:write', { summary: 'Remove a webhook and its pending deliveries', tags: ['webhooks'], params: IdParams, response: { 204: Type.Null() } }),
     async (request, reply) => {
-      await webhooks.delete(request.params.id);
+      await webhooks.delete(request.params.id, actorOf(request));
       return reply.code(204).send(null);
     },
   );

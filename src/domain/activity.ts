@@ -1,0 +1,85 @@
+import { apiKeyActor } from './api-keys.ts';
+import { SYSTEM_ACTOR } from './events.ts';
+
+/** What the activity log records changes to. Groups are not stored: a group change is recorded per device. */
+export const ACTIVITY_RESOURCES = ['device', 'server', 'webhook', 'node', 'api_key'] as const;
+export type ActivityResource = (typeof ACTIVITY_RESOURCES)[number];
+
+export function isActivityResource(value: string): value is ActivityResource {
+  return (ACTIVITY_RESOURCES as readonly string[]).includes(value);
+}
+
+/** The actor of changes made with the CLI on the panel's machine (DESIGN §3). */
+export const ADMIN_ACTOR = 'admin';
+
+/** Field values as the log keeps them: JSON values. */
+export type FieldValues = Record<string, unknown>;
+
+/** One change as the activity log shows it. `before`/`after` hold the fields that changed (all of them on create and delete). */
+export interface ActivityEntry {
+  id: number;
+  created_at: string;
+  actor: string;
+  /** The `X-Request-Id` of the API request that made the change; null for the CLI and the panel's own changes. */
+  request_id: string | null;
+  /** `<resource>.<verb>`, e.g. `device.updated`, `api_key.revoked`. */
+  action: string;
+  resource: ActivityResource;
+  resource_id: string;
+  summary: string;
+  before: FieldValues | null;
+  after: FieldValues | null;
+}
+
+/**
+ * Never written to the log: keys and secrets (device and server private keys, webhook secrets, API
+ * key hashes, node tokens, share link tokens), and bookkeeping the entry's own time already says.
+ */
+const LEFT_OUT = new Set(['private_key', 'secret', 'key_hash', 'token', 'created_at', 'updated_at']);
+/** Stored as 0/1, shown as the API shows them. */
+const BOOLEAN_FIELDS = new Set(['enabled', 'dns_on_server', 'rate_limit_exempt']);
+/** Stored as JSON text (metadata, server lists, webhook subscriptions), shown as JSON. */
+const JSON_FIELDS = new Set(['metadata', 'dns', 'client_allowed_ips', 'events']);
+
+function shown(field: string, value: unknown): unknown {
+  if (BOOLEAN_FIELDS.has(field) && (value === 0 || value === 1)) return value === 1;
+  if (JSON_FIELDS.has(field) && typeof value === 'string') {
+    try {
+      return JSON.parse(value);
+    } catch {
+      return value;
+    }
+  }
+  return value;
+}
+
+function visible(fields: FieldValues): FieldValues {
+  return Object.fromEntries(Object.entries(fields).filter(([k, v]) => !LEFT_OUT.has(k) && v !== undefined).map(([k, v]) => [k, shown(k, v)]));
+}
+
+/**
+ * The fields a change touched, without secrets: everything on create (`before` null) and delete
+ * (`after` null), only the fields whose values differ on an update.
+ */
+export function fieldChanges(before: FieldValues | null, after: FieldValues | null): { before: FieldValues | null; after: FieldValues | null } {
+  if (before === null || after === null) return { before: before && visible(before), after: after && visible(after) };
+  const was = visible(before);
+  const now = visible(after);
+  const changed = [...new Set([...Object.keys(was), ...Object.keys(now)])].filter((k) => JSON.stringify(was[k]) !== JSON.stringify(now[k]));
+  return {
+    before: Object.fromEntries(changed.map((k) => [k, was[k] ?? null])),
+    after: Object.fromEntries(changed.map((k) => [k, now[k] ?? null])),
+  };
+}
+
+/** Activity entries are kept this long, then pruned (DESIGN leaves it open; an audit trail outlives the 90 days of events). */
+export const ACTIVITY_RETENTION_MS = 365 * 24 * 60 * 60 * 1000;
+
+/**
+ * `--actor` as a person types it: `admin`, `system`, `via API key NAME`, or just the key's NAME.
+ */
+export function actorFilter(text: string): string {
+  const actor = text.trim();
+  if (actor === ADMIN_ACTOR || actor === SYSTEM_ACTOR || actor.startsWith(apiKeyActor(''))) return actor;
+  return apiKeyActor(actor);
+}

@@ -1,0 +1,43 @@
+import { type ActivityEntry, type ActivityResource, type FieldValues, fieldChanges } from '../domain/activity.ts';
+import { type Clock, isoAt } from '../domain/clock.ts';
+import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import { type ActivityFilter, insertActivity, listActivity } from '../store/activity.ts';
+import type { Queryable, Tx } from '../store/db.ts';
+import { currentRequestId } from './request-context.ts';
+
+/** One change as its service describes it; `before`/`after` may be whole rows: secrets and unchanged fields are dropped here. */
+export interface ActivityDraft {
+  resource: ActivityResource;
+  resourceId: number | string;
+  /** The verb after `<resource>.`: created, updated, deleted, moved, revoked… */
+  verb: string;
+  summary: string;
+  actor: string;
+  before: FieldValues | null;
+  after: FieldValues | null;
+}
+
+/**
+ * Records a change in the activity log inside the transaction that makes it, so the log holds
+ * exactly the changes that landed. The request id comes from the API request running (if any).
+ * Any change path calls this, system ones too (a device reaching its limit, a webhook turned off).
+ */
+export async function recordActivity(tx: Tx, clock: Clock, draft: ActivityDraft): Promise<void> {
+  const { before, after } = fieldChanges(draft.before, draft.after);
+  await insertActivity(tx, {
+    created_at: isoAt(clock.nowMs()),
+    actor: draft.actor,
+    request_id: currentRequestId(),
+    action: `${draft.resource}.${draft.verb}`,
+    resource: draft.resource,
+    resource_id: String(draft.resourceId),
+    summary: draft.summary,
+    before: before && JSON.stringify(before),
+    after: after && JSON.stringify(after),
+  });
+}
+
+/** Entries matching the filter after the cursor, oldest first. */
+export async function activityPage(db: Queryable, filter: ActivityFilter, page: PageRequest): Promise<Page<ActivityEntry>> {
+  return toPage(await listActivity(db, filter, page), page);
+}
