@@ -21,6 +21,7 @@ import { openMigratedStore } from '../src/main/panel.ts';
 import { UsageService } from '../src/services/usage.ts';
 import { createTestDatabase, DATABASE_KINDS } from '../test/support/databases.ts';
 import { ScriptedDriver } from '../test/support/scripted-driver.ts';
+import { deviceValues, seedNode, seedServer } from '../test/support/usage-fixtures.ts';
 import { machine, writeSection } from './report.ts';
 
 const DEVICES = Number(process.env.DEVICES ?? 100_000);
@@ -42,30 +43,14 @@ async function panelIngest(): Promise<string[]> {
     const store = await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL });
     try {
       const now = new Date().toISOString();
-      const node = await store.db
-        .insertInto('nodes')
-        .values({ name: 'bench', url: null, token: null, public_host: '192.0.2.1', status: 'online', driver: 'dry-run', version: 'b', last_seen_at: null, created_at: now })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      const node = await seedNode(store.db, 'bench', now);
       const perServer = Math.ceil(DEVICES / SERVERS);
       for (let s = 0; s < SERVERS; s++) {
-        const server = await store.db
-          .insertInto('servers')
-          .values({
-            node_id: node.id, name: `s${s}`, country: 'DE', city: '', status: 'running', endpoint: '192.0.2.1', listen_port: 51820 + s, private_key: 'k',
-            public_key: 'k', address: `10.${s}.0.1/15`, subnet: `10.${s}.0.0/15`, dns: '[]', dns_on_server: 0, mtu: 1420, persistent_keepalive: 25,
-            client_allowed_ips: '[]', capacity: perServer, created_at: now, updated_at: now,
-          })
-          .returningAll()
-          .executeTakeFirstOrThrow();
+        const server = await seedServer(store.db, node, { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s * 2}.0.0/15`, capacity: perServer }, now);
         for (let start = 0; start < perServer; start += 1000) {
           const values = Array.from({ length: Math.min(1000, perServer - start) }, (_, k) => {
             const i = start + k;
-            return {
-              server_id: server.id, name: `d${i}`, external_id: null, metadata: null, address: `10.${s}.${i >> 8}.${i & 255}`, public_key: fakeKey(s * perServer + i),
-              private_key: null, enabled: 1, data_limit: 10_000_000_000, limit_period: 'monthly' as const, usage_reset_at: now, expires_at: null, speed_limit: 0,
-              last_handshake: null, created_at: now, updated_at: now,
-            };
+            return deviceValues(server.id, { name: `d${i}`, address: `10.${s * 2 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`, publicKey: fakeKey(s * perServer + i), dataLimit: 10_000_000_000, limitPeriod: 'monthly' }, now);
           });
           await store.db.insertInto('devices').values(values).execute();
         }

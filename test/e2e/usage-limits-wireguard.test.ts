@@ -132,6 +132,27 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     }
   }
 
+  /** Waits until the client pings the server's tunnel address. */
+  async function reachServer(timeoutMs: number): Promise<void> {
+    const serverIp = hostOf(need(server, 'the server').address);
+    await waitFor('the client to reach the server', async () => ((await pings(serverIp)) ? true : undefined), timeoutMs, 100);
+  }
+
+  function pings(ip: string): Promise<boolean> {
+    return succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', ip]);
+  }
+
+  /** Downloads until the node cuts the device off; the time from its counters reaching the limit to the cut. */
+  async function downloadUntilCut(publicKey: string): Promise<number> {
+    const stop = await download();
+    try {
+      const cut = await watchCutOff(publicKey, DATA_LIMIT);
+      return cut.cutMs - cut.crossedMs;
+    } finally {
+      await stop();
+    }
+  }
+
   async function deviceEvents(kind: string, deviceId: number): Promise<unknown[]> {
     const { data } = await api.GET('/api/v1/events', { params: { query: { kind, device_id: deviceId, limit: 200 } } });
     return data?.data ?? [];
@@ -184,18 +205,11 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   test('a device that downloads its data limit is cut off by the node within 10 s; status, event, and usage reset bring it back', async (t) => {
     const { device, client } = await deviceWithClient({ data_limit: DATA_LIMIT, limit_period: 'total' });
     const serverIp = hostOf(need(server, 'the server').address);
-    await waitFor('the client to reach the server', async () => ((await succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', serverIp])) ? true : undefined), 10_000, 100);
-    const stop = await download();
-    let cut: { crossedMs: number; cutMs: number };
-    try {
-      cut = await watchCutOff(device.public_key, DATA_LIMIT);
-    } finally {
-      await stop();
-    }
-    const latency = cut.cutMs - cut.crossedMs;
+    await reachServer(10_000);
+    const latency = await downloadUntilCut(device.public_key);
     t.diagnostic(`counters reached the limit → peer off the interface: ${latency} ms`);
     assert.ok(latency < CUT_OFF_LIMIT_MS, `cut off ${latency} ms after the limit`);
-    assert.equal(await succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', serverIp]), false, 'no traffic passes');
+    assert.equal(await pings(serverIp), false, 'no traffic passes');
 
     const limited = await waitFor('status limit_reached', async () => {
       const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
@@ -218,7 +232,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     assert.equal(reset.data?.period_usage.total_bytes, 0);
     assert.notEqual(await peerBytes(device.public_key), undefined, 'the peer is back on the interface when the reset answers');
     t.diagnostic(`peer back ${Date.now() - resetAt} ms after the reset was sent`);
-    await waitFor('the client to pass traffic again', async () => ((await succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', serverIp])) ? true : undefined), 25_000, 200);
+    await reachServer(25_000);
     const history = await api.GET('/api/v1/devices/{id}/usage', { params: { path: { id: device.id } } });
     assert.ok((history.data?.daily ?? []).reduce((n, d) => n + d.rx_bytes + d.tx_bytes, 0) >= DATA_LIMIT, 'history stays after the reset');
     await client.close();
@@ -226,18 +240,11 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
 
   test('the node cuts a device off while the panel is stopped; the panel reports it when it is back', async (t) => {
     const { device, client } = await deviceWithClient({ data_limit: DATA_LIMIT, limit_period: 'monthly' });
-    const serverIp = hostOf(need(server, 'the server').address);
-    await waitFor('the client to reach the server', async () => ((await succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', serverIp])) ? true : undefined), 10_000, 100);
+    await reachServer(10_000);
     await need(panel, 'the panel').stop('SIGKILL');
-    const stop = await download();
-    let cut: { crossedMs: number; cutMs: number };
-    try {
-      cut = await watchCutOff(device.public_key, DATA_LIMIT);
-    } finally {
-      await stop();
-    }
-    t.diagnostic(`panel down: limit → cut ${cut.cutMs - cut.crossedMs} ms`);
-    assert.ok(cut.cutMs - cut.crossedMs < CUT_OFF_LIMIT_MS);
+    const latency = await downloadUntilCut(device.public_key);
+    t.diagnostic(`panel down: limit → cut ${latency} ms`);
+    assert.ok(latency < CUT_OFF_LIMIT_MS);
     await startThePanel();
     const limited = await waitFor('status limit_reached after the panel is back', async () => {
       const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
@@ -251,8 +258,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   test('an expiry a few seconds ahead cuts the device off; device.expired arrives once', async (t) => {
     const expiresAt = new Date(Date.now() + 4000).toISOString();
     const { device, client } = await deviceWithClient({ expires_at: expiresAt });
-    const serverIp = hostOf(need(server, 'the server').address);
-    await waitFor('the client to reach the server', async () => ((await succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', serverIp])) ? true : undefined), 3500, 100);
+    await reachServer(3500);
     const gone = await waitFor('the peer to leave at its expiry', async () => ((await peerBytes(device.public_key)) === undefined ? Date.now() : undefined), 15_000, 50);
     const late = gone - Date.parse(expiresAt);
     t.diagnostic(`peer off ${late} ms after expires_at`);
@@ -270,8 +276,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
 
   test('usage recorded by the panel equals the server\'s own counters, with the agent killed (SIGKILL) mid-transfer', async (t) => {
     const { device, client } = await deviceWithClient({});
-    const serverIp = hostOf(need(server, 'the server').address);
-    await waitFor('the client to reach the server', async () => ((await succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', serverIp])) ? true : undefined), 10_000, 100);
+    await reachServer(10_000);
     const stop = await download();
     try {
       await sleep(1500);

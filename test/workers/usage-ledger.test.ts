@@ -9,19 +9,17 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import type { DesiredServer, UsageAck, UsageReport } from '../../src/agent/protocol.ts';
 import { JournalFile, UsageLedger } from '../../src/agent/usage-ledger.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
-import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
-import { openMigratedStore } from '../../src/main/panel.ts';
 import { UsageService } from '../../src/services/usage.ts';
-import type { Store } from '../../src/store/db.ts';
 import { listDevicesOfServer } from '../../src/store/devices.ts';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS } from '../support/databases.ts';
 import { ScriptedDriver } from '../support/scripted-driver.ts';
+import { deviceValues, migratedStoreForSuite, seedNode, seedServer } from '../support/usage-fixtures.ts';
 
 const SERVERS = 2;
 const DEVICES_PER_SERVER = 6;
@@ -29,61 +27,33 @@ const ROUNDS = 300;
 
 for (const kind of DATABASE_KINDS) {
   describe(`usage ledger against ground truth (${kind})`, () => {
-    let database: TestDatabase;
-    let store: Store;
-    before(async () => {
-      database = await createTestDatabase(kind);
-      store = await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL });
-    });
-    after(async () => {
-      await store.close();
-      await database.drop();
-    });
+    const suite = migratedStoreForSuite(kind);
 
     it('counts every byte once through resets, agent kills, duplicated, reordered and lost reports and a stopped panel', async () => {
       const clock = new ManualClock(Date.parse('2026-11-21T08:00:00Z'));
-      const usage = new UsageService(store.db, clock, new Calendar('Europe/Berlin'));
+      const usage = new UsageService(suite.store.db, clock, new Calendar('Europe/Berlin'));
       const now = new Date(clock.nowMs()).toISOString();
-      const node = await store.db
-        .insertInto('nodes')
-        .values({ name: 'scripted', url: null, token: null, public_host: '192.0.2.1', status: 'online', driver: 'dry-run', version: 't', last_seen_at: null, created_at: now })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      const node = await seedNode(suite.store.db, 'scripted', now);
       const desired: DesiredServer[] = [];
       for (let s = 1; s <= SERVERS; s++) {
-        const server = await store.db
-          .insertInto('servers')
-          .values({
-            node_id: node.id, name: `s${s}`, country: 'DE', city: '', status: 'running', endpoint: '192.0.2.1', listen_port: 51820 + s,
-            private_key: generateKeyPair().privateKey, public_key: '', address: `10.${s}.0.1/24`, subnet: `10.${s}.0.0/24`, dns: '[]', dns_on_server: 0,
-            mtu: 1420, persistent_keepalive: 25, client_allowed_ips: '[]', capacity: 253, created_at: now, updated_at: now,
-          })
-          .returningAll()
-          .executeTakeFirstOrThrow();
+        const server = await seedServer(suite.store.db, node, { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s}.0.0/24`, capacity: 253 }, now);
         for (let d = 0; d < DEVICES_PER_SERVER; d++) {
-          await store.db
-            .insertInto('devices')
-            .values({
-              server_id: server.id, name: `d${d}`, external_id: null, metadata: null, address: `10.${s}.0.${d + 2}`, public_key: generateKeyPair().publicKey,
-              private_key: null, enabled: 1, data_limit: 0, limit_period: 'total', usage_reset_at: now, expires_at: null, speed_limit: 0,
-              last_handshake: null, created_at: now, updated_at: now,
-            })
-            .execute();
+          await suite.store.db.insertInto('devices').values(deviceValues(server.id, { name: `d${d}`, address: `10.${s}.0.${d + 2}` }, now)).execute();
         }
         desired.push({ server: { serverId: server.id, privateKey: server.private_key, listenPort: server.listen_port, address: server.address, mtu: 1420 }, peers: [] });
       }
       const desiredNow = async (): Promise<DesiredServer[]> =>
-        Promise.all(desired.map(async (d) => ({ ...d, peers: (await listDevicesOfServer(store.db, d.server.serverId)).map((row) => usage.peerOf(row)) })));
+        Promise.all(desired.map(async (d) => ({ ...d, peers: (await listDevicesOfServer(suite.store.db, d.server.serverId)).map((row) => usage.peerOf(row)) })));
 
       const driver = new ScriptedDriver();
-      const journal = join(database.dataDir, 'journal.json');
+      const journal = join(suite.database.dataDir, 'journal.json');
       const newAgent = () => new Agent(driver, 'test', { ledger: new UsageLedger(new JournalFile(journal)), clock });
       let agent = newAgent();
       await agent.resync(await desiredNow());
 
       const truth = new Map<number, { rx: number; tx: number }>();
       const recorded = async () => {
-        const rows = await store.db.selectFrom('usage_daily').select(['device_id', 'rx_bytes', 'tx_bytes']).execute();
+        const rows = await suite.store.db.selectFrom('usage_daily').select(['device_id', 'rx_bytes', 'tx_bytes']).execute();
         const sums = new Map<number, { rx: number; tx: number }>();
         for (const r of rows) {
           const s = sums.get(r.device_id) ?? { rx: 0, tx: 0 };
@@ -102,7 +72,7 @@ for (const kind of DATABASE_KINDS) {
 
       for (let round = 0; round < ROUNDS; round++) {
         // Traffic on the interface: the device downloads what the server sends (tx) and uploads what it receives (rx).
-        const devices = await store.db.selectFrom('devices').select(['id', 'server_id', 'public_key', 'enabled']).execute();
+        const devices = await suite.store.db.selectFrom('devices').select(['id', 'server_id', 'public_key', 'enabled']).execute();
         for (const device of devices) {
           const counters = driver.servers.get(device.server_id)?.peers.get(device.public_key);
           if (!counters) continue;
@@ -131,7 +101,7 @@ for (const kind of DATABASE_KINDS) {
           if (device) {
             const server = desired.find((d) => d.server.serverId === device.server_id);
             await agent.changePeers(device.server_id, { upsert: [], remove: [device.public_key] });
-            const row = (await listDevicesOfServer(store.db, device.server_id)).find((r) => r.id === device.id);
+            const row = (await listDevicesOfServer(suite.store.db, device.server_id)).find((r) => r.id === device.id);
             if (server && row) await agent.changePeers(device.server_id, { upsert: [usage.peerOf(row)], remove: [] });
             stats.readds++;
           }
@@ -176,7 +146,7 @@ for (const kind of DATABASE_KINDS) {
         [...truth].sort(([a], [b]) => a - b),
         `recorded usage equals the ground truth (${JSON.stringify(stats)})`,
       );
-      const monthly = await store.db.selectFrom('usage_monthly').select((eb) => [eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')]).executeTakeFirstOrThrow();
+      const monthly = await suite.store.db.selectFrom('usage_monthly').select((eb) => [eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')]).executeTakeFirstOrThrow();
       const totalRx = [...truth.values()].reduce((n, t) => n + t.rx, 0);
       assert.equal(Number(monthly.rx), totalRx, 'month buckets hold the same bytes');
       assert.ok(stats.kills > 0 && stats.recreates > 0 && stats.duplicates > 0 && stats.lost > 0, JSON.stringify(stats));

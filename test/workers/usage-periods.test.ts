@@ -5,61 +5,30 @@
  * status filter of GET /devices agrees with the rule.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { UsageReport } from '../../src/agent/protocol.ts';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
-import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
-import { openMigratedStore } from '../../src/main/panel.ts';
 import { UsageService } from '../../src/services/usage.ts';
-import type { Store } from '../../src/store/db.ts';
 import { type DeviceRow, findDevice, listDevices } from '../../src/store/devices.ts';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS } from '../support/databases.ts';
+import { deviceValues, migratedStoreForSuite, seedNode, seedServer } from '../support/usage-fixtures.ts';
 
 const at = (iso: string) => Date.parse(iso);
 
 for (const kind of DATABASE_KINDS) {
   describe(`usage periods across month ends (${kind}, Europe/Berlin)`, () => {
-    let database: TestDatabase;
-    let store: Store;
-    before(async () => {
-      database = await createTestDatabase(kind);
-      store = await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL });
-    });
-    after(async () => {
-      await store.close();
-      await database.drop();
-    });
+    const suite = migratedStoreForSuite(kind);
 
     it('restarts monthly counts on the 1st, keeps total ones, and posts device.limit_reached once per period', async () => {
       const clock = new ManualClock(at('2026-11-30T20:00:00Z'));
-      const usage = new UsageService(store.db, clock, new Calendar('Europe/Berlin'));
+      const usage = new UsageService(suite.store.db, clock, new Calendar('Europe/Berlin'));
       const now = isoAt(clock.nowMs());
-      const node = await store.db
-        .insertInto('nodes')
-        .values({ name: 'n', url: null, token: null, public_host: '192.0.2.1', status: 'online', driver: 'dry-run', version: 't', last_seen_at: null, created_at: now })
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      const server = await store.db
-        .insertInto('servers')
-        .values({
-          node_id: node.id, name: 's', country: 'DE', city: '', status: 'running', endpoint: '192.0.2.1', listen_port: 51820, private_key: 'k', public_key: 'k',
-          address: '10.1.0.1/24', subnet: '10.1.0.0/24', dns: '[]', dns_on_server: 0, mtu: 1420, persistent_keepalive: 25, client_allowed_ips: '[]', capacity: 253,
-          created_at: now, updated_at: now,
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      const node = await seedNode(suite.store.db, 'n', now);
+      const server = await seedServer(suite.store.db, node, { name: 's', listenPort: 51820, subnet: '10.1.0.0/24', capacity: 253 }, now);
       const device = async (name: string, limitPeriod: 'monthly' | 'total'): Promise<number> => {
-        const row = await store.db
-          .insertInto('devices')
-          .values({
-            server_id: server.id, name, external_id: null, metadata: null, address: `10.1.0.${name === 'monthly' ? 2 : 3}`, public_key: generateKeyPair().publicKey,
-            private_key: null, enabled: 1, data_limit: 1000, limit_period: limitPeriod, usage_reset_at: now, expires_at: null, speed_limit: 0, last_handshake: null,
-            created_at: now, updated_at: now,
-          })
-          .returningAll()
-          .executeTakeFirstOrThrow();
-        return row.id;
+        const values = deviceValues(server.id, { name, address: `10.1.0.${name === 'monthly' ? 2 : 3}`, dataLimit: 1000, limitPeriod }, now);
+        return (await suite.store.db.insertInto('devices').values(values).returningAll().executeTakeFirstOrThrow()).id;
       };
       const monthly = await device('monthly', 'monthly');
       const total = await device('total', 'total');
@@ -74,14 +43,14 @@ for (const kind of DATABASE_KINDS) {
         return usage.ingest(node, report);
       };
       const row = async (id: number): Promise<DeviceRow> => {
-        const found = await findDevice(store.db, id);
+        const found = await findDevice(suite.store.db, id);
         assert.ok(found);
         return found;
       };
       const limitEvents = async (id: number) =>
-        (await store.db.selectFrom('events').select('id').where('kind', '=', 'device.limit_reached').where('device_id', '=', id).execute()).length;
+        (await suite.store.db.selectFrom('events').select('id').where('kind', '=', 'device.limit_reached').where('device_id', '=', id).execute()).length;
       const statusList = (status: 'active' | 'limit_reached') =>
-        listDevices(store.db, { status, nowIso: isoAt(clock.nowMs()), currentMonth: usage.currentMonth() }, { afterId: 0, limit: 10 }).then((rows) => rows.map((r) => r.id));
+        listDevices(suite.store.db, { status, nowIso: isoAt(clock.nowMs()), currentMonth: usage.currentMonth() }, { afterId: 0, limit: 10 }).then((rows) => rows.map((r) => r.id));
 
       // 30 November, 21:45 Berlin (20:45 UTC): 600 bytes each.
       await deliver('2026-11-30T20:45:00Z', 600);
