@@ -1,5 +1,6 @@
 import { AppError } from '../domain/errors.ts';
 import { ConfigError } from '../main/config.ts';
+import { backupCommand, restoreCommand } from './backup.ts';
 import { keysCommand } from './keys.ts';
 import { nodeCommand } from './node.ts';
 import { nodesCommand } from './nodes.ts';
@@ -16,6 +17,8 @@ const USAGE = `usage: vpn-panel <command>
                                           make an API key; the key is the last line of output
   keys list [--json]                      list keys (never the key itself)
   keys revoke NAME|ID                     stop a key at once
+  backup FILE                             a consistent snapshot of the whole state, while panels run
+  restore FILE [--replace]                load a backup into an empty database (--replace: overwrite one)
 
 Configuration comes from the environment; see README.md.`;
 
@@ -30,6 +33,10 @@ async function main(argv: string[]): Promise<number> {
       return nodesCommand(rest);
     case 'keys':
       return keysCommand(rest);
+    case 'backup':
+      return backupCommand(rest);
+    case 'restore':
+      return restoreCommand(rest);
     case undefined:
     case 'help':
     case '--help':

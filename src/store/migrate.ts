@@ -7,6 +7,7 @@ import * as m003 from './migrations/003-devices.ts';
 import * as m004 from './migrations/004-share-links.ts';
 import * as m005 from './migrations/005-webhooks.ts';
 import * as m006 from './migrations/006-device-page-index.ts';
+import * as m007 from './migrations/007-panel-settings.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '004-share-links': m004,
   '005-webhooks': m005,
   '006-device-page-index': m006,
+  '007-panel-settings': m007,
 };
 
 function provider(dialect: Dialect): MigrationProvider {
@@ -45,10 +47,16 @@ function provider(dialect: Dialect): MigrationProvider {
   };
 }
 
-/** Brings the schema up to date; safe to run at every start, also by several processes at once. */
-export async function migrate(store: Store): Promise<void> {
+/** Every migration this code knows, in the order they run. */
+export const MIGRATION_NAMES: readonly string[] = Object.keys(MIGRATIONS);
+
+/**
+ * Brings the schema up to date, or up to `upTo` and no further (a restore loads a backup at the level
+ * it was made); safe to run at every start, also by several processes at once.
+ */
+export async function migrate(store: Store, upTo?: string): Promise<void> {
   const migrator = new Migrator({ db: store.db, provider: provider(store.dialect) });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName;
     throw new Error(`database migration ${failed ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);

@@ -154,6 +154,11 @@ export interface WebhookDeliveryTable {
   created_at: string;
 }
 
+export interface PanelSettingTable {
+  key: string;
+  value: string;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
@@ -164,4 +169,5 @@ export interface Database {
   share_links: ShareLinkTable;
   webhooks: WebhookTable;
   webhook_deliveries: WebhookDeliveryTable;
+  panel_settings: PanelSettingTable;
 }
