@@ -88,11 +88,11 @@ export async function describeTables(db: Queryable, dialect: Dialect): Promise<T
   return dependencyOrder(tables);
 }
 
-/** The migrations run on the database, by name in order; none when it was never migrated. */
+/** The migrations run on the database, in the order they run (by name); none when it was never migrated. */
 export async function executedMigrations(db: Queryable, dialect: Dialect): Promise<string[]> {
   if (!(await tableNames(db, dialect)).includes(DEFAULT_MIGRATION_TABLE)) return [];
-  const rows = await sql<{ name: string }>`select name from ${sql.table(DEFAULT_MIGRATION_TABLE)} order by name`.execute(db);
-  return rows.rows.map((r) => r.name);
+  const rows = await sql<{ name: string }>`select name from ${sql.table(DEFAULT_MIGRATION_TABLE)}`.execute(db);
+  return rows.rows.map((r) => r.name).sort();
 }
 
 interface SerialColumn {

@@ -47,8 +47,8 @@ function provider(dialect: Dialect): MigrationProvider {
   };
 }
 
-/** Every migration this code knows, in the order they run. */
-export const MIGRATION_NAMES: readonly string[] = Object.keys(MIGRATIONS);
+/** Every migration this code knows, in the order they run (kysely's Migrator sorts them by name). */
+export const MIGRATION_NAMES: readonly string[] = Object.keys(MIGRATIONS).sort();
 
 /**
  * Brings the schema up to date, or up to `upTo` and no further (a restore loads a backup at the level
