@@ -51,7 +51,7 @@ export async function restoreCommand(args: string[]): Promise<number> {
       return loadBackup(store, path, header, { replace });
     });
     await migrate(store);
-    await unlockSecrets(store.db, config);
+    await unlockSecrets(store, config);
     console.log(`restored ${summary.rows} rows of ${summary.tables} tables from ${file} (backup of ${header.created_at}, schema ${header.migrations.at(-1) ?? ''})`);
     console.log('the panel hands every node the restored state when it starts: its first round resyncs each node');
     return 0;

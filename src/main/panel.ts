@@ -44,7 +44,7 @@ export async function openMigratedStore(config: StoreConfig): Promise<Store> {
   const store = openStore(config);
   try {
     await migrate(store);
-    return withEncryption(store, await unlockSecrets(store.db, config));
+    return withEncryption(store, await unlockSecrets(store, config));
   } catch (error) {
     await store.close();
     throw error;

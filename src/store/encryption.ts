@@ -20,7 +20,8 @@ import {
   ValueNode,
   ValuesNode,
 } from 'kysely';
-import type { Queryable, Store } from './db.ts';
+import type { Dialect, Queryable, Store } from './db.ts';
+import { describeTable } from './introspect.ts';
 import type { Database } from './schema.ts';
 
 /** The panel secret is 32 random bytes; PANEL_SECRET and DATA_DIR/panel.secret hold them in base64. */
@@ -141,13 +142,29 @@ export class EncryptionPlugin implements KyselyPlugin {
     return { ...result, rows: result.rows.map((row) => this.#openRow(row, names)) };
   }
 
+  /**
+   * The row with each sealed value opened when it is first read: most reads of these tables (a
+   * node's resync, device pages without configs) never look at the private key, and opening one
+   * costs more than reading its row.
+   */
   #openRow(row: UnknownRow, names: readonly string[]): UnknownRow {
     let out = row;
     for (const name of names) {
       const value = row[name];
       if (typeof value !== 'string' || !SecretBox.isSealed(value)) continue;
       if (out === row) out = { ...row };
-      out[name] = this.#box.open(value);
+      const target = out;
+      const settle = (plain: unknown) => Object.defineProperty(target, name, { value: plain, writable: true, enumerable: true, configurable: true });
+      Object.defineProperty(target, name, {
+        enumerable: true,
+        configurable: true,
+        get: () => {
+          const plain = this.#box.open(value);
+          settle(plain);
+          return plain;
+        },
+        set: settle,
+      });
     }
     return out;
   }
@@ -216,17 +233,23 @@ export function withEncryption(store: Store, box: SecretBox): Store {
 
 /**
  * Seals every value of the encrypted columns still held in plain (written before encryption
- * existed, or restored from such a backup). Returns how many rows changed.
+ * existed, or restored from such a backup), row by row through the primary key. Returns how many.
  */
-export async function sealPlainValues(db: Queryable, box: SecretBox): Promise<number> {
+export async function sealPlainValues(db: Queryable, dialect: Dialect, box: SecretBox): Promise<number> {
   let changed = 0;
   for (const [table, columns] of Object.entries(ENCRYPTED_COLUMNS)) {
+    const key = (await describeTable(db, dialect, table)).primaryKey;
+    if (key.length === 0) throw new Error(`${table} has encrypted columns but no primary key to seal them by`);
+    const keyRefs = sql.join(key.map((c) => sql.ref(c)));
     for (const column of columns) {
-      const plain = await sql<{ plain: string }>`select distinct ${sql.ref(column)} as plain from ${sql.table(table)}
+      const plain = await sql<UnknownRow>`select ${keyRefs}, ${sql.ref(column)} from ${sql.table(table)}
         where ${sql.ref(column)} is not null and ${sql.ref(column)} not like ${`${SEALED_PREFIX}%`}`.execute(db);
-      for (const { plain: value } of plain.rows) {
-        const result = await sql`update ${sql.table(table)} set ${sql.ref(column)} = ${box.seal(value)} where ${sql.ref(column)} = ${value}`.execute(db);
-        changed += Number(result.numAffectedRows ?? 0);
+      for (const row of plain.rows) {
+        const value = row[column];
+        if (typeof value !== 'string') continue;
+        const where = sql`(${keyRefs}) = (${sql.join(key.map((c) => row[c]))})`;
+        await sql`update ${sql.table(table)} set ${sql.ref(column)} = ${box.seal(value)} where ${where}`.execute(db);
+        changed++;
       }
     }
   }

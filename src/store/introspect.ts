@@ -34,7 +34,7 @@ async function tableNames(db: Queryable, dialect: Dialect): Promise<string[]> {
   return rows.rows.map((r) => r.name).sort();
 }
 
-async function describeTable(db: Queryable, dialect: Dialect, name: string): Promise<TableShape> {
+export async function describeTable(db: Queryable, dialect: Dialect, name: string): Promise<TableShape> {
   if (dialect === 'sqlite') {
     const columns = await sql<{ name: string; pk: number }>`select name, pk from pragma_table_info(${name}) order by cid`.execute(db);
     const references = await sql<{ ref: string }>`select distinct "table" as ref from pragma_foreign_key_list(${name})`.execute(db);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Db, type Queryable, write } from './db.ts';
+import { type Queryable, type Store, write } from './db.ts';
 import { formatSecret, parseSecret, SECRET_BYTES, sealPlainValues, SecretBox } from './encryption.ts';
 
 /** Where the panel secret comes from: `PANEL_SECRET`, else this file in DATA_DIR. */
@@ -92,10 +92,10 @@ export function secretFor(fingerprint: string | undefined, options: SecretOption
  * sealed with; on first start makes the secret (unless given) and records its fingerprint. Values
  * still in plain are sealed in the same transaction.
  */
-export async function unlockSecrets(db: Db, options: SecretOptions): Promise<SecretBox> {
-  const existing = secretFor(await sealedWith(db), options);
+export async function unlockSecrets(store: Store, options: SecretOptions): Promise<SecretBox> {
+  const existing = secretFor(await sealedWith(store.db), options);
   const box = existing ?? new SecretBox(createSecretFile(options.dataDir).secret);
-  await write(db, async (tx) => {
+  await write(store.db, async (tx) => {
     await tx
       .insertInto('panel_settings')
       .values({ key: FINGERPRINT_KEY, value: box.fingerprint })
@@ -103,7 +103,7 @@ export async function unlockSecrets(db: Db, options: SecretOptions): Promise<Sec
       .execute();
     // Two first starts at once on one PostgreSQL: the first recorded fingerprint holds.
     secretFor(await sealedWith(tx), options);
-    await sealPlainValues(tx, box);
+    await sealPlainValues(tx, store.dialect, box);
   });
   return box;
 }
