@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -142,6 +143,9 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
       assert.equal(created.status, 201, 'the restored servers run on the node again');
       assert.ok(created.json.id > Math.max(...configs.keys()));
       await moved.stop();
+      const wrongSecret = await runCli(['serve'], { ...moved.env, PANEL_SECRET: randomBytes(32).toString('base64') });
+      assert.equal(wrongSecret.code, 1);
+      assert.match(wrongSecret.stderr.trim(), /^vpn-panel: PANEL_SECRET is not the panel secret the private keys are encrypted with \(fingerprint [\w-]+, this one [\w-]+\); use the secret of the panel they come from$/);
     });
   }
 
