@@ -40,7 +40,7 @@ async function panelIngest(): Promise<string[]> {
   const rows: string[] = [];
   for (const kind of DATABASE_KINDS) {
     const database = await createTestDatabase(kind);
-    const store = await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL });
+    const store = await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL, panelSecret: undefined });
     try {
       const now = new Date().toISOString();
       const node = await seedNode(store.db, 'bench', now);

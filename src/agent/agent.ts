@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { type Driver, DriverError, type PeerSpec, type ServerState } from './driver.ts';
-import type { AgentPeer, AgentStatus, DesiredServer, PeerChange, ResyncReport, UsageAck, UsageReport } from './protocol.ts';
+import type { AgentPeer, AgentStatus, DesiredServer, NodePeers, PeerChange, ResyncReport, UsageAck, UsageReport } from './protocol.ts';
 import { MemoryJournal, UsageLedger } from './usage-ledger.ts';
 
 /** A desired peer and where its allowance started on this node's meter. */
@@ -145,6 +145,16 @@ export class Agent {
       );
     }
     return report;
+  }
+
+  /** The peers each server's interface holds now, as the driver reads them; a server that cannot be read is left out. */
+  async peersOnNode(): Promise<NodePeers> {
+    const servers: NodePeers['servers'] = [];
+    for (const serverId of await this.#driver.list()) {
+      const reading = await this.#driver.readCounters(serverId).catch(() => undefined);
+      if (reading) servers.push({ serverId, peers: reading.peers.map((p) => p.publicKey).sort() });
+    }
+    return { servers };
   }
 
   /** The panel's collection of usage (see UsageLedger.collect). */

@@ -105,6 +105,11 @@ export const UsageReportSchema = Type.Object({
   handshakes: Type.Array(Type.Object({ deviceId: Type.Integer(), lastHandshakeMs: Type.Integer({ minimum: 0 }) })),
 });
 
+/** What the node's interfaces hold: each server's peers by public key (for operators and tests). */
+export const NodePeersSchema = Type.Object({
+  servers: Type.Array(Type.Object({ serverId: Type.Integer(), peers: Type.Array(Type.String()) })),
+});
+
 export const AgentErrorSchema = Type.Object({ error: Type.String(), failures: Type.Array(Type.String()) });
 
 export type DesiredServer = Static<typeof DesiredServerSchema>;
@@ -114,5 +119,6 @@ export type PeerChange = Static<typeof PeerChangeSchema>;
 export type UsageBatch = Static<typeof UsageBatchSchema>;
 export type UsageAck = Static<typeof UsageAckSchema>;
 export type UsageReport = Static<typeof UsageReportSchema>;
+export type NodePeers = Static<typeof NodePeersSchema>;
 export type AgentStatus = Static<typeof AgentStatusSchema>;
 export type ResyncReport = Static<typeof ResyncReportSchema>;

@@ -1,6 +1,7 @@
 import { AppError } from '../domain/errors.ts';
 import { activityCommand } from './activity.ts';
 import { ConfigError } from '../main/config.ts';
+import { backupCommand, restoreCommand } from './backup.ts';
 import { keysCommand } from './keys.ts';
 import { nodeCommand } from './node.ts';
 import { nodesCommand } from './nodes.ts';
@@ -19,6 +20,8 @@ const USAGE = `usage: vpn-panel <command>
   keys revoke NAME|ID                     stop a key at once
   activity [--actor A] [--resource R [--id ID]] [--since ISO] [--after ID] [--limit N] [--json]
                                           the activity log, oldest first: who changed what
+  backup FILE                             a consistent snapshot of the whole state, while panels run
+  restore FILE [--replace]                load a backup into an empty database (--replace: overwrite one)
 
 Configuration comes from the environment; see README.md.`;
 
@@ -35,6 +38,10 @@ async function main(argv: string[]): Promise<number> {
       return keysCommand(rest);
     case 'activity':
       return activityCommand(rest);
+    case 'backup':
+      return backupCommand(rest);
+    case 'restore':
+      return restoreCommand(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -1,5 +1,6 @@
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
+import { parseSecret } from '../store/encryption.ts';
 
 /** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
 export interface PanelConfig {
@@ -7,6 +8,8 @@ export interface PanelConfig {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** `PANEL_SECRET`: the 32-byte key private keys are encrypted with; unset = `DATA_DIR/panel.secret`. */
+  panelSecret: Buffer | undefined;
   panelUrl: string;
   publicHost: string;
   timezone: string;
@@ -27,7 +30,7 @@ export interface PanelConfig {
   logLevel: LogLevel;
 }
 
-export type StoreConfig = Pick<PanelConfig, 'dataDir' | 'databaseUrl'>;
+export type StoreConfig = Pick<PanelConfig, 'dataDir' | 'databaseUrl' | 'panelSecret'>;
 export type NodeDriverConfig = Pick<PanelConfig, 'nodeDriver' | 'nodeNetns' | 'nodeNamePrefix'>;
 
 /** `vpn-panel node`: the agent alone on a VPN host. */
@@ -126,10 +129,20 @@ function firstPublicIpv4(): string {
   return '127.0.0.1';
 }
 
+/** `PANEL_SECRET`: 32 random bytes in base64, the same text as `DATA_DIR/panel.secret` holds. */
+function panelSecret(env: Env): Buffer | undefined {
+  const v = value(env, 'PANEL_SECRET');
+  if (v === undefined) return undefined;
+  const secret = parseSecret(v);
+  if (secret === undefined) throw new ConfigError('PANEL_SECRET', 'must be 32 bytes in base64 (44 characters), e.g. from `openssl rand -base64 32`');
+  return secret;
+}
+
 export function storeConfig(env: Env): StoreConfig {
   return {
     dataDir: resolve(value(env, 'DATA_DIR') ?? './data'),
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    panelSecret: panelSecret(env),
   };
 }
 

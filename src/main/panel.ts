@@ -20,7 +20,10 @@ import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
 import { ServerService } from '../services/servers.ts';
 import { openStore, type Store } from '../store/db.ts';
+import { withEncryption } from '../store/encryption.ts';
 import { migrate } from '../store/migrate.ts';
+import { holdPanelLock } from '../store/panel-lock.ts';
+import { unlockSecrets } from '../store/panel-secret.ts';
 import { Housekeeping } from '../workers/housekeeping.ts';
 import { NODE_MONITOR_DEFAULTS, NodeMonitor } from '../workers/node-monitor.ts';
 import type { PanelConfig, StoreConfig } from './config.ts';
@@ -41,16 +44,19 @@ const MAIL_POLL_MS = 1_000;
 /** Connecting to the SMTP server and its greeting, each. */
 const MAIL_TIMEOUT_MS = 10_000;
 
-/** Opens the database and brings its schema up to date (the panel and the CLI both start here). */
+/**
+ * Opens the database, brings its schema up to date and unlocks its encrypted columns with the panel
+ * secret (the panel and the CLI both start here).
+ */
 export async function openMigratedStore(config: StoreConfig): Promise<Store> {
   const store = openStore(config);
   try {
     await migrate(store);
+    return withEncryption(store, await unlockSecrets(store, config));
   } catch (error) {
     await store.close();
     throw error;
   }
-  return store;
 }
 
 async function makeRateLimiter(config: PanelConfig, clock: Clock): Promise<RateLimiter> {
@@ -72,7 +78,11 @@ export interface Panel {
 /** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */
 export async function assemblePanel(config: PanelConfig, clock: Clock = systemClock): Promise<Panel> {
   const log = pino({ level: config.logLevel });
-  const store = await openMigratedStore(config);
+  const lock = await holdPanelLock(config);
+  const store = await openMigratedStore(config).catch(async (error: unknown) => {
+    await lock.release();
+    throw error;
+  });
   const rateLimiter = await makeRateLimiter(config, clock);
   const localAgent = config.localNode ? await makeAgent(config, log, VERSION) : undefined;
   const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
@@ -140,6 +150,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       await app.close();
       await rateLimiter.close();
       await store.close();
+      await lock.release();
     },
   };
 }

@@ -34,6 +34,8 @@ export async function hasPendingMail(db: Queryable, topic: MailOutboxTable['topi
  * so of several panels sharing the database only one makes the next digest.
  */
 export async function claimDigestSlot(db: Queryable, nowIso: string, dueIso: string): Promise<boolean> {
+  // The row is made on first use, so a fresh database holds no rows (restore takes only empty ones).
+  await db.insertInto('mail_digest').values({ id: 1, last_made_at: null }).onConflict((oc) => oc.column('id').doNothing()).execute();
   const result = await db
     .updateTable('mail_digest')
     .set({ last_made_at: nowIso })

@@ -10,6 +10,7 @@ import * as m006 from './migrations/006-device-page-index.ts';
 import * as m007 from './migrations/007-usage.ts';
 import * as m008 from './migrations/008-activity.ts';
 import * as m009 from './migrations/009-mail-outbox.ts';
+import * as m010 from './migrations/010-panel-settings.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -34,6 +35,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '007-usage': m007,
   '008-activity': m008,
   '009-mail-outbox': m009,
+  '010-panel-settings': m010,
 };
 
 function provider(dialect: Dialect): MigrationProvider {
@@ -51,10 +53,16 @@ function provider(dialect: Dialect): MigrationProvider {
   };
 }
 
-/** Brings the schema up to date; safe to run at every start, also by several processes at once. */
-export async function migrate(store: Store): Promise<void> {
+/** Every migration this code knows, in the order they run (kysely's Migrator sorts them by name). */
+export const MIGRATION_NAMES: readonly string[] = Object.keys(MIGRATIONS).sort();
+
+/**
+ * Brings the schema up to date, or up to `upTo` and no further (a restore loads a backup at the level
+ * it was made); safe to run at every start, also by several processes at once.
+ */
+export async function migrate(store: Store, upTo?: string): Promise<void> {
   const migrator = new Migrator({ db: store.db, provider: provider(store.dialect) });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName;
     throw new Error(`database migration ${failed ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);

@@ -227,6 +227,11 @@ export interface MailDigestTable {
   last_made_at: string | null;
 }
 
+export interface PanelSettingTable {
+  key: string;
+  value: string;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
@@ -244,4 +249,5 @@ export interface Database {
   mail_outbox: MailOutboxTable;
   mail_notices: MailNoticeTable;
   mail_digest: MailDigestTable;
+  panel_settings: PanelSettingTable;
 }

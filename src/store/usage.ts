@@ -99,17 +99,20 @@ export async function addToBuckets(db: Queryable, table: 'usage_daily' | 'usage_
 
 /**
  * Marks the devices among `ids` that reached their limit in the current period and were not marked
- * yet, and returns them: the ones device.limit_reached is posted for.
+ * yet, and returns them: the ones device.limit_reached is posted for. The rows are read back through
+ * kysely, so every store plugin (decryption) applies to them.
  */
 export async function markLimitReached(db: Queryable, ids: readonly number[], currentMonth: string, nowIso: string): Promise<DeviceRow[]> {
-  const marked: DeviceRow[] = [];
+  const marked: number[] = [];
   for (const part of chunks(ids)) {
     const text = `update devices set limit_reached_at = $1 where id in (${part.map((_, i) => `$${i + 3}`).join(', ')})
       and data_limit > 0 and limit_reached_at is null and period_rx + period_tx >= data_limit
-      and (limit_period = 'total' or usage_month = $2) returning *`;
-    marked.push(...(await runSql<DeviceRow>(db, text, [nowIso, currentMonth, ...part])));
+      and (limit_period = 'total' or usage_month = $2) returning id`;
+    for (const row of await runSql<{ id: number }>(db, text, [nowIso, currentMonth, ...part])) marked.push(Number(row.id));
   }
-  return marked;
+  const rows: DeviceRow[] = [];
+  for (const part of chunks(marked)) rows.push(...(await db.selectFrom('devices').selectAll().where('id', 'in', part).orderBy('id').execute()));
+  return rows;
 }
 
 /** Sets the devices' latest handshakes. */

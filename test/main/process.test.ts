@@ -21,6 +21,7 @@ describe('start-up configuration', () => {
     ['an unknown node driver', { NODE_DRIVER: 'fast' }, /NODE_DRIVER must be one of auto, wireguard, dry-run/],
     ['a local node flag that is not on or off', { LOCAL_NODE: 'maybe' }, /LOCAL_NODE must be on or off/],
     ['a panel URL that is not a URL', { PANEL_URL: 'panel.example' }, /PANEL_URL is not a URL/],
+    ['a panel secret that is not 32 bytes in base64', { PANEL_SECRET: 'c2hvcnQ=' }, /PANEL_SECRET must be 32 bytes in base64/],
     ['a PostgreSQL that does not answer', { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, /ECONNREFUSED|connect/],
   ];
   for (const [name, env, message] of BAD) {

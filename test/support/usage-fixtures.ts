@@ -50,7 +50,7 @@ export function migratedStoreForSuite(kind: DatabaseKind): { readonly store: Sto
   let opened: { store: Store; database: TestDatabase } | undefined;
   before(async () => {
     const database = await createTestDatabase(kind);
-    opened = { database, store: await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL }) };
+    opened = { database, store: await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL, panelSecret: undefined }) };
   });
   after(async () => {
     await opened?.store.close();

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { MigrationContext } from '../migrate.ts';
 
 export async function up(db: Kysely<unknown>, { idType, id }: MigrationContext): Promise<void> {
@@ -35,5 +35,4 @@ export async function up(db: Kysely<unknown>, { idType, id }: MigrationContext):
     .addColumn('id', 'integer', (c) => c.primaryKey())
     .addColumn('last_made_at', 'text')
     .execute();
-  await sql`insert into mail_digest (id, last_made_at) values (1, null)`.execute(db);
 }

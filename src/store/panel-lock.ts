@@ -1,0 +1,107 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import pg from 'pg';
+
+/**
+ * Every running panel holds this lock shared, for as long as it runs; a restore takes it
+ * exclusively, so a restore never runs under a panel (whose caches and nodes would then disagree with
+ * the database) and a panel never starts in the middle of a restore. On PostgreSQL it is an advisory
+ * lock of the database; on SQLite a lock on a small file beside the database. The operating system or
+ * the server drops it when its process ends, also after a crash.
+ */
+export interface PanelLock {
+  release(): Promise<void>;
+}
+
+export interface LockOptions {
+  databaseUrl: string | undefined;
+  dataDir: string;
+}
+
+/** The lock is held the other way: the line says what runs and what to do. */
+export class PanelLockError extends Error {}
+
+export const LOCK_FILE = 'vpn-panel.lock';
+/** 'vpnp': the advisory lock key of vpn-panel in its database. */
+const ADVISORY_KEY = 0x76706e70;
+/** A panel starting during a restore waits this long for it to finish. */
+const PANEL_WAIT_MS = 10 * 60_000;
+
+const RESTORE_RUNNING = 'a restore is running on this database; start the panel when it has finished';
+const PANEL_RUNNING = 'a panel is running on this database: stop every panel that uses it, then restore';
+
+function isBusy(error: unknown): boolean {
+  return error instanceof Error && 'code' in error && (error.code === 'SQLITE_BUSY' || error.code === '55P03');
+}
+
+async function advisoryClient(url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  // A lost connection drops the lock with it; the process goes on (without it) rather than crash.
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+function lockFile(dataDir: string, busyTimeoutMs: number): SQLite.Database {
+  mkdirSync(dataDir, { recursive: true });
+  const file = new SQLite(join(dataDir, LOCK_FILE));
+  file.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  return file;
+}
+
+/** Taken by `serve` before it opens the database; several panels hold it at once. */
+export async function holdPanelLock(options: LockOptions): Promise<PanelLock> {
+  if (options.databaseUrl) {
+    const client = await advisoryClient(options.databaseUrl);
+    try {
+      await client.query(`set lock_timeout = ${PANEL_WAIT_MS}`);
+      await client.query('select pg_advisory_lock_shared($1)', [ADVISORY_KEY]);
+    } catch (error) {
+      await client.end();
+      throw isBusy(error) ? new PanelLockError(RESTORE_RUNNING) : error;
+    }
+    return { release: () => client.end() };
+  }
+  const file = lockFile(options.dataDir, PANEL_WAIT_MS);
+  try {
+    // A read transaction keeps a shared lock on the file until it ends.
+    file.exec('BEGIN');
+    file.prepare('SELECT count(*) FROM sqlite_master').get();
+  } catch (error) {
+    file.close();
+    throw isBusy(error) ? new PanelLockError(RESTORE_RUNNING) : error;
+  }
+  return {
+    release: async () => {
+      file.exec('COMMIT');
+      file.close();
+    },
+  };
+}
+
+/** Taken by `restore`; refused at once while any panel runs on the database. */
+export async function takeRestoreLock(options: LockOptions): Promise<PanelLock> {
+  if (options.databaseUrl) {
+    const client = await advisoryClient(options.databaseUrl);
+    const { rows } = await client.query<{ taken: boolean }>('select pg_try_advisory_lock($1) as taken', [ADVISORY_KEY]);
+    if (rows[0]?.taken !== true) {
+      await client.end();
+      throw new PanelLockError(PANEL_RUNNING);
+    }
+    return { release: () => client.end() };
+  }
+  const file = lockFile(options.dataDir, 0);
+  try {
+    file.exec('BEGIN EXCLUSIVE');
+  } catch (error) {
+    file.close();
+    throw isBusy(error) ? new PanelLockError(PANEL_RUNNING) : error;
+  }
+  return {
+    release: async () => {
+      file.exec('ROLLBACK');
+      file.close();
+    },
+  };
+}
