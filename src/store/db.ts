@@ -49,6 +49,9 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 export function openStore(options: StoreOptions): Store {
   if (options.databaseUrl) {
     const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+    // An idle connection the server ends (a restart, an administrator) leaves the pool, and the next
+    // query opens another; unhandled, pg's 'error' event would end the whole process.
+    pool.on('error', () => undefined);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     const listeners: PostgresListener[] = [];
     return {
