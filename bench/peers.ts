@@ -198,7 +198,7 @@ async function main(): Promise<void> {
   console.log(`generating ${count(PEERS)} key pairs…`);
   const PATHS = 5;
   const keys = Array.from({ length: PEERS + CHANGES * PATHS }, () => generateKeyPair().publicKey);
-  const peers: PeerSpec[] = keys.slice(0, PEERS).map((publicKey, i) => ({ publicKey, allowedIp: peerAddress(i) }));
+  const peers: PeerSpec[] = keys.slice(0, PEERS).map((publicKey, i) => ({ publicKey, allowedIp: peerAddress(i), speedLimitKbps: 0 }));
   const spare = keys.slice(PEERS);
 
   const lab = await NetLab.create();
@@ -230,7 +230,7 @@ async function main(): Promise<void> {
       const old = peers[slot];
       const publicKey = spare.pop();
       if (old === undefined || publicKey === undefined) throw new Error('out of keys');
-      const added = { publicKey, allowedIp: old.allowedIp };
+      const added = { publicKey, allowedIp: old.allowedIp, speedLimitKbps: 0 };
       peers[slot] = added;
       runner.reset();
       driver.reset();

@@ -9,8 +9,8 @@ import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
 
 interface MemoryServer {
   spec: ServerSpec;
-  /** allowed ip by public key. */
-  peers: Map<string, string>;
+  /** Peers by public key. */
+  peers: Map<string, PeerSpec>;
 }
 
 export class DryRunDriver implements Driver {
@@ -19,7 +19,7 @@ export class DryRunDriver implements Driver {
 
   up(spec: ServerSpec): Promise<ServerState> {
     if (!isValidKey(spec.privateKey)) return Promise.reject(new DriverError(`up server ${spec.serverId}`, ['private key is not a WireGuard key']));
-    const server = this.#servers.get(spec.serverId) ?? { spec, peers: new Map<string, string>() };
+    const server = this.#servers.get(spec.serverId) ?? { spec, peers: new Map<string, PeerSpec>() };
     server.spec = { ...spec };
     this.#servers.set(spec.serverId, server);
     return Promise.resolve({
@@ -36,7 +36,7 @@ export class DryRunDriver implements Driver {
     const server = this.#servers.get(serverId);
     if (server === undefined) return Promise.reject(new DriverError(`set peers of server ${serverId}`, [`server ${serverId} is not up`]));
     const invalid = peers.filter((p) => !isValidKey(p.publicKey)).map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
-    server.peers = new Map(peers.filter((p) => isValidKey(p.publicKey)).map((p) => [p.publicKey, p.allowedIp]));
+    server.peers = new Map(peers.filter((p) => isValidKey(p.publicKey)).map((p) => [p.publicKey, { ...p }]));
     return invalid.length > 0 ? Promise.reject(new DriverError(`set peers of server ${serverId}`, invalid)) : Promise.resolve();
   }
 
@@ -45,7 +45,7 @@ export class DryRunDriver implements Driver {
     if (server === undefined) return Promise.reject(new DriverError(`change peers of server ${serverId}`, [`server ${serverId} is not up`]));
     const invalid = upsert.filter((p) => !isValidKey(p.publicKey)).map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
     for (const key of remove) server.peers.delete(key);
-    for (const peer of upsert) if (isValidKey(peer.publicKey)) server.peers.set(peer.publicKey, peer.allowedIp);
+    for (const peer of upsert) if (isValidKey(peer.publicKey)) server.peers.set(peer.publicKey, { ...peer });
     return invalid.length > 0 ? Promise.reject(new DriverError(`change peers of server ${serverId}`, invalid)) : Promise.resolve();
   }
 

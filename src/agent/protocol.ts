@@ -1,4 +1,5 @@
 import Type, { type Static } from 'typebox';
+import { SPEED_LIMIT_MAX_KBPS } from '../domain/devices.ts';
 
 /**
  * The panel ↔ agent wire format. Both sides validate what they receive against these schemas:
@@ -12,7 +13,11 @@ export const ServerSpecSchema = Type.Object({
   mtu: Type.Integer({ minimum: 576, maximum: 9000 }),
 });
 
-export const PeerSpecSchema = Type.Object({ publicKey: Type.String(), allowedIp: Type.String() });
+export const PeerSpecSchema = Type.Object({
+  publicKey: Type.String(),
+  allowedIp: Type.String(),
+  speedLimitKbps: Type.Integer({ minimum: 0, maximum: SPEED_LIMIT_MAX_KBPS }),
+});
 
 export const DesiredServerSchema = Type.Object({ server: ServerSpecSchema, peers: Type.Array(PeerSpecSchema) });
 

@@ -5,9 +5,9 @@ import type { Queryable } from '../store/db.ts';
 import { type DeviceRow, listDevicesOfServer } from '../store/devices.ts';
 import { listServersOfNode, type ServerRow } from '../store/servers.ts';
 
-/** A device as a peer of its server. */
-export function peerOf(device: Pick<DeviceRow, 'public_key' | 'address'>): PeerSpec {
-  return { publicKey: device.public_key, allowedIp: `${device.address}/32` };
+/** A device as a peer of its server, with its speed limit. */
+export function peerOf(device: Pick<DeviceRow, 'public_key' | 'address' | 'speed_limit'>): PeerSpec {
+  return { publicKey: device.public_key, allowedIp: `${device.address}/32`, speedLimitKbps: device.speed_limit };
 }
 
 /** Whether the device may be on its server now: enabled, not expired, not over its limit. */

@@ -382,6 +382,8 @@ export class DeviceService {
     if (wasAdmitted !== isNowAdmitted) {
       const change = isNowAdmitted ? { upsert: [peerOf(row)], remove: [] } : { upsert: [], remove: [row.public_key] };
       await applyOrFail(this.#connections, before.node, before.server.id, change, 'apply_failed');
+    } else if (isNowAdmitted && before.row.speed_limit !== row.speed_limit) {
+      await applyOrFail(this.#connections, before.node, before.server.id, { upsert: [peerOf(row)], remove: [] }, 'apply_failed');
     }
     return { ...before, row, device: this.view(row) };
   }

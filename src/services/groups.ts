@@ -62,7 +62,8 @@ export class GroupService {
 
   /**
    * Sets the fields on every device in one transaction: a value wrong for one device changes none.
-   * Then each node gets the peers whose admission changed; a node that cannot is apply_failed (saved).
+   * Then each node gets the peers whose admission or speed limit changed; a node that cannot is
+   * apply_failed (saved).
    */
   async update(externalId: string, patch: GroupPatch, actor: string): Promise<GroupView> {
     const members = await this.#members(externalId);
@@ -129,8 +130,11 @@ export class GroupService {
     const pairs: [PlacedDevice, PeerChange][] = [];
     members.forEach((member, i) => {
       const row = changed[i];
-      if (!row || admitted(member.row, nowMs) === admitted(row, nowMs)) return;
-      pairs.push([member, admitted(row, nowMs) ? { upsert: [peerOf(row)], remove: [] } : { upsert: [], remove: [row.public_key] }]);
+      if (!row) return;
+      const isAdmitted = admitted(row, nowMs);
+      // A device that stays a peer is sent again only when its speed limit changed.
+      if (admitted(member.row, nowMs) === isAdmitted && !(isAdmitted && member.row.speed_limit !== row.speed_limit)) return;
+      pairs.push([member, isAdmitted ? { upsert: [peerOf(row)], remove: [] } : { upsert: [], remove: [row.public_key] }]);
     });
     for (const [member, change] of this.#changesByServer(pairs)) {
       await applyOrFail(this.#connections, member.node, member.server.id, change, 'apply_failed');

@@ -6,7 +6,7 @@ import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 
 const server = generateKeyPair();
 const spec = { serverId: 3, privateKey: server.privateKey, listenPort: 51820, address: '10.128.0.1/24', mtu: 1420 };
-const peer = (n: number) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.128.0.${n}/32` });
+const peer = (n: number) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.128.0.${n}/32`, speedLimitKbps: 0 });
 
 describe('dry-run driver', () => {
   test('keeps servers and peers in memory; counters stay 0', async () => {
@@ -40,7 +40,7 @@ describe('dry-run driver', () => {
     const driver = new DryRunDriver();
     await assert.rejects(driver.up({ ...spec, privateKey: 'nope' }), DriverError);
     await driver.up(spec);
-    await assert.rejects(driver.setPeers(3, [{ publicKey: 'nope', allowedIp: '10.128.0.2/32' }, peer(3)]), DriverError);
+    await assert.rejects(driver.setPeers(3, [{ publicKey: 'nope', allowedIp: '10.128.0.2/32', speedLimitKbps: 0 }, peer(3)]), DriverError);
     assert.equal((await driver.readCounters(3)).length, 1, 'the valid peer is still set');
   });
 });

@@ -42,12 +42,12 @@ function toolMissing(tool: string): boolean {
 }
 
 /**
- * `false` when this process may run the WireGuard end-to-end tests, else why not: use it as
- * `describe(name, { skip: requireRoot() }, …)`. CI runs as root with the tools installed.
+ * `false` when this process may run the WireGuard end-to-end tests (with `extraTools` too), else why
+ * not: use it as `describe(name, { skip: requireRoot() }, …)`. CI runs as root with the tools installed.
  */
-export function requireRoot(): string | false {
+export function requireRoot(extraTools: readonly (readonly [tool: string, pkg: string])[] = []): string | false {
   if (process.getuid?.() !== 0) return 'needs root (network namespaces, wireguard-go); CI runs these tests as root';
-  const missing = TOOLS.filter(([tool]) => toolMissing(tool));
+  const missing = [...TOOLS, ...extraTools].filter(([tool]) => toolMissing(tool));
   if (missing.length > 0) {
     return `needs ${missing.map(([tool]) => tool).join(', ')} (apt-get install ${missing.map(([, pkg]) => pkg).join(' ')})`;
   }
@@ -133,11 +133,26 @@ export function clientAddressIn(subnet: string, serverAddress: string): { ip: st
   return { ip, cidr: `${ip}/${prefix}` };
 }
 
-/** 4 characters, a letter first and last (NODE_NAME_PREFIX rules), starting with `e` (the driver's own e2e uses `t`). */
-export function randomPrefix(): string {
+/**
+ * 4 characters, a letter first and last (NODE_NAME_PREFIX rules), starting with `letter`: `e` by default;
+ * test files that run at the same time keep a letter of their own (the driver's test `t`, devices `d`,
+ * speed limits `k` and `r`).
+ */
+export function randomPrefix(letter = 'e'): string {
   const alnum = 'abcdefghijklmnopqrstuvwxyz0123456789';
   const pick = (chars: string): string => chars[randomInt(chars.length)] ?? 'a';
-  return `e${pick(alnum)}${pick(alnum)}${pick(alnum.slice(0, 26))}`;
+  return `${letter}${pick(alnum)}${pick(alnum)}${pick(alnum.slice(0, 26))}`;
+}
+
+/** A random prefix starting with `letter` that no namespace or UAPI socket on this host uses. */
+export async function unusedPrefix(letter = 'e'): Promise<string> {
+  const namespaces = await netnsNames();
+  const sockets = existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR).map((s) => s.replace(/\.sock$/, '')) : [];
+  for (let i = 0; i < 100; i++) {
+    const candidate = randomPrefix(letter);
+    if (![...namespaces, ...sockets].some((name) => belongsTo(candidate, name))) return candidate;
+  }
+  throw new Error('no unused name prefix found');
 }
 
 /** True for a name this prefix (or a driver using it) made: `PREFIX` then digits, or `PREFIX-…`. */
@@ -246,18 +261,7 @@ export class NetLab {
 
   /** Makes the two namespaces and the veth; a random prefix unused on this host unless one is given. */
   static async create(prefix?: string): Promise<NetLab> {
-    let chosen = prefix;
-    if (chosen === undefined) {
-      const namespaces = await netnsNames();
-      const sockets = existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR) : [];
-      for (let i = 0; i < 100 && chosen === undefined; i++) {
-        const candidate = randomPrefix();
-        const used = [...namespaces, ...sockets.map((s) => s.replace(/\.sock$/, ''))].some((name) => belongsTo(candidate, name));
-        if (!used) chosen = candidate;
-      }
-      if (chosen === undefined) throw new Error('no unused name prefix found');
-    }
-    const lab = new NetLab(chosen);
+    const lab = new NetLab(prefix ?? (await unusedPrefix()));
     try {
       await lab.#build();
     } catch (error) {
