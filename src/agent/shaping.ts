@@ -211,9 +211,13 @@ function shapeLines(dev: string, limit: Limit): BatchLine[] {
   const id = classId(limit.ip);
   const rate = `${limit.kbps}kbit`;
   const burst = burstBytes(limit.kbps);
+  // The queue's handle is the class minor (`1:2c` → `2c:`), as the kernel would run out of handles of
+  // its own choosing (0x8000-0xffff) past 32,767 queues; minor 1 would be the root's, so it takes one.
+  const minor = classMinor(limit.ip);
+  const handle = minor === 1 ? '' : `handle ${minor.toString(16)}: `;
   return [
     { text: `class replace dev ${dev} parent 1: classid ${id} htb rate ${rate} ceil ${rate} burst ${burst} cburst ${burst} quantum ${FRAME_BYTES}`, ip: limit.ip },
-    { text: `qdisc replace dev ${dev} parent ${id} bfifo limit ${queueBytes(limit.kbps)}`, ip: limit.ip },
+    { text: `qdisc replace dev ${dev} parent ${id} ${handle}bfifo limit ${queueBytes(limit.kbps)}`, ip: limit.ip },
   ];
 }
 

@@ -73,7 +73,7 @@ function inputsOf(runner: RecordingRunner, line: string): string[][] {
 function classLines(dev: string, minorHex: string, kbps: number, burst: number, queue: number): string[] {
   return [
     `class replace dev ${dev} parent 1: classid 1:${minorHex} htb rate ${kbps}kbit ceil ${kbps}kbit burst ${burst} cburst ${burst} quantum 1514`,
-    `qdisc replace dev ${dev} parent 1:${minorHex} bfifo limit ${queue}`,
+    `qdisc replace dev ${dev} parent 1:${minorHex} handle ${minorHex}: bfifo limit ${queue}`,
   ];
 }
 
@@ -201,6 +201,13 @@ describe('speed limits: commands (recorded)', () => {
     ]);
     assert.ok(!runner.calls.some((c) => (c.input ?? '').includes('1:2 ') || (c.input ?? '').includes('10.128.0.2')), 'A keeps its class and entry');
     assert.ok(!runner.lines().some((l) => l.startsWith('wg set') && l.includes(A)), 'and stays as a peer');
+  });
+
+  test('a peer whose class minor is 1 gets a queue handle of the kernel\'s choosing (1: is the root)', async () => {
+    const runner = shapedHost([]);
+    await driverOn(runner).setPeers(1, [peer(A, '10.128.0.1', 2000)]);
+    const [batch = []] = inputsOf(runner, BATCH);
+    assert.ok(batch.includes('qdisc replace dev vp1 parent 1:1 bfifo limit 25000'), batch.join('\n'));
   });
 
   test('rates are compared the way tc prints them; sizes follow the rate within bounds', () => {
