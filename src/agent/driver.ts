@@ -20,7 +20,7 @@ export interface PeerSpec {
   publicKey: string;
   /** The device's single address, e.g. `10.128.0.2/32`. */
   allowedIp: string;
-  /** kbit/s (1000 bit/s) for download and upload each; 0 = unlimited. */
+  /** kbit/s (1000 bit/s) for download and upload each; 0 = unlimited. A limit needs an IPv4 /32 `allowedIp`. */
   speedLimitKbps: number;
 }
 
@@ -56,12 +56,16 @@ export interface Driver {
   readonly kind: 'wireguard' | 'dry-run';
   /** Creates the server, or changes the existing one to match `spec`; peers already set are kept. */
   up(spec: ServerSpec): Promise<ServerState>;
-  /** Makes the server's peers exactly `peers`: adds, changes and removes only the difference, in bulk. */
+  /**
+   * Makes the server's peers and their speed limits exactly `peers`: adds, changes and removes only the
+   * difference, in bulk. It reads the host's peers and shaping, so what the host lost comes back.
+   */
   setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void>;
   /**
    * Adds or changes `upsert` and removes the keys in `remove`, leaving every other peer unread and
    * untouched: for changes whose difference the caller knows, so their cost does not grow with the
-   * server's peer count. Removing a missing peer or setting one as it is changes nothing.
+   * server's peer count. Removing a missing peer or setting one as it is changes nothing. A removed
+   * peer's speed limit goes with it; a limit is added, changed or removed only where it differs.
    */
   changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void>;
   /** Current counters of every peer of the server. */

@@ -11,8 +11,8 @@ interface MemoryServer {
   spec: ServerSpec;
   /** Counts the servers made, so a server made anew reads as another instance. */
   instance: string;
-  /** allowed ip by public key. */
-  peers: Map<string, string>;
+  /** Peers by public key. */
+  peers: Map<string, PeerSpec>;
 }
 
 export class DryRunDriver implements Driver {
@@ -22,7 +22,7 @@ export class DryRunDriver implements Driver {
 
   up(spec: ServerSpec): Promise<ServerState> {
     if (!isValidKey(spec.privateKey)) return Promise.reject(new DriverError(`up server ${spec.serverId}`, ['private key is not a WireGuard key']));
-    const server = this.#servers.get(spec.serverId) ?? { spec, instance: String(++this.#made), peers: new Map<string, string>() };
+    const server = this.#servers.get(spec.serverId) ?? { spec, instance: String(++this.#made), peers: new Map<string, PeerSpec>() };
     server.spec = { ...spec };
     this.#servers.set(spec.serverId, server);
     return Promise.resolve({
@@ -39,7 +39,7 @@ export class DryRunDriver implements Driver {
     const server = this.#servers.get(serverId);
     if (server === undefined) return Promise.reject(new DriverError(`set peers of server ${serverId}`, [`server ${serverId} is not up`]));
     const invalid = peers.filter((p) => !isValidKey(p.publicKey)).map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
-    server.peers = new Map(peers.filter((p) => isValidKey(p.publicKey)).map((p) => [p.publicKey, p.allowedIp]));
+    server.peers = new Map(peers.filter((p) => isValidKey(p.publicKey)).map((p) => [p.publicKey, { ...p }]));
     return invalid.length > 0 ? Promise.reject(new DriverError(`set peers of server ${serverId}`, invalid)) : Promise.resolve();
   }
 
@@ -48,7 +48,7 @@ export class DryRunDriver implements Driver {
     if (server === undefined) return Promise.reject(new DriverError(`change peers of server ${serverId}`, [`server ${serverId} is not up`]));
     const invalid = upsert.filter((p) => !isValidKey(p.publicKey)).map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
     for (const key of remove) server.peers.delete(key);
-    for (const peer of upsert) if (isValidKey(peer.publicKey)) server.peers.set(peer.publicKey, peer.allowedIp);
+    for (const peer of upsert) if (isValidKey(peer.publicKey)) server.peers.set(peer.publicKey, { ...peer });
     return invalid.length > 0 ? Promise.reject(new DriverError(`change peers of server ${serverId}`, invalid)) : Promise.resolve();
   }
 

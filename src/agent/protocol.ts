@@ -1,4 +1,5 @@
 import Type, { type Static, type TSchema } from 'typebox';
+import { SPEED_LIMIT_MAX_KBPS } from '../domain/devices.ts';
 
 /**
  * The panel ↔ agent wire format. Both sides validate what they receive against these schemas:
@@ -15,7 +16,7 @@ export const ServerSpecSchema = Type.Object({
 export const PeerSpecSchema = Type.Object({
   publicKey: Type.String(),
   allowedIp: Type.String(),
-  speedLimitKbps: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
+  speedLimitKbps: Type.Integer({ minimum: 0, maximum: SPEED_LIMIT_MAX_KBPS }),
 });
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);

@@ -9,12 +9,15 @@
  * makes on the host carries `namePrefix` and is unique per node.
  *
  * Every method reads the host's state first and changes only the difference, goes on past a failed
- * step and throws one DriverError listing every failure (docs/dataplane.md).
+ * step and throws one DriverError listing every failure (docs/dataplane.md). Speed limits are HTB
+ * classes and an nft map inside the server's namespace (shaping.ts).
  */
 import { DriverError } from './driver.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import type { ChildHandle, CommandRunner, RunOptions } from './commands.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
+import { SPEED_LIMIT_MAX_KBPS } from '../domain/devices.ts';
+import { Shaper, type ShapingPlace } from './shaping.ts';
 
 export type WireGuardImplementation = 'kernel' | 'wireguard-go';
 
@@ -89,6 +92,7 @@ export class WireGuardDriver implements Driver {
   readonly #children = new Map<number, ChildHandle>();
   /** One operation per server at a time: the tail of each server's queue. */
   readonly #queues = new Map<number, Promise<unknown>>();
+  readonly #shaper: Shaper;
 
   constructor(options: WireGuardDriverOptions) {
     const prefix = options.namePrefix ?? 'vp';
@@ -98,6 +102,7 @@ export class WireGuardDriver implements Driver {
     this.#hostNetns = options.hostNetns;
     this.#implementation = options.implementation;
     this.#readyTimeoutMs = options.readyTimeoutMs ?? 3000;
+    this.#shaper = new Shaper(options.runner);
   }
 
   /** Every host name of a server; throws when the id does not fit the 15-character limit. */
@@ -183,7 +188,8 @@ export class WireGuardDriver implements Driver {
     let peerCount = dump?.peers.length ?? 0;
     // wireguard-go learns the MTU only in the namespace it runs in, and the port belongs to the
     // host namespace's socket: a change to either means a new interface (peers are put back).
-    if (iface === undefined || dump === null || dump.listenPort !== spec.listenPort || iface.mtu !== spec.mtu) {
+    const recreate = iface === undefined || dump === null || dump.listenPort !== spec.listenPort || iface.mtu !== spec.mtu;
+    if (recreate) {
       peerCount = await this.#createInterface(spec, n, snap, dump?.peers ?? [], failures);
     } else {
       const wgNetns = await this.#wgNetns(n);
@@ -194,7 +200,12 @@ export class WireGuardDriver implements Driver {
       if (!iface.addrs.includes(spec.address)) await run('ip', ['-n', n.netns, 'addr', 'add', spec.address, 'dev', n.iface]);
       if (!iface.up) await run('ip', ['-n', n.netns, 'link', 'set', n.iface, 'up']);
     }
-    await this.#ensureUplink(n, snap, run);
+    const vethMade = await this.#ensureUplink(n, snap, run);
+    // A new interface or veth has none of the classes its peers' speed limits had.
+    if ((recreate || vethMade) && (dump?.peers.length ?? 0) > 0) {
+      const peers = new Map((dump?.peers ?? []).flatMap((p) => singleIps(p.allowedIps).map((ip): [string, string] => [p.publicKey, ip])));
+      await this.#shaper.restore(spec.serverId, this.#place(n), peers, failures);
+    }
     if (failures.length > 0) throw new DriverError(action, collapse(failures));
     const { serverId, listenPort, address, mtu } = spec;
     return { serverId, listenPort, address, mtu, publicKey: publicKeyOf(spec.privateKey), peerCount };
@@ -262,13 +273,14 @@ export class WireGuardDriver implements Driver {
     }
   }
 
-  /** veth to the host, default route, forwarding and NAT: add what is missing. */
-  async #ensureUplink(n: Names, snap: Snapshot, run: Step): Promise<void> {
+  /** veth to the host, default route, forwarding and NAT: add what is missing. True when it made the veth. */
+  async #ensureUplink(n: Names, snap: Snapshot, run: Step): Promise<boolean> {
     const absent: Link = { up: false, mtu: 0, addrs: [] };
     if (!(snap.serverLinks.get('lo')?.up ?? false)) await run('ip', ['-n', n.netns, 'link', 'set', 'lo', 'up']);
     let vethServer = snap.serverLinks.get(n.vethServer);
     let vethHost = snap.hostLinks.get(n.vethHost);
-    if (vethServer === undefined || vethHost === undefined) {
+    const vethMissing = vethServer === undefined || vethHost === undefined;
+    if (vethMissing) {
       // Deleting either end of a veth deletes both: only a half-moved pair leaves one behind.
       if (vethServer !== undefined) await run('ip', ['-n', n.netns, 'link', 'del', n.vethServer]);
       if (vethHost !== undefined) await run('ip', [...this.#hostIp(), 'link', 'del', n.vethHost]);
@@ -296,6 +308,7 @@ export class WireGuardDriver implements Driver {
     if (!snap.hostTables.has(`ip ${n.hostTable}`)) {
       await run('nft', ['-f', '-'], { netns: this.#hostNetns, input: nftTable(n.hostTable, `ip saddr ${n.serverIp} oifname != "${n.vethHost}" masquerade`) });
     }
+    return vethMissing;
   }
 
   changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
@@ -303,8 +316,10 @@ export class WireGuardDriver implements Driver {
       const n = this.names(serverId);
       const { desired, untouchable, failures } = validPeers(upsert);
       const removes = remove.filter((k) => !desired.has(k) && !untouchable.has(k));
-      const adds = [...desired].map(([publicKey, allowedIps]) => ({ publicKey, allowedIps }));
+      const adds = [...desired.values()].map((p) => ({ publicKey: p.publicKey, allowedIps: p.allowedIp }));
       await this.#applyPeers(n, removes, adds, failures);
+      const peersOnHost = async () => new Map((await this.#readDump(n)).peers.map((p): [string, string] => [p.publicKey, p.allowedIps]));
+      await this.#shaper.change(serverId, this.#place(n), [...desired.values()], removes, peersOnHost, failures);
       if (failures.length > 0) throw new DriverError(`change peers of server ${serverId}`, collapse(failures));
     });
   }
@@ -321,11 +336,14 @@ export class WireGuardDriver implements Driver {
     }
     const current = new Map(dump.peers.map((p) => [p.publicKey, p.allowedIps]));
     const removes = [...current.keys()].filter((k) => !desired.has(k) && !untouchable.has(k)).sort();
-    const adds = [...desired]
-      .filter(([key, ip]) => current.get(key) !== ip)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([publicKey, allowedIps]) => ({ publicKey, allowedIps }));
+    const adds = [...desired.values()]
+      .filter((p) => current.get(p.publicKey) !== p.allowedIp)
+      .sort((a, b) => (a.publicKey < b.publicKey ? -1 : a.publicKey > b.publicKey ? 1 : 0))
+      .map((p) => ({ publicKey: p.publicKey, allowedIps: p.allowedIp }));
     await this.#applyPeers(n, removes, adds, failures);
+    // Peers left as they are keep their limits too.
+    const keepIps = new Set(dump.peers.filter((p) => untouchable.has(p.publicKey)).flatMap((p) => singleIps(p.allowedIps)));
+    await this.#shaper.sync(serverId, this.#place(n), [...desired.values()], keepIps, failures);
     if (failures.length > 0) throw new DriverError(action, collapse(failures));
   }
 
@@ -366,6 +384,7 @@ export class WireGuardDriver implements Driver {
     // Stopping wireguard-go first lets it close its interface and remove its UAPI socket itself.
     await this.#children.get(serverId)?.stop();
     this.#children.delete(serverId);
+    this.#shaper.forget(serverId);
     const namespaces = await this.#netnsNames();
     const netnsExists = namespaces.includes(n.netns);
     const [serverLinks, hostLinks, hostTables] = await Promise.all([
@@ -429,6 +448,11 @@ export class WireGuardDriver implements Driver {
     return this.#runner.run('sysctl', ['-n', 'net.ipv4.ip_forward'], { netns }).then((r) => r.stdout.trim() === '1', () => false);
   }
 
+  /** Where the server's speed limits live: WireGuard interface (download) and uplink veth (upload), in its namespace. */
+  #place(n: Names): ShapingPlace {
+    return { netns: n.netns, wg: n.iface, uplink: n.vethServer };
+  }
+
   /** `ip` arguments that address the host namespace. */
   #hostIp(): string[] {
     return this.#hostNetns === undefined ? [] : ['-n', this.#hostNetns];
@@ -469,23 +493,29 @@ export class WireGuardDriver implements Driver {
 }
 
 /**
- * Peers that can be applied, by key; the keys of invalid or contradictory entries, which are left
- * as they are on the host rather than removed; and what was wrong with each.
+ * Peers that can be applied, by key, with their allowed ip as `wg` prints it; the keys of invalid or
+ * contradictory entries, which are left as they are on the host (limits included) rather than
+ * removed; and what was wrong with each.
  */
-function validPeers(peers: readonly PeerSpec[]): { desired: Map<string, string>; untouchable: Set<string>; failures: string[] } {
+function validPeers(peers: readonly PeerSpec[]): { desired: Map<string, PeerSpec>; untouchable: Set<string>; failures: string[] } {
   const failures: string[] = [];
-  const desired = new Map<string, string>();
+  const desired = new Map<string, PeerSpec>();
   const untouchable = new Set<string>();
   for (const peer of peers) {
     const allowedIp = canonicalCidr(peer.allowedIp);
+    const kbps = peer.speedLimitKbps;
+    const earlier = desired.get(peer.publicKey);
     if (!isValidKey(peer.publicKey)) failures.push(`peer ${JSON.stringify(peer.publicKey)}: not a WireGuard public key`);
     else if (allowedIp === null) {
       failures.push(`peer ${peer.publicKey}: allowed ip ${JSON.stringify(peer.allowedIp)} is not an address/prefix`);
       untouchable.add(peer.publicKey);
-    } else if (desired.has(peer.publicKey) && desired.get(peer.publicKey) !== allowedIp) {
-      failures.push(`peer ${peer.publicKey}: listed twice with different addresses`);
+    } else if (!Number.isInteger(kbps) || kbps < 0 || kbps > SPEED_LIMIT_MAX_KBPS) {
+      failures.push(`peer ${peer.publicKey}: speed limit ${kbps} is not 0-${SPEED_LIMIT_MAX_KBPS} kbit/s`);
       untouchable.add(peer.publicKey);
-    } else desired.set(peer.publicKey, allowedIp);
+    } else if (earlier !== undefined && (earlier.allowedIp !== allowedIp || earlier.speedLimitKbps !== kbps)) {
+      failures.push(`peer ${peer.publicKey}: listed twice with different addresses or speed limits`);
+      untouchable.add(peer.publicKey);
+    } else desired.set(peer.publicKey, { publicKey: peer.publicKey, allowedIp, speedLimitKbps: kbps });
   }
   for (const key of untouchable) desired.delete(key);
   return { desired, untouchable, failures };
@@ -605,6 +635,11 @@ export function canonicalCidr(cidr: string): string | null {
   }
   // IPv6 is passed through as written (lower case); give it in the compressed form `wg` prints.
   return /^[0-9a-f:]+\/\d{1,3}$/i.test(cidr) && cidr.includes(':') ? cidr.toLowerCase() : null;
+}
+
+/** The bare IPv4 addresses of the /32 entries of a comma-separated allowed-ips list. */
+function singleIps(allowedIps: string): string[] {
+  return allowedIps.split(',').flatMap((entry) => /^(\d+\.\d+\.\d+\.\d+)\/32$/.exec(entry.trim())?.[1] ?? []);
 }
 
 function chunk<T>(items: readonly T[], size: number): T[][] {

@@ -67,7 +67,8 @@ export class GroupService {
 
   /**
    * Sets the fields on every device in one transaction: a value wrong for one device changes none.
-   * Then each node gets the peers whose admission changed; a node that cannot is apply_failed (saved).
+   * Then each node gets the peers whose admission or speed limit changed; a node that cannot is
+   * apply_failed (saved).
    */
   async update(externalId: string, patch: GroupPatch, actor: string): Promise<GroupView> {
     const members = await this.#members(externalId);

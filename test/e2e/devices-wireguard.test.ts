@@ -12,19 +12,16 @@
  * wg-quick's configs route 0.0.0.0/0 and ::/0 (the servers' default client_allowed_ips), so only one is
  * up at a time in the client namespace. `DNS =` lines need `resolvconf`: a no-op shim on PATH stands in
  * (openresolv would rewrite the machine's /etc/resolv.conf). Everything lives in namespaces this file
- * makes and is removed in `after()`, pass or fail: wg-quick down, then NetLab.cleanup() (every
- * wireguard-go of the prefix by PID, every namespace of the prefix), then the temp directory.
+ * makes and is removed in `after()`, pass or fail: NetLab.cleanup() takes the wg-quick interfaces
+ * down, ends every wireguard-go of the prefix by PID, deletes every namespace of the prefix and the
+ * configs' temp directory. The prefix starts with `d`, a letter of this file's own.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { belongsTo, hostOf, NetLab, requireRoot, run, sleep, waitFor, wgKeyPair } from '../support/netns.ts';
+import { hostOf, NetLab, requireRoot, run, sleep, unusedPrefix, waitFor, wgKeyPair } from '../support/netns.ts';
 import { type ApiClient, type PanelProcess, startPanel } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
@@ -37,21 +34,6 @@ const SUITE_TIMEOUT_MS = 120_000;
 const RESUME_TIMEOUT_MS = 25_000;
 /** How long a cut tunnel is watched to stay cut. */
 const WATCH_CUT_MS = 2000;
-
-/**
- * A prefix of this file's own: `d`, two of [a-z0-9], a letter (servers-wireguard uses `e…`, the driver's
- * test `t…`), not used by any namespace or UAPI socket on the host.
- */
-async function unusedPrefix(): Promise<string> {
-  const alnum = 'abcdefghijklmnopqrstuvwxyz0123456789';
-  const namespaces = (await run('ip', ['netns', 'list'])).split('\n').map((l) => l.trim().split(/\s+/)[0] ?? '');
-  const sockets = existsSync('/var/run/wireguard') ? readdirSync('/var/run/wireguard').map((s) => s.replace(/\.sock$/, '')) : [];
-  for (let i = 0; i < 100; i++) {
-    const candidate = `d${alnum[randomInt(36)] ?? 'a'}${alnum[randomInt(36)] ?? 'a'}${alnum[randomInt(26)] ?? 'a'}`;
-    if (![...namespaces, ...sockets].some((name) => belongsTo(candidate, name))) return candidate;
-  }
-  throw new Error('no unused name prefix found');
-}
 
 /** The value of the first `Key = value` line of a wg-quick config. */
 function confValue(text: string, key: string): string | undefined {
@@ -136,66 +118,20 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
   let panel: PanelProcess | undefined;
   let api: ApiClient;
   let key: string;
-  let workDir: string | undefined;
-  let shimDir: string;
   let serverA: Server | undefined;
   let serverB: Server | undefined;
   /** The panel-keys device of test 1 and its first config. */
   let panelKeyed: { device: Device; config: string; iface: string } | undefined;
   /** The client-key device of test 2 (its config is up after test 2). */
   let clientKeyed: { device: Device; iface: string } | undefined;
-  /** wg-quick interfaces that are up: name → config path. */
-  const upIfaces = new Map<string, string>();
 
   function need<T>(value: T | undefined, what: string): T {
     assert.ok(value !== undefined, `needs ${what} (see the failure above)`);
     return value;
   }
 
-  /** Writes `<iface>.conf` (wg-quick takes the interface name from the file name), mode 0600. */
-  function writeConf(iface: string, text: string): string {
-    const path = join(need(workDir, 'the work directory'), `${iface}.conf`);
-    writeFileSync(path, text, { mode: 0o600 });
-    chmodSync(path, 0o600);
-    return path;
-  }
-
-  /**
-   * `wg-quick up|down PATH` in the client namespace with wireguard-go. Resolves on the exit of wg-quick
-   * (not on its pipes closing: the daemonised wireguard-go could hold them), rejects with its stderr.
-   */
-  function wgQuick(action: 'up' | 'down', path: string): Promise<void> {
-    const l = need(lab, 'the lab');
-    const env: Record<string, string | undefined> = { ...process.env, LC_ALL: 'C' };
-    // With LOG_LEVEL set, wireguard-go's daemon keeps wg-quick's stdout/stderr; without it they go to /dev/null.
-    delete env.LOG_LEVEL;
-    const args = ['netns', 'exec', l.clientNs, 'env', `PATH=${shimDir}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`, 'WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go', 'WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1', 'wg-quick', action, path];
-    return new Promise((resolve, reject) => {
-      const child = spawn('ip', args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      child.stderr?.setEncoding('utf8');
-      child.stderr?.on('data', (d: string) => (stderr += d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-      child.once('exit', (code) => {
-        clearTimeout(timer);
-        if (code === 0) resolve();
-        else reject(new Error(`wg-quick ${action} ${path} failed (${String(code)}): ${stderr.trim()}`));
-      });
-    });
-  }
-
-  async function up(iface: string, text: string): Promise<void> {
-    const path = writeConf(iface, text);
-    await wgQuick('up', path);
-    upIfaces.set(iface, path);
-  }
-
-  async function down(iface: string): Promise<void> {
-    const path = upIfaces.get(iface);
-    if (path === undefined) return;
-    upIfaces.delete(iface);
-    await wgQuick('down', path);
-  }
+  const up = (iface: string, config: string): Promise<void> => need(lab, 'the lab').wgQuickUp(iface, config);
+  const down = (iface: string): Promise<void> => need(lab, 'the lab').wgQuickDown(iface);
 
   async function fetchConfig(id: number): Promise<string> {
     const res = await fetch(`${need(panel, 'the panel').url}/api/v1/devices/${id}/config`, { headers: { authorization: `Bearer ${key}` } });
@@ -219,13 +155,8 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
   }
 
   before(async () => {
-    const prefix = await unusedPrefix();
+    const prefix = await unusedPrefix('d');
     lab = await NetLab.create(prefix);
-    workDir = mkdtempSync(join(tmpdir(), `vpn-panel-${prefix}-`));
-    shimDir = join(workDir, 'shim');
-    // A no-op resolvconf for wg-quick's `DNS =` handling (research/dataplane.md §6).
-    mkdirSync(shimDir);
-    writeFileSync(join(shimDir, 'resolvconf'), '#!/bin/sh\ncat >/dev/null\nexit 0\n', { mode: 0o755 });
     db = await createTestDatabase('sqlite');
     panel = await startPanel({ database: db, env: { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: prefix, PUBLIC_HOST: lab.hostIp } });
     key = await panel.createKey('e2e-devices', 'all', ['--no-rate-limit']);
@@ -241,7 +172,6 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
 
   after(async () => {
     const problems: string[] = [];
-    for (const iface of [...upIfaces.keys()]) await down(iface).catch((e: unknown) => problems.push(`wg-quick down ${iface}: ${String(e)}`));
     if (panel !== undefined) {
       const exited = await Promise.race([panel.stop('SIGTERM').then(() => true), sleep(5000).then(() => false)]);
       if (!exited) {
@@ -250,7 +180,6 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
       }
     }
     if (lab !== undefined) problems.push(...(await lab.cleanup()));
-    if (workDir !== undefined) rmSync(workDir, { recursive: true, force: true });
     await db?.drop();
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });

@@ -16,7 +16,7 @@
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 
@@ -42,12 +42,12 @@ function toolMissing(tool: string): boolean {
 }
 
 /**
- * `false` when this process may run the WireGuard end-to-end tests, else why not: use it as
- * `describe(name, { skip: requireRoot() }, …)`. CI runs as root with the tools installed.
+ * `false` when this process may run the WireGuard end-to-end tests (with `extraTools` too), else why
+ * not: use it as `describe(name, { skip: requireRoot() }, …)`. CI runs as root with the tools installed.
  */
-export function requireRoot(): string | false {
+export function requireRoot(extraTools: readonly (readonly [tool: string, pkg: string])[] = []): string | false {
   if (process.getuid?.() !== 0) return 'needs root (network namespaces, wireguard-go); CI runs these tests as root';
-  const missing = TOOLS.filter(([tool]) => toolMissing(tool));
+  const missing = [...TOOLS, ...extraTools].filter(([tool]) => toolMissing(tool));
   if (missing.length > 0) {
     return `needs ${missing.map(([tool]) => tool).join(', ')} (apt-get install ${missing.map(([, pkg]) => pkg).join(' ')})`;
   }
@@ -94,6 +94,15 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
   }
 }
 
+/** `end.sum_received.bits_per_second` of `iperf3 -J` in Mbit/s: what the receiving side counted (TCP payload). */
+function receivedMbps(json: string): number {
+  const field = (value: unknown, name: string): unknown =>
+    typeof value === 'object' && value !== null ? Object.entries(value).find(([key]) => key === name)?.[1] : undefined;
+  const bps = field(field(field(JSON.parse(json), 'end'), 'sum_received'), 'bits_per_second');
+  if (typeof bps !== 'number') throw new Error(`no sum_received in iperf3's report: ${json.slice(0, 300)}`);
+  return bps / 1e6;
+}
+
 export interface KeyPair {
   privateKey: string;
   publicKey: string;
@@ -133,11 +142,26 @@ export function clientAddressIn(subnet: string, serverAddress: string): { ip: st
   return { ip, cidr: `${ip}/${prefix}` };
 }
 
-/** 4 characters, a letter first and last (NODE_NAME_PREFIX rules), starting with `e` (the driver's own e2e uses `t`). */
-export function randomPrefix(): string {
+/**
+ * 4 characters, a letter first and last (NODE_NAME_PREFIX rules), starting with `letter`: `e` by default;
+ * test files that run at the same time keep a letter of their own (the driver's test `t`, devices `d`,
+ * speed limits `k` and `r`).
+ */
+export function randomPrefix(letter = 'e'): string {
   const alnum = 'abcdefghijklmnopqrstuvwxyz0123456789';
   const pick = (chars: string): string => chars[randomInt(chars.length)] ?? 'a';
-  return `e${pick(alnum)}${pick(alnum)}${pick(alnum.slice(0, 26))}`;
+  return `${letter}${pick(alnum)}${pick(alnum)}${pick(alnum.slice(0, 26))}`;
+}
+
+/** A random prefix starting with `letter` that no namespace or UAPI socket on this host uses. */
+export async function unusedPrefix(letter = 'e'): Promise<string> {
+  const namespaces = await netnsNames();
+  const sockets = existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR).map((s) => s.replace(/\.sock$/, '')) : [];
+  for (let i = 0; i < 100; i++) {
+    const candidate = randomPrefix(letter);
+    if (![...namespaces, ...sockets].some((name) => belongsTo(candidate, name))) return candidate;
+  }
+  throw new Error('no unused name prefix found');
 }
 
 /** True for a name this prefix (or a driver using it) made: `PREFIX` then digits, or `PREFIX-…`. */
@@ -237,6 +261,10 @@ export class NetLab {
   readonly clientIp = CLIENT_IP;
   readonly #tracked = new Set<ChildProcess>();
   #clientCount = 0;
+  /** wg-quick interfaces that are up in the client namespace: name → config path. */
+  readonly #quickUp = new Map<string, string>();
+  /** wg-quick's configs and the no-op `resolvconf` it needs; made on first use. */
+  #quickDir: string | undefined;
 
   private constructor(prefix: string) {
     this.prefix = prefix;
@@ -246,18 +274,7 @@ export class NetLab {
 
   /** Makes the two namespaces and the veth; a random prefix unused on this host unless one is given. */
   static async create(prefix?: string): Promise<NetLab> {
-    let chosen = prefix;
-    if (chosen === undefined) {
-      const namespaces = await netnsNames();
-      const sockets = existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR) : [];
-      for (let i = 0; i < 100 && chosen === undefined; i++) {
-        const candidate = randomPrefix();
-        const used = [...namespaces, ...sockets.map((s) => s.replace(/\.sock$/, ''))].some((name) => belongsTo(candidate, name));
-        if (!used) chosen = candidate;
-      }
-      if (chosen === undefined) throw new Error('no unused name prefix found');
-    }
-    const lab = new NetLab(chosen);
+    const lab = new NetLab(prefix ?? (await unusedPrefix()));
     try {
       await lab.#build();
     } catch (error) {
@@ -333,6 +350,79 @@ export class NetLab {
     };
   }
 
+  /**
+   * Writes `config` to `<iface>.conf` (wg-quick names the interface after its file; mode 0600) and runs
+   * `wg-quick up` on it in the client namespace with wireguard-go, as the config's user would.
+   */
+  async wgQuickUp(iface: string, config: string): Promise<void> {
+    const path = join(this.#quickDirectory(), `${iface}.conf`);
+    writeFileSync(path, config, { mode: 0o600 });
+    chmodSync(path, 0o600);
+    await this.#wgQuick('up', path);
+    this.#quickUp.set(iface, path);
+  }
+
+  /** `wg-quick down` of an interface wgQuickUp brought up; nothing when it is not up. */
+  async wgQuickDown(iface: string): Promise<void> {
+    const path = this.#quickUp.get(iface);
+    if (path === undefined) return;
+    this.#quickUp.delete(iface);
+    await this.#wgQuick('down', path);
+  }
+
+  #quickDirectory(): string {
+    if (this.#quickDir === undefined) {
+      const dir = mkdtempSync(join(tmpdir(), `vpn-panel-${this.prefix}-`));
+      // `DNS =` lines make wg-quick call resolvconf: a no-op stands in (research/dataplane.md §6;
+      // openresolv would rewrite the machine's /etc/resolv.conf).
+      mkdirSync(join(dir, 'shim'));
+      writeFileSync(join(dir, 'shim', 'resolvconf'), '#!/bin/sh\ncat >/dev/null\nexit 0\n', { mode: 0o755 });
+      this.#quickDir = dir;
+    }
+    return this.#quickDir;
+  }
+
+  /** Resolves on the exit of wg-quick (not on its pipes closing: the daemonised wireguard-go could hold them), rejects with its stderr. */
+  #wgQuick(action: 'up' | 'down', path: string): Promise<void> {
+    const env: Record<string, string | undefined> = { ...process.env, LC_ALL: 'C' };
+    // With LOG_LEVEL set, wireguard-go's daemon keeps wg-quick's stdout/stderr; without it they go to /dev/null.
+    delete env.LOG_LEVEL;
+    const searchPath = `${join(this.#quickDirectory(), 'shim')}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
+    const args = ['netns', 'exec', this.clientNs, 'env', `PATH=${searchPath}`, 'WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go', 'WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1', 'wg-quick', action, path];
+    return new Promise((resolve, reject) => {
+      const child = spawn('ip', args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr?.setEncoding('utf8');
+      child.stderr?.on('data', (d: string) => (stderr += d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        if (code === 0) resolve();
+        else reject(new Error(`wg-quick ${action} ${path} failed (${String(code)}): ${stderr.trim()}`));
+      });
+    });
+  }
+
+  /**
+   * Adds `ip`/32 to the host namespace's loopback (an address standing for a host on the internet,
+   * reached from the client only through a tunnel) and starts `iperf3 -s` on it; resolves once it listens.
+   */
+  async startIperfServer(ip: string, port: number): Promise<void> {
+    await run('ip', ['-n', this.hostNs, 'addr', 'add', `${ip}/32`, 'dev', 'lo']);
+    const server = spawn('ip', ['netns', 'exec', this.hostNs, 'iperf3', '-s', '--forceflush', '-B', ip, '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.track(server);
+    let output = '';
+    server.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    server.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    await waitFor('iperf3 -s to listen', async () => (output.includes('Server listening') ? true : undefined), 5000, 50);
+  }
+
+  /** One iperf3 run (TCP) from the client namespace: upload, or download (`-R`); the Mbit/s the receiving side counted. */
+  async iperf(ip: string, port: number, direction: 'upload' | 'download', seconds: number): Promise<number> {
+    const args = ['netns', 'exec', this.clientNs, 'iperf3', '-c', ip, '-p', String(port), '-t', String(seconds), '--connect-timeout', '3000', '-J'];
+    return receivedMbps(await run('ip', direction === 'download' ? [...args, '-R'] : args));
+  }
+
   /** `count` pings from the client namespace; true when any reply came back. */
   ping(ip: string, count = 2): Promise<boolean> {
     return succeeds('ip', ['netns', 'exec', this.clientNs, 'ping', '-n', '-q', '-c', String(count), '-i', '0.2', '-W', '1', ip]);
@@ -378,12 +468,13 @@ export class NetLab {
   }
 
   /**
-   * Ends every process of this lab by PID (tracked ones, then every wireguard-go of the prefix:
+   * Takes down what wgQuickUp brought up, ends every process of this lab by PID (tracked ones, then every wireguard-go of the prefix:
    * clients and servers, even those an agent left behind), deletes every namespace of the prefix and
    * removes the prefix's stale UAPI sockets. Never throws; returns what it could not remove.
    */
   async cleanup(): Promise<string[]> {
     const problems: string[] = [];
+    for (const iface of [...this.#quickUp.keys()]) await this.wgQuickDown(iface).catch((e: unknown) => problems.push(`wg-quick down ${iface}: ${String(e)}`));
     await killPids([...this.#tracked].map((c) => c.pid ?? -1)).catch((e: unknown) => problems.push(String(e)));
     await killPids(wireguardGoOf(this.prefix).keys()).catch((e: unknown) => problems.push(String(e)));
     for (const ns of await netnsNames().catch(() => [])) {
@@ -397,6 +488,7 @@ export class NetLab {
       const name = /^wireguard-go-(.+)\.log$/.exec(file)?.[1];
       if (name !== undefined && belongsTo(this.prefix, name)) rmSync(join(CHILD_LOG_DIR, file), { force: true });
     }
+    if (this.#quickDir !== undefined) rmSync(this.#quickDir, { recursive: true, force: true });
     const left = [...(await netnsNames().catch(() => [])).filter((ns) => belongsTo(this.prefix, ns)), ...[...wireguardGoOf(this.prefix).values()]];
     if (left.length > 0) problems.push(`left behind: ${left.join(', ')}`);
     return problems;

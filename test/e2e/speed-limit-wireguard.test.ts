@@ -1,0 +1,143 @@
+/**
+ * End to end, as root, on a real WireGuard data plane (wireguard-go): a device's `speed_limit`. The device
+ * is made through the API with `speed_limit: 2000`; its config, as the API serves it, is brought up with
+ * wg-quick in a client namespace; iperf3 through the tunnel measures each direction against a server in
+ * the host namespace, reached through the server's NAT. The limit comes back after the panel restarts
+ * with the server's wireguard-go gone (as after a host restart); `PATCH speed_limit: 0` lifts it.
+ *
+ *   client ns PREFIX-c (wg-quick PREFIX-q1) ══ tunnel ══ server ns PREFIX-s1 ── veth, NAT ── host ns PREFIX-h: iperf3 -s on 198.51.100.1
+ *
+ * The iperf3 server listens on an address of its own (on the host namespace's loopback) standing for a
+ * host on the internet: the client's main table has a route to 192.0.2.0/24 on its veth, which wg-quick
+ * keeps, so traffic to the endpoint's address would not enter the tunnel.
+ *
+ * iperf3 reports what the receiving side counted (TCP payload), so the figure is a little under the
+ * limit, which counts whole IP packets. Everything lives in namespaces of this file's prefix (`k…`) and
+ * is removed in `after()`, pass or fail.
+ */
+import assert from 'node:assert/strict';
+import { randomInt } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import type { components } from '../support/api-types.ts';
+import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { hostOf, NetLab, requireRoot, run, sleep, unusedPrefix, waitFor } from '../support/netns.ts';
+import { type ApiClient, type PanelProcess, startPanel } from '../support/panel.ts';
+
+type Server = components['schemas']['Server'];
+type Device = components['schemas']['Device'];
+
+const skip = requireRoot([
+  ['iperf3', 'iperf3'],
+  ['wg-quick', 'wireguard-tools'],
+  ['tc', 'iproute2'],
+]);
+/** About 30 s: the panel (started twice), wg-quick, five 3-second iperf3 runs. */
+const SUITE_TIMEOUT_MS = 120_000;
+const LIMIT_KBPS = 2000;
+/** The issue's check: 2 Mbit/s within ±25 %. */
+const TOLERANCE = 0.25;
+/** Unlimited, the same tunnel carries hundreds of Mbit/s on the 2-core test machine. */
+const UNLIMITED_MIN_MBPS = 10;
+const IPERF_SECONDS = 3;
+/** TEST-NET-2, on the host namespace's loopback (NetLab.startIperfServer). */
+const INTERNET_IP = '198.51.100.1';
+
+describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  let lab: NetLab | undefined;
+  let db: TestDatabase | undefined;
+  let panel: PanelProcess | undefined;
+  let api: ApiClient;
+  let key: string;
+  let panelEnv: Record<string, string>;
+  let server: Server | undefined;
+  let device: Device | undefined;
+  const iperfPort = 20_000 + randomInt(20_000);
+
+  function need<T>(value: T | undefined, what: string): T {
+    assert.ok(value !== undefined, `needs ${what} (see the failure above)`);
+    return value;
+  }
+
+  const measure = (direction: 'upload' | 'download'): Promise<number> => need(lab, 'the lab').iperf(INTERNET_IP, iperfPort, direction, IPERF_SECONDS);
+
+  before(async () => {
+    const prefix = await unusedPrefix('k');
+    lab = await NetLab.create(prefix);
+    db = await createTestDatabase('sqlite');
+    panelEnv = { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: prefix, PUBLIC_HOST: lab.hostIp };
+    panel = await startPanel({ database: db, env: panelEnv });
+    key = await panel.createKey('e2e-speed', 'all', ['--no-rate-limit']);
+    api = panel.client(key);
+    const created = await api.POST('/api/v1/servers', { body: { name: 'speed' } });
+    assert.equal(created.response.status, 201, JSON.stringify(created.error));
+    server = created.data;
+
+    await lab.startIperfServer(INTERNET_IP, iperfPort);
+  });
+
+  after(async () => {
+    const problems: string[] = [];
+    if (panel !== undefined) {
+      const exited = await Promise.race([panel.stop('SIGTERM').then(() => true), sleep(5000).then(() => false)]);
+      if (!exited) {
+        await panel.stop('SIGKILL');
+        problems.push('vpn-panel serve did not exit within 5 s of SIGTERM; killed');
+      }
+    }
+    if (lab !== undefined) problems.push(...(await lab.cleanup()));
+    await db?.drop();
+    assert.deepEqual(problems, [], 'cleanup left nothing behind');
+  });
+
+  test('a device created with speed_limit 2000 measures 2 Mbit/s ±25 % each way through the tunnel', async (t) => {
+    const l = need(lab, 'the lab');
+    const s = need(server, 'the server');
+    const created = await api.POST('/api/v1/devices', { body: { server_id: s.id, name: 'limited', speed_limit: LIMIT_KBPS } });
+    assert.equal(created.response.status, 201, JSON.stringify(created.error));
+    device = need(created.data, 'a device body');
+    assert.equal(device.speed_limit, LIMIT_KBPS);
+
+    await l.wgQuickUp(`${l.prefix}-q1`, device.config);
+    assert.ok(await l.waitForPing(hostOf(s.address), 6000), 'the client reaches the server through the tunnel');
+    const [low, high] = [(LIMIT_KBPS / 1000) * (1 - TOLERANCE), (LIMIT_KBPS / 1000) * (1 + TOLERANCE)];
+    for (const direction of ['upload', 'download'] as const) {
+      const mbps = await measure(direction);
+      t.diagnostic(`${direction} at speed_limit ${LIMIT_KBPS}: ${mbps.toFixed(3)} Mbit/s`);
+      assert.ok(mbps >= low && mbps <= high, `${direction} ${mbps.toFixed(3)} Mbit/s is within ${low}-${high} Mbit/s`);
+    }
+  });
+
+  test('the limit comes back when the panel restarts after the server\'s wireguard-go died (its interface and classes with it)', async (t) => {
+    const l = need(lab, 'the lab');
+    const s = need(server, 'the server');
+    const d = need(device, 'the device of the first test');
+    const n = l.serverNames(s.id);
+    await need(panel, 'the panel').stop('SIGTERM');
+    for (const [pid, name] of l.wireguardGoProcesses()) if (name === n.iface) process.kill(pid, 'SIGKILL');
+    await waitFor(`interface ${n.iface} to go`, async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true), 5000, 50);
+
+    panel = await startPanel({ database: need(db, 'the database'), env: panelEnv });
+    api = panel.client(key);
+    // The client would re-handshake by itself within about 15 s; bringing it up again is quicker.
+    await l.wgQuickDown(`${l.prefix}-q1`);
+    await l.wgQuickUp(`${l.prefix}-q1`, d.config);
+    assert.ok(await l.waitForPing(hostOf(s.address), 8000), 'the tunnel works again');
+    // Download is the direction whose classes (on the WireGuard interface) were lost.
+    const mbps = await measure('download');
+    t.diagnostic(`download after the restart: ${mbps.toFixed(3)} Mbit/s`);
+    const [low, high] = [(LIMIT_KBPS / 1000) * (1 - TOLERANCE), (LIMIT_KBPS / 1000) * (1 + TOLERANCE)];
+    assert.ok(mbps >= low && mbps <= high, `download ${mbps.toFixed(3)} Mbit/s is within ${low}-${high} Mbit/s`);
+  });
+
+  test('after PATCH speed_limit 0 the same tunnel is no longer limited', async (t) => {
+    const d = need(device, 'the device');
+    const patched = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id: d.id } }, body: { speed_limit: 0 } });
+    assert.equal(patched.response.status, 200, JSON.stringify(patched.error));
+    assert.equal(patched.data?.speed_limit, 0);
+    for (const direction of ['upload', 'download'] as const) {
+      const mbps = await measure(direction);
+      t.diagnostic(`${direction} at speed_limit 0: ${mbps.toFixed(1)} Mbit/s`);
+      assert.ok(mbps > UNLIMITED_MIN_MBPS, `${direction} ${mbps.toFixed(1)} Mbit/s is over ${UNLIMITED_MIN_MBPS} Mbit/s`);
+    }
+  });
+});
