@@ -75,7 +75,6 @@ export class NodeMonitor {
         if (report.failures.length > 0) this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
         this.#syncedBootIds.set(node.id, status.bootId);
       }
-      await this.#collectUsage(node);
       await write(this.#db, async (tx) => {
         await updateNode(tx, node.id, { status: 'online', last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version });
         if (node.status === 'offline') {
@@ -93,10 +92,15 @@ export class NodeMonitor {
           await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'offline', summary: `node ${node.name} is offline: ${describe(error)}`, actor: SYSTEM_ACTOR, before: { status: 'online' }, after: { status: 'offline' } });
         });
       }
+      return;
     }
+    await this.#collectUsage(node).catch((error: unknown) => this.#log.warn({ node: node.name, err: describe(error) }, 'usage collection failed'));
   }
 
-  /** Stores the node's usage batches and handshakes; what was stored is acknowledged next time. */
+  /**
+   * Stores the node's usage batches and handshakes; what was stored is acknowledged next time. A
+   * failure here is not the node's liveness: the node keeps its batches and they come next round.
+   */
   async #collectUsage(node: NodeRow): Promise<void> {
     const report = await this.#connections.for(node).collectUsage(this.#acks.get(node.id) ?? null);
     const ack = await this.#usage.ingest(node, report);
