@@ -4,9 +4,11 @@
  * removed among them (median and p95 of CHANGES rounds each), a resync with nothing to change and one
  * after the server's wireguard-go died (its interface's classes gone), the removal of every limit, and
  * the throughput of one real client (wireguard-go in its own namespace, iperf3 to the host namespace
- * through the server's NAT) with and without a limit while the others are limited: the classifier's cost.
+ * through the server's NAT) with and without a limit while the others are limited, against a client of
+ * a second server that has no shaping at all: the classifier's cost. The cases alternate over ROUNDS
+ * rounds, since the 2 cores are shared and one run of iperf3 varies by ±20 % under load.
  *
- * Run as root: node bench/speed-limits.ts   (LIMITED, CHANGES and IPERF_SECONDS may be set)
+ * Run as root: node bench/speed-limits.ts   (LIMITED, CHANGES, IPERF_SECONDS and ROUNDS may be set)
  * Writes the section "## Speed limits on one server (wireguard-go)" of docs/benchmarks.md.
  */
 import { execFileSync } from 'node:child_process';
@@ -20,10 +22,13 @@ import { writeSection } from './report.ts';
 
 const LIMITED = Number(process.env.LIMITED ?? 5000);
 const CHANGES = Number(process.env.CHANGES ?? 20);
-const IPERF_SECONDS = Number(process.env.IPERF_SECONDS ?? 5);
+const IPERF_SECONDS = Number(process.env.IPERF_SECONDS ?? 4);
+/** Rounds of the throughput comparison; each measures every case once, in a rotated order, and the median is reported. */
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const SECTION = 'Speed limits on one server (wireguard-go)';
-/** TEST-NET-2 on the host namespace's loopback: reached from the client only through the tunnel. */
+/** TEST-NET-2 addresses on the host namespace's loopback, reached from the client only through a tunnel: one behind the limited server, one behind the reference server. */
 const INTERNET_IP = '198.51.100.1';
+const REFERENCE_IP = '198.51.100.2';
 const IPERF_PORT = 5201;
 /** The client's limit while only the classifier's cost should show: far above what the tunnel carries here. */
 const HIGH_KBPS = 5_000_000;
@@ -102,6 +107,7 @@ async function main(): Promise<void> {
   }
   if (!Number.isInteger(LIMITED) || LIMITED < 2 || LIMITED > 60_000) throw new Error('LIMITED must be 2-60000');
   if (!Number.isInteger(CHANGES) || CHANGES < 1) throw new Error('CHANGES must be 1 or more');
+  if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error('ROUNDS must be 1 or more');
 
   console.log(`generating ${count(LIMITED)} key pairs…`);
   const client = generateKeyPair();
@@ -117,6 +123,8 @@ async function main(): Promise<void> {
   const driver = new WireGuardDriver({ runner: timer, namePrefix: lab.prefix, hostNetns: lab.hostNs, implementation: 'wireguard-go' });
   const serverId = 1;
   const server: ServerSpec = { serverId, privateKey: generateKeyPair().privateKey, listenPort: 51820, address: '10.97.0.1/16', mtu: 1420 };
+  const referenceServer: ServerSpec = { serverId: 2, privateKey: generateKeyPair().privateKey, listenPort: 51821, address: '10.98.0.1/24', mtu: 1420 };
+  const referenceClient = generateKeyPair();
   const n = driver.names(serverId);
   const rows: string[] = [];
   const row = (what: string, value: string): void => {
@@ -127,18 +135,33 @@ async function main(): Promise<void> {
 
   try {
     await driver.up(server);
-    const wg = await lab.connectClient({ serverPublicKey: publicKeyOf(server.privateKey), endpoint: lab.hostIp, port: server.listenPort, privateKey: client.privateKey, address: `${address(0)}/16`, allowedIps: ['10.97.0.0/16', `${INTERNET_IP}/32`] });
-    await run('ip', ['-n', lab.clientNs, 'route', 'add', `${INTERNET_IP}/32`, 'dev', wg.iface]);
-    await lab.startIperfServer(INTERNET_IP, IPERF_PORT);
+    await driver.up(referenceServer);
+    await driver.setPeers(referenceServer.serverId, [{ publicKey: referenceClient.publicKey, allowedIp: '10.98.0.2/32', speedLimitKbps: 0 }]);
+    const tunnels = [
+      [server, client.privateKey, `${address(0)}/16`, '10.97.0.0/16', INTERNET_IP],
+      [referenceServer, referenceClient.privateKey, '10.98.0.2/24', '10.98.0.0/24', REFERENCE_IP],
+    ] as const;
+    const clients = [];
+    for (const [spec, privateKey, clientAddress, subnet, target] of tunnels) {
+      const wg = await lab.connectClient({ serverPublicKey: publicKeyOf(spec.privateKey), endpoint: lab.hostIp, port: spec.listenPort, privateKey, address: clientAddress, allowedIps: [subnet, `${target}/32`] });
+      await run('ip', ['-n', lab.clientNs, 'route', 'add', `${target}/32`, 'dev', wg.iface]);
+      await lab.startIperfServer(target, IPERF_PORT);
+      clients.push(wg);
+    }
     await driver.setPeers(serverId, [clientPeer(0)]);
-    if (!(await lab.waitForPing(INTERNET_IP))) throw new Error('the client does not reach the host namespace through the tunnel');
-    const throughput = async (label: string): Promise<string> => {
-      const up = await lab.iperf(INTERNET_IP, IPERF_PORT, 'upload', IPERF_SECONDS);
-      const down = await lab.iperf(INTERNET_IP, IPERF_PORT, 'download', IPERF_SECONDS);
+    for (const target of [INTERNET_IP, REFERENCE_IP]) if (!(await lab.waitForPing(target))) throw new Error(`the client does not reach ${target} through its tunnel`);
+    /** Up and down Mbit/s to `target`. */
+    const throughput = async (label: string, target: string): Promise<[number, number]> => {
+      const up = await lab.iperf(target, IPERF_PORT, 'upload', IPERF_SECONDS);
+      const down = await lab.iperf(target, IPERF_PORT, 'download', IPERF_SECONDS);
       console.log(`${label}: up ${up.toFixed(1)} / down ${down.toFixed(1)} Mbit/s`);
-      return `${up.toFixed(1)} / ${down.toFixed(1)}`;
+      return [up, down];
     };
-    const reference = await throughput('no shaping state at all');
+    /** `up / down`, each with how far it is from `base` (in %) when given. */
+    const figures = ([up, down]: [number, number], base?: [number, number]): string => {
+      const off = (value: number, of: number | undefined): string => (of === undefined ? '' : ` (${value >= of ? '+' : '−'}${Math.abs((100 * (value - of)) / of).toFixed(0)} %)`);
+      return `${up.toFixed(1)}${off(up, base?.[0])} / ${down.toFixed(1)}${off(down, base?.[1])}`;
+    };
 
     const setup = await timer.time(() => driver.setPeers(serverId, withClient(HIGH_KBPS)));
     const [wgClasses, vethClasses] = [await classCount(n.iface), await classCount(n.vethServer)];
@@ -147,11 +170,34 @@ async function main(): Promise<void> {
     const noop = await timer.time(() => driver.setPeers(serverId, withClient(HIGH_KBPS)));
     row(`\`setPeers\`: the same again (reads \`wg show dump\`, the classes of both devices and the map; writes nothing)`, `${ms(noop.ms)} (${noop.split})`);
 
-    const limitedHigh = await throughput(`client limited to ${HIGH_KBPS} kbit/s among ${LIMITED - 1} limited`);
-    await driver.changePeers(serverId, [clientPeer(0)], []);
-    const unlimitedAmong = await throughput(`client unlimited among ${LIMITED - 1} limited`);
+    /** A throughput case: how to measure it once, and its samples. */
+    const measured = (work: () => Promise<[number, number]>): { run: () => Promise<[number, number]>; samples: [number, number][] } => ({ run: work, samples: [] });
+    const referenceCase = measured(() => throughput('reference', REFERENCE_IP));
+    const highCase = measured(async () => {
+      await driver.changePeers(serverId, [clientPeer(HIGH_KBPS)], []);
+      return throughput(`limited to ${HIGH_KBPS} kbit/s among the limited`, INTERNET_IP);
+    });
+    const unlimitedCase = measured(async () => {
+      await driver.changePeers(serverId, [clientPeer(0)], []);
+      return throughput('unlimited among the limited', INTERNET_IP);
+    });
+    const cases = [referenceCase, highCase, unlimitedCase];
+    for (let round = 0; round < ROUNDS; round++) {
+      // Rotated, so no case always runs first or last in a round.
+      const order = [...cases.slice(round % cases.length), ...cases.slice(0, round % cases.length)];
+      for (const c of order) c.samples.push(await c.run());
+    }
+    const median = (c: { samples: [number, number][] }): [number, number] => [percentile(c.samples.map((x) => x[0]), 0.5), percentile(c.samples.map((x) => x[1]), 0.5)];
+    const [reference, limitedHigh, unlimitedAmong] = [median(referenceCase), median(highCase), median(unlimitedCase)];
+    // How much single runs of one case differ here: the noise the medians' differences are to be read against.
+    const spreadPercent = Math.max(
+      ...cases.flatMap((c) => [0, 1].map((d) => {
+        const values = c.samples.map((x) => x[d] ?? 0);
+        return (100 * (Math.max(...values) - Math.min(...values))) / percentile(values, 0.5);
+      })),
+    );
     await driver.changePeers(serverId, [clientPeer(ACCURACY_KBPS)], []);
-    const accurate = await throughput(`client limited to ${ACCURACY_KBPS} kbit/s`);
+    const accurate = await throughput(`client limited to ${ACCURACY_KBPS} kbit/s`, INTERNET_IP);
 
     /** CHANGES rounds of one changePeers on a different peer each time; `make` gives the upsert for peer `i`. */
     const rounds = async (label: string, make: (i: number) => PeerSpec): Promise<void> => {
@@ -185,14 +231,14 @@ async function main(): Promise<void> {
       await driver.setPeers(serverId, withClient(ACCURACY_KBPS));
     });
     if ((await classCount(n.iface)) !== peers.length) throw new Error('the download classes did not come back');
-    row(`Resync after wireguard-go died: \`up()\` + \`setPeers\` put back ${count(peers.length - 1)} peers and their download classes`, `${ms(resync.ms)} (${resync.split})`);
+    row(`Resync after wireguard-go died: \`up()\` + \`setPeers\` put back ${count(peers.length)} peers and their download classes`, `${ms(resync.ms)} (${resync.split})`);
 
     const teardown = await timer.time(() => driver.setPeers(serverId, peers.map((p) => ({ ...p, speedLimitKbps: 0 }))));
     row(`\`setPeers\` with every limit 0 (the two roots and the table deleted whole)`, `${ms(teardown.ms)} (${teardown.split})`);
-    await wg.close();
+    for (const wg of clients) await wg.close();
 
     const body = [
-      `Command: \`node bench/speed-limits.ts\` (as root; \`LIMITED=${LIMITED} CHANGES=${CHANGES} IPERF_SECONDS=${IPERF_SECONDS}\`). Machine: nproc ${availableParallelism()} (${cpus()[0]?.model ?? 'cpu'}), kernel ${release()}, ${firstLine('wireguard-go', ['--version'])}, ${firstLine('tc', ['-V'])}, ${firstLine('nft', ['--version'])}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
+      `Command: \`node bench/speed-limits.ts\` (as root; \`LIMITED=${LIMITED} CHANGES=${CHANGES} IPERF_SECONDS=${IPERF_SECONDS}\`). Machine: nproc ${availableParallelism()} (${cpus()[0]?.model ?? 'cpu'}), kernel ${release()}, ${firstLine('wireguard-go', ['--version'])}, ${/iproute2-[\d.]*\d/.exec(firstLine('tc', ['-V']))?.[0] ?? 'tc'}, ${firstLine('nft', ['--version'])}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
       '',
       `Load average (1/5/15 min) at the start: ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}; at the end: ${loadavg().map((l) => l.toFixed(2)).join(' / ')} (the machine is shared).`,
       '',
@@ -202,19 +248,21 @@ async function main(): Promise<void> {
       '|---|---|',
       ...rows,
       '',
-      `Throughput of one real client (wireguard-go in its own namespace) through the tunnel and the server's NAT to iperf3 in the host namespace, TCP, ${IPERF_SECONDS} s each way, Mbit/s up / down as the receiver counted them; client, server, wireguard-go twice and iperf3 share the 2 cores:`,
+      `Throughput of one real client (wireguard-go in its own namespace) through the tunnel and the server's NAT to iperf3 in the host namespace, TCP, ${IPERF_SECONDS} s each way, Mbit/s up / down as the receiver counted them; client, server, wireguard-go twice and iperf3 share the 2 cores. The reference is a client of a second server on the same host with no shaping state at all; the first three cases alternate over ${ROUNDS} rounds (medians):`,
       '',
       '| the client | up / down Mbit/s |',
       '|---|---|',
-      `| no shaping state on the server at all (reference) | ${reference} |`,
-      `| limited to ${count(HIGH_KBPS)} kbit/s, above what the tunnel carries, with ${count(LIMITED - 1)} others limited: the classifier's and HTB's cost | ${limitedHigh} |`,
-      `| unlimited (no map entry: HTB's direct queue) with ${count(LIMITED - 1)} others limited | ${unlimitedAmong} |`,
-      `| limited to ${count(ACCURACY_KBPS)} kbit/s with ${count(LIMITED - 1)} others limited (accuracy; the receiver counts TCP payload, the limit whole IP packets) | ${accurate} |`,
+      `| reference: a second server without any shaping state | ${figures(reference)} |`,
+      `| limited to ${count(HIGH_KBPS)} kbit/s, above what the tunnel carries, with ${count(LIMITED - 1)} others limited: the classifier's and HTB's cost (against the reference) | ${figures(limitedHigh, reference)} |`,
+      `| unlimited (no map entry: HTB's direct queue) with ${count(LIMITED - 1)} others limited (against the reference) | ${figures(unlimitedAmong, reference)} |`,
+      `| limited to ${count(ACCURACY_KBPS)} kbit/s with ${count(LIMITED - 1)} others limited (against the limit; the receiver counts TCP payload, the limit whole IP packets) | ${figures(accurate, [ACCURACY_KBPS / 1000, ACCURACY_KBPS / 1000])} |`,
+      '',
+      `Runs of one and the same case spread by up to ${spreadPercent.toFixed(0)} % (max − min over the median) on this shared machine: differences of the medians within that are noise, not the classifier.`,
     ].join('\n');
     writeSection(SECTION, body);
     console.log('wrote the section to docs/benchmarks.md');
   } finally {
-    await driver.down(serverId).catch((error: unknown) => console.error(`down: ${String(error)}`));
+    for (const id of [serverId, referenceServer.serverId]) await driver.down(id).catch((error: unknown) => console.error(`down: ${String(error)}`));
     await driver.close();
     const problems = await lab.cleanup();
     if (problems.length > 0) console.error(`cleanup: ${problems.join('; ')}`);

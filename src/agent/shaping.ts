@@ -17,7 +17,7 @@ import { CommandError, type CommandRunner } from './commands.ts';
 import type { PeerSpec } from './driver.ts';
 
 /** nft table of the server namespace that holds the map and the two classifying chains. */
-export const SHAPING_TABLE = 'vpnpanel_shape';
+const SHAPING_TABLE = 'vpnpanel_shape';
 const MAP = 'limited';
 /** The largest Ethernet frame without VLAN tag: HTB's quantum, and the unit of the sizes below. */
 const FRAME_BYTES = 1514;
@@ -42,7 +42,7 @@ export interface ShapingPlace {
 }
 
 /** A peer's limit: its bare IPv4 address and kbit/s; `kbps` is NaN when not known exactly (a step failed, or it was read back from the host). */
-export interface Limit {
+interface Limit {
   ip: string;
   kbps: number;
 }
@@ -60,7 +60,7 @@ interface DeviceState {
   classes: Map<number, ClassState>;
 }
 
-export interface ShapingState {
+interface ShapingState {
   table: 'ok' | 'damaged' | 'missing';
   /** Map entries: address → class id as nft prints it (`1:a`). */
   elements: Map<string, string>;
@@ -86,7 +86,7 @@ export function classMinor(ip: string): number {
   return ((octets[2] ?? 0) * 256 + (octets[3] ?? 0)) % LOWEST_TWO_OCTETS;
 }
 
-export function classId(ip: string): string {
+function classId(ip: string): string {
   return `1:${classMinor(ip).toString(16)}`;
 }
 
@@ -119,11 +119,11 @@ export function queueBytes(kbps: number): number {
 }
 
 /**
- * The limit to apply for a peer (its allowed ip as `wg` prints it, its limit checked by the driver): null when it has none (0), else
- * the limit or what is wrong with it. A limit needs a single IPv4 address whose class id is not the
- * qdisc's own (minor 0).
+ * The limit to apply for a peer (its allowed ip as `wg` prints it, its limit checked by the driver):
+ * null when it has none (0), else the limit or what is wrong with it. A limit needs a single IPv4
+ * address whose class id is not the qdisc's own (minor 0).
  */
-export function limitOf(peer: PeerSpec): Limit | null | string {
+function limitOf(peer: PeerSpec): Limit | null | string {
   const kbps = peer.speedLimitKbps;
   if (kbps === 0) return null;
   const ip = /^(\d{1,3}(?:\.\d{1,3}){3})\/32$/.exec(peer.allowedIp)?.[1];
@@ -133,7 +133,7 @@ export function limitOf(peer: PeerSpec): Limit | null | string {
 }
 
 /** `tc class show dev D`: our classes (major 1) by minor. */
-export function parseClasses(stdout: string): Map<number, ClassState> {
+function parseClasses(stdout: string): Map<number, ClassState> {
   const classes = new Map<number, ClassState>();
   for (const line of stdout.split('\n')) {
     const match = /^class htb 1:([0-9a-f]+) (.*)$/.exec(line.trim());
@@ -160,7 +160,7 @@ function chainRules(place: ShapingPlace): Record<'forward' | 'output', string[]>
 const CHAIN_HOOKS = { forward: 'type filter hook forward priority 0; policy accept;', output: 'type filter hook output priority 0; policy accept;' } as const;
 
 /** `nft list table ip vpnpanel_shape`: its map entries, and whether its chains hold exactly our rules. */
-export function parseTable(stdout: string, place: ShapingPlace): Pick<ShapingState, 'table' | 'elements'> {
+function parseTable(stdout: string, place: ShapingPlace): Pick<ShapingState, 'table' | 'elements'> {
   const elements = new Map<string, string>();
   if (!stdout.includes(`table ip ${SHAPING_TABLE} {`)) return { table: 'missing', elements };
   const mapBlock = new RegExp(`map ${MAP} \\{([\\s\\S]*?)\\n\\t\\}`).exec(stdout)?.[1];
@@ -181,7 +181,7 @@ function elementList(entries: Iterable<[string, string]>): string {
 }
 
 /** An nft script that makes the table afresh (atomically replacing a damaged one) holding `elements`. */
-export function tableScript(place: ShapingPlace, elements: ReadonlyMap<string, string>): string {
+function tableScript(place: ShapingPlace, elements: ReadonlyMap<string, string>): string {
   const rules = chainRules(place);
   const chain = (name: 'forward' | 'output') => `  chain ${name} {\n    ${CHAIN_HOOKS[name]}\n${rules[name].map((r) => `    ${r}\n`).join('')}  }\n`;
   const entries = elements.size === 0 ? '' : `    elements = { ${elementList(elements)} }\n`;
@@ -229,7 +229,7 @@ function unshapeLine(dev: string, ip: string, tolerateMissing: boolean): BatchLi
  * `tc -force -batch` goes on past a failed line and reports each as its message followed by
  * `Command failed -:N`: the messages by line number (1-based).
  */
-export function batchFailures(stderr: string): Map<number, string> {
+function batchFailures(stderr: string): Map<number, string> {
   const failures = new Map<number, string>();
   let message: string[] = [];
   for (const line of stderr.split('\n')) {
@@ -262,7 +262,7 @@ export class Shaper {
     this.#known.delete(serverId);
   }
 
-  async read(place: ShapingPlace): Promise<ShapingState> {
+  async #read(place: ShapingPlace): Promise<ShapingState> {
     const tc = (args: string[]): Promise<string> => this.#runner.run('tc', ['-n', place.netns, ...args]).then((r) => r.stdout, () => '');
     const [table, wgRoot, wgClasses, uplinkRoot, uplinkClasses] = await Promise.all([
       this.#runner.run('nft', ['list', 'table', 'ip', SHAPING_TABLE], { netns: place.netns }).then((r) => r.stdout, () => ''),
@@ -298,7 +298,7 @@ export class Shaper {
       byMinor.set(classMinor(limit.ip), limit.ip);
       want.set(peer.publicKey, limit);
     }
-    await this.#converge(serverId, place, await this.read(place), want, keepIps, failures);
+    await this.#converge(serverId, place, await this.#read(place), want, keepIps, failures);
   }
 
   /**
@@ -307,7 +307,7 @@ export class Shaper {
    * host's state says.
    */
   async restore(serverId: number, place: ShapingPlace, peers: ReadonlyMap<string, string>, failures: string[]): Promise<void> {
-    const state = await this.read(place);
+    const state = await this.#read(place);
     const known = this.#known.get(serverId);
     if (known === undefined && state.elements.size === 0) return;
     const want = new Map<string, Limit>();
@@ -399,7 +399,7 @@ export class Shaper {
       [place.wg, place.uplink].map((dev) => this.#runner.run('tc', ['-n', place.netns, 'qdisc', 'show', 'dev', dev, 'root']).then((r) => HTB_ROOT.test(r.stdout), () => false)),
     );
     if (!roots.includes(true)) return new Map();
-    const [state, peers] = await Promise.all([this.read(place), peersOnHost().catch(() => new Map<string, string>())]);
+    const [state, peers] = await Promise.all([this.#read(place), peersOnHost().catch(() => new Map<string, string>())]);
     const known = new Map<string, Limit>();
     for (const [publicKey, allowedIp] of peers) {
       const ip = /^(\d+\.\d+\.\d+\.\d+)\/32$/.exec(allowedIp)?.[1];
