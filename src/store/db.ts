@@ -195,8 +195,8 @@ const immediateReads = new WeakMap<Db, ImmediateReads>();
 export interface ShapeOptions {
   /**
    * On SQLite, answer the last rows again for the same arguments while nothing has been committed
-   * (exact: see ImmediateReads). Checking costs a read of two counters, about what a small indexed
-   * query costs, so this pays for queries whose cost grows with the data, such as counts.
+   * (exact: see ImmediateReads). The check reads two counters, one in a read transaction: more
+   * than a small indexed query costs, so this pays only for queries that count or scan many rows.
    */
   reuse?: boolean;
 }

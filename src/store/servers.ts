@@ -35,12 +35,11 @@ export async function findServerWithNode(db: Db, id: number): Promise<ServerWith
 
 const serverById = new CompiledShape((db, id: number) => serversWithNodes(db).where('servers.id', '=', id), [-1001]);
 
-// Each row counts its server's devices, which grows with them: while nothing changes, the rows are reused.
 const serverPage = new CompiledPageShape((db, limit, afterId: number, country: string | undefined) => {
   let query = serversWithNodes(db).where('servers.id', '>', afterId);
   if (country !== undefined) query = query.where('servers.country', '=', country);
   return query.orderBy('servers.id').limit(limit);
-}, [-1001, '\u0000country'], { reuse: true });
+}, [-1001, '\u0000country']);
 
 /** Oldest first, `limit + 1` rows (see toPage), each with its node's name and status. */
 export function listServers(db: Db, filter: { country?: string }, page: PageRequest): Promise<readonly Readonly<ServerWithNode>[]> {
