@@ -4,8 +4,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../domain/errors.ts';
-import { rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
-import type { ApiKeyService } from '../services/api-keys.ts';
+import type { Scope } from '../domain/api-keys.ts';
+import { type RateDecision, rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
+import type { ApiKeyService, Principal } from '../services/api-keys.ts';
 import type { DeviceService } from '../services/devices.ts';
 import type { GroupService } from '../services/groups.ts';
 import type { ShareLinkService } from '../services/share-links.ts';
@@ -60,6 +61,18 @@ function changesState(method: string | string[]): boolean {
   return (Array.isArray(method) ? method : [method]).some((m) => m !== 'GET' && m !== 'HEAD');
 }
 
+const RATE_LIMIT_POLICY = rateLimitPolicyField(REQUEST_RATE);
+
+/** The rate-limit fields (none for an exempt key) and the scope: refuses the request, or lets it through. */
+function enforce(reply: FastifyReply, principal: Principal, scope: Scope, decision: RateDecision | undefined): void {
+  if (decision !== undefined) {
+    reply.header('ratelimit-policy', RATE_LIMIT_POLICY);
+    reply.header('ratelimit', rateLimitField(decision));
+    if (!decision.allowed) throw new AppError('rate_limited', 'too many requests for this API key; slow down', {}, decision.retryAfterSeconds);
+  }
+  if (!principal.scopes.has(scope)) throw new AppError('insufficient_scope', `this API key lacks the scope ${scope}`, { scope: `${scope} required` });
+}
+
 /** A route option that may hold one hook, several, or none, as a list. */
 function hookList<T>(hooks: T | T[] | undefined): T[] {
   if (hooks === undefined) return [];
@@ -99,23 +112,26 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   app.decorateRequest('idempotencyClaim', null);
   for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema, GroupSchema, UsageReportSchema, WebhookSchema, DeliverySchema]) app.addSchema(schema);
 
-  app.addHook('onRequest', async (request, reply) => {
+  /** Counts the request against its key's limit and checks the scope; a promise only when the limiter answers later. */
+  const admit = (request: FastifyRequest, reply: FastifyReply, scope: Scope, principal: Principal): Promise<void> | undefined => {
+    request.principal = principal;
+    const decision = principal.rateLimitExempt ? undefined : deps.rateLimiter.take(principal.rateLimitId);
+    if (decision instanceof Promise) return decision.then((d) => enforce(reply, principal, scope, d));
+    enforce(reply, principal, scope, decision);
+    return undefined;
+  };
+
+  // Callback style: with a key seen before and a limiter in process, a request is admitted without a
+  // promise (each one is a turn of the microtask queue on every request).
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     const scope = request.routeOptions.config.scope;
-    if (scope === undefined) return;
-    const principal = await deps.apiKeys.authenticate(request.headers.authorization);
-    request.principal = principal;
-    if (!principal.rateLimitExempt) {
-      const decision = await deps.rateLimiter.take(principal.rateLimitId);
-      reply.header('ratelimit-policy', rateLimitPolicyField(REQUEST_RATE));
-      reply.header('ratelimit', rateLimitField(decision));
-      if (!decision.allowed) {
-        throw new AppError('rate_limited', 'too many requests for this API key; slow down', {}, decision.retryAfterSeconds);
-      }
-    }
-    if (!principal.scopes.has(scope)) {
-      throw new AppError('insufficient_scope', `this API key lacks the scope ${scope}`, { scope: `${scope} required` });
-    }
+    if (scope === undefined) return done();
+    // What throws here, Fastify answers with sendError like anything a hook rejects with.
+    const principal = deps.apiKeys.authenticate(request.headers.authorization);
+    const admitted = principal instanceof Promise ? principal.then((p) => admit(request, reply, scope, p)) : admit(request, reply, scope, principal);
+    if (admitted === undefined) return done();
+    admitted.then(() => done(), done);
   });
 
   // Hooks that only some routes need are attached to those routes alone, so a plain GET runs none.

@@ -5,7 +5,8 @@ import { type RateDecision, type RatePolicy, gcra } from '../domain/rate-limit.t
 
 /** Counts one request against a caller's limit. */
 export interface RateLimiter {
-  take(callerId: string): Promise<RateDecision>;
+  /** In process the decision comes at once; through Redis, as a promise. */
+  take(callerId: string): RateDecision | Promise<RateDecision>;
   close(): Promise<void>;
 }
 
@@ -20,7 +21,7 @@ export class InProcessRateLimiter implements RateLimiter {
     this.#clock = clock;
   }
 
-  async take(callerId: string): Promise<RateDecision> {
+  take(callerId: string): RateDecision {
     const nowMs = this.#clock.nowMs();
     const { decision, tatMs } = gcra(this.#tatMs.get(callerId), nowMs, this.#policy);
     this.#tatMs.set(callerId, tatMs);

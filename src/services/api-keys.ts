@@ -138,19 +138,23 @@ export class ApiKeyService {
   /**
    * The principal for an `Authorization` header value. A key seen before is served from memory until
    * the store's watch reports that another process (the CLI, another panel) changed keys; then every
-   * key is looked up again, so a revoked key stops at the next request.
+   * key is looked up again, so a revoked key stops at the next request. The answer comes at once,
+   * without a promise, unless the database is needed (a lookup, or last_used_at is due).
    */
-  async authenticate(authorization: string | undefined): Promise<Principal> {
+  authenticate(authorization: string | undefined): Principal | Promise<Principal> {
     const match = authorization === undefined ? null : /^Bearer +(\S+) *$/i.exec(authorization);
     const key = match?.[1];
     if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
     this.#watch ??= this.#store.watch('api_keys');
     if (this.#watch.changed()) this.#known.clear();
-    let principal = this.#known.get(key);
-    if (principal === undefined) {
-      principal = await this.#principalOf(key);
-      this.#known.set(key, principal);
-    }
+    const principal = this.#known.get(key);
+    if (principal !== undefined && !this.#touchDue(principal.keyId)) return principal;
+    return this.#lookUp(key, principal);
+  }
+
+  async #lookUp(key: string, known: Principal | undefined): Promise<Principal> {
+    const principal = known ?? (await this.#principalOf(key));
+    this.#known.set(key, principal);
     await this.#touch(principal.keyId);
     return principal;
   }
@@ -171,9 +175,13 @@ export class ApiKeyService {
     };
   }
 
+  #touchDue(keyId: number): boolean {
+    return this.#clock.nowMs() - (this.#touchedAtMs.get(keyId) ?? 0) >= TOUCH_INTERVAL_MS;
+  }
+
   async #touch(keyId: number): Promise<void> {
+    if (!this.#touchDue(keyId)) return;
     const nowMs = this.#clock.nowMs();
-    if (nowMs - (this.#touchedAtMs.get(keyId) ?? 0) < TOUCH_INTERVAL_MS) return;
     this.#touchedAtMs.set(keyId, nowMs);
     await touchApiKeys(this.#db, [keyId], isoAt(nowMs));
   }

@@ -4,7 +4,7 @@ import type { DeviceRow } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
 import type { ServerRow } from '../store/servers.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
-import type { Queryable, Tx } from '../store/db.ts';
+import type { Db, Tx } from '../store/db.ts';
 import { type EventFilter, insertEvent, listEvents } from '../store/events.ts';
 import { type DeliveryRow, insertDelivery, listEnabledWebhooks, type WebhookRow } from '../store/webhooks.ts';
 import { notifyEvent } from './notifications.ts';
@@ -65,7 +65,7 @@ export function eventDraft(fields: Pick<EventDraft, 'kind' | 'detail' | 'actor'>
 }
 
 /** Events matching the filter after the cursor, oldest first. */
-export async function eventPage(db: Queryable, filter: EventFilter, page: PageRequest): Promise<Page<PanelEvent>> {
+export async function eventPage(db: Db, filter: EventFilter, page: PageRequest): Promise<Page<PanelEvent>> {
   return toPage(await listEvents(db, filter, page), page);
 }
 

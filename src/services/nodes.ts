@@ -6,8 +6,7 @@ import type { PeerChange } from '../agent/protocol.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type Db, write } from '../store/db.ts';
 import { recordActivity } from './activity.ts';
-import { deleteNode, findLocalNode, findNode, findNodeByName, insertNode, listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
-import { countDevicesByServer } from '../store/devices.ts';
+import { deleteNode, findLocalNode, findNode, findNodeByName, insertNode, listNodeSummaries, type NodeRow, updateNode } from '../store/nodes.ts';
 import { listServerAllocations } from '../store/servers.ts';
 
 /** A node as `GET /nodes` shows it (DESIGN §3). */
@@ -128,23 +127,18 @@ export class NodeService {
   }
 
   async list(): Promise<NodeView[]> {
-    const [nodes, servers, devices] = await Promise.all([listNodes(this.#db), listServerAllocations(this.#db), countDevicesByServer(this.#db)]);
-    return nodes.map((node) => {
-      const own = servers.filter((s) => s.node_id === node.id);
-      const deviceCount = own.reduce((sum, s) => sum + (devices.get(s.id) ?? 0), 0);
-      return {
-        id: node.id,
-        name: node.name,
-        status: node.status,
-        public_host: node.public_host,
-        version: node.version,
-        last_seen_at: node.last_seen_at,
-        server_count: own.length,
-        device_count: deviceCount,
-        free_capacity: own.reduce((sum, s) => sum + s.capacity, 0) - deviceCount,
-        driver: node.driver,
-      };
-    });
+    return (await listNodeSummaries(this.#db)).map((node) => ({
+      id: node.id,
+      name: node.name,
+      status: node.status,
+      public_host: node.public_host,
+      version: node.version,
+      last_seen_at: node.last_seen_at,
+      server_count: node.server_count,
+      device_count: node.device_count,
+      free_capacity: node.capacity - node.device_count,
+      driver: node.driver,
+    }));
   }
 
   async get(id: number): Promise<NodeView> {

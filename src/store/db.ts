@@ -4,7 +4,7 @@ import SQLite from 'better-sqlite3';
 import { type Compilable, CompiledQuery, Kysely, PostgresAdapter, PostgresDialect, type RawBuilder, sql, Transaction } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
-import { sqliteDialect } from './sqlite-dialect.ts';
+import { type ImmediateReads, sqliteDialect } from './sqlite-dialect.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -78,7 +78,9 @@ export function openStore(options: StoreOptions): Store {
   file.pragma('foreign_keys = ON');
   // The CLI and the panel may write at the same moment; wait instead of failing with SQLITE_BUSY.
   file.pragma('busy_timeout = 5000');
-  const db = new Kysely<Database>({ dialect: sqliteDialect(file) });
+  const { dialect, reads } = sqliteDialect(file);
+  const db = new Kysely<Database>({ dialect });
+  immediateReads.set(db, reads);
   return {
     db,
     dialect: 'sqlite',
@@ -190,46 +192,106 @@ export function rowLimit(limit: number): RawBuilder<number> {
   return sql.lit(limit);
 }
 
+/** The databases whose reads may run at once (SQLite), for CompiledShape. */
+const immediateReads = new WeakMap<Db, ImmediateReads>();
+
+export interface ShapeOptions {
+  /**
+   * On SQLite, answer the last rows again for the same arguments while nothing has been committed
+   * (exact: see ImmediateReads). The check reads two counters, one in a read transaction: more
+   * than a small indexed query costs, so this pays only for queries that count or scan many rows.
+   */
+  reuse?: boolean;
+}
+
+interface Template<R> {
+  compiled: CompiledQuery<R>;
+  /** Where each argument goes among the bound parameters (-1: a constant of the query). */
+  positions: number[];
+  readNow: ((parameters: readonly unknown[]) => readonly Readonly<R>[] | undefined) | undefined;
+}
+
 /**
  * A query shape compiled once and run with new values. Kysely rebuilds and recompiles a query on
  * every call, which costs more than SQLite takes to run an indexed one; on hot paths the SQL of a
  * shape never changes, only its bound values. The shape is compiled once with `sample` arguments
  * (distinct values that never occur as constants in the query); where each sample lands among the
- * bound parameters is where the real arguments go on every run.
+ * bound parameters is where the real arguments go on every run. An argument given as undefined
+ * must leave its condition out (an optional filter): each pattern of given arguments is compiled
+ * once. On SQLite the query runs at once when the connection is free (see ImmediateReads). Rows
+ * are read-only, since a shape made with `reuse` gives the same rows to every caller.
  */
 export class CompiledShape<A extends readonly unknown[], R> {
-  readonly #build: (db: Db, limit: number, ...args: A) => Compilable<R>;
+  readonly #build: (db: Db, ...args: A) => Compilable<R>;
   readonly #sample: A;
-  /** One template per row limit, which is a literal in the SQL (see rowLimit). */
-  readonly #templates = new Map<number, { compiled: CompiledQuery<R>; positions: number[] }>();
+  readonly #reuse: boolean;
+  /** Per database (the SQL differs) and pattern of given arguments (bit i: argument i given). */
+  readonly #templates = new WeakMap<Db, Map<number, Template<R>>>();
 
-  constructor(build: (db: Db, limit: number, ...args: A) => Compilable<R>, sample: A) {
+  constructor(build: (db: Db, ...args: A) => Compilable<R>, sample: A, options: ShapeOptions = {}) {
     this.#build = build;
     this.#sample = sample;
+    this.#reuse = options.reuse ?? false;
   }
 
-  async execute(db: Db, limit: number, ...args: A): Promise<R[]> {
-    let template = this.#templates.get(limit);
-    if (template === undefined) {
-      template = this.#compile(db, limit);
-      this.#templates.set(limit, template);
+  async execute(db: Db, ...args: A): Promise<readonly Readonly<R>[]> {
+    let templates = this.#templates.get(db);
+    if (templates === undefined) {
+      templates = new Map();
+      this.#templates.set(db, templates);
     }
-    const { compiled, positions } = template;
+    let given = 0;
+    for (let i = 0; i < args.length; i++) if (args[i] !== undefined) given |= 1 << i;
+    let template = templates.get(given);
+    if (template === undefined) {
+      template = this.#compile(db, args);
+      templates.set(given, template);
+    }
+    const { compiled, positions, readNow } = template;
     const parameters = compiled.parameters.map((value, position) => {
       const argument = positions[position] ?? -1;
       return argument === -1 ? value : args[argument];
     });
+    const rows = readNow?.(parameters);
+    if (rows !== undefined) return rows;
     const query: CompiledQuery<R> = { ...compiled, parameters };
     return (await db.executeQuery(query)).rows;
   }
 
-  #compile(db: Db, limit: number): { compiled: CompiledQuery<R>; positions: number[] } {
-    const compiled = this.#build(db, limit, ...this.#sample).compile();
-    const positions = compiled.parameters.map((p) => this.#sample.indexOf(p));
-    this.#sample.forEach((value, i) => {
-      if (compiled.parameters.filter((p) => p === value).length !== 1) throw new Error(`query shape must bind sample argument ${i} exactly once`);
+  #compile(db: Db, args: A): Template<R> {
+    const sample: [...A] = [...this.#sample];
+    args.forEach((value, i) => {
+      if (value === undefined) sample[i] = undefined;
     });
-    return { compiled, positions };
+    const compiled = this.#build(db, ...sample).compile();
+    const positions = compiled.parameters.map((p) => (p === undefined ? -1 : sample.indexOf(p)));
+    sample.forEach((value, i) => {
+      if (value !== undefined && compiled.parameters.filter((p) => p === value).length !== 1) throw new Error(`query shape must bind sample argument ${i} exactly once`);
+    });
+    return { compiled, positions, readNow: immediateReads.get(db)?.prepare<R>(compiled.sql, this.#reuse) };
+  }
+}
+
+/** A page of a query shape: one CompiledShape per row limit, given to `build` as a literal (see rowLimit). */
+export class CompiledPageShape<A extends readonly unknown[], R> {
+  readonly #build: (db: Db, limit: RawBuilder<number>, ...args: A) => Compilable<R>;
+  readonly #sample: A;
+  readonly #options: ShapeOptions;
+  readonly #shapes = new Map<number, CompiledShape<A, R>>();
+
+  constructor(build: (db: Db, limit: RawBuilder<number>, ...args: A) => Compilable<R>, sample: A, options: ShapeOptions = {}) {
+    this.#build = build;
+    this.#sample = sample;
+    this.#options = options;
+  }
+
+  execute(db: Db, limit: number, ...args: A): Promise<readonly Readonly<R>[]> {
+    let shape = this.#shapes.get(limit);
+    if (shape === undefined) {
+      shape = new CompiledShape((shapeDb: Db, ...shapeArgs: A) => this.#build(shapeDb, rowLimit(limit), ...shapeArgs), this.#sample, this.#options);
+      this.#shapes.set(limit, shape);
+    }
+    return shape.execute(db, ...args);
   }
 }
 

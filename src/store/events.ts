@@ -1,6 +1,6 @@
 import type { EventDraft, EventKind, PanelEvent } from '../domain/events.ts';
 import { isEventKind } from '../domain/events.ts';
-import { type Queryable, rowLimit } from './db.ts';
+import { CompiledPageShape, type Db, type Queryable, rowLimit } from './db.ts';
 import type { PageRequest } from '../domain/paging.ts';
 
 export async function insertEvent(db: Queryable, draft: EventDraft, createdAt: string): Promise<number> {
@@ -18,13 +18,26 @@ export interface EventFilter {
   kinds?: readonly EventKind[];
 }
 
-/** Oldest first, `limit + 1` rows (see toPage). */
-export async function listEvents(db: Queryable, filter: EventFilter, page: PageRequest): Promise<PanelEvent[]> {
-  let query = db.selectFrom('events').selectAll().where('id', '>', page.afterId);
+function eventsAfter(db: Db, afterId: number, filter: EventFilter) {
+  let query = db.selectFrom('events').selectAll().where('id', '>', afterId);
   if (filter.serverId !== undefined) query = query.where('server_id', '=', filter.serverId);
   if (filter.deviceId !== undefined) query = query.where('device_id', '=', filter.deviceId);
   if (filter.kinds !== undefined && filter.kinds.length > 0) query = query.where('kind', 'in', filter.kinds);
-  const rows = await query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
+  return query.orderBy('id');
+}
+
+/** Without a kind filter (a list of any length changes the SQL), pages are a compiled shape. */
+const eventPageShape = new CompiledPageShape(
+  (db, limit, afterId: number, serverId: number | undefined, deviceId: number | undefined) => eventsAfter(db, afterId, { serverId, deviceId }).limit(limit),
+  [-1001, -1002, -1003],
+);
+
+/** Oldest first, `limit + 1` rows (see toPage). */
+export async function listEvents(db: Db, filter: EventFilter, page: PageRequest): Promise<PanelEvent[]> {
+  const rows =
+    filter.kinds === undefined || filter.kinds.length === 0
+      ? await eventPageShape.execute(db, page.limit + 1, page.afterId, filter.serverId, filter.deviceId)
+      : await eventsAfter(db, page.afterId, filter).limit(rowLimit(page.limit + 1)).execute();
   return rows.flatMap((row) => (isEventKind(row.kind) ? [{ ...row, kind: row.kind }] : []));
 }
 

@@ -1,5 +1,5 @@
 import type { Insertable, Selectable } from 'kysely';
-import type { Queryable } from './db.ts';
+import { CompiledShape, type Db, type Queryable } from './db.ts';
 import type { NodeTable } from './schema.ts';
 
 export type NodeRow = Selectable<NodeTable>;
@@ -22,6 +22,44 @@ export function findLocalNode(db: Queryable): Promise<NodeRow | undefined> {
 
 export function listNodes(db: Queryable): Promise<NodeRow[]> {
   return db.selectFrom('nodes').selectAll().orderBy('id').execute();
+}
+
+/** A node with the number of its servers and devices and the sum of its servers' capacity. */
+export type NodeSummaryRow = NodeRow & { server_count: number; device_count: number; capacity: number };
+
+// Counting every device costs more the more there are: while nothing changes, the rows are reused.
+const nodeSummaries = new CompiledShape(
+  (db) =>
+    db
+      .selectFrom('nodes')
+      .selectAll('nodes')
+      .select((eb) => [
+        eb.selectFrom('servers').select(eb.fn.countAll<number>().as('n')).whereRef('servers.node_id', '=', 'nodes.id').as('server_count'),
+        eb
+          .selectFrom('servers')
+          .select((inner) => inner.fn.coalesce(inner.fn.sum<number>('servers.capacity'), inner.lit(0)).as('n'))
+          .whereRef('servers.node_id', '=', 'nodes.id')
+          .as('capacity'),
+        eb
+          .selectFrom('devices')
+          .innerJoin('servers', 'servers.id', 'devices.server_id')
+          .select(eb.fn.countAll<number>().as('n'))
+          .whereRef('servers.node_id', '=', 'nodes.id')
+          .as('device_count'),
+      ])
+      .orderBy('nodes.id'),
+  [],
+  { reuse: true },
+);
+
+/** Every node with its summary, oldest first, in one query. */
+export async function listNodeSummaries(db: Db): Promise<NodeSummaryRow[]> {
+  return (await nodeSummaries.execute(db)).map((row) => ({
+    ...row,
+    server_count: Number(row.server_count ?? 0),
+    device_count: Number(row.device_count ?? 0),
+    capacity: Number(row.capacity ?? 0),
+  }));
 }
 
 export async function updateNode(db: Queryable, id: number, changes: Partial<Omit<NodeRow, 'id'>>): Promise<void> {

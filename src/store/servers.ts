@@ -1,6 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { CompiledShape, type Db, type Dialect, type Queryable, rowLimit } from './db.ts';
+import { CompiledPageShape, CompiledShape, type Db, type Dialect, type Queryable } from './db.ts';
 import type { NodeRow } from './nodes.ts';
 import type { ServerTable } from './schema.ts';
 
@@ -29,27 +29,21 @@ function serversWithNodes(db: Db) {
 
 /** One server with its node's name and status and its device count. */
 export async function findServerWithNode(db: Db, id: number): Promise<ServerWithNode | undefined> {
-  const [row] = await serverById.execute(db, 1, id);
+  const [row] = await serverById.execute(db, id);
   return row;
 }
 
-const serverById = new CompiledShape((db, limit, id: number) => serversWithNodes(db).where('servers.id', '=', id).limit(rowLimit(limit)), [-1001]);
+const serverById = new CompiledShape((db, id: number) => serversWithNodes(db).where('servers.id', '=', id), [-1001]);
 
-const serverPage = new CompiledShape(
-  (db, limit, afterId: number) => serversWithNodes(db).where('servers.id', '>', afterId).orderBy('servers.id').limit(rowLimit(limit)),
-  [-1001],
-);
-const serverPageInCountry = new CompiledShape(
-  (db, limit, afterId: number, country: string) =>
-    serversWithNodes(db).where('servers.id', '>', afterId).where('servers.country', '=', country).orderBy('servers.id').limit(rowLimit(limit)),
-  [-1001, '\u0000country'],
-);
+const serverPage = new CompiledPageShape((db, limit, afterId: number, country: string | undefined) => {
+  let query = serversWithNodes(db).where('servers.id', '>', afterId);
+  if (country !== undefined) query = query.where('servers.country', '=', country);
+  return query.orderBy('servers.id').limit(limit);
+}, [-1001, '\u0000country']);
 
 /** Oldest first, `limit + 1` rows (see toPage), each with its node's name and status. */
-export function listServers(db: Db, filter: { country?: string }, page: PageRequest): Promise<ServerWithNode[]> {
-  return filter.country === undefined
-    ? serverPage.execute(db, page.limit + 1, page.afterId)
-    : serverPageInCountry.execute(db, page.limit + 1, page.afterId, filter.country);
+export function listServers(db: Db, filter: { country?: string }, page: PageRequest): Promise<readonly Readonly<ServerWithNode>[]> {
+  return serverPage.execute(db, page.limit + 1, page.afterId, filter.country);
 }
 
 export function listServersOfNode(db: Queryable, nodeId: number): Promise<ServerRow[]> {

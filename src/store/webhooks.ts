@@ -1,6 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { type Queryable, rowLimit } from './db.ts';
+import { CompiledPageShape, type Db, type Queryable, rowLimit } from './db.ts';
 import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
 
 export type WebhookRow = Selectable<WebhookTable>;
@@ -14,8 +14,11 @@ export function findWebhook(db: Queryable, id: number): Promise<WebhookRow | und
   return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-export function listWebhooks(db: Queryable, page: PageRequest): Promise<WebhookRow[]> {
-  return db.selectFrom('webhooks').selectAll().where('id', '>', page.afterId).orderBy('id').limit(rowLimit(page.limit + 1)).execute();
+const webhookPage = new CompiledPageShape((db, limit, afterId: number) => db.selectFrom('webhooks').selectAll().where('id', '>', afterId).orderBy('id').limit(limit), [-1001]);
+
+/** Oldest first, `limit + 1` rows (see toPage). */
+export function listWebhooks(db: Db, page: PageRequest): Promise<readonly Readonly<WebhookRow>[]> {
+  return webhookPage.execute(db, page.limit + 1, page.afterId);
 }
 
 /** Enabled webhooks: the ones an event may go to. */

@@ -188,6 +188,7 @@ for (const kind of DATABASE_KINDS) {
       const servers = (await call('GET', '/servers?limit=200')).json.data as { device_count: number; capacity: number }[];
       assert.equal(node.device_count, servers.reduce((n, s) => n + s.device_count, 0), 'a node counts the devices of its servers');
       assert.equal(node.free_capacity, servers.reduce((n, s) => n + s.capacity - s.device_count, 0));
+      assert.equal(node.server_count, servers.length);
     });
 
     it('refuses to delete a server with devices unless forced, then removes them too', async () => {

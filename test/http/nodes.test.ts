@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+
+interface NodeAnswer {
+  id: number;
+  name: string;
+  status: string;
+  server_count: number;
+  device_count: number;
+  free_capacity: number;
+}
+
+for (const kind of DATABASE_KINDS) {
+  describe(`nodes (${kind})`, () => {
+    let db: TestDatabase;
+    let panel: PanelProcess;
+    let key: string;
+
+    const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+    const nodes = async () => {
+      const answer = await call('GET', '/nodes');
+      assert.equal(answer.status, 200);
+      return answer.json.data as NodeAnswer[];
+    };
+
+    before(async () => {
+      db = await createTestDatabase(kind);
+      panel = await startPanel({ database: db });
+      key = await panel.createKey('ops', 'all', ['--no-rate-limit']);
+    });
+    after(async () => {
+      await panel.stop();
+      await db.drop();
+    });
+
+    it('counts the servers, devices and free places of each node, and follows every change at once', async () => {
+      const [local] = await nodes();
+      assert.deepEqual(local && { name: local.name, server_count: local.server_count, device_count: local.device_count, free_capacity: local.free_capacity }, {
+        name: 'local',
+        server_count: 0,
+        device_count: 0,
+        free_capacity: 0,
+      });
+      const server = await call('POST', '/servers', { name: 'fra-1', max_devices: 10 });
+      assert.equal(server.status, 201);
+      for (let i = 0; i < 3; i++) assert.equal((await call('POST', '/devices', { server_id: server.json.id })).status, 201);
+      assert.equal((await call('POST', '/servers', { name: 'fra-2', max_devices: 5 })).status, 201);
+      const counted = (await nodes()).find((n) => n.name === 'local');
+      assert.deepEqual(counted && [counted.server_count, counted.device_count, counted.free_capacity], [2, 3, 12]);
+
+      // The CLI is another process: its changes show in the very next answer.
+      const added = await panel.cli(['nodes', 'add', '--name', 'remote-1', '--url', 'http://127.0.0.1:9', '--token', 'a-token-of-16-chars']);
+      assert.equal(added.code, 0, added.stderr);
+      const remote = (await nodes()).find((n) => n.name === 'remote-1');
+      assert.deepEqual(remote && [remote.status, remote.server_count, remote.device_count, remote.free_capacity], ['offline', 0, 0, 0]);
+      assert.equal((await call('GET', `/nodes/${remote?.id}`)).json.name, 'remote-1');
+      const removed = await panel.cli(['nodes', 'remove', 'remote-1']);
+      assert.equal(removed.code, 0, removed.stderr);
+      assert.deepEqual((await nodes()).map((n) => n.name), ['local']);
+      assert.equal((await call('GET', `/nodes/${remote?.id}`)).status, 404);
+    });
+  });
+}

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { CompiledShape, openStore, type Store, write } from '../../src/store/db.ts';
+import { migrate } from '../../src/store/migrate.ts';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+
+/** Node names, oldest first: a list that may answer from memory while nothing changes. */
+const nodeNames = new CompiledShape((db, prefix: string | undefined) => {
+  let query = db.selectFrom('nodes').select(['id', 'name']);
+  if (prefix !== undefined) query = query.where('name', 'like', prefix);
+  return query.orderBy('id');
+}, ['\u0000prefix'], { reuse: true });
+
+for (const kind of DATABASE_KINDS) {
+  describe(`compiled query shapes (${kind})`, () => {
+    let database: TestDatabase;
+    let store: Store;
+    /** Another process's connection, as the CLI or a second panel has. */
+    let other: Store;
+
+    const names = async (prefix?: string) => (await nodeNames.execute(store.db, prefix)).map((row) => row.name);
+    const addNode = (db: Store['db'], name: string) =>
+      db.insertInto('nodes').values({ name, url: `http://${name}:7000`, token: 'x'.repeat(16), public_host: name, status: 'offline', created_at: '2026-01-01T00:00:00.000Z' }).execute();
+
+    before(async () => {
+      database = await createTestDatabase(kind);
+      store = openStore({ databaseUrl: database.env.DATABASE_URL, dataDir: database.dataDir });
+      await migrate(store);
+      other = openStore({ databaseUrl: database.env.DATABASE_URL, dataDir: database.dataDir });
+    });
+    after(async () => {
+      await other.close();
+      await store.close();
+      await database.drop();
+    });
+
+    it('answers every change at once: its own writes, another connection\'s, and each filter pattern', async () => {
+      assert.deepEqual(await names(), []);
+      await addNode(store.db, 'a1');
+      assert.deepEqual(await names(), ['a1']);
+      await addNode(other.db, 'b1');
+      assert.deepEqual(await names(), ['a1', 'b1'], 'a commit by another connection shows at the next read');
+      assert.deepEqual(await names('b%'), ['b1'], 'a given filter is its own query');
+      assert.deepEqual(await names(), ['a1', 'b1']);
+      await other.db.deleteFrom('nodes').where('name', '=', 'a1').execute();
+      assert.deepEqual(await names(), ['b1']);
+      await other.db.updateTable('nodes').set({ name: 'b2' }).execute();
+      assert.deepEqual(await names('b%'), ['b2']);
+    });
+
+    it('waits for a transaction that holds the connection and then sees its commit', async () => {
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let inserted = () => {};
+      const insertedYet = new Promise<void>((resolve) => {
+        inserted = resolve;
+      });
+      const transaction = write(store.db, async (tx) => {
+        await addNode(tx, 'c1');
+        inserted();
+        await held;
+      });
+      await insertedYet;
+      const read = names('c%');
+      release();
+      await transaction;
+      assert.deepEqual(await read, ['c1']);
+    });
+
+    if (kind === 'sqlite') {
+      it('gives the same frozen rows again while nothing is committed, and new ones after a commit', async () => {
+        const first = await nodeNames.execute(store.db, undefined);
+        const again = await nodeNames.execute(store.db, undefined);
+        assert.equal(again, first, 'the read is answered from memory');
+        assert.ok(Object.isFrozen(first) && first.every((row) => Object.isFrozen(row)));
+        await other.db.updateTable('nodes').set({ public_host: 'elsewhere' }).execute();
+        assert.notEqual(await nodeNames.execute(store.db, undefined), first, 'a commit elsewhere, even one that leaves the answer the same, is read again');
+        const before = await nodeNames.execute(store.db, undefined);
+        await store.db.updateTable('nodes').set({ public_host: 'here' }).execute();
+        assert.notEqual(await nodeNames.execute(store.db, undefined), before, 'so is a commit by this connection');
+      });
+    }
+  });
+}
