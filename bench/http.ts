@@ -129,7 +129,7 @@ try {
   }
   const body = `Command: \`npm run bench:http\` (autocannon, ${CONNECTIONS} connections; ${ROUNDS} rounds a route, each ${WARMUP_S} s of warm-up on each server, then ${DURATION_S} s on each in ${SLICE_S} s slices alternating between bare Fastify and the panel; panel on SQLite with the dry-run driver and a fresh database; a key made with \`--no-rate-limit\`). Machine: ${machine()}.
 
-The panel authenticates the key (SHA-256, then a lookup served from memory until another process changes keys), checks the scope, runs the route's query on SQLite and serialises through the response schema; the bare route returns the identical bytes.
+The panel authenticates the key (SHA-256, then a lookup served from memory until another process changes keys), checks the scope, runs the route's query on SQLite (\`GET /nodes\` gives its previous rows again while nothing has been committed, which it checks on every request) and serialises through the response schema; the bare route returns the identical bytes.
 
 | route (answer size) | bare Fastify req/s | vpn-panel req/s | p50 / p99 ms (median slice p50, worst slice p99) | ratio of each round | median ratio |
 |---|---|---|---|---|---|

@@ -18,6 +18,7 @@ import type { Db } from '../store/db.ts';
 import { sendError } from './errors.ts';
 import { IdempotencyGuard } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
+import { RequestLogger } from './request-log.ts';
 import { ErrorSchema } from './schemas/common.ts';
 import { DeviceSchema, GroupSchema, UsageReportSchema } from './schemas/devices.ts';
 import { EventSchema } from './schemas/events.ts';
@@ -85,6 +86,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     loggerInstance: deps.logger,
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: false,
+    childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();

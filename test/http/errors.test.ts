@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { type PanelProcess, startPanel } from '../support/panel.ts';
+import { logged, type PanelProcess, startPanel } from '../support/panel.ts';
 
 interface Case {
   name: string;
@@ -62,7 +62,8 @@ describe('error bodies and codes', () => {
   let key: string;
   before(async () => {
     db = await createTestDatabase('sqlite');
-    panel = await startPanel({ database: db });
+    // At info, the production default, every request is logged: its lines must carry its id.
+    panel = await startPanel({ database: db, env: { LOG_LEVEL: 'info' } });
     key = await panel.createKey('errors', 'all', ['--no-rate-limit']);
     const created = await fetch(`${panel.url}/api/v1/servers`, {
       method: 'POST',
@@ -108,5 +109,8 @@ describe('error bodies and codes', () => {
     assert.equal(echoed.headers.get('x-request-id'), 'shop-order-42');
     const made = await fetch(`${panel.url}/api/v1/nope`, { headers: { 'x-request-id': 'bad id with spaces' } });
     assert.match(made.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+    for (const id of ['shop-order-42', made.headers.get('x-request-id')]) {
+      await logged(panel, (line) => line.reqId === id && line.msg === 'request completed');
+    }
   });
 });

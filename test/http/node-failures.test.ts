@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 import { FakeAgent } from '../support/fake-agent.ts';
-import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+import { callApi, logged, type PanelProcess, startPanel } from '../support/panel.ts';
 
 /** What the API answers when the node cannot apply a device change (spec §4.2, DESIGN §1). */
 for (const kind of DATABASE_KINDS) {
@@ -38,6 +38,8 @@ for (const kind of DATABASE_KINDS) {
       agent.failPeerChanges = false;
       assert.equal(patched.status, 502);
       assert.equal(patched.json.error.code, 'apply_failed');
+      const id = patched.headers.get('x-request-id');
+      await logged(panel, (line) => line.reqId === id && line.level === 50 && line.msg === 'request failed');
       const saved = await call('GET', `/devices/${device.json.id}`);
       assert.equal(saved.json.enabled, false, 'the change was saved');
       assert.equal(saved.json.status, 'disabled');

@@ -35,6 +35,26 @@ export function runCli(args: readonly string[], env: Record<string, string | und
   });
 }
 
+/** Waits up to 5 s for a JSON log line of the panel that `matches`; fails naming what it printed. */
+export async function logged(panel: PanelProcess, matches: (line: Record<string, unknown>) => boolean): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const lines = panel
+      .output()
+      .split('\n')
+      .flatMap((line): Record<string, unknown>[] => {
+        try {
+          return [JSON.parse(line)];
+        } catch {
+          return []; // not JSON, or the last line not printed whole yet
+        }
+      });
+    if (lines.some(matches)) return;
+    if (Date.now() > deadline) throw new Error(`no such log line; the panel printed:\n${panel.output().slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export type ApiClient = ReturnType<typeof createClient<paths>>;
 
 /** An answer of the API as black-box tests read it: status, the JSON body ({} when none), headers. */
