@@ -31,7 +31,7 @@ const skip = requireRoot([
   ['wg-quick', 'wireguard-tools'],
   ['tc', 'iproute2'],
 ]);
-/** About 30 s: the panel (started twice), wg-quick, five 3-second iperf3 runs. */
+/** About 30 s: the panel (started twice), wg-quick, five 3-second iperf3 runs (eight at worst). */
 const SUITE_TIMEOUT_MS = 120_000;
 const LIMIT_KBPS = 2000;
 /** The issue's check: 2 Mbit/s within ±25 %. */
@@ -59,6 +59,20 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
   }
 
   const measure = (direction: 'upload' | 'download'): Promise<number> => need(lab, 'the lab').iperf(INTERNET_IP, iperfPort, direction, IPERF_SECONDS);
+
+  /**
+   * Asserts that `direction` measures 2 Mbit/s ±25 %. A second run is allowed: on the shared 2-core
+   * machine, under the load of the whole suite, one 3-second run once measured 1.37 Mbit/s (a process of
+   * the tunnel descheduled for a while); a wrong limit misses both runs.
+   */
+  async function assertLimited(direction: 'upload' | 'download', t: { diagnostic(message: string): void }): Promise<void> {
+    const [low, high] = [(LIMIT_KBPS / 1000) * (1 - TOLERANCE), (LIMIT_KBPS / 1000) * (1 + TOLERANCE)];
+    const runs: number[] = [];
+    do runs.push(await measure(direction));
+    while (runs.length < 2 && !runs.some((mbps) => mbps >= low && mbps <= high));
+    t.diagnostic(`${direction} at speed_limit ${LIMIT_KBPS}: ${runs.map((mbps) => mbps.toFixed(3)).join(', then ')} Mbit/s`);
+    assert.ok(runs.some((mbps) => mbps >= low && mbps <= high), `${direction} ${runs.map((mbps) => mbps.toFixed(3)).join(' and ')} Mbit/s: within ${low}-${high} Mbit/s`);
+  }
 
   before(async () => {
     const prefix = await unusedPrefix('k');
@@ -99,12 +113,8 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
 
     await l.wgQuickUp(`${l.prefix}-q1`, device.config);
     assert.ok(await l.waitForPing(hostOf(s.address), 6000), 'the client reaches the server through the tunnel');
-    const [low, high] = [(LIMIT_KBPS / 1000) * (1 - TOLERANCE), (LIMIT_KBPS / 1000) * (1 + TOLERANCE)];
-    for (const direction of ['upload', 'download'] as const) {
-      const mbps = await measure(direction);
-      t.diagnostic(`${direction} at speed_limit ${LIMIT_KBPS}: ${mbps.toFixed(3)} Mbit/s`);
-      assert.ok(mbps >= low && mbps <= high, `${direction} ${mbps.toFixed(3)} Mbit/s is within ${low}-${high} Mbit/s`);
-    }
+    await assertLimited('upload', t);
+    await assertLimited('download', t);
   });
 
   test('the limit comes back when the panel restarts after the server\'s wireguard-go died (its interface and classes with it)', async (t) => {
@@ -123,10 +133,7 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
     await l.wgQuickUp(`${l.prefix}-q1`, d.config);
     assert.ok(await l.waitForPing(hostOf(s.address), 8000), 'the tunnel works again');
     // Download is the direction whose classes (on the WireGuard interface) were lost.
-    const mbps = await measure('download');
-    t.diagnostic(`download after the restart: ${mbps.toFixed(3)} Mbit/s`);
-    const [low, high] = [(LIMIT_KBPS / 1000) * (1 - TOLERANCE), (LIMIT_KBPS / 1000) * (1 + TOLERANCE)];
-    assert.ok(mbps >= low && mbps <= high, `download ${mbps.toFixed(3)} Mbit/s is within ${low}-${high} Mbit/s`);
+    await assertLimited('download', t);
   });
 
   test('after PATCH speed_limit 0 the same tunnel is no longer limited', async (t) => {
