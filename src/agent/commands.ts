@@ -88,7 +88,9 @@ function privateLogDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const stat = lstatSync(dir);
   if (!stat.isDirectory()) throw new Error(`${dir} is not a directory (a link?): refusing to keep child logs there`);
-  if (stat.uid !== process.getuid?.()) throw new Error(`${dir} belongs to another user: refusing to keep child logs there`);
+  if (stat.uid !== process.getuid?.()) {
+    throw new Error(`${dir} belongs to another user: refusing to keep child logs there`);
+  }
   if ((stat.mode & 0o077) !== 0) chmodSync(dir, 0o700);
 }
 
@@ -127,7 +129,10 @@ function unstartedChild(why: string): ChildHandle {
 export class ExecRunner implements CommandRunner {
   readonly #childLogDir: string;
 
-  /** `childLogDir`: where the stderr of long-running children goes, one file per child name (the node's DATA_DIR/children). */
+  /**
+   * `childLogDir`: where the stderr of long-running children goes, one file per child name (the
+   * node's DATA_DIR/children).
+   */
   constructor(childLogDir: string) {
     this.#childLogDir = childLogDir;
   }
@@ -163,7 +168,8 @@ export class ExecRunner implements CommandRunner {
       privateLogDir(this.#childLogDir);
       log = createChildLog(logFile);
     } catch (error) {
-      return unstartedChild(`cannot make the log ${logFile}: ${error instanceof Error ? error.message : String(error)}`);
+      const why = error instanceof Error ? error.message : String(error);
+      return unstartedChild(`cannot make the log ${logFile}: ${why}`);
     }
     const child = spawn(file, argv, { env: { ...BASE_ENV, ...opts.env }, stdio: ['ignore', 'ignore', log], detached: true });
     closeSync(log);

@@ -3,7 +3,13 @@ import { AppError } from '../domain/errors.ts';
 import { generateShareToken, hashShareToken, isShareTokenShape } from '../domain/share-links.ts';
 import { type Store, write } from '../store/db.ts';
 import { findDevice } from '../store/devices.ts';
-import { deleteShareLink, findShareLinkByTokenHash, findShareLinkOfDevice, replaceShareLink, type ShareLinkRow } from '../store/share-links.ts';
+import {
+  deleteShareLink,
+  findShareLinkByTokenHash,
+  findShareLinkOfDevice,
+  replaceShareLink,
+  type ShareLinkRow,
+} from '../store/share-links.ts';
 import type { DeviceService, PlacedDevice } from './devices.ts';
 import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
@@ -48,7 +54,13 @@ export class ShareLinkService {
     const expires = expiresAt === undefined ? null : normaliseInstant(expiresAt);
     if (expires !== null && Date.parse(expires) <= nowMs) throw new AppError('validation_failed', 'expires_at must be in the future', { expires_at: 'in the past' });
     const token = generateShareToken();
-    const link: ShareLinkRow = { device_id: deviceId, token_hash: hashShareToken(token), token, expires_at: expires, created_at: isoAt(nowMs) };
+    const link: ShareLinkRow = {
+      device_id: deviceId,
+      token_hash: hashShareToken(token),
+      token,
+      expires_at: expires,
+      created_at: isoAt(nowMs),
+    };
     await write(this.#store.db, async (tx) => {
       const replaced = await findShareLinkOfDevice(tx, deviceId);
       await replaceShareLink(tx, link);
@@ -81,7 +93,9 @@ export class ShareLinkService {
 
   /** The device behind a live token, as it is now; not_found for unknown, replaced, deleted or expired links. */
   async open(token: string): Promise<{ placed: PlacedDevice; link: ShareLinkView }> {
-    const link = isShareTokenShape(token) ? await findShareLinkByTokenHash(this.#store.db, hashShareToken(token)) : undefined;
+    const link = isShareTokenShape(token)
+      ? await findShareLinkByTokenHash(this.#store.db, hashShareToken(token))
+      : undefined;
     if (!link || (link.expires_at !== null && Date.parse(link.expires_at) <= this.#clock.nowMs())) {
       throw new AppError('not_found', 'this share link does not exist or has expired');
     }

@@ -28,9 +28,11 @@ export function preparePrivateDir(dir: string): void {
   const mode = statSync(dir).mode;
   if ((mode & 0o077) !== 0 && !warned.has(dir)) {
     warned.add(dir);
-    process.emitWarning(`DATA_DIR ${dir} is mode ${octal(mode)}: other users can look into it; make it owner-only with \`chmod 700 ${dir}\``, {
-      code: 'VPN_PANEL_DATA_DIR_MODE',
-    });
+    process.emitWarning(
+      `DATA_DIR ${dir} is mode ${octal(mode)}: other users can look into it; ` +
+        `make it owner-only with \`chmod 700 ${dir}\``,
+      { code: 'VPN_PANEL_DATA_DIR_MODE' },
+    );
   }
 }
 
@@ -41,7 +43,10 @@ function tighten(path: string, mode: number, change: (mode: number) => void): vo
     change(mode & 0o700);
   } catch (error) {
     if (!isErrno(error, 'EPERM')) throw error;
-    process.emitWarning(`${path} is mode ${octal(mode)} and not this user's to change: make it owner-only with \`chmod 600 ${path}\``, { code: 'VPN_PANEL_FILE_MODE' });
+    process.emitWarning(
+      `${path} is mode ${octal(mode)} and not this user's to change: make it owner-only with \`chmod 600 ${path}\``,
+      { code: 'VPN_PANEL_FILE_MODE' },
+    );
   }
 }
 

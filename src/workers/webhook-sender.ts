@@ -284,7 +284,8 @@ export class WebhookSender {
     } else if (reply.status === 410) {
       this.#record(delivery.id, { ...done, state: 'failed', nextAttemptAt: null, responseStatus: 410, error: '410 Gone: webhook disabled' }, webhook.id);
       // The host only: a receiver's URL often carries its own secret in the path or query.
-      this.#log.warn({ webhook: webhook.id, host: new URL(webhook.url).host }, 'webhook disabled: its receiver answered 410 Gone');
+      const host = new URL(webhook.url).host;
+      this.#log.warn({ webhook: webhook.id, host }, 'webhook disabled: its receiver answered 410 Gone');
       this.#failQueued(webhook.id);
     } else {
       const error = reply.status >= 300 && reply.status < 400 ? `redirect ${reply.status} is not followed` : `HTTP ${reply.status}`;

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { chmodSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -54,8 +56,9 @@ describe('child logs of the node never follow a planted link', () => {
       assert.equal(tail, 'written-by-the-child', 'into its own new log');
       assert.ok(lstatSync(path).isFile() && lstatSync(path).nlink === 1, 'the log is a file of its own now');
       assert.equal(lstatSync(path).mode & 0o777, 0o600);
-      if (kind === 'dangling symlink') assert.throws(() => lstatSync(pointedAt), /ENOENT/, 'nothing made where the link pointed');
-      else {
+      if (kind === 'dangling symlink') {
+        assert.throws(() => lstatSync(pointedAt), /ENOENT/, 'nothing made where the link pointed');
+      } else {
         assert.equal(readFileSync(target, 'utf8'), precious, 'the target is untouched');
         assert.equal(statSync(target).mode & 0o777, 0o644);
       }

@@ -196,7 +196,8 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       assert.match(await run('ip', ['-n', n.netns, '-o', 'addr', 'show', 'dev', n.iface]), new RegExp(`inet ${server.address.replace(/\./g, '\\.')} `));
       assert.ok((await udpPorts(lab.hostNs)).includes(server.listen_port), 'the UDP socket is in the host namespace');
       const childLogs = join(db?.dataDir ?? '', 'children');
-      assert.equal(lstatSync(childLogs).mode & 0o777, 0o700, "wireguard-go's log is in the node's own DATA_DIR/children, owner-only");
+      // wireguard-go's log is in the node's own DATA_DIR/children, owner-only.
+      assert.equal(lstatSync(childLogs).mode & 0o777, 0o700);
       assert.equal(lstatSync(join(childLogs, `wireguard-go-${n.iface}.log`)).mode & 0o777, 0o600);
 
       const address = clientAddressIn(server.subnet, server.address);

@@ -112,7 +112,7 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual(events.json.data.map((e: { kind: string }) => e.kind), ['device.share_created', 'device.share_deleted', 'device.share_created']);
     });
 
-    it('keeps no token in the database: only its SHA-256, which finds the link, and a sealed copy for the URL', async () => {
+    it('keeps no token in the database: its SHA-256, which finds the link, and a sealed copy for the URL', async () => {
       const device = await call('POST', '/devices', { server_id: servers[0] });
       const link = await call('POST', `/devices/${device.json.id}/share`);
       const token = tokenOf(link.json.url);
@@ -126,7 +126,8 @@ for (const kind of DATABASE_KINDS) {
         for (const file of files) assert.ok(!readFileSync(file).includes(token), `the token in plain in ${file}`);
       }
       assert.equal((await open(link.json.url)).status, 200, 'the link works, found by its hash');
-      assert.equal((await call('GET', `/devices/${device.json.id}/share`)).json.url, link.json.url, 'the URL shown again');
+      const shown = await call('GET', `/devices/${device.json.id}/share`);
+      assert.equal(shown.json.url, link.json.url, 'the URL shown again');
     });
 
     it('answers unknown tokens with 404 without touching a key', async () => {
@@ -158,14 +159,18 @@ for (const kind of DATABASE_KINDS) {
       // A database of the version before hashing, written as that version wrote it.
       const old = openStore({ databaseUrl: db.env.DATABASE_URL, dataDir: db.dataDir });
       await migrate(old, '010-panel-settings');
-      await sql`insert into nodes (name, url, token, public_host, status, created_at) values ('local', null, null, '192.0.2.1', 'online', ${now})`.execute(old.db);
-      await sql`insert into servers (node_id, name, country, city, status, endpoint, listen_port, private_key, public_key, address, subnet, dns,
-        dns_on_server, mtu, persistent_keepalive, client_allowed_ips, capacity, created_at, updated_at)
-        values (1, 's', '', '', 'running', '192.0.2.1', 51820, ${serverKeys.privateKey}, ${serverKeys.publicKey}, '10.1.0.1/24', '10.1.0.0/24',
-        '["1.1.1.1"]', 0, 1420, 25, '["0.0.0.0/0"]', 253, ${now}, ${now})`.execute(old.db);
+      await sql`insert into nodes (name, url, token, public_host, status, created_at)
+        values ('local', null, null, '192.0.2.1', 'online', ${now})`.execute(old.db);
+      await sql`insert into servers (node_id, name, country, city, status, endpoint, listen_port, private_key,
+        public_key, address, subnet, dns, dns_on_server, mtu, persistent_keepalive, client_allowed_ips, capacity,
+        created_at, updated_at)
+        values (1, 's', '', '', 'running', '192.0.2.1', 51820, ${serverKeys.privateKey}, ${serverKeys.publicKey},
+        '10.1.0.1/24', '10.1.0.0/24', '["1.1.1.1"]', 0, 1420, 25, '["0.0.0.0/0"]', 253, ${now}, ${now})`
+        .execute(old.db);
       for (const [i, keys] of deviceKeys.entries()) {
-        await sql`insert into devices (server_id, name, external_id, metadata, address, public_key, private_key, enabled, data_limit, limit_period,
-          usage_reset_at, expires_at, speed_limit, last_handshake, created_at, updated_at)
+        await sql`insert into devices (server_id, name, external_id, metadata, address, public_key, private_key,
+          enabled, data_limit, limit_period, usage_reset_at, expires_at, speed_limit, last_handshake, created_at,
+          updated_at)
           values (1, ${`d${i}`}, null, null, ${`10.1.0.${i + 2}`}, ${keys.publicKey}, ${keys.privateKey}, 1, 0,
           'monthly', ${now}, null, 0, null, ${now}, ${now})`.execute(old.db);
       }
@@ -184,7 +189,8 @@ for (const kind of DATABASE_KINDS) {
 
       const rows = await storedShareLinks(db);
       assert.deepEqual(rows.map((r) => r.token_hash), [sha256(live), sha256(expired)]);
-      for (const row of rows) assert.match(String(row.token), /^enc:v1:/, 'sealed at the first start after the upgrade');
+      // Sealed at the first start after the upgrade.
+      for (const row of rows) assert.match(String(row.token), /^enc:v1:/);
     });
   });
 }

@@ -21,6 +21,11 @@ function assertPrivate(dataDir: string): string[] {
   return present;
 }
 
+/** A database of SQLite in `dataDir`, left for the test's own cleanup to remove. */
+function sqliteIn(dataDir: string): TestDatabase {
+  return { kind: 'sqlite', dataDir, env: { DATA_DIR: dataDir }, drop: async () => {} };
+}
+
 /**
  * With umask 0 in this process (and so in the panels and commands it starts), only modes given
  * explicitly at creation keep anything private: the defaults would be 0777 and 0666 (SQLite 0644).
@@ -45,7 +50,11 @@ describe('DATA_DIR and its files are private to the panel user, whoever makes th
   }
 
   // A backup of a database that nothing has set up yet fails, but it has made the database file by then.
-  const firstCommands = [[['keys', 'create', '--name', 'k', '--scopes', 'all'], 0], [['nodes', 'list'], 0], [['backup', 'first.vpb'], 1]] as const;
+  const firstCommands = [
+    [['keys', 'create', '--name', 'k', '--scopes', 'all'], 0],
+    [['nodes', 'list'], 0],
+    [['backup', 'first.vpb'], 1],
+  ] as const;
   for (const [first, exitCode] of firstCommands) {
     it(`vpn-panel ${first.slice(0, 2).join(' ')} on a fresh SQLite DATA_DIR, then serve on it`, async () => {
       const { env, dataDir } = await fresh('sqlite');
@@ -53,7 +62,7 @@ describe('DATA_DIR and its files are private to the panel user, whoever makes th
       assert.equal(result.code, exitCode, result.stderr);
       assert.ok(assertPrivate(dataDir).includes('vpn-panel.db'));
 
-      const panel = await startPanel({ database: { kind: 'sqlite', dataDir, env: { DATA_DIR: dataDir }, drop: async () => {} } });
+      const panel = await startPanel({ database: sqliteIn(dataDir) });
       try {
         assert.deepEqual(assertPrivate(dataDir), SQLITE_FILES, 'every file there while the panel runs (WAL)');
       } finally {
@@ -64,7 +73,7 @@ describe('DATA_DIR and its files are private to the panel user, whoever makes th
 
   it('serve on a fresh SQLite DATA_DIR; restore into another fresh one', async () => {
     const { env, dataDir } = await fresh('sqlite');
-    const panel = await startPanel({ database: { kind: 'sqlite', dataDir, env: { DATA_DIR: dataDir }, drop: async () => {} } });
+    const panel = await startPanel({ database: sqliteIn(dataDir) });
     try {
       assert.deepEqual(assertPrivate(dataDir), SQLITE_FILES);
     } finally {
@@ -74,7 +83,8 @@ describe('DATA_DIR and its files are private to the panel user, whoever makes th
     assert.equal((await runCli(['backup', file], env)).code, 0);
     assert.equal(modeOf(file), '0600');
     const target = await fresh('sqlite');
-    const restored = await runCli(['restore', file], { ...target.env, PANEL_SECRET: readFileSync(join(dataDir, 'panel.secret'), 'utf8').trim() });
+    const secret = readFileSync(join(dataDir, 'panel.secret'), 'utf8').trim();
+    const restored = await runCli(['restore', file], { ...target.env, PANEL_SECRET: secret });
     assert.equal(restored.code, 0, restored.stderr);
     assert.ok(assertPrivate(target.dataDir).includes('vpn-panel.db'));
   });
@@ -89,7 +99,16 @@ describe('DATA_DIR and its files are private to the panel user, whoever makes th
     const { dataDir } = await fresh('sqlite');
     const port = await freePort();
     const agent: ChildProcess = spawn(process.execPath, [CLI, 'node'], {
-      env: { ...process.env, AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: 'files-test-token-0123456789', AGENT_TLS: 'off', NODE_DRIVER: 'dry-run', LOG_LEVEL: 'warn', DATA_DIR: dataDir },
+      env: {
+        ...process.env,
+        AGENT_PORT: String(port),
+        AGENT_HOST: '127.0.0.1',
+        AGENT_TOKEN: 'files-test-token-0123456789',
+        AGENT_TLS: 'off',
+        NODE_DRIVER: 'dry-run',
+        LOG_LEVEL: 'warn',
+        DATA_DIR: dataDir,
+      },
       stdio: 'ignore',
     });
     try {
