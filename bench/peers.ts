@@ -22,7 +22,7 @@ import type { AgentPeer } from '../src/agent/protocol.ts';
 import { buildAgentApp } from '../src/agent/http.ts';
 import { WireGuardDriver } from '../src/agent/wireguard-driver.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
-import { NetLab, requireRoot } from '../test/support/netns.ts';
+import { CHILD_LOG_DIR, NetLab, requireRoot } from '../test/support/netns.ts';
 
 const PEERS = Number(process.env.PEERS ?? 10_000);
 const CHANGES = Number(process.env.CHANGES ?? 20);
@@ -34,7 +34,7 @@ const SECTION = 'Peers on one server (wireguard-go)';
  * works on peers (`inPeers`), the time inside `wg show … dump` and inside `wg set`.
  */
 class CountingRunner implements CommandRunner {
-  readonly #inner = new ExecRunner();
+  readonly #inner = new ExecRunner(CHILD_LOG_DIR);
   inPeers = false;
   wgSetCalls = 0;
   wgSetPeers = 0;

@@ -17,7 +17,7 @@ import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type
 import type { PeerSpec, ServerSpec } from '../src/agent/driver.ts';
 import { WireGuardDriver } from '../src/agent/wireguard-driver.ts';
 import { generateKeyPair, publicKeyOf } from '../src/domain/wireguard-keys.ts';
-import { NetLab, requireRoot, run, waitFor } from '../test/support/netns.ts';
+import { CHILD_LOG_DIR, NetLab, requireRoot, run, waitFor } from '../test/support/netns.ts';
 import { writeSection } from './report.ts';
 
 const LIMITED = Number(process.env.LIMITED ?? 5000);
@@ -36,7 +36,7 @@ const ACCURACY_KBPS = 20_000;
 
 /** Runs commands for real; while `counting`, adds up the time spent in each tool and how often it ran. */
 class ToolTimer implements CommandRunner {
-  readonly #inner = new ExecRunner();
+  readonly #inner = new ExecRunner(CHILD_LOG_DIR);
   counting = false;
   readonly ms = new Map<string, number>();
   readonly runs = new Map<string, number>();

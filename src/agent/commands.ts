@@ -4,8 +4,7 @@
  * scripted table (it records, it does not simulate `ip` or `wg`).
  */
 import { execFile, spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
 export interface RunOptions {
@@ -76,14 +75,68 @@ function inNetns(cmd: string, args: readonly string[], netns: string | undefined
 }
 
 const STDERR_TAIL_BYTES = 4096;
-/** stderr of long-running children (wireguard-go), one file per child name. */
-const CHILD_LOG_DIR = join(tmpdir(), 'vpn-panel-children');
 /** `wg show all dump` at 50k peers is 4.3 MB; leave room. */
 const MAX_OUTPUT_BYTES = 256 * 1024 * 1024;
 /** Tools' messages and number formats are parsed, so keep them in the C locale. */
 const BASE_ENV = { ...process.env, LC_ALL: 'C' };
 
+/**
+ * The directory of the children's logs, owner-only. A directory that is not a real one (a symlink)
+ * or belongs to another user is refused: whoever may write in it could swap a log for a link.
+ */
+function privateLogDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const stat = lstatSync(dir);
+  if (!stat.isDirectory()) throw new Error(`${dir} is not a directory (a link?): refusing to keep child logs there`);
+  if (stat.uid !== process.getuid?.()) {
+    throw new Error(`${dir} belongs to another user: refusing to keep child logs there`);
+  }
+  if ((stat.mode & 0o077) !== 0) chmodSync(dir, 0o700);
+}
+
+/**
+ * A new, empty log file for a child, readable by this user only, that no link can redirect (the
+ * agent runs as root): whatever is at the path (the previous run's log, or a symlink or hard link
+ * someone planted) is unlinked, which never touches a link's target, and the file is made with
+ * O_EXCL and O_NOFOLLOW. A link planted again in between makes the open fail (EEXIST), never write.
+ */
+function createChildLog(path: string): number {
+  rmSync(path, { force: true });
+  return openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+}
+
+/** The end of a child's log, read without following a link. */
+function readLogTail(path: string): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
+    return '';
+  }
+  try {
+    return readFileSync(fd, 'utf8').slice(-STDERR_TAIL_BYTES);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** A child that could not be started because its log could not be made: reported like a failed spawn. */
+function unstartedChild(why: string): ChildHandle {
+  const exited = Promise.resolve<ChildExit>({ code: null, signal: null });
+  return { pid: -1, exited, stderrTail: () => why, stop: () => exited };
+}
+
 export class ExecRunner implements CommandRunner {
+  readonly #childLogDir: string;
+
+  /**
+   * `childLogDir`: where the stderr of long-running children goes, one file per child name (the
+   * node's DATA_DIR/children).
+   */
+  constructor(childLogDir: string) {
+    this.#childLogDir = childLogDir;
+  }
+
   run(cmd: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
     // Node gives a child a socket as stdin, and opening /dev/stdin on a socket fails (ENXIO), which
     // `wg … private-key /dev/stdin` and `nft -f -` do: `cat` turns it into a real pipe.
@@ -109,20 +162,19 @@ export class ExecRunner implements CommandRunner {
     // The child outlives this process (tunnels keep running while the panel or agent restarts):
     // its own process group, not waited for, and stderr in a file, since a pipe would break when
     // this process exits and a Go program writing to a broken stderr dies of SIGPIPE.
-    mkdirSync(CHILD_LOG_DIR, { recursive: true });
-    const logFile = join(CHILD_LOG_DIR, `${basename(cmd)}-${args.at(-1) ?? 'child'}.log`);
-    const log = openSync(logFile, 'w');
+    const logFile = join(this.#childLogDir, `${basename(cmd)}-${args.at(-1) ?? 'child'}.log`);
+    let log: number;
+    try {
+      privateLogDir(this.#childLogDir);
+      log = createChildLog(logFile);
+    } catch (error) {
+      const why = error instanceof Error ? error.message : String(error);
+      return unstartedChild(`cannot make the log ${logFile}: ${why}`);
+    }
     const child = spawn(file, argv, { env: { ...BASE_ENV, ...opts.env }, stdio: ['ignore', 'ignore', log], detached: true });
     closeSync(log);
     child.unref();
     let failure = '';
-    const readTail = () => {
-      try {
-        return readFileSync(logFile, 'utf8').slice(-STDERR_TAIL_BYTES);
-      } catch {
-        return '';
-      }
-    };
     const exited = new Promise<ChildExit>((resolve) => {
       child.once('error', (error) => {
         failure = `\n${error.message}`;
@@ -137,7 +189,7 @@ export class ExecRunner implements CommandRunner {
     return {
       pid: child.pid ?? -1,
       exited,
-      stderrTail: () => (readTail() + failure).trim(),
+      stderrTail: () => (readLogTail(logFile) + failure).trim(),
       stop: async (graceMs = 2000) => {
         if (done) return exited;
         child.kill('SIGTERM');

@@ -61,7 +61,7 @@ export class JournalFile implements JournalStore {
     return Value.Parse(JournalSchema, JSON.parse(text));
   }
   save(journal: Journal): void {
-    mkdirSync(dirname(this.#path), { recursive: true });
+    mkdirSync(dirname(this.#path), { recursive: true, mode: 0o700 });
     const temp = `${this.#path}.tmp`;
     writeFileSync(temp, JSON.stringify(journal), { mode: 0o600 });
     const fd = openSync(temp, 'r');

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { pino } from 'pino';
 import { buildAgentApp } from '../agent/http.ts';
 import { loadAgentConfig } from '../main/config.ts';
+import { createLogger } from '../main/logging.ts';
 import { makeAgent } from '../main/node-driver.ts';
 import { VERSION } from '../main/panel.ts';
 import { parseCommandArgs } from './usage.ts';
@@ -10,7 +10,7 @@ import { parseCommandArgs } from './usage.ts';
 export async function nodeCommand(args: string[]): Promise<number> {
   parseCommandArgs(args, {});
   const config = loadAgentConfig(process.env);
-  const log = pino({ level: config.logLevel });
+  const log = createLogger(config.logLevel);
   const agent = await makeAgent(config, log, VERSION);
   const app = await buildAgentApp({
     agent,

@@ -6,15 +6,19 @@ import type { Driver } from '../agent/driver.ts';
 import { DryRunDriver } from '../agent/dry-run-driver.ts';
 import { JournalFile, UsageLedger } from '../agent/usage-ledger.ts';
 import { canRunWireGuard, WireGuardDriver } from '../agent/wireguard-driver.ts';
+import { preparePrivateDir } from '../store/private-files.ts';
 import { ConfigError, type NodeDriverConfig } from './config.ts';
+
+/** What a node keeps on disk: its usage journal and its children's logs (`children/`), under DATA_DIR. */
+type NodeFilesConfig = NodeDriverConfig & { dataDir: string };
 
 /**
  * The driver a node runs: `wireguard` when asked or when `auto` finds the process may run it,
  * otherwise `dry-run` with one clear warning (the API works, no tunnel carries traffic).
  */
-export async function makeDriver(config: NodeDriverConfig, log: FastifyBaseLogger): Promise<Driver> {
+export async function makeDriver(config: NodeFilesConfig, log: FastifyBaseLogger): Promise<Driver> {
   if (config.nodeDriver === 'dry-run') return new DryRunDriver();
-  const runner = new ExecRunner();
+  const runner = new ExecRunner(join(config.dataDir, 'children'));
   const check = await canRunWireGuard(runner);
   const wireguard = () => new WireGuardDriver({ runner, namePrefix: config.nodeNamePrefix, hostNetns: config.nodeNetns, implementation: check.ok ? check.implementation : undefined });
   if (check.ok) return wireguard();
@@ -24,7 +28,8 @@ export async function makeDriver(config: NodeDriverConfig, log: FastifyBaseLogge
 }
 
 /** A node's agent: its driver, and its usage journal in `dataDir` so usage survives restarts. */
-export async function makeAgent(config: NodeDriverConfig & { dataDir: string }, log: FastifyBaseLogger, version: string): Promise<Agent> {
+export async function makeAgent(config: NodeFilesConfig, log: FastifyBaseLogger, version: string): Promise<Agent> {
+  preparePrivateDir(config.dataDir);
   const ledger = new UsageLedger(new JournalFile(join(config.dataDir, 'node-usage-journal.json')));
   return new Agent(await makeDriver(config, log), version, { ledger });
 }

@@ -1,5 +1,4 @@
 import { sql } from 'kysely';
-import { pino } from 'pino';
 import pkg from '../../package.json' with { type: 'json' };
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
@@ -27,6 +26,7 @@ import { unlockSecrets } from '../store/panel-secret.ts';
 import { Housekeeping } from '../workers/housekeeping.ts';
 import { NODE_MONITOR_DEFAULTS, NodeMonitor } from '../workers/node-monitor.ts';
 import type { PanelConfig, StoreConfig } from './config.ts';
+import { createLogger } from './logging.ts';
 import { makeAgent } from './node-driver.ts';
 import { Calendar } from '../domain/usage.ts';
 import { UsageService } from '../services/usage.ts';
@@ -77,7 +77,7 @@ export interface Panel {
 
 /** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */
 export async function assemblePanel(config: PanelConfig, clock: Clock = systemClock): Promise<Panel> {
-  const log = pino({ level: config.logLevel });
+  const log = createLogger(config.logLevel);
   const lock = await holdPanelLock(config);
   const store = await openMigratedStore(config).catch(async (error: unknown) => {
     await lock.release();

@@ -1,9 +1,15 @@
-import { randomBytes } from 'node:crypto';
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
+import { generateShareToken, hashShareToken, isShareTokenShape } from '../domain/share-links.ts';
 import { type Store, write } from '../store/db.ts';
 import { findDevice } from '../store/devices.ts';
-import { deleteShareLink, findShareLinkByToken, findShareLinkOfDevice, replaceShareLink, type ShareLinkRow } from '../store/share-links.ts';
+import {
+  deleteShareLink,
+  findShareLinkByTokenHash,
+  findShareLinkOfDevice,
+  replaceShareLink,
+  type ShareLinkRow,
+} from '../store/share-links.ts';
 import type { DeviceService, PlacedDevice } from './devices.ts';
 import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
@@ -19,12 +25,11 @@ function shareFields(link: ShareLinkRow | undefined): { share_link: { created_at
   return link ? { share_link: { created_at: link.created_at, expires_at: link.expires_at } } : null;
 }
 
-/** Tokens carry 256 random bits (the spec asks at least 128). */
-const TOKEN_BYTES = 32;
-
 /**
  * Share links (spec §2.5, DESIGN §3): one per device, a public page that always shows the device's
- * current config. A deleted, replaced or expired link answers 404 at once.
+ * current config. A deleted, replaced or expired link answers 404 at once. The page finds its link
+ * by the token's SHA-256; the token itself is kept sealed with the panel secret, only to show the
+ * URL again (`GET /devices/{id}/share`).
  */
 export class ShareLinkService {
   readonly #store: Store;
@@ -39,8 +44,8 @@ export class ShareLinkService {
     this.#panelUrl = panelUrl;
   }
 
-  #view(link: ShareLinkRow): ShareLinkView {
-    return { url: `${this.#panelUrl}/s/${link.token}`, expires_at: link.expires_at };
+  #view(token: string, link: ShareLinkRow): ShareLinkView {
+    return { url: `${this.#panelUrl}/s/${token}`, expires_at: link.expires_at };
   }
 
   async create(deviceId: number, expiresAt: string | undefined, actor: string): Promise<ShareLinkView> {
@@ -48,7 +53,14 @@ export class ShareLinkService {
     const nowMs = this.#clock.nowMs();
     const expires = expiresAt === undefined ? null : normaliseInstant(expiresAt);
     if (expires !== null && Date.parse(expires) <= nowMs) throw new AppError('validation_failed', 'expires_at must be in the future', { expires_at: 'in the past' });
-    const link: ShareLinkRow = { device_id: deviceId, token: randomBytes(TOKEN_BYTES).toString('base64url'), expires_at: expires, created_at: isoAt(nowMs) };
+    const token = generateShareToken();
+    const link: ShareLinkRow = {
+      device_id: deviceId,
+      token_hash: hashShareToken(token),
+      token,
+      expires_at: expires,
+      created_at: isoAt(nowMs),
+    };
     await write(this.#store.db, async (tx) => {
       const replaced = await findShareLinkOfDevice(tx, deviceId);
       await replaceShareLink(tx, link);
@@ -57,14 +69,14 @@ export class ShareLinkService {
         resource: 'device', resourceId: deviceId, verb: 'share_created', summary: `share link for device ${placed.row.name} ${replaced ? 'replaced' : 'created'}`, actor, before: shareFields(replaced), after: shareFields(link),
       });
     });
-    return this.#view(link);
+    return this.#view(token, link);
   }
 
   async get(deviceId: number): Promise<ShareLinkView> {
     if (!(await findDevice(this.#store.db, deviceId))) throw new AppError('not_found', `device ${deviceId} not found`);
     const link = await findShareLinkOfDevice(this.#store.db, deviceId);
     if (!link) throw new AppError('not_found', `device ${deviceId} has no share link`);
-    return this.#view(link);
+    return this.#view(link.token, link);
   }
 
   /** Removing a missing link also succeeds (spec §4.2). */
@@ -81,10 +93,12 @@ export class ShareLinkService {
 
   /** The device behind a live token, as it is now; not_found for unknown, replaced, deleted or expired links. */
   async open(token: string): Promise<{ placed: PlacedDevice; link: ShareLinkView }> {
-    const link = /^[A-Za-z0-9_-]{43}$/.test(token) ? await findShareLinkByToken(this.#store.db, token) : undefined;
+    const link = isShareTokenShape(token)
+      ? await findShareLinkByTokenHash(this.#store.db, hashShareToken(token))
+      : undefined;
     if (!link || (link.expires_at !== null && Date.parse(link.expires_at) <= this.#clock.nowMs())) {
       throw new AppError('not_found', 'this share link does not exist or has expired');
     }
-    return { placed: await this.#devices.get(link.device_id), link: this.#view(link) };
+    return { placed: await this.#devices.get(link.device_id), link: this.#view(token, link) };
   }
 }

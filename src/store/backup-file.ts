@@ -63,7 +63,9 @@ function gzipHeader(digestHex: string): Buffer {
  */
 export async function writeBackupFile(path: string, chunks: AsyncIterable<string>): Promise<string> {
   const temporary = `${path}.${process.pid}.partial`;
-  const file = await open(temporary, 'w', 0o600);
+  // Owner-only (it holds every row), and made anew: 'wx' neither follows a link planted at the
+  // predictable name (a backup into /tmp as root) nor writes into a file already there.
+  const file = await open(temporary, 'wx', 0o600);
   try {
     const hash = createHash('sha256');
     let position = HEADER_BYTES;

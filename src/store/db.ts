@@ -1,8 +1,8 @@
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { type Compilable, CompiledQuery, Kysely, PostgresAdapter, PostgresDialect, type RawBuilder, sql, Transaction } from 'kysely';
 import pg from 'pg';
+import { preparePrivateDir, preparePrivateFile, tightenIfPresent } from './private-files.ts';
 import type { Database } from './schema.ts';
 import { type ImmediateReads, sqliteDialect } from './sqlite-dialect.ts';
 
@@ -40,6 +40,9 @@ export interface StoreOptions {
   dataDir: string;
 }
 
+/** The SQLite database in DATA_DIR. */
+const DATABASE_FILE = 'vpn-panel.db';
+
 /** How long one read of SQLite's data_version answers for (see Store.watch). */
 const WATCH_SHARE_MS = 1;
 
@@ -71,8 +74,12 @@ export function openStore(options: StoreOptions): Store {
       },
     };
   }
-  mkdirSync(options.dataDir, { recursive: true });
-  const file = new SQLite(join(options.dataDir, 'vpn-panel.db'));
+  preparePrivateDir(options.dataDir);
+  const path = join(options.dataDir, DATABASE_FILE);
+  // SQLite makes its -wal and -shm files with the database file's mode: a 0600 file keeps all three private.
+  preparePrivateFile(path);
+  for (const suffix of ['-wal', '-shm']) tightenIfPresent(path + suffix);
+  const file = new SQLite(path);
   file.pragma('journal_mode = WAL');
   file.pragma('synchronous = NORMAL');
   file.pragma('foreign_keys = ON');

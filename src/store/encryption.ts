@@ -33,6 +33,8 @@ export const ENCRYPTED_COLUMNS = {
   servers: ['private_key'],
   nodes: ['token'],
   webhooks: ['secret'],
+  // Links are found by the token's SHA-256; the token is kept only to show its URL again.
+  share_links: ['token'],
   // A replayed POST /devices answer carries the device's config with its private key.
   idempotency_keys: ['response_body'],
 } as const satisfies { [T in keyof Database]?: readonly (keyof Database[T] & string)[] };

@@ -1,7 +1,7 @@
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
+import { preparePrivateDir, preparePrivateFile } from './private-files.ts';
 
 /**
  * Every running panel holds this lock shared, for as long as it runs; a restore takes it
@@ -44,8 +44,10 @@ async function advisoryClient(url: string): Promise<pg.Client> {
 }
 
 function lockFile(dataDir: string, busyTimeoutMs: number): SQLite.Database {
-  mkdirSync(dataDir, { recursive: true });
-  const file = new SQLite(join(dataDir, LOCK_FILE));
+  preparePrivateDir(dataDir);
+  const path = join(dataDir, LOCK_FILE);
+  preparePrivateFile(path);
+  const file = new SQLite(path);
   file.pragma(`busy_timeout = ${busyTimeoutMs}`);
   return file;
 }

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Queryable, type Store, write } from './db.ts';
 import { formatSecret, parseSecret, SECRET_BYTES, sealPlainValues, SecretBox } from './encryption.ts';
+import { preparePrivateDir, tightenIfPresent } from './private-files.ts';
 
 /** Where the panel secret comes from: `PANEL_SECRET`, else this file in DATA_DIR. */
 export const SECRET_FILE = 'panel.secret';
@@ -41,12 +42,14 @@ function givenSecret(options: SecretOptions): GivenSecret | undefined {
   }
   const secret = parseSecret(text.trim());
   if (secret === undefined) throw new PanelSecretError(`${path} is not a panel secret (${SECRET_BYTES} bytes in base64)`);
+  // A copy an operator made with cp (moving a panel) is 0644.
+  tightenIfPresent(path);
   return { secret, source: path };
 }
 
 /** A new secret in DATA_DIR/panel.secret, readable by the panel's user only; another process's file wins a race. */
 function createSecretFile(dataDir: string): GivenSecret {
-  mkdirSync(dataDir, { recursive: true });
+  preparePrivateDir(dataDir);
   const path = join(dataDir, SECRET_FILE);
   const secret = randomBytes(SECRET_BYTES);
   try {

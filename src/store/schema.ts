@@ -136,7 +136,12 @@ export interface UsageBatchTable {
 
 export interface ShareLinkTable {
   device_id: number;
-  /** 256 random bits, base64url: the whole secret of the public page. */
+  /** SHA-256 (hex) of the token: the public page finds its link by this alone. */
+  token_hash: string;
+  /**
+   * The token (256 random bits, base64url, the whole secret of the public page), sealed with the
+   * panel secret (ENCRYPTED_COLUMNS) only so `GET /devices/{id}/share` can show the link's URL again.
+   */
   token: string;
   expires_at: string | null;
   created_at: string;

@@ -14,8 +14,9 @@ export function findShareLinkOfDevice(db: Queryable, deviceId: number): Promise<
   return db.selectFrom('share_links').selectAll().where('device_id', '=', deviceId).executeTakeFirst();
 }
 
-export function findShareLinkByToken(db: Queryable, token: string): Promise<ShareLinkRow | undefined> {
-  return db.selectFrom('share_links').selectAll().where('token', '=', token).executeTakeFirst();
+/** The link whose token has this SHA-256 (hashShareToken); the token itself is never compared. */
+export function findShareLinkByTokenHash(db: Queryable, tokenHash: string): Promise<ShareLinkRow | undefined> {
+  return db.selectFrom('share_links').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
 }
 
 /** True when a link was there to delete. */

@@ -283,7 +283,9 @@ export class WebhookSender {
       this.#record(delivery.id, { ...done, state: 'delivered', nextAttemptAt: null, responseStatus: reply.status, error: null });
     } else if (reply.status === 410) {
       this.#record(delivery.id, { ...done, state: 'failed', nextAttemptAt: null, responseStatus: 410, error: '410 Gone: webhook disabled' }, webhook.id);
-      this.#log.warn({ webhook: webhook.id, url: webhook.url }, 'webhook disabled: its receiver answered 410 Gone');
+      // The host only: a receiver's URL often carries its own secret in the path or query.
+      const host = new URL(webhook.url).host;
+      this.#log.warn({ webhook: webhook.id, host }, 'webhook disabled: its receiver answered 410 Gone');
       this.#failQueued(webhook.id);
     } else {
       const error = reply.status >= 300 && reply.status < 400 ? `redirect ${reply.status} is not followed` : `HTTP ${reply.status}`;

@@ -9,7 +9,7 @@ import { type ChildHandle, type CommandRunner, ExecRunner, RecordingRunner, type
 import { WireGuardDriver } from '../../src/agent/wireguard-driver.ts';
 import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping.ts';
 import { generateKeyPair, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
-import { NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
+import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
 
 // ---------------------------------------------------------------------------------------------
 // (a) Against a RecordingRunner: server 1 of prefix `vp` (interface vp1 and veth end vp1s in
@@ -240,7 +240,7 @@ describe('speed limits: commands (recorded)', () => {
 /** Runs commands for real and records them. */
 class TappedRunner implements CommandRunner {
   readonly calls: { line: string; input: string }[] = [];
-  readonly #inner = new ExecRunner();
+  readonly #inner = new ExecRunner(CHILD_LOG_DIR);
 
   run(cmd: string, args: readonly string[], opts?: RunOptions): Promise<RunResult> {
     this.calls.push({ line: [cmd, ...args].join(' '), input: opts?.input ?? '' });

@@ -9,6 +9,7 @@ import { ExecRunner, RecordingRunner } from '../../src/agent/commands.ts';
 import type { ChildHandle } from '../../src/agent/commands.ts';
 import { WireGuardDriver, canRunWireGuard, canonicalCidr, parseDump } from '../../src/agent/wireguard-driver.ts';
 import { generateKeyPair, isValidKey, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
+import { CHILD_LOG_DIR } from '../support/netns.ts';
 
 // ---------------------------------------------------------------------------------------------
 // (a) Unit tests: the driver against a RecordingRunner. The runner answers from a script of what
@@ -373,7 +374,7 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
   const serverNs = `${prefix}-s${serverId}`;
   const serverIf = `${prefix}${serverId}`;
   const listenPort = 40000 + randomInt(20000);
-  const runner = new ExecRunner();
+  const runner = new ExecRunner(CHILD_LOG_DIR);
   const driver = new WireGuardDriver({ runner, namePrefix: prefix, hostNetns: hostNs, implementation: 'wireguard-go' });
   const drivers = [driver];
   const serverKey = generateKeyPair();

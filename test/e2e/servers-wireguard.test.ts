@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
+import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import type { components } from '../support/api-types.ts';
@@ -194,6 +195,10 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       assert.equal(await listenPortOf(n.iface), server.listen_port);
       assert.match(await run('ip', ['-n', n.netns, '-o', 'addr', 'show', 'dev', n.iface]), new RegExp(`inet ${server.address.replace(/\./g, '\\.')} `));
       assert.ok((await udpPorts(lab.hostNs)).includes(server.listen_port), 'the UDP socket is in the host namespace');
+      const childLogs = join(db?.dataDir ?? '', 'children');
+      // wireguard-go's log is in the node's own DATA_DIR/children, owner-only.
+      assert.equal(lstatSync(childLogs).mode & 0o777, 0o700);
+      assert.equal(lstatSync(join(childLogs, `wireguard-go-${n.iface}.log`)).mode & 0o777, 0o600);
 
       const address = clientAddressIn(server.subnet, server.address);
       setup = { keys: await wgKeyPair(), ...address };

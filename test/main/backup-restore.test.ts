@@ -46,6 +46,8 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
   let file: string;
   /** The config of every device in the backup, as the source panel served it. */
   const configs = new Map<number, string>();
+  /** The token of device 1's share link. */
+  let shareToken = '';
   const cleanup: (() => Promise<unknown>)[] = [];
 
   const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
@@ -69,7 +71,9 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
     assert.ok(replayable instanceof Response && replayable.status === 201);
     assert.equal((await call('PATCH', '/devices/2', { enabled: false })).status, 200);
     assert.equal((await call('DELETE', '/devices/3')).status, 204);
-    assert.equal((await call('POST', '/devices/1/share', {})).status, 201);
+    const link = await callApi(panel.url, key, 'POST', '/devices/1/share', {});
+    assert.equal(link.status, 201);
+    shareToken = new URL(link.json.url).pathname.split('/').at(-1) ?? '';
     assert.equal((await call('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['device.created'] })).status, 201);
   });
   after(async () => {
@@ -138,6 +142,8 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
         body: JSON.stringify({ server_id: 2, name: 'idempotent' }),
       });
       assert.equal(replay.headers.get('idempotent-replayed'), 'true', 'the stored answer came back too');
+      const shared = await fetch(`${moved.url}/s/${shareToken}/config`);
+      assert.equal(await shared.text(), configs.get(1), 'the share link works again, found by its hash');
       const created = await callApi(moved.url, key, 'POST', '/devices', { server_id: 1 });
       assert.equal(created.status, 201, 'the restored servers run on the node again');
       assert.ok(created.json.id > Math.max(...configs.keys()));
@@ -148,11 +154,12 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
     });
   }
 
-  it('keeps no private key in plain in the database files or the backup', () => {
+  it('keeps no private key or share token in plain in the database files or the backup', () => {
     const keys = [...configs.values()].flatMap((c) => /^PrivateKey = (.+)$/m.exec(c)?.[1] ?? []);
     assert.ok(keys.length >= 12);
     const files = ['vpn-panel.db', 'vpn-panel.db-wal'].map((f) => join(source.dataDir, f)).filter((f) => existsSync(f));
     const contents = [...files.map((f) => readFileSync(f).toString('latin1')), gunzipSync(readFileSync(file)).toString('utf8')];
     for (const privateKey of keys) for (const content of contents) assert.ok(!content.includes(privateKey), 'a private key in plain');
+    for (const content of contents) assert.ok(!content.includes(shareToken), 'a share token in plain');
   });
 });

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +16,7 @@ import { insertApiKey } from '../../src/store/api-keys.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { insertNode } from '../../src/store/nodes.ts';
 import { insertServer } from '../../src/store/servers.ts';
+import { replaceShareLink } from '../../src/store/share-links.ts';
 import { createTestDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { runCli } from '../support/panel.ts';
 import { dumpTables, readBackup } from '../support/table-dump.ts';
@@ -81,6 +83,9 @@ async function fill(store: Store): Promise<{ deletedDeviceId: number }> {
   // The newest device is gone: its id must never be handed out again, also after a restore.
   const deletedDeviceId = ids.at(-1) ?? 0;
   await deleteDevice(store.db, deletedDeviceId);
+  // Found by its hash, the token itself sealed: both columns travel as they are.
+  const token = { token_hash: 'a'.repeat(64), token: 'T'.repeat(43) };
+  await replaceShareLink(store.db, { device_id: ids[0] ?? 0, ...token, expires_at: null, created_at: NOW });
   const key = await insertApiKey(store.db, { name: 'shop', keyHash: 'f'.repeat(64), scopes: 'devices:read', rateLimitExempt: false, createdAt: NOW });
   const id = { apiKeyId: key.id, key: 'idem-1' };
   await claimIdempotencyKey(store.db, id, 'fp', NOW);
@@ -275,6 +280,13 @@ describe('a backup of an older schema', () => {
     await sql`insert into servers (node_id, name, country, city, status, endpoint, listen_port, private_key, public_key, address, subnet, dns,
       dns_on_server, mtu, persistent_keepalive, client_allowed_ips, capacity, created_at, updated_at)
       values (1, 's', '', '', 'running', 'e', 51820, ${keys.privateKey}, ${keys.publicKey}, '10.1.0.1/24', '10.1.0.0/24', '[]', 0, 1420, 25, '[]', 253, ${NOW}, ${NOW})`.execute(store.db);
+    await sql`insert into devices (server_id, name, address, public_key, private_key, enabled, data_limit, limit_period,
+      usage_reset_at, speed_limit, created_at, updated_at)
+      values (1, 'd', '10.1.0.2', ${keys.publicKey}, null, 1, 0, 'monthly', ${NOW}, 0, ${NOW}, ${NOW})`
+      .execute(store.db);
+    const token = 'S'.repeat(43);
+    await sql`insert into share_links (device_id, token, expires_at, created_at)
+      values (1, ${token}, null, ${NOW})`.execute(store.db);
     await store.close();
     const file = await backup(old, 'old-schema.vpb');
     assert.equal(readBackup(file).header.migrations.at(-1), '006-device-page-index');
@@ -286,6 +298,9 @@ describe('a backup of an older schema', () => {
     const dump = await dumpTables(target);
     assert.equal(dump.panel_settings?.length, 1, 'migrated on: the newer table is there, with the fingerprint of a new secret');
     assert.match(String(dump.servers?.[0]?.private_key), /^enc:v1:/);
+    const tokenHash = createHash('sha256').update(token).digest('hex');
+    assert.equal(dump.share_links?.[0]?.token_hash, tokenHash, 'a plain share link of the backup: found by its hash');
+    assert.match(String(dump.share_links?.[0]?.token), /^enc:v1:/, 'and its token sealed');
     const opened = await storeOf(target);
     try {
       const server = await opened.db.selectFrom('servers').select('private_key').executeTakeFirstOrThrow();

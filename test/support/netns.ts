@@ -24,8 +24,11 @@ export const HOST_IP = '192.0.2.1';
 export const CLIENT_IP = '192.0.2.2';
 const LINK_PREFIX_BITS = 24;
 const WG_RUN_DIR = '/var/run/wireguard';
-/** Where the node's command runner keeps the stderr of each wireguard-go it starts (`wireguard-go-NAME.log`). */
-const CHILD_LOG_DIR = join(tmpdir(), 'vpn-panel-children');
+/**
+ * Where tests that drive an ExecRunner themselves keep the stderr of each wireguard-go it starts
+ * (`wireguard-go-NAME.log`); a node a test starts keeps them in its own DATA_DIR/children.
+ */
+export const CHILD_LOG_DIR = join(tmpdir(), 'vpn-panel-test-children');
 const TOOLS = [
   ['ip', 'iproute2'],
   ['wg', 'wireguard-tools'],
