@@ -56,7 +56,8 @@ function oid(dotted: string): Buffer {
 /** UTCTime until 2049, GeneralizedTime from 2050 (RFC 5280 §4.1.2.5). */
 function time(date: Date): Buffer {
   const iso = date.toISOString().replace(/[-:T]|\.\d{3}/g, '');
-  return date.getUTCFullYear() < 2050 ? der(0x17, Buffer.from(iso.slice(2), 'ascii')) : der(0x18, Buffer.from(iso, 'ascii'));
+  if (date.getUTCFullYear() < 2050) return der(0x17, Buffer.from(iso.slice(2), 'ascii'));
+  return der(0x18, Buffer.from(iso, 'ascii'));
 }
 
 function ipv6Bytes(address: string): Buffer {
@@ -133,7 +134,8 @@ export interface AgentCertificate {
 /** The certificate's fingerprint; throws naming the file when it holds no certificate. */
 export function loadCertificate(certFile: string, keyFile: string): AgentCertificate {
   const cert = readFileSync(certFile);
-  return { key: readFileSync(keyFile), cert, sha256: certSha256(new X509Certificate(cert).raw), certFile, created: false };
+  const sha256 = certSha256(new X509Certificate(cert).raw);
+  return { key: readFileSync(keyFile), cert, sha256, certFile, created: false };
 }
 
 export const AGENT_KEY_FILE = 'agent-tls-key.pem';

@@ -12,13 +12,14 @@ export async function nodeCommand(args: string[]): Promise<number> {
   const config = loadAgentConfig(process.env);
   const log = pino({ level: config.logLevel });
   const certificate = agentCertificate(config);
-  if (certificate?.created) log.info({ certFile: certificate.certFile }, 'made a key and self-signed certificate for the agent');
+  if (certificate?.created) log.info({ certFile: certificate.certFile }, 'made a key and self-signed certificate');
   const agent = await makeAgent(config, log, VERSION);
-  const app = await buildAgentApp({ agent, token: config.token, logger: log, https: certificate && { cert: certificate.cert, key: certificate.key } });
+  const https = certificate && { cert: certificate.cert, key: certificate.key };
+  const app = await buildAgentApp({ agent, token: config.token, logger: log, https });
   await app.listen({ port: config.port, host: config.host });
   agent.start((err: unknown) => log.error({ err }, 'usage metering failed'));
   const tls = certificate ? { certSha256: certificate.sha256 } : { tls: 'off' };
-  const pin = certificate ? `; register it with nodes add --url https://… --cert-sha256 ${certificate.sha256}` : ' (plain HTTP)';
+  const pin = certificate ? `; pin it with nodes add --cert-sha256 ${certificate.sha256}` : ' (plain HTTP)';
   log.info({ driver: agent.driverKind, publicHost: config.publicHost, ...tls }, `node agent ready${pin}`);
   return new Promise((resolve) => {
     const stop = () => {

@@ -23,9 +23,10 @@ export async function nodesCommand(args: string[]): Promise<number> {
           'cert-sha256': { type: 'string' },
           'public-host': { type: 'string' },
         });
-        if (values.name === undefined || values.url === undefined) throw new UsageError('nodes add needs --name and --url');
+        const { name, url } = values;
+        if (name === undefined || url === undefined) throw new UsageError('nodes add needs --name and --url');
         const token = await nodeToken(values.token, values['token-file']);
-        const input = { name: values.name, url: values.url, token, publicHost: values['public-host'], certSha256: values['cert-sha256'] };
+        const input = { name, url, token, publicHost: values['public-host'], certSha256: values['cert-sha256'] };
         const node = await nodes.add(input, ADMIN_ACTOR);
         const pinned = node.cert_sha256 === null ? '' : ` (certificate sha256 ${node.cert_sha256})`;
         console.log(`added node ${node.id} '${node.name}' at ${node.url ?? ''}${pinned}; clients reach it at ${node.public_host}`);
@@ -57,7 +58,9 @@ export async function nodesCommand(args: string[]): Promise<number> {
 function nodeLine(n: NodeAdminView): string {
   const pin = n.cert_sha256 === null ? '' : `\tpinned ${n.cert_sha256}`;
   const error = n.last_error === null ? '' : `\terror: ${n.last_error}`;
-  return `${n.id}\t${n.name}\t${n.status}\t${n.public_host}\t${n.driver ?? '-'}\tservers=${n.server_count}\tlast seen ${n.last_seen_at ?? 'never'}${pin}${error}`;
+  const seen = `last seen ${n.last_seen_at ?? 'never'}`;
+  const fields = [n.id, n.name, n.status, n.public_host, n.driver ?? '-', `servers=${n.server_count}`, seen];
+  return `${fields.join('\t')}${pin}${error}`;
 }
 
 /**
@@ -65,7 +68,7 @@ function nodeLine(n: NodeAdminView): string {
  * line of standard input, so it appears in no process list.
  */
 async function nodeToken(token: string | undefined, tokenFile: string | undefined): Promise<string> {
-  if (token !== undefined && tokenFile !== undefined) throw new UsageError('nodes add takes --token or --token-file, not both');
+  if (token !== undefined && tokenFile !== undefined) throw new UsageError('nodes add takes --token or --token-file');
   if (token !== undefined) return token;
   if (tokenFile !== undefined) return (await readFile(tokenFile, 'utf8')).split('\n')[0]?.trim() ?? '';
   if (process.stdin.isTTY) process.stderr.write("the node's AGENT_TOKEN: ");

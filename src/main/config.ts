@@ -164,7 +164,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
   const keyFile = value(env, 'AGENT_TLS_KEY');
   if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError('AGENT_TLS_CERT', 'and AGENT_TLS_KEY must be set together');
   const tlsOn = flag(env, 'AGENT_TLS', true);
-  if (!tlsOn && certFile !== undefined) throw new ConfigError('AGENT_TLS', 'is off, but AGENT_TLS_CERT is set: choose one');
+  if (!tlsOn && certFile !== undefined) throw new ConfigError('AGENT_TLS', 'is off, but AGENT_TLS_CERT is set');
   return {
     ...nodeDriverConfig(env),
     dataDir: storeConfig(env).dataDir,

@@ -50,7 +50,8 @@ export class NodeConnections {
     const key = `${node.name} ${node.url} ${node.token} ${node.cert_sha256 ?? ''}`;
     let connection = this.#remote.get(key);
     if (!connection) {
-      connection = new HttpNodeConnection({ name: node.name, url: node.url, token: node.token, certSha256: node.cert_sha256 });
+      const remote = { name: node.name, url: node.url, token: node.token, certSha256: node.cert_sha256 };
+      connection = new HttpNodeConnection(remote);
       this.#remote.set(key, connection);
     }
     return connection;
@@ -66,9 +67,12 @@ export async function applyOrFail(connections: NodeConnections, node: NodeRow, s
     await connections.for(node).changePeers(serverId, change);
   } catch (error) {
     const what = code === 'apply_failed' ? 'the change was saved, but' : 'nothing was saved:';
-    throw new AppError(code, `${what} node '${node.name}' could not apply it: ${describe(error)}`, {}, undefined, error);
+    const message = `${what} node '${node.name}' could not apply it: ${describe(error)}`;
+    throw new AppError(code, message, {}, undefined, error);
   }
 }
+
+type NewNode = Pick<NodeRow, 'name' | 'url' | 'token' | 'cert_sha256' | 'public_host'>;
 
 export interface AddNodeInput {
   name: string;
@@ -100,10 +104,11 @@ export class NodeService {
       });
       return changed;
     }
-    return this.#insert({ name: LOCAL_NODE_NAME, url: null, token: null, cert_sha256: null, public_host: publicHost }, SYSTEM_ACTOR);
+    const local = { name: LOCAL_NODE_NAME, url: null, token: null, cert_sha256: null, public_host: publicHost };
+    return this.#insert(local, SYSTEM_ACTOR);
   }
 
-  #insert(node: Pick<NodeRow, 'name' | 'url' | 'token' | 'cert_sha256' | 'public_host'>, actor: string): Promise<NodeRow> {
+  #insert(node: NewNode, actor: string): Promise<NodeRow> {
     return write(this.#db, async (tx) => {
       const row = await insertNode(tx, { ...node, status: 'offline', created_at: isoAt(this.#clock.nowMs()) });
       await recordActivity(tx, this.#clock, { resource: 'node', resourceId: row.id, verb: 'added', summary: `node ${row.name} added${row.url === null ? ' (the local node)' : ` at ${row.url}`}`, actor, before: null, after: row });
@@ -121,8 +126,13 @@ export class NodeService {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('validation_failed', 'the agent URL must be http or https', { url: 'http or https' });
     if (input.token.length < 16) throw new AppError('validation_failed', 'the node token must be at least 16 characters', { token: 'too short' });
     const pin = input.certSha256 === undefined ? null : parseCertSha256(input.certSha256);
-    if (pin === undefined) throw new AppError('validation_failed', 'the certificate fingerprint must be 64 hex digits (colons allowed)', { cert_sha256: 'not a SHA-256' });
-    if (pin !== null && url.protocol !== 'https:') throw new AppError('validation_failed', 'a pinned certificate needs an https URL', { url: 'https with a pin' });
+    if (pin === undefined) {
+      const problem = 'the certificate fingerprint must be 64 hex digits (colons allowed)';
+      throw new AppError('validation_failed', problem, { cert_sha256: 'not a SHA-256' });
+    }
+    if (pin !== null && url.protocol !== 'https:') {
+      throw new AppError('validation_failed', 'a pinned certificate needs an https URL', { url: 'https with a pin' });
+    }
     if (await findNodeByName(this.#db, input.name)) throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
     const row = { name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, cert_sha256: pin };
     return this.#insert({ ...row, public_host: input.publicHost ?? url.hostname }, actor);

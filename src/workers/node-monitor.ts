@@ -77,7 +77,8 @@ export class NodeMonitor {
         this.#syncedBootIds.set(node.id, status.bootId);
       }
       await write(this.#db, async (tx) => {
-        await updateNode(tx, node.id, { status: 'online', last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version, last_error: null });
+        const seen = { last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version };
+        await updateNode(tx, node.id, { status: 'online', ...seen, last_error: null });
         if (node.status === 'offline') {
           await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.online', node_name: node.name, detail: `node ${node.name} is online`, actor: SYSTEM_ACTOR }));
           await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'online', summary: `node ${node.name} is online`, actor: SYSTEM_ACTOR, before: { status: 'offline' }, after: { status: 'online' } });
@@ -98,7 +99,9 @@ export class NodeMonitor {
       }
       return;
     }
-    await this.#collectUsage(node).catch((error: unknown) => this.#log.warn({ node: node.name, err: callDetail(error) }, 'usage collection failed'));
+    await this.#collectUsage(node).catch((error: unknown) => {
+      this.#log.warn({ node: node.name, err: callDetail(error) }, 'usage collection failed');
+    });
   }
 
   /**

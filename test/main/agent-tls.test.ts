@@ -24,13 +24,23 @@ async function servedSha256(port: number): Promise<string> {
 
 /** What `openssl x509 -fingerprint -sha256` says of a PEM file, in the same form. */
 function opensslSha256(certFile: string): string {
-  const out = execFileSync('openssl', ['x509', '-noout', '-fingerprint', '-sha256', '-in', certFile], { encoding: 'utf8' });
+  const out = execFileSync('openssl', ['x509', '-noout', '-fingerprint', '-sha256', '-in', certFile]).toString();
   return out.trim().replace(/^.*=/, '').replaceAll(':', '');
 }
 
 async function nodeStatus(panel: PanelProcess, key: string, name: string): Promise<string | undefined> {
   const nodes = await callApi(panel.url, key, 'GET', '/nodes');
   return nodes.json.data.find((n: { name: string }) => n.name === name)?.status;
+}
+
+function waitForOnline(panel: PanelProcess, key: string, name: string): Promise<true> {
+  const online = async () => ((await nodeStatus(panel, key, name)) === 'online' ? true : undefined);
+  return waitFor(`node ${name} to be online`, online, 15_000, 250);
+}
+
+/** GET /v1/status over plain HTTP. */
+function plainStatus(port: number, token: string): Promise<Response> {
+  return fetch(`http://127.0.0.1:${port}/v1/status`, { headers: { authorization: `Bearer ${token}` } });
 }
 
 /** A remote agent over HTTPS with a CA-signed certificate, trusted by the panel through NODE_EXTRA_CA_CERTS. */
@@ -44,13 +54,14 @@ describe('the panel talks to an agent with a configured certificate through the 
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'vpn-panel-tls-'));
+    const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1'];
     const subject = ['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'];
     const files = ['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')];
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', ...subject, ...files], { stdio: 'ignore' });
+    execFileSync('openssl', ['req', '-x509', ...key, ...subject, ...files], { stdio: 'ignore' });
     port = await freePort();
     agent = await startAgent({
-      AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run', DATA_DIR: join(dir, 'node'),
-      AGENT_TLS_CERT: join(dir, 'cert.pem'), AGENT_TLS_KEY: join(dir, 'key.pem'),
+      AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run',
+      DATA_DIR: join(dir, 'node'), AGENT_TLS_CERT: join(dir, 'cert.pem'), AGENT_TLS_KEY: join(dir, 'key.pem'),
     });
     db = await createTestDatabase('sqlite');
     panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off', NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem') } });
@@ -69,19 +80,22 @@ describe('the panel talks to an agent with a configured certificate through the 
 
   it('brings an https agent without a pin online and deploys on it; plain http to it fails', async () => {
     writeFileSync(join(dir, 'token'), `${token}\n`, { mode: 0o600 });
-    const added = await panel.cli(['nodes', 'add', '--name', 'secure', '--url', `https://127.0.0.1:${port}`, '--token-file', join(dir, 'token')]);
+    const url = `https://127.0.0.1:${port}`;
+    const tokenFile = join(dir, 'token');
+    const added = await panel.cli(['nodes', 'add', '--name', 'secure', '--url', url, '--token-file', tokenFile]);
     assert.equal(added.code, 0, added.stderr);
     const key = await panel.createKey('ops', 'servers:read,servers:write');
-    await waitFor('node secure to be online', async () => ((await nodeStatus(panel, key, 'secure')) === 'online' ? true : undefined), 15_000, 250);
+    await waitForOnline(panel, key, 'secure');
     const created = await callApi(panel.url, key, 'POST', '/servers', { name: 'over-tls' });
     assert.equal(created.status, 201);
-    await assert.rejects(fetch(`http://127.0.0.1:${port}/v1/status`, { headers: { authorization: `Bearer ${token}` } }), 'the agent speaks only TLS');
+    await assert.rejects(plainStatus(port, token), 'the agent speaks only TLS');
   });
 });
 
 /** `nodes add` with the token on standard input; checks that it is not in the process's argv while it runs. */
-async function addWithTokenOnStdin(panel: PanelProcess, args: readonly string[], token: string): Promise<CliResult & { argv: string }> {
-  const child = spawn(process.execPath, [CLI, 'nodes', 'add', ...args], { env: { ...process.env, ...panel.env }, cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+async function addWithTokenOnStdin(panel: PanelProcess, args: readonly string[], token: string) {
+  const options = { env: { ...process.env, ...panel.env }, cwd: ROOT };
+  const child = spawn(process.execPath, [CLI, 'nodes', 'add', ...args], { ...options, stdio: 'pipe' });
   await once(child, 'spawn');
   // What `ps` shows: read while the command waits for the token.
   const argv = child.pid === undefined ? '' : readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
@@ -92,7 +106,8 @@ async function addWithTokenOnStdin(panel: PanelProcess, args: readonly string[],
   const exited = once(child, 'exit');
   child.stdin.end(`${token}\n`);
   const [code] = await exited;
-  return { code: typeof code === 'number' ? code : 1, stdout, stderr, argv };
+  const result: CliResult & { argv: string } = { code: typeof code === 'number' ? code : 1, stdout, stderr, argv };
+  return result;
 }
 
 /** The default agent: its own key and self-signed certificate, pinned by `nodes add --cert-sha256`. */
@@ -111,7 +126,10 @@ describe('an agent without TLS settings serves its own certificate, which the pa
     dir = mkdtempSync(join(tmpdir(), 'vpn-panel-pin-'));
     port = await freePort();
     // DATA_DIR does not exist yet: the agent makes it, 0700.
-    agentEnv = { AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run', PUBLIC_HOST: '127.0.0.1', DATA_DIR: join(dir, 'node') };
+    agentEnv = {
+      AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run',
+      PUBLIC_HOST: '127.0.0.1', DATA_DIR: join(dir, 'node'),
+    };
     agent = await startAgent(agentEnv);
     db = await createTestDatabase('sqlite');
     panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off' } });
@@ -136,13 +154,14 @@ describe('an agent without TLS settings serves its own certificate, which the pa
     assert.equal(statSync(join(dir, 'node')).mode & 0o777, 0o700);
     assert.equal(statSync(certFile).mode & 0o777, 0o600);
     assert.equal(statSync(join(dir, 'node', 'agent-tls-key.pem')).mode & 0o777, 0o600);
-    await assert.rejects(fetch(`http://127.0.0.1:${port}/v1/status`, { headers: { authorization: `Bearer ${token}` } }), 'plain http fails');
+    await assert.rejects(plainStatus(port, token), 'plain http fails');
   });
 
   it('with a wrong pin keeps the node offline, names the pin, and sends the agent no request', async () => {
     const before = requestsSeen();
     writeFileSync(join(dir, 'token'), `${token}\n`, { mode: 0o600 });
-    const added = await panel.cli(['nodes', 'add', '--name', 'wrong', '--url', `https://127.0.0.1:${port}`, '--token-file', join(dir, 'token'), '--cert-sha256', wrongPin]);
+    const args = ['--url', `https://127.0.0.1:${port}`, '--token-file', join(dir, 'token'), '--cert-sha256', wrongPin];
+    const added = await panel.cli(['nodes', 'add', '--name', 'wrong', ...args]);
     assert.equal(added.code, 0, added.stderr);
     const listed = await waitFor('nodes list to show the pin error', async () => {
       const list = await panel.cli(['nodes', 'list']);
@@ -161,14 +180,16 @@ describe('an agent without TLS settings serves its own certificate, which the pa
   it('with the right pin (token on stdin, never in argv) comes online and deploys', async () => {
     // With colons and lower case: the form `openssl x509 -fingerprint` prints is accepted too.
     const pin = (agent.certSha256 ?? '').toLowerCase().replace(/(..)(?!$)/g, '$1:');
-    const added = await addWithTokenOnStdin(panel, ['--name', 'edge', '--url', `https://127.0.0.1:${port}`, '--cert-sha256', pin], token);
+    const url = `https://127.0.0.1:${port}`;
+    const added = await addWithTokenOnStdin(panel, ['--name', 'edge', '--url', url, '--cert-sha256', pin], token);
     assert.equal(added.code, 0, added.stderr);
     assert.ok(added.argv.includes('--cert-sha256'), `read the right process: ${added.argv}`);
     assert.ok(!added.argv.includes(token), 'the token is in no process list');
-    await waitFor('node edge to be online', async () => ((await nodeStatus(panel, key, 'edge')) === 'online' ? true : undefined), 15_000, 250);
+    await waitForOnline(panel, key, 'edge');
     const list = await panel.cli(['nodes', 'list']);
     assert.match(list.stdout, new RegExp(`\tedge\tonline\t.*\tpinned ${agent.certSha256}$`, 'm'));
-    const created = await callApi(panel.url, key, 'POST', '/servers', { name: 'pinned', node_id: (await callApi(panel.url, key, 'GET', '/nodes')).json.data[0].id });
+    const nodeId = (await callApi(panel.url, key, 'GET', '/nodes')).json.data[0].id;
+    const created = await callApi(panel.url, key, 'POST', '/servers', { name: 'pinned', node_id: nodeId });
     assert.equal(created.status, 201, JSON.stringify(created.json));
   });
 
@@ -178,7 +199,8 @@ describe('an agent without TLS settings serves its own certificate, which the pa
     agent = await startAgent(agentEnv);
     assert.equal(agent.certSha256, first);
     assert.ok(!agent.output().includes('made a key'), 'no new key');
-    await waitFor('the panel to reach the restarted agent', async () => (requestsSeen() > 0 ? true : undefined), 15_000, 100);
+    const reached = async () => (requestsSeen() > 0 ? true : undefined);
+    await waitFor('the panel to reach the restarted agent', reached, 15_000);
     assert.equal(await servedSha256(port), first);
   });
 });
@@ -188,11 +210,11 @@ describe('AGENT_TLS=off', () => {
     const dir = mkdtempSync(join(tmpdir(), 'vpn-panel-plain-'));
     const port = await freePort();
     const token = 'plain-test-token-0123456789abcdef';
-    const agent = await startAgent({ AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run', AGENT_TLS: 'off', DATA_DIR: dir });
+    const env = { AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run' };
+    const agent = await startAgent({ ...env, DATA_DIR: dir, AGENT_TLS: 'off' });
     try {
       assert.equal(agent.certSha256, undefined);
-      const status = await fetch(`http://127.0.0.1:${port}/v1/status`, { headers: { authorization: `Bearer ${token}` } });
-      assert.equal(status.status, 200);
+      assert.equal((await plainStatus(port, token)).status, 200);
       assert.throws(() => statSync(join(dir, 'agent-tls-cert.pem')), /ENOENT/);
     } finally {
       await agent.stop();

@@ -17,6 +17,8 @@ export interface AgentProcess {
   stop(): Promise<void>;
 }
 
+type Env = Record<string, string>;
+
 function jsonLines(text: string): Record<string, unknown>[] {
   return text.split('\n').flatMap((line): Record<string, unknown>[] => {
     try {
@@ -31,8 +33,9 @@ function jsonLines(text: string): Record<string, unknown>[] {
  * Starts `vpn-panel node` with `env` (at LOG_LEVEL info unless told, so its ready line with the
  * certificate's fingerprint is printed) and waits up to 20 s for that line.
  */
-export async function startAgent(env: Record<string, string>, track?: (child: ChildProcess) => void): Promise<AgentProcess> {
-  const child = spawn(process.execPath, [CLI, 'node'], { env: { ...process.env, LOG_LEVEL: 'info', ...env }, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startAgent(env: Env, track?: (child: ChildProcess) => void): Promise<AgentProcess> {
+  const options = { env: { ...process.env, LOG_LEVEL: 'info', ...env }, cwd: ROOT };
+  const child = spawn(process.execPath, [CLI, 'node'], { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
   track?.(child);
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
