@@ -158,11 +158,6 @@ export class HttpNodeConnection implements NodeConnection {
     return this.#call('PUT', '/v1/state', { servers }, APPLY_TIMEOUT_MS * 5, ResyncReportSchema);
   }
 
-  /** Closes pooled connections (a node removed or changed). */
-  async close(): Promise<void> {
-    await this.#dispatcher?.close();
-  }
-
   async #call<S extends TSchema | undefined>(
     method: string,
     path: string,
