@@ -270,7 +270,8 @@ async function main(): Promise<void> {
     await app.listen({ port: 0, host: '127.0.0.1' });
     const address = app.server.address();
     if (address === null || typeof address === 'string') throw new Error('agent app has no port');
-    const connection = new HttpNodeConnection(`http://127.0.0.1:${address.port}`, token);
+    const url = `http://127.0.0.1:${address.port}`;
+    const connection = new HttpNodeConnection({ name: 'bench', url, token, certSha256: null });
 
     const incremental = [
       await changeRounds('driver.changePeers', (_list, removed, added) => driver.changePeers(serverId, [added], [removed])),

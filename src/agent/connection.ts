@@ -1,8 +1,12 @@
+import { TLSSocket } from 'node:tls';
 import type { TSchema, Static } from 'typebox';
 import Value from 'typebox/value';
+import { Agent as UndiciAgent, buildConnector, type Dispatcher, fetch, type Response } from 'undici';
 import type { Agent } from './agent.ts';
+import { certSha256 } from './certificate.ts';
 import type { ServerState } from './driver.ts';
 import {
+  AgentErrorSchema,
   type AgentStatus,
   AgentStatusSchema,
   type DesiredServer,
@@ -51,20 +55,88 @@ export class LocalNodeConnection implements NodeConnection {
   }
 }
 
-/** A call to a node that failed: unreachable, refused, or answered with an error. */
-export class NodeCallError extends Error {}
+/**
+ * A call to a node that failed: unreachable, refused, or answered with an error. The message names
+ * the node by its name and may reach API clients; the cause holds the URL and the underlying error,
+ * for the panel's log only (callDetail).
+ */
+export class NodeCallError extends Error {
+  constructor(message: string, detail: string, cause?: unknown) {
+    super(message, { cause: new Error(detail, { cause }) });
+    this.name = 'NodeCallError';
+  }
+}
+
+/** The agent served a certificate other than the pinned one; the connection was closed before any request. */
+export class CertificatePinError extends Error {
+  constructor(pinned: string, served: string | undefined) {
+    super(`its certificate (sha256 ${served ?? 'none'}) is not the pinned --cert-sha256 ${pinned}`);
+    this.name = 'CertificatePinError';
+  }
+}
+
+/** An error with every cause under it, for the panel's log (DESIGN: internal URLs go to the log only). */
+export function callDetail(error: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = error; e !== undefined && parts.length < 8; e = e instanceof Error ? e.cause : undefined) {
+    const message = e instanceof Error ? e.message : String(e);
+    // A message already said higher up (the pin error in the node's message) is said once.
+    if (!parts.some((part) => part.includes(message))) parts.push(message);
+  }
+  return parts.join(': ');
+}
+
+function causeOfType<T extends Error>(error: unknown, type: new (...args: never[]) => T): T | undefined {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) if (e instanceof type) return e;
+  return undefined;
+}
+
+/**
+ * Connections that trust exactly the certificate with SHA-256 `pin`, whatever its issuer or names:
+ * the check runs when the handshake is done, before undici writes a byte of the request. No TLS
+ * session is cached, so every connection shows its certificate.
+ */
+function pinnedDispatcher(pin: string): Dispatcher {
+  const connect = buildConnector({ rejectUnauthorized: false, maxCachedSessions: 0 });
+  return new UndiciAgent({
+    connect(options, callback) {
+      connect(options, (error, socket) => {
+        if (error !== null) return callback(error, null);
+        const served = socket instanceof TLSSocket ? socket.getPeerCertificate().raw : undefined;
+        const sha256 = served === undefined ? undefined : certSha256(served);
+        if (sha256 === pin) return callback(null, socket);
+        socket.destroy();
+        callback(new CertificatePinError(pin, sha256), null);
+      });
+    },
+  });
+}
 
 const STATUS_TIMEOUT_MS = 5_000;
 /** Applying a server may start wireguard-go and set thousands of peers. */
 const APPLY_TIMEOUT_MS = 60_000;
 
+export interface RemoteNode {
+  /** The node's name in the panel: what error messages call it. */
+  name: string;
+  url: string;
+  token: string;
+  /** certSha256 form; when set, the agent's certificate must be exactly this one (no CA, no host name check). */
+  certSha256: string | null;
+}
+
 export class HttpNodeConnection implements NodeConnection {
+  readonly #name: string;
   readonly #baseUrl: string;
   readonly #token: string;
+  /** undefined: undici's global dispatcher, which verifies with the system CAs and NODE_EXTRA_CA_CERTS. */
+  readonly #dispatcher: Dispatcher | undefined;
 
-  constructor(baseUrl: string, token: string) {
-    this.#baseUrl = baseUrl.replace(/\/+$/, '');
-    this.#token = token;
+  constructor(node: RemoteNode) {
+    this.#name = node.name;
+    this.#baseUrl = node.url.replace(/\/+$/, '');
+    this.#token = node.token;
+    this.#dispatcher = node.certSha256 === null ? undefined : pinnedDispatcher(node.certSha256);
   }
 
   status(): Promise<AgentStatus> {
@@ -94,6 +166,8 @@ export class HttpNodeConnection implements NodeConnection {
     schema: S,
   ): Promise<S extends TSchema ? Static<S> : undefined>;
   async #call(method: string, path: string, body: unknown, timeoutMs: number, schema: TSchema | undefined): Promise<unknown> {
+    const node = `node '${this.#name}'`;
+    const where = `${method} ${this.#baseUrl}${path}`;
     let response: Response;
     try {
       response = await fetch(this.#baseUrl + path, {
@@ -101,17 +175,38 @@ export class HttpNodeConnection implements NodeConnection {
         headers: { authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(timeoutMs),
+        dispatcher: this.#dispatcher,
       });
     } catch (error) {
-      throw new NodeCallError(`node ${this.#baseUrl} unreachable: ${error instanceof Error ? error.message : String(error)}`);
+      const pin = causeOfType(error, CertificatePinError);
+      if (pin) throw new NodeCallError(`${node} is unreachable: ${pin.message}`, where, error);
+      if (causeOfType(error, DOMException)?.name === 'TimeoutError') {
+        throw new NodeCallError(`${node} did not answer within ${timeoutMs / 1000} s`, where, error);
+      }
+      throw new NodeCallError(`${node} is unreachable`, where, error);
     }
     const text = await response.text();
-    if (!response.ok) throw new NodeCallError(`node ${this.#baseUrl} answered ${response.status}: ${text.slice(0, 500)}`);
+    if (!response.ok) {
+      const detail = `${where} answered ${response.status}: ${text.slice(0, 500)}`;
+      if (response.status === 401) throw new NodeCallError(`${node} refused the panel's node token`, detail);
+      throw new NodeCallError(`${node} answered ${response.status}: ${agentError(text)}`, detail);
+    }
     if (schema === undefined) return undefined;
     try {
       return Value.Parse(schema, JSON.parse(text));
-    } catch {
-      throw new NodeCallError(`node ${this.#baseUrl} sent an answer of the wrong shape to ${method} ${path}`);
+    } catch (error) {
+      throw new NodeCallError(`${node} sent an answer of the wrong shape to ${method} ${path}`, where, error);
     }
   }
+}
+
+/** The agent's own error text from its error body (AgentErrorSchema), without anything else it sent. */
+function agentError(text: string): string {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (Value.Check(AgentErrorSchema, parsed)) return [...new Set([parsed.error, ...parsed.failures])].join('; ');
+  } catch {
+    // not JSON: a proxy or another server answered
+  }
+  return 'an error that is not the agent\'s';
 }

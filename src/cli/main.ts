@@ -12,7 +12,9 @@ const USAGE = `usage: vpn-panel <command>
 
   serve                                   run the panel (and its local node)
   node                                    run the node agent alone on a VPN host
-  nodes add --name N --url http://host:7000 --token T [--public-host H]
+  nodes add --name N --url https://host:7000 --cert-sha256 FP [--token-file F] [--public-host H]
+                                          register a node agent; its token comes from stdin (one line)
+                                          or --token-file (--token T also works, but ps shows it)
   nodes list [--json] | nodes remove NAME|ID
   keys create --name N --scopes a,b|all [--no-rate-limit]
                                           make an API key; the key is the last line of output

@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { type AgentCertificate, loadCertificate, loadOrCreateAgentCertificate } from '../agent/certificate.ts';
 import { buildAgentApp } from '../agent/http.ts';
-import { loadAgentConfig } from '../main/config.ts';
+import { type AgentConfig, loadAgentConfig } from '../main/config.ts';
 import { createLogger } from '../main/logging.ts';
 import { makeAgent } from '../main/node-driver.ts';
 import { VERSION } from '../main/panel.ts';
@@ -11,16 +11,16 @@ export async function nodeCommand(args: string[]): Promise<number> {
   parseCommandArgs(args, {});
   const config = loadAgentConfig(process.env);
   const log = createLogger(config.logLevel);
+  const certificate = agentCertificate(config);
+  if (certificate?.created) log.info({ certFile: certificate.certFile }, 'made a key and self-signed certificate');
   const agent = await makeAgent(config, log, VERSION);
-  const app = await buildAgentApp({
-    agent,
-    token: config.token,
-    logger: log,
-    https: config.tls && { cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile) },
-  });
+  const https = certificate && { cert: certificate.cert, key: certificate.key };
+  const app = await buildAgentApp({ agent, token: config.token, logger: log, https });
   await app.listen({ port: config.port, host: config.host });
   agent.start((err: unknown) => log.error({ err }, 'usage metering failed'));
-  log.info({ driver: agent.driverKind, publicHost: config.publicHost }, 'node agent ready');
+  const tls = certificate ? { certSha256: certificate.sha256 } : { tls: 'off' };
+  const pin = certificate ? `; pin it with nodes add --cert-sha256 ${certificate.sha256}` : ' (plain HTTP)';
+  log.info({ driver: agent.driverKind, publicHost: config.publicHost, ...tls }, `node agent ready${pin}`);
   return new Promise((resolve) => {
     const stop = () => {
       Promise.all([app.close(), agent.stop()]).then(
@@ -31,4 +31,16 @@ export async function nodeCommand(args: string[]): Promise<number> {
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
   });
+}
+
+/** The certificate the agent serves: the configured files, else its own in DATA_DIR; none with AGENT_TLS=off. */
+function agentCertificate(config: AgentConfig): AgentCertificate | undefined {
+  switch (config.tls.kind) {
+    case 'off':
+      return undefined;
+    case 'files':
+      return loadCertificate(config.tls.certFile, config.tls.keyFile);
+    case 'self-signed':
+      return loadOrCreateAgentCertificate(config.dataDir, config.publicHost, new Date());
+  }
 }

@@ -29,8 +29,9 @@ export class AppError extends Error {
   /** Seconds a client should wait before trying again (429, and 409 for a running idempotent request). */
   readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, fields: ErrorFields = {}, retryAfterSeconds?: number) {
-    super(message);
+  /** `cause`: what went wrong underneath, for the log only (it may name internal URLs); never in the body. */
+  constructor(code: ErrorCode, message: string, fields: ErrorFields = {}, retryAfterSeconds?: number, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'AppError';
     this.code = code;
     this.fields = fields;

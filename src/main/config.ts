@@ -42,7 +42,8 @@ export interface AgentConfig extends NodeDriverConfig {
   token: string;
   publicHost: string;
   logLevel: LogLevel;
-  tls: { certFile: string; keyFile: string } | undefined;
+  /** `files`: AGENT_TLS_CERT/KEY; `self-signed`: made in DATA_DIR at first start; `off`: plain HTTP (AGENT_TLS=off). */
+  tls: { kind: 'files'; certFile: string; keyFile: string } | { kind: 'self-signed' } | { kind: 'off' };
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -162,6 +163,8 @@ export function loadAgentConfig(env: Env): AgentConfig {
   const certFile = value(env, 'AGENT_TLS_CERT');
   const keyFile = value(env, 'AGENT_TLS_KEY');
   if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError('AGENT_TLS_CERT', 'and AGENT_TLS_KEY must be set together');
+  const tlsOn = flag(env, 'AGENT_TLS', true);
+  if (!tlsOn && certFile !== undefined) throw new ConfigError('AGENT_TLS', 'is off, but AGENT_TLS_CERT is set');
   return {
     ...nodeDriverConfig(env),
     dataDir: storeConfig(env).dataDir,
@@ -170,7 +173,11 @@ export function loadAgentConfig(env: Env): AgentConfig {
     token,
     publicHost: value(env, 'PUBLIC_HOST') ?? firstPublicIpv4(),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
+    tls: !tlsOn
+      ? { kind: 'off' }
+      : certFile !== undefined && keyFile !== undefined
+        ? { kind: 'files', certFile, keyFile }
+        : { kind: 'self-signed' },
   };
 }
 

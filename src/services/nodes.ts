@@ -1,6 +1,7 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
 import { describe } from '../agent/agent.ts';
+import { parseCertSha256 } from '../agent/certificate.ts';
 import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
 import type { PeerChange } from '../agent/protocol.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
@@ -23,6 +24,13 @@ export interface NodeView {
   driver: string | null;
 }
 
+/** A node as `vpn-panel nodes list` shows it to the operator: also where it is and why it is offline. */
+export interface NodeAdminView extends NodeView {
+  url: string | null;
+  cert_sha256: string | null;
+  last_error: string | null;
+}
+
 export const LOCAL_NODE_NAME = 'local';
 
 /** The connection to each node: the embedded agent for the local node, HTTP for the others. */
@@ -39,10 +47,11 @@ export class NodeConnections {
       if (!this.#local) throw new AppError('deploy_failed', `node ${node.name} is the local node, but this panel runs without one (LOCAL_NODE=off)`);
       return this.#local;
     }
-    const key = `${node.url} ${node.token}`;
+    const key = `${node.name} ${node.url} ${node.token} ${node.cert_sha256 ?? ''}`;
     let connection = this.#remote.get(key);
     if (!connection) {
-      connection = new HttpNodeConnection(node.url, node.token);
+      const remote = { name: node.name, url: node.url, token: node.token, certSha256: node.cert_sha256 };
+      connection = new HttpNodeConnection(remote);
       this.#remote.set(key, connection);
     }
     return connection;
@@ -58,15 +67,20 @@ export async function applyOrFail(connections: NodeConnections, node: NodeRow, s
     await connections.for(node).changePeers(serverId, change);
   } catch (error) {
     const what = code === 'apply_failed' ? 'the change was saved, but' : 'nothing was saved:';
-    throw new AppError(code, `${what} node ${node.name} could not apply it: ${describe(error)}`);
+    const message = `${what} node '${node.name}' could not apply it: ${describe(error)}`;
+    throw new AppError(code, message, {}, undefined, error);
   }
 }
+
+type NewNode = Pick<NodeRow, 'name' | 'url' | 'token' | 'cert_sha256' | 'public_host'>;
 
 export interface AddNodeInput {
   name: string;
   url: string;
   token: string;
   publicHost: string | undefined;
+  /** The agent's certificate fingerprint to pin (https only), as `nodes add --cert-sha256` takes it. */
+  certSha256: string | undefined;
 }
 
 export class NodeService {
@@ -90,10 +104,11 @@ export class NodeService {
       });
       return changed;
     }
-    return this.#insert({ name: LOCAL_NODE_NAME, url: null, token: null, public_host: publicHost }, SYSTEM_ACTOR);
+    const local = { name: LOCAL_NODE_NAME, url: null, token: null, cert_sha256: null, public_host: publicHost };
+    return this.#insert(local, SYSTEM_ACTOR);
   }
 
-  #insert(node: Pick<NodeRow, 'name' | 'url' | 'token' | 'public_host'>, actor: string): Promise<NodeRow> {
+  #insert(node: NewNode, actor: string): Promise<NodeRow> {
     return write(this.#db, async (tx) => {
       const row = await insertNode(tx, { ...node, status: 'offline', created_at: isoAt(this.#clock.nowMs()) });
       await recordActivity(tx, this.#clock, { resource: 'node', resourceId: row.id, verb: 'added', summary: `node ${row.name} added${row.url === null ? ' (the local node)' : ` at ${row.url}`}`, actor, before: null, after: row });
@@ -110,8 +125,17 @@ export class NodeService {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('validation_failed', 'the agent URL must be http or https', { url: 'http or https' });
     if (input.token.length < 16) throw new AppError('validation_failed', 'the node token must be at least 16 characters', { token: 'too short' });
+    const pin = input.certSha256 === undefined ? null : parseCertSha256(input.certSha256);
+    if (pin === undefined) {
+      const problem = 'the certificate fingerprint must be 64 hex digits (colons allowed)';
+      throw new AppError('validation_failed', problem, { cert_sha256: 'not a SHA-256' });
+    }
+    if (pin !== null && url.protocol !== 'https:') {
+      throw new AppError('validation_failed', 'a pinned certificate needs an https URL', { url: 'https with a pin' });
+    }
     if (await findNodeByName(this.#db, input.name)) throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
-    return this.#insert({ name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, public_host: input.publicHost ?? url.hostname }, actor);
+    const row = { name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, cert_sha256: pin };
+    return this.#insert({ ...row, public_host: input.publicHost ?? url.hostname }, actor);
   }
 
   async remove(idOrName: string, actor: string): Promise<NodeRow> {
@@ -127,6 +151,10 @@ export class NodeService {
   }
 
   async list(): Promise<NodeView[]> {
+    return (await this.listForAdmin()).map(({ url: _url, cert_sha256: _pin, last_error: _error, ...view }) => view);
+  }
+
+  async listForAdmin(): Promise<NodeAdminView[]> {
     return (await listNodeSummaries(this.#db)).map((node) => ({
       id: node.id,
       name: node.name,
@@ -138,6 +166,9 @@ export class NodeService {
       device_count: node.device_count,
       free_capacity: node.capacity - node.device_count,
       driver: node.driver,
+      url: node.url,
+      cert_sha256: node.cert_sha256,
+      last_error: node.last_error,
     }));
   }
 

@@ -198,7 +198,8 @@ export class ServerService {
     } catch (error) {
       await connection.removeServer(row.id).catch(() => undefined);
       await deleteServer(this.#db, row.id);
-      throw new AppError('deploy_failed', `deploying server ${input.name} on node ${node.name} failed: ${describe(error)}`);
+      const message = `deploying server ${input.name} on node '${node.name}' failed: ${describe(error)}`;
+      throw new AppError('deploy_failed', message, {}, undefined, error);
     }
     return write(this.#db, async (tx) => {
       const running = await updateServer(tx, row.id, { status: 'running' });
@@ -261,7 +262,8 @@ export class ServerService {
       try {
         await this.#connections.for(node).applyServer(await desiredStateOfServer(this.#db, updated, this.#usage));
       } catch (error) {
-        throw new AppError('apply_failed', `the change was saved, but node ${node.name} could not apply it yet: ${describe(error)}`);
+        const message = `the change was saved, but node '${node.name}' could not apply it yet: ${describe(error)}`;
+        throw new AppError('apply_failed', message, {}, undefined, error);
       }
     }
     return this.get(updated.id);

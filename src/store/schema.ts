@@ -35,9 +35,13 @@ export interface NodeTable {
   url: string | null;
   /** The agent's token; null for the local node. */
   token: string | null;
+  /** The agent's certificate's SHA-256 (64 upper-case hex digits), trusted instead of a CA; null: not pinned. */
+  cert_sha256: string | null;
   /** Host name or address clients use to reach the node's servers. */
   public_host: string;
   status: 'online' | 'offline';
+  /** Why the last heartbeat failed, with the URL (for `nodes list`, never the API); null once it answers. */
+  last_error: string | null;
   driver: string | null;
   version: string | null;
   last_seen_at: string | null;

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { describe } from '../agent/agent.ts';
+import { callDetail } from '../agent/connection.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { desiredStateOfNode } from '../services/desired-state.ts';
@@ -76,7 +77,8 @@ export class NodeMonitor {
         this.#syncedBootIds.set(node.id, status.bootId);
       }
       await write(this.#db, async (tx) => {
-        await updateNode(tx, node.id, { status: 'online', last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version });
+        const seen = { last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version };
+        await updateNode(tx, node.id, { status: 'online', ...seen, last_error: null });
         if (node.status === 'offline') {
           await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.online', node_name: node.name, detail: `node ${node.name} is online`, actor: SYSTEM_ACTOR }));
           await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'online', summary: `node ${node.name} is online`, actor: SYSTEM_ACTOR, before: { status: 'offline' }, after: { status: 'online' } });
@@ -84,7 +86,10 @@ export class NodeMonitor {
       });
     } catch (error) {
       const lastSeenMs = node.last_seen_at === null ? 0 : Date.parse(node.last_seen_at);
-      this.#log.warn({ node: node.name, err: describe(error) }, 'node check failed');
+      // The detail names the URL: for the log and `nodes list`, never for API clients.
+      const detail = callDetail(error);
+      this.#log.warn({ node: node.name, err: detail }, 'node check failed');
+      if (node.last_error !== detail) await write(this.#db, (tx) => updateNode(tx, node.id, { last_error: detail }));
       if (node.status === 'online' && nowMs - lastSeenMs >= this.#options.offlineAfterMs) {
         await write(this.#db, async (tx) => {
           await updateNode(tx, node.id, { status: 'offline' });
@@ -94,7 +99,9 @@ export class NodeMonitor {
       }
       return;
     }
-    await this.#collectUsage(node).catch((error: unknown) => this.#log.warn({ node: node.name, err: describe(error) }, 'usage collection failed'));
+    await this.#collectUsage(node).catch((error: unknown) => {
+      this.#log.warn({ node: node.name, err: callDetail(error) }, 'usage collection failed');
+    });
   }
 
   /**

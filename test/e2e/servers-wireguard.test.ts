@@ -14,20 +14,21 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import type { components } from '../support/api-types.ts';
+import { type AgentProcess, startAgent } from '../support/agent.ts';
 import { createTestDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { clientAddressIn, hostOf, type KeyPair, NetLab, randomPrefix, requireRoot, run, sleep, succeeds, waitFor, type WgClient, wgKeyPair } from '../support/netns.ts';
-import { type ApiClient, freePort, type PanelProcess, ROOT, startPanel } from '../support/panel.ts';
+import { type ApiClient, freePort, type PanelProcess, startPanel } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
 type Event = components['schemas']['Event'];
 
 const skip = requireRoot();
-const CLI = join(ROOT, 'bin/vpn-panel.js');
 /** The whole file stays well under this; a hang fails instead of blocking CI. */
 const SUITE_TIMEOUT_MS = 120_000;
 
@@ -361,11 +362,6 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
 // (b) A remote node: `vpn-panel node` as its own process, registered with `vpn-panel nodes add`.
 // ---------------------------------------------------------------------------------------------
 
-interface AgentProcess {
-  child: ChildProcess;
-  output(): string;
-}
-
 describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let lab: NetLab;
   let db: TestDatabase | undefined;
@@ -379,19 +375,8 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
   let setup: ClientSetup;
   let client: WgClient | undefined;
 
-  async function startAgent(): Promise<AgentProcess> {
-    const child = spawn(process.execPath, [CLI, 'node'], { env: { ...process.env, ...agentEnv }, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    lab.track(child);
-    let output = '';
-    child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
-    await waitFor('the agent to answer /v1/status', async () => {
-      if (child.exitCode !== null) throw new Error(`vpn-panel node exited with ${child.exitCode}:\n${output}`);
-      const ok = await fetch(`${agentUrl}/v1/status`, { headers: { authorization: `Bearer ${agentEnv.AGENT_TOKEN ?? ''}` } }).then((r) => r.ok, () => false);
-      return ok ? true : undefined;
-    }, 20_000, 100);
-    return { child, output: () => output };
-  }
+  /** The agent at its defaults: HTTPS with its own certificate, which `nodes add` pins. */
+  const startTheAgent = () => startAgent(agentEnv, (child) => lab.track(child));
 
   /** Ends the agent with `signal`; true when it exited within `graceMs` (else it is SIGKILLed). */
   async function stopAgent(target: AgentProcess, signal: NodeJS.Signals, graceMs = 5000): Promise<boolean> {
@@ -423,18 +408,17 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     lab = await NetLab.create();
     db = await createTestDatabase('sqlite');
     const agentPort = await freePort();
-    agentUrl = `http://127.0.0.1:${agentPort}`;
+    agentUrl = `https://127.0.0.1:${agentPort}`;
     agentEnv = {
       AGENT_PORT: String(agentPort),
       AGENT_HOST: '127.0.0.1',
-      // Hex: a token starting with '-' would read as an option to `nodes add --token`.
+      // Handed to `nodes add` in a file, so it is in no process list.
       AGENT_TOKEN: randomBytes(16).toString('hex'),
       NODE_DRIVER: 'wireguard',
       NODE_NETNS: lab.hostNs,
       NODE_NAME_PREFIX: lab.prefix,
       PUBLIC_HOST: lab.hostIp,
-      LOG_LEVEL: 'warn',
-      // The node's usage journal, removed with the test database.
+      // The node's usage journal and its TLS key and certificate, removed with the test database.
       DATA_DIR: join(db.dataDir, 'node'),
     };
     let panelPrefix = randomPrefix();
@@ -453,9 +437,13 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
 
   test('`vpn-panel node` starts; `nodes add` registers it; the monitor brings it online with the wireguard driver', async (t) => {
     assert.ok(panel);
-    const started = await startAgent();
+    const started = await startTheAgent();
     agent = started;
-    const added = await panel.cli(['nodes', 'add', '--name', 'edge', '--url', agentUrl, '--token', agentEnv.AGENT_TOKEN ?? '', '--public-host', lab.hostIp]);
+    const tokenFile = join(db?.dataDir ?? '', 'node-token');
+    writeFileSync(tokenFile, agentEnv.AGENT_TOKEN ?? '', { mode: 0o600 });
+    const pin = ['--cert-sha256', started.certSha256 ?? ''];
+    const where = ['--url', agentUrl, '--public-host', lab.hostIp];
+    const added = await panel.cli(['nodes', 'add', '--name', 'edge', ...where, '--token-file', tokenFile, ...pin]);
     assert.equal(added.code, 0, added.stderr);
     const startMs = performance.now();
     const node = await waitFor('node edge to be online', async () => {
@@ -503,7 +491,7 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     const n = lab.serverNames(server.id);
     const wgPidsBefore = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
     const startMs = performance.now();
-    agent = await startAgent();
+    agent = await startTheAgent();
     // The resync applies the desired state: the server (adopted as it is) and its desired peers (its
     // devices: none), so the hand-added peer disappearing is the sign that the resync happened.
     await waitFor('the panel to resync the new agent (its desired peers replace the hand-added one)', async () => ((await peersOf(n.iface)).length === 0 ? true : undefined), 12_000, 200);
@@ -530,7 +518,7 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     assert.equal(await lab.ping(hostOf(server.address), 1), false, 'no tunnel while the server is down');
 
     const startMs = performance.now();
-    agent = await startAgent();
+    agent = await startTheAgent();
     const state = await waitForInterface(lab, server, 12_000);
     t.diagnostic(`interface back ${(performance.now() - startMs).toFixed(0)} ms after the agent start`);
     assert.deepEqual(state, { key: server.public_key, port: server.listen_port, address: server.address }, 'same key, port and address');

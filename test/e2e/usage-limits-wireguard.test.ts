@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
@@ -173,13 +174,18 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
       PUBLIC_HOST: lab.hostIp,
       LOG_LEVEL: 'warn',
       DATA_DIR: join(db.dataDir, 'node'),
+      // Plain HTTP: the test asks the agent directly; servers-wireguard runs the default (TLS, pinned).
+      AGENT_TLS: 'off',
     };
     agent = await startTheAgent(agentEnv, agentUrl);
     panelEnv = { LOCAL_NODE: 'off' };
     panel = await startPanel({ database: db, env: panelEnv });
     key = await panel.createKey('e2e-limits', 'all', ['--no-rate-limit']);
     api = panel.client(key);
-    const added = await panel.cli(['nodes', 'add', '--name', 'edge', '--url', agentUrl, '--token', agentEnv.AGENT_TOKEN ?? '', '--public-host', lab.hostIp]);
+    const tokenFile = join(db.dataDir, 'node-token');
+    writeFileSync(tokenFile, agentEnv.AGENT_TOKEN ?? '', { mode: 0o600 });
+    const where = ['--url', agentUrl, '--public-host', lab.hostIp];
+    const added = await panel.cli(['nodes', 'add', '--name', 'edge', ...where, '--token-file', tokenFile]);
     assert.equal(added.code, 0, added.stderr);
     const node = await waitFor('node edge online', async () => {
       const { data } = await api.GET('/api/v1/nodes');

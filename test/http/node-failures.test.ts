@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 import { FakeAgent } from '../support/fake-agent.ts';
-import { callApi, logged, type PanelProcess, startPanel } from '../support/panel.ts';
+import { callApi, freePort, logged, type PanelProcess, startPanel } from '../support/panel.ts';
 
 /** What the API answers when the node cannot apply a device change (spec §4.2, DESIGN §1). */
 for (const kind of DATABASE_KINDS) {
@@ -20,7 +20,8 @@ for (const kind of DATABASE_KINDS) {
       agent = new FakeAgent();
       await agent.start();
       panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off' } });
-      assert.equal((await panel.cli(['nodes', 'add', '--name', 'fake', '--url', agent.url, '--token', agent.token])).code, 0);
+      const added = await panel.cli(['nodes', 'add', '--name', 'fake', '--url', agent.url, '--token', agent.token]);
+    assert.equal(added.code, 0, added.stderr);
       key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
       serverId = (await call('POST', '/servers', { name: 'edge' })).json.id;
     });
@@ -104,3 +105,57 @@ for (const kind of DATABASE_KINDS) {
     });
   });
 }
+
+/** 5xx answers name a node by its name; its URL and the underlying error go to the panel's log only. */
+describe('an unreachable node in 502 answers', () => {
+  let db: TestDatabase;
+  let panel: PanelProcess;
+  let agent: FakeAgent;
+  let key: string;
+
+  const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+  const nodeId = async (name: string): Promise<number> => {
+    return (await call('GET', '/nodes')).json.data.find((n: { name: string }) => n.name === name).id;
+  };
+
+  before(async () => {
+    db = await createTestDatabase('sqlite');
+    agent = new FakeAgent();
+    await agent.start();
+    panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off' } });
+    key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
+  });
+  after(async () => {
+    await panel.stop();
+    await agent.stop();
+    await db.drop();
+  });
+
+  it('answers a deploy on a node nobody listens for with deploy_failed naming the node, not its URL', async () => {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    assert.equal((await panel.cli(['nodes', 'add', '--name', 'gone', '--url', url, '--token', agent.token])).code, 0);
+    const refused = await call('POST', '/servers', { name: 'nowhere', node_id: await nodeId('gone') });
+    assert.equal(refused.status, 502);
+    assert.equal(refused.json.error.code, 'deploy_failed');
+    assert.match(refused.json.error.message, /node 'gone' is unreachable/);
+    const body = JSON.stringify(refused.json);
+    for (const internal of ['127.0.0.1', String(port), 'http://']) assert.ok(!body.includes(internal), body);
+    const id = refused.headers.get('x-request-id');
+    await logged(panel, (line) => line.reqId === id && line.level === 50 && JSON.stringify(line.err).includes(url));
+  });
+
+  it('answers a new device on a node that went away with deploy_failed naming the node, not its URL', async () => {
+    const added = await panel.cli(['nodes', 'add', '--name', 'fake', '--url', agent.url, '--token', agent.token]);
+    assert.equal(added.code, 0, added.stderr);
+    const server = await call('POST', '/servers', { name: 'edge', node_id: await nodeId('fake') });
+    assert.equal(server.status, 201);
+    const url = agent.url;
+    await agent.stop();
+    const refused = await call('POST', '/devices', { server_id: server.json.id, name: 'stranded' });
+    assert.equal(refused.status, 502);
+    assert.equal(refused.json.error.code, 'deploy_failed');
+    assert.match(refused.json.error.message, /node 'fake' is unreachable/);
+    assert.ok(!JSON.stringify(refused.json).includes(new URL(url).host), JSON.stringify(refused.json));
+  });
+});

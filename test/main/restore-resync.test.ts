@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
@@ -24,11 +25,15 @@ describe('after a restore, the panel brings its nodes to the restored state', ()
 
   before(async () => {
     database = await createTestDatabase('sqlite');
-    // A node that outlives the panel: `vpn-panel node` as its own process, with the dry-run driver.
+    // A node that outlives the panel: `vpn-panel node` as its own process, with the dry-run driver,
+    // over plain HTTP so the test reads its state directly (test/main/agent-tls.test.ts covers TLS).
     const port = await freePort();
     agentUrl = `http://127.0.0.1:${port}`;
     agent = spawn(process.execPath, [join(ROOT, 'bin/vpn-panel.js'), 'node'], {
-      env: { ...process.env, AGENT_TOKEN: TOKEN, AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', NODE_DRIVER: 'dry-run', PUBLIC_HOST: '192.0.2.7', LOG_LEVEL: 'warn', DATA_DIR: join(database.dataDir, 'node') },
+      env: {
+        ...process.env, AGENT_TOKEN: TOKEN, AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', NODE_DRIVER: 'dry-run',
+        PUBLIC_HOST: '192.0.2.7', LOG_LEVEL: 'warn', DATA_DIR: join(database.dataDir, 'node'), AGENT_TLS: 'off',
+      },
       stdio: 'ignore',
     });
     for (let tries = 0; ; tries++) {
@@ -38,7 +43,10 @@ describe('after a restore, the panel brings its nodes to the restored state', ()
       await new Promise((r) => setTimeout(r, 50));
     }
     panel = await startPanel({ database, env: { LOCAL_NODE: 'off' } });
-    assert.equal((await panel.cli(['nodes', 'add', '--name', 'remote', '--url', agentUrl, '--token', TOKEN])).code, 0);
+    const tokenFile = join(database.dataDir, 'node-token');
+    writeFileSync(tokenFile, TOKEN, { mode: 0o600 });
+    const added = await panel.cli(['nodes', 'add', '--name', 'remote', '--url', agentUrl, '--token-file', tokenFile]);
+    assert.equal(added.code, 0, added.stderr);
     key = await panel.createKey('ops', 'all', ['--no-rate-limit']);
   });
   after(async () => {
