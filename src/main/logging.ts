@@ -31,7 +31,9 @@ export function redactSecrets(line: string): string {
  * request on its clientError (Fastify logs it at trace), headers and path included, as a byte array
  * that no text redaction would recognise.
  */
-function serializeError(error: Error): Record<string, unknown> {
+function serializeError(error: unknown): unknown {
+  // A string (a node call's detail) or another non-error is logged as it is.
+  if (!(error instanceof Error)) return error;
   return Object.fromEntries(Object.entries(stdSerializers.err(error)).filter(([name]) => name !== 'rawPacket'));
 }
 
