@@ -1,5 +1,7 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
+import { isHost } from '../domain/addresses.ts';
 import { AppError } from '../domain/errors.ts';
+import { requirePlainText } from '../domain/text.ts';
 import { describe } from '../agent/agent.ts';
 import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
 import type { PeerChange } from '../agent/protocol.ts';
@@ -62,6 +64,16 @@ export async function applyOrFail(connections: NodeConnections, node: NodeRow, s
   }
 }
 
+/** Node names show in `nodes list`, events, mails and client-facing server views: short plain text. */
+const NODE_NAME_MAX = 64;
+
+function requireNodeName(name: string): void {
+  if (name.length < 1 || name.length > NODE_NAME_MAX) {
+    throw new AppError('validation_failed', `a node name is 1 to ${NODE_NAME_MAX} characters`, { name: `1 to ${NODE_NAME_MAX} characters` });
+  }
+  requirePlainText('name', name);
+}
+
 export interface AddNodeInput {
   name: string;
   url: string;
@@ -110,6 +122,10 @@ export class NodeService {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('validation_failed', 'the agent URL must be http or https', { url: 'http or https' });
     if (input.token.length < 16) throw new AppError('validation_failed', 'the node token must be at least 16 characters', { token: 'too short' });
+    requireNodeName(input.name);
+    if (input.publicHost !== undefined && !isHost(input.publicHost)) {
+      throw new AppError('validation_failed', 'the public host must be a host name or an IP address, without scheme or port', { public_host: 'not a host name or address' });
+    }
     if (await findNodeByName(this.#db, input.name)) throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
     return this.#insert({ name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, public_host: input.publicHost ?? url.hostname }, actor);
   }

@@ -46,7 +46,7 @@ export class ShareLinkService {
   async create(deviceId: number, expiresAt: string | undefined, actor: string): Promise<ShareLinkView> {
     const placed = await this.#devices.get(deviceId);
     const nowMs = this.#clock.nowMs();
-    const expires = expiresAt === undefined ? null : normaliseInstant(expiresAt);
+    const expires = expiresAt === undefined ? null : normaliseInstant(expiresAt, 'expires_at');
     if (expires !== null && Date.parse(expires) <= nowMs) throw new AppError('validation_failed', 'expires_at must be in the future', { expires_at: 'in the past' });
     const link: ShareLinkRow = { device_id: deviceId, token: randomBytes(TOKEN_BYTES).toString('base64url'), expires_at: expires, created_at: isoAt(nowMs) };
     await write(this.#store.db, async (tx) => {

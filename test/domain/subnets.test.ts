@@ -27,7 +27,7 @@ function assertRefused(fn: () => unknown, field: string): void {
 }
 
 const net = (cidr: string): Subnet => parseSubnet(cidr);
-const emptyNode: NodeOccupancy = { subnets: [], listenPorts: [] };
+const emptyNode: NodeOccupancy = { subnets: [], listenPorts: [], hostNetworks: [] };
 
 /** Subnets covering all of DEFAULT_POOL (10.128.0.0/9) except its last block of `leftPrefix`. */
 function poolTakenExceptLast(leftPrefix: number): Subnet[] {
@@ -227,7 +227,7 @@ describe('planServer: explicit address', () => {
   ];
   for (const [intent, address, nodeSubnets, subnet, capacity] of accepted) {
     test(`accepts ${intent}`, () => {
-      const plan = planServer({ name: 's', address }, { subnets: nodeSubnets.map(net), listenPorts: [] }, nodeSubnets.map(net));
+      const plan = planServer({ name: 's', address }, { subnets: nodeSubnets.map(net), listenPorts: [], hostNetworks: [] }, nodeSubnets.map(net));
       assert.deepEqual(plan, { address, subnet, listenPort: 51820, capacity });
     });
   }
@@ -242,7 +242,7 @@ describe('planServer: explicit address', () => {
   ];
   for (const [intent, address, nodeSubnet] of overlapping) {
     test(`refuses ${intent} naming address`, () => {
-      assertRefused(() => planServer({ name: 's', address }, { subnets: [net(nodeSubnet)], listenPorts: [] }, [net(nodeSubnet)]), 'address');
+      assertRefused(() => planServer({ name: 's', address }, { subnets: [net(nodeSubnet)], listenPorts: [], hostNetworks: [] }, [net(nodeSubnet)]), 'address');
     });
   }
 
@@ -279,7 +279,7 @@ describe('planServer: default allocation from 10.128.0.0/9', () => {
   for (const [intent, maxDevices, nodeSubnets, panelSubnets, address, capacity] of cases) {
     test(intent, () => {
       const input = maxDevices === undefined ? { name: 's' } : { name: 's', maxDevices };
-      const plan = planServer(input, { subnets: nodeSubnets.map(net), listenPorts: [] }, [...nodeSubnets, ...panelSubnets].map(net));
+      const plan = planServer(input, { subnets: nodeSubnets.map(net), listenPorts: [], hostNetworks: [] }, [...nodeSubnets, ...panelSubnets].map(net));
       assert.equal(plan.address, address);
       assert.equal(plan.subnet, formatSubnet(net(address)));
       assert.equal(plan.capacity, capacity);
@@ -299,7 +299,7 @@ describe('planServer: default allocation from 10.128.0.0/9', () => {
 
   test('an exhausted pool is refused naming address (give one explicitly)', () => {
     assertRefused(() => planServer({ name: 's' }, emptyNode, [DEFAULT_POOL]), 'address');
-    assertRefused(() => planServer({ name: 's' }, { subnets: [DEFAULT_POOL], listenPorts: [] }, []), 'address');
+    assertRefused(() => planServer({ name: 's' }, { subnets: [DEFAULT_POOL], listenPorts: [], hostNetworks: [] }, []), 'address');
   });
 
   test('a /24 left but no /23 is exhausted for max_devices 254', () => {
@@ -327,7 +327,7 @@ describe('listen ports', () => {
   ];
   for (const [intent, taken, port] of cases) {
     test(`firstFreePort ${intent}`, () => assert.equal(firstFreePort(taken), port));
-    test(`planServer ${intent}`, () => assert.equal(planServer({ name: 's' }, { subnets: [], listenPorts: taken }, []).listenPort, port));
+    test(`planServer ${intent}`, () => assert.equal(planServer({ name: 's' }, { subnets: [], listenPorts: taken, hostNetworks: [] }, []).listenPort, port));
   }
 
   test('the last port 65535 is still handed out', () => {
@@ -338,17 +338,17 @@ describe('listen ports', () => {
   test('every port from 51820 taken is refused naming listen_port', () => {
     const taken = Array.from({ length: 65536 - 51820 }, (_, i) => 51820 + i);
     assertRefused(() => firstFreePort(taken), 'listen_port');
-    assertRefused(() => planServer({ name: 's' }, { subnets: [], listenPorts: taken }, []), 'listen_port');
+    assertRefused(() => planServer({ name: 's' }, { subnets: [], listenPorts: taken, hostNetworks: [] }, []), 'listen_port');
   });
 
   test('an explicit free port is used, even below 51820', () => {
-    assert.equal(planServer({ name: 's', listenPort: 51821 }, { subnets: [], listenPorts: [51820] }, []).listenPort, 51821);
+    assert.equal(planServer({ name: 's', listenPort: 51821 }, { subnets: [], listenPorts: [51820], hostNetworks: [] }, []).listenPort, 51821);
     assert.equal(planServer({ name: 's', listenPort: 443 }, emptyNode, []).listenPort, 443);
   });
 
   test('an explicit port taken on the node is refused naming listen_port', () => {
-    assertRefused(() => planServer({ name: 's', listenPort: 51820 }, { subnets: [], listenPorts: [51820] }, []), 'listen_port');
-    assertRefused(() => planServer({ name: 's', listenPort: 51999 }, { subnets: [], listenPorts: [51820, 51999] }, []), 'listen_port');
+    assertRefused(() => planServer({ name: 's', listenPort: 51820 }, { subnets: [], listenPorts: [51820], hostNetworks: [] }, []), 'listen_port');
+    assertRefused(() => planServer({ name: 's', listenPort: 51999 }, { subnets: [], listenPorts: [51820, 51999], hostNetworks: [] }, []), 'listen_port');
   });
 });
 
