@@ -366,3 +366,36 @@ describe('effectiveServerStatus', () => {
     });
   }
 });
+
+describe('planServer keeps server subnets in private space and off the node', () => {
+  const outside: Array<[intent: string, address: string]> = [
+    ['loopback', '127.0.0.1/24'],
+    ['link-local, where cloud metadata lives', '169.254.169.1/24'],
+    ['public space', '8.8.8.1/24'],
+    ['a documentation range', '198.51.100.1/24'],
+    ['just below 172.16/12', '172.15.255.1/24'],
+    ['just past 172.16/12', '172.32.0.1/24'],
+    ['just past CGNAT 100.64/10', '100.128.0.1/24'],
+    ['next to 192.168/16', '192.169.0.1/16'],
+  ];
+  for (const [intent, address] of outside) {
+    test(`refuses ${intent} (${address}) naming address`, () => assertRefused(() => planServer({ name: 's', address }, emptyNode, []), 'address'));
+  }
+
+  for (const address of ['10.0.0.1/16', '172.16.0.1/24', '172.31.255.1/24', '192.168.77.1/24', '100.64.0.1/16', '100.127.255.1/24']) {
+    test(`accepts ${address}`, () => assert.equal(planServer({ name: 's', address }, emptyNode, []).address, address));
+  }
+
+  const hostNode: NodeOccupancy = { subnets: [], listenPorts: [], hostNetworks: [net('10.0.5.0/24'), net('192.168.1.10/32')] };
+  test("refuses an address overlapping the node's own network, naming address", () => {
+    assertRefused(() => planServer({ name: 's', address: '10.0.0.1/16' }, hostNode, []), 'address');
+    assertRefused(() => planServer({ name: 's', address: '192.168.1.1/24' }, hostNode, []), 'address');
+  });
+  test("accepts an address beside the node's own networks", () => {
+    assert.equal(planServer({ name: 's', address: '10.0.6.1/24' }, hostNode, []).subnet, '10.0.6.0/24');
+  });
+  test("the default pool skips the node's own networks", () => {
+    const onPool: NodeOccupancy = { subnets: [], listenPorts: [], hostNetworks: [net('10.128.0.5/23')] };
+    assert.equal(planServer({ name: 's' }, onPool, []).subnet, '10.128.2.0/24');
+  });
+});
