@@ -96,6 +96,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     },
     // A 255-character external_id, URL-encoded, is up to 9 bytes a character.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2400 },
+    // The router's own refusals (a malformed %-escape, an over-long path parameter) get the error body too.
+    frameworkErrors: (error, request, reply) => sendError(error, request, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);

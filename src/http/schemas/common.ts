@@ -12,7 +12,10 @@ export const ErrorSchema = Type.Object(
   { $id: 'Error', title: 'Error' },
 );
 
-export const IdParams = Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) });
+/** A resource id wherever it is given: no larger than both databases' integers and JavaScript's hold exactly. */
+export const Id = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
+
+export const IdParams = Type.Object({ id: Id });
 
 export const DateTime = Type.String({
   format: 'date-time',

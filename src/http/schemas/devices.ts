@@ -1,6 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { DEVICE_STATUSES, EXTERNAL_ID_MAX, METADATA_MAX_DEPTH, NAME_MAX, SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
-import { DateTime, PlainText } from './common.ts';
+import { DateTime, Id, PlainText } from './common.ts';
 
 const Usage = Type.Object({ rx_bytes: Type.Integer(), tx_bytes: Type.Integer(), total_bytes: Type.Integer() });
 const LimitPeriod = Type.Union([Type.Literal('monthly'), Type.Literal('total')]);
@@ -76,7 +76,7 @@ const DeviceSettings = {
 
 export const DeviceCreateBody = Type.Object(
   {
-    server_id: Type.Union([Type.Integer({ minimum: 1 }), Type.Literal('auto')]),
+    server_id: Type.Union([Id, Type.Literal('auto')]),
     country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$', description: 'only with server_id auto; ISO 3166-1 alpha-2' })),
     city: Type.Optional(PlainText({ minLength: 1, maxLength: 64, description: 'only with server_id auto' })),
     public_key: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
@@ -90,7 +90,7 @@ export const DevicePatchBody = Type.Object(DeviceSettings, { additionalPropertie
 export type DeviceSettingsBody = Static<typeof DevicePatchBody>;
 
 export const DeviceListQuery = {
-  server_id: Type.Optional(Type.Integer({ minimum: 1 })),
+  server_id: Type.Optional(Id),
   external_id: Type.Optional(ExternalId),
   status: Type.Optional(Status),
 };

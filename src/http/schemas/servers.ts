@@ -49,7 +49,7 @@ export const ServerSchema = Type.Object(
 export const ServerCreateBody = Type.Object(
   {
     name: ServerName,
-    node_id: Type.Optional(Type.Integer({ minimum: 1, description: 'default: the local node, or the only node' })),
+    node_id: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'default: the local node, or the only node' })),
     endpoint: Type.Optional(Host),
     listen_port: Type.Optional(Port),
     address: Type.Optional(
