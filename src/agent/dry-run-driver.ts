@@ -71,7 +71,7 @@ export class DryRunDriver implements Driver {
 
   /** The machine's own interfaces: a dry-run panel refuses the server subnets a real one would. */
   hostNetworks(): Promise<string[]> {
-    const cidrs = Object.values(networkInterfaces()).flatMap((addresses) => (addresses ?? []).flatMap((a) => (a.cidr === null ? [] : [a.cidr])));
-    return Promise.resolve(cidrs);
+    const addresses = Object.values(networkInterfaces()).flatMap((list) => list ?? []);
+    return Promise.resolve(addresses.flatMap((a) => (a.cidr === null ? [] : [a.cidr])));
   }
 }

@@ -604,13 +604,13 @@ export function parseIpAddrJson(stdout: string): Map<string, Link> {
 /** `ip -j addr show` → every IPv4 and IPv6 address with its prefix, e.g. `192.0.2.2/24`, `fd00::2/64`. */
 export function parseInterfaceNetworks(stdout: string): string[] {
   const parsed: unknown = stdout.trim() === '' ? [] : JSON.parse(stdout);
-  return (Array.isArray(parsed) ? parsed : []).flatMap((item: unknown) =>
-    (isRecord(item) && Array.isArray(item.addr_info) ? item.addr_info : []).flatMap((a: unknown) =>
-      isRecord(a) && (a.family === 'inet' || a.family === 'inet6') && typeof a.local === 'string' && typeof a.prefixlen === 'number'
-        ? [`${a.local}/${a.prefixlen}`]
-        : [],
-    ),
+  const addresses = (Array.isArray(parsed) ? parsed : []).flatMap((item: unknown) =>
+    isRecord(item) && Array.isArray(item.addr_info) ? item.addr_info : [],
   );
+  return addresses.flatMap((a: unknown) => {
+    if (!isRecord(a) || (a.family !== 'inet' && a.family !== 'inet6')) return [];
+    return typeof a.local === 'string' && typeof a.prefixlen === 'number' ? [`${a.local}/${a.prefixlen}`] : [];
+  });
 }
 
 function parseDefaultRoute(stdout: string): string {

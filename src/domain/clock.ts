@@ -43,7 +43,7 @@ function isLeapYear(year: number): boolean {
 export function instantMs(text: string): number | undefined {
   const m = DATE_TIME.exec(text);
   if (m === null) return undefined;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const [year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0] = m.slice(1, 7).map(Number);
   const offsetHours = Number(m[9] ?? 0);
   const offsetMinutes = Number(m[10] ?? 0);
   const monthDays = month === 2 && isLeapYear(year) ? 29 : DAYS_IN_MONTH[month - 1];
@@ -66,6 +66,10 @@ export function instantMs(text: string): number | undefined {
 export function normaliseInstant(text: string | null, field: string): string | null {
   if (text === null) return null;
   const ms = instantMs(text);
-  if (ms === undefined) throw new AppError('validation_failed', `${field} is not a real instant: ${JSON.stringify(text)}`, { [field]: 'not a real instant' });
+  if (ms === undefined) {
+    throw new AppError('validation_failed', `${field} is not a real instant: ${JSON.stringify(text)}`, {
+      [field]: 'not a real instant',
+    });
+  }
   return isoAt(ms);
 }

@@ -10,7 +10,7 @@ export const DEVICE_STATUSES: readonly DeviceStatus[] = ['active', 'disabled', '
 export const NAME_MAX = 64;
 export const EXTERNAL_ID_MAX = 255;
 export const METADATA_MAX_BYTES = 4096;
-/** Objects and arrays nested in metadata, the metadata object itself counted: plenty for any record, and far from a stack's limit. */
+/** Objects and arrays nested in metadata, itself counted: plenty for any record, far from a stack's limit. */
 export const METADATA_MAX_DEPTH = 32;
 export const SPEED_LIMIT_MAX_KBPS = 10_000_000;
 /** A device is online while its latest handshake is younger than this (DESIGN §3). */

@@ -70,13 +70,15 @@ export function planServer(input: ServerCreateInput, node: NodeOccupancy, panelS
   if (input.address !== undefined) {
     ({ subnet, address } = parseCidr(input.address));
     if (!inServerSpace(subnet)) {
-      throw new AppError('validation_failed', `subnet ${formatSubnet(subnet)} is not private: use 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10`, {
+      const spaces = '10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10';
+      throw new AppError('validation_failed', `subnet ${formatSubnet(subnet)} is not private: use ${spaces}`, {
         address: 'not in private (RFC 1918) or CGNAT (100.64.0.0/10) space',
       });
     }
     const hostNetwork = node.hostNetworks.find((n) => overlaps(n, subnet));
     if (hostNetwork !== undefined) {
-      throw new AppError('validation_failed', `subnet ${formatSubnet(subnet)} overlaps ${formatSubnet(hostNetwork)}, a network of the node itself`, {
+      const overlap = `${formatSubnet(subnet)} overlaps ${formatSubnet(hostNetwork)}, a network of the node itself`;
+      throw new AppError('validation_failed', `subnet ${overlap}`, {
         address: "overlaps a network of the node's own interfaces",
       });
     }

@@ -28,7 +28,8 @@ export function isPlainText(text: string): boolean {
 /** Refuses text with a character of UNSAFE_CLASS, naming `field`: for input that no schema checked (the CLI). */
 export function requirePlainText(field: string, text: string): void {
   if (!isPlainText(text)) {
-    throw new AppError('validation_failed', `${field} must not contain control, line-separator or bidirectional-override characters`, {
+    const what = 'control, line-separator or bidirectional-override characters';
+    throw new AppError('validation_failed', `${field} must not contain ${what}`, {
       [field]: 'control characters are not allowed',
     });
   }

@@ -119,7 +119,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       const deep = pathBeyondDepth(parsed, BODY_MAX_DEPTH);
       if (deep === undefined) return done(null, parsed);
       const field = deep[0] ?? 'body';
-      done(new AppError('validation_failed', `${field} nests deeper than ${BODY_MAX_DEPTH} levels`, { [field]: `nested too deep` }), undefined);
+      const fields = { [field]: 'nested too deep' };
+      done(new AppError('validation_failed', `${field} nests deeper than ${BODY_MAX_DEPTH} levels`, fields), undefined);
     });
   });
 

@@ -283,7 +283,8 @@ export class DeviceService {
       throw new AppError('validation_failed', 'public_key must be a WireGuard public key: 32 bytes in base64 (44 characters)', { public_key: 'not a WireGuard key' });
     }
     if (input.publicKey !== undefined && !isUsablePublicKey(input.publicKey)) {
-      throw new AppError('validation_failed', 'public_key is a point of small order (such as all zeros): no WireGuard handshake can succeed with it', {
+      const why = 'public_key is a point of small order (such as all zeros): no WireGuard handshake succeeds with it';
+      throw new AppError('validation_failed', why, {
         public_key: 'a low-order point, not a real public key',
       });
     }

@@ -69,7 +69,8 @@ const NODE_NAME_MAX = 64;
 
 function requireNodeName(name: string): void {
   if (name.length < 1 || name.length > NODE_NAME_MAX) {
-    throw new AppError('validation_failed', `a node name is 1 to ${NODE_NAME_MAX} characters`, { name: `1 to ${NODE_NAME_MAX} characters` });
+    const length = `1 to ${NODE_NAME_MAX} characters`;
+    throw new AppError('validation_failed', `a node name is ${length}`, { name: length });
   }
   requirePlainText('name', name);
 }
@@ -124,7 +125,8 @@ export class NodeService {
     if (input.token.length < 16) throw new AppError('validation_failed', 'the node token must be at least 16 characters', { token: 'too short' });
     requireNodeName(input.name);
     if (input.publicHost !== undefined && !isHost(input.publicHost)) {
-      throw new AppError('validation_failed', 'the public host must be a host name or an IP address, without scheme or port', { public_host: 'not a host name or address' });
+      const what = 'the public host must be a host name or an IP address, without scheme or port';
+      throw new AppError('validation_failed', what, { public_host: 'not a host name or address' });
     }
     if (await findNodeByName(this.#db, input.name)) throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
     return this.#insert({ name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, public_host: input.publicHost ?? url.hostname }, actor);

@@ -145,7 +145,8 @@ export class ServerService {
       throw new AppError('deploy_failed', `node ${node.name} did not answer, so nothing was made: ${describe(error)}`);
     }
     if (networks === undefined) {
-      throw new AppError('deploy_failed', `node ${node.name} runs an agent that does not report its networks; upgrade it to add servers there`);
+      const why = `node ${node.name} runs an agent that does not report its networks; upgrade it to add servers there`;
+      throw new AppError('deploy_failed', why);
     }
     return ipv4Networks(networks);
   }
@@ -176,7 +177,11 @@ export class ServerService {
     const onNode = allocations.filter((a) => a.node_id === node.id);
     const plan = planServer(
       input,
-      { subnets: onNode.map((a) => parseSubnet(a.subnet)), listenPorts: onNode.map((a) => a.listen_port), hostNetworks },
+      {
+        subnets: onNode.map((a) => parseSubnet(a.subnet)),
+        listenPorts: onNode.map((a) => a.listen_port),
+        hostNetworks,
+      },
       allocations.map((a) => parseSubnet(a.subnet)),
     );
     const endpoint = input.endpoint ?? node.public_host;

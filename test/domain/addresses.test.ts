@@ -3,7 +3,8 @@ import { describe, test } from 'node:test';
 import { ipv6Groups, isHost, isIpAddress, isNetwork } from '../../src/domain/addresses.ts';
 
 describe('endpoints: a host name or an address, nothing else', () => {
-  const hosts = ['vpn.example.com', 'a', 'xn--bcher-kva.example', 'a-b.c-d.example', '192.0.2.1', '2001:db8::1', '::1', '::ffff:192.0.2.1', `${'a'.repeat(63)}.example`];
+  const hosts = ['vpn.example.com', 'a', 'xn--bcher-kva.example', 'a-b.c-d.example', `${'a'.repeat(63)}.example`];
+  hosts.push('192.0.2.1', '2001:db8::1', '::1', '::ffff:192.0.2.1');
   for (const host of hosts) test(`accepts ${host}`, () => assert.equal(isHost(host), true));
 
   const refused: Array<[intent: string, text: string]> = [
@@ -33,12 +34,18 @@ describe('endpoints: a host name or an address, nothing else', () => {
     ['a name over 253 characters', `${'a.'.repeat(126)}ab`],
     ['non-ASCII letters', 'bücher.example'],
   ];
-  for (const [intent, text] of refused) test(`refuses ${intent}: ${JSON.stringify(text)}`, () => assert.equal(isHost(text), false));
+  for (const [intent, text] of refused) {
+    test(`refuses ${intent}: ${JSON.stringify(text)}`, () => assert.equal(isHost(text), false));
+  }
 });
 
 describe('DNS servers: IP addresses only', () => {
-  for (const ip of ['1.1.1.1', '2606:4700:4700::1111', '::', '0.0.0.0']) test(`accepts ${ip}`, () => assert.equal(isIpAddress(ip), true));
-  for (const text of ['dns.example', '1.1.1.1/32', '1.1.1', ':', '1.1.1.1 ', 'fe80::1%2']) test(`refuses ${JSON.stringify(text)}`, () => assert.equal(isIpAddress(text), false));
+  for (const ip of ['1.1.1.1', '2606:4700:4700::1111', '::', '0.0.0.0']) {
+    test(`accepts ${ip}`, () => assert.equal(isIpAddress(ip), true));
+  }
+  for (const text of ['dns.example', '1.1.1.1/32', '1.1.1', ':', '1.1.1.1 ', 'fe80::1%2']) {
+    test(`refuses ${JSON.stringify(text)}`, () => assert.equal(isIpAddress(text), false));
+  }
 });
 
 describe('IPv6 text', () => {
@@ -52,7 +59,8 @@ describe('IPv6 text', () => {
 });
 
 describe('client_allowed_ips: real networks', () => {
-  for (const cidr of ['0.0.0.0/0', '::/0', '10.0.0.0/8', '192.0.2.1/32', '100.64.0.0/10', '2001:db8::/32', '2001:db8::1/128', 'fd00::/8']) {
+  const networks = ['0.0.0.0/0', '::/0', '10.0.0.0/8', '192.0.2.1/32', '100.64.0.0/10'];
+  for (const cidr of [...networks, '2001:db8::/32', '2001:db8::1/128', 'fd00::/8']) {
     test(`accepts ${cidr}`, () => assert.equal(isNetwork(cidr), true));
   }
   const refused: Array<[intent: string, text: string]> = [
@@ -70,5 +78,7 @@ describe('client_allowed_ips: real networks', () => {
     ['a broken address', '10.0.0.256/32'],
     ['a space', '10.0.0.0/8 '],
   ];
-  for (const [intent, text] of refused) test(`refuses ${intent}: ${JSON.stringify(text)}`, () => assert.equal(isNetwork(text), false));
+  for (const [intent, text] of refused) {
+    test(`refuses ${intent}: ${JSON.stringify(text)}`, () => assert.equal(isNetwork(text), false));
+  }
 });

@@ -57,7 +57,8 @@ describe('date-times that name a real instant', () => {
       assert.equal(instantMs(text), undefined);
       assert.throws(
         () => normaliseInstant(text, 'expires_at'),
-        (error: unknown) => error instanceof AppError && error.code === 'validation_failed' && Object.hasOwn(error.fields, 'expires_at'),
+        (error: unknown) =>
+          error instanceof AppError && error.code === 'validation_failed' && Object.hasOwn(error.fields, 'expires_at'),
       );
     });
   }

@@ -6,12 +6,15 @@ import { pathBeyondDepth } from '../../src/domain/json-depth.ts';
 import { isPlainText, requirePlainText } from '../../src/domain/text.ts';
 
 function refusedNaming(field: string) {
-  return (error: unknown) => error instanceof AppError && error.code === 'validation_failed' && Object.hasOwn(error.fields, field);
+  return (error: unknown) =>
+    error instanceof AppError && error.code === 'validation_failed' && Object.hasOwn(error.fields, field);
 }
 
 describe('names and identifiers: plain text', () => {
-  const plain = ['laptop', 'Jörg’s Phone', '東京-1', 'ноутбук', 'family 👨‍👩‍👧', 'a\u200Eb', 'tab-less name', '', 'x'.repeat(1000), 'emoji 😀'];
-  for (const text of plain) test(`accepts ${JSON.stringify(text.slice(0, 40))}`, () => assert.equal(isPlainText(text), true));
+  const plain = ['laptop', 'Jörg’s Phone', '東京-1', 'ноутбук', 'family 👨‍👩‍👧', 'a\u200Eb', '', 'x'.repeat(1000)];
+  for (const text of plain) {
+    test(`accepts ${JSON.stringify(text.slice(0, 40))}`, () => assert.equal(isPlainText(text), true));
+  }
 
   const unsafe: Array<[intent: string, char: string]> = [
     ['NUL', '\u0000'],
@@ -35,12 +38,16 @@ describe('names and identifiers: plain text', () => {
   ];
   for (const [intent, char] of unsafe) {
     test(`refuses ${intent} anywhere in the text`, () => {
-      for (const text of [char, `a${char}`, `${char}b`, `name${char}name`]) assert.equal(isPlainText(text), false, JSON.stringify(text));
+      for (const text of [char, `a${char}`, `${char}b`, `name${char}name`]) {
+        assert.equal(isPlainText(text), false, JSON.stringify(text));
+      }
       assert.throws(() => requirePlainText('name', `x${char}y`), refusedNaming('name'));
     });
   }
   test('the characters right beside the refused ranges pass', () => {
-    for (const char of [' ', '~', '\u00A0', '\u2027', '\u202F', '\u2065', '\u206A']) assert.equal(isPlainText(char), true, JSON.stringify(char));
+    for (const char of [' ', '~', '\u00A0', '\u2027', '\u202F', '\u2065', '\u206A']) {
+      assert.equal(isPlainText(char), true, JSON.stringify(char));
+    }
   });
 });
 
@@ -68,11 +75,17 @@ describe('nesting, measured without recursion', () => {
 });
 
 describe('metadata limits', () => {
-  test(`accepts metadata ${METADATA_MAX_DEPTH} levels deep`, () => assert.equal(typeof metadataText(nested(METADATA_MAX_DEPTH) as object), 'string'));
+  test(`accepts metadata ${METADATA_MAX_DEPTH} levels deep`, () => {
+    assert.equal(typeof metadataText(nested(METADATA_MAX_DEPTH) as object), 'string');
+  });
   for (const depth of [METADATA_MAX_DEPTH + 1, 5_000, 200_000]) {
-    test(`refuses metadata ${depth} levels deep naming metadata`, () => assert.throws(() => metadataText(nested(depth) as object), refusedNaming('metadata')));
+    test(`refuses metadata ${depth} levels deep naming metadata`, () => {
+      assert.throws(() => metadataText(nested(depth) as object), refusedNaming('metadata'));
+    });
   }
-  test('refuses an array 5,000 deep inside metadata', () => assert.throws(() => metadataText({ list: nested(5_000, true) }), refusedNaming('metadata')));
+  test('refuses an array 5,000 deep inside metadata', () => {
+    assert.throws(() => metadataText({ list: nested(5_000, true) }), refusedNaming('metadata'));
+  });
   test(`accepts ${METADATA_MAX_BYTES} bytes and refuses one more`, () => {
     const fits = { k: 'x'.repeat(METADATA_MAX_BYTES - '{"k":""}'.length) };
     assert.equal(metadataText(fits)?.length, METADATA_MAX_BYTES);

@@ -5,8 +5,10 @@ import { generateKeyPair, isLowOrderPoint, isUsablePublicKey, isValidKey } from 
 
 /** X25519 with a fresh private key: OpenSSL refuses (throws) when the shared secret is all zeros. */
 function sharesASecret(publicKey: string): boolean {
-  const privateKey = createPrivateKey({ key: Buffer.concat([Buffer.from('302e020100300506032b656e04220420', 'hex'), randomBytes(32)]), format: 'der', type: 'pkcs8' });
-  const peer = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b656e032100', 'hex'), Buffer.from(publicKey, 'base64')]), format: 'der', type: 'spki' });
+  const pkcs8 = Buffer.concat([Buffer.from('302e020100300506032b656e04220420', 'hex'), randomBytes(32)]);
+  const spki = Buffer.concat([Buffer.from('302a300506032b656e032100', 'hex'), Buffer.from(publicKey, 'base64')]);
+  const privateKey = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' });
+  const peer = createPublicKey({ key: spki, format: 'der', type: 'spki' });
   try {
     return !diffieHellman({ privateKey, publicKey: peer }).equals(Buffer.alloc(32));
   } catch {
@@ -48,6 +50,8 @@ describe('WireGuard public keys of small order', () => {
   });
 
   test('a malformed key is not usable either', () => {
-    for (const bad of ['', 'AAAA', `${'A'.repeat(43)}=\n`, `${'A'.repeat(42)}B=`]) assert.equal(isUsablePublicKey(bad), false, JSON.stringify(bad));
+    for (const bad of ['', 'AAAA', `${'A'.repeat(43)}=\n`, `${'A'.repeat(42)}B=`]) {
+      assert.equal(isUsablePublicKey(bad), false, JSON.stringify(bad));
+    }
   });
 });

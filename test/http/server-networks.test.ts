@@ -49,7 +49,7 @@ describe("server subnets stay in private space and off the node's own networks",
     }
   });
 
-  it('makes no server on a node that cannot say its networks: too old an agent, or unreachable (502, nothing saved)', async () => {
+  it('makes no server on a node that cannot say its networks (too old, unreachable): 502, nothing saved', async () => {
     const before = await serverCount();
     agent.networks = undefined;
     const old = await call('POST', '/servers', { name: 'old-agent' });

@@ -1348,7 +1348,7 @@ export interface paths {
                     "application/json": {
                         /**
                          * Format: date-time
-                         * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+                         * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
                          */
                         expires_at?: string;
                     };
@@ -1537,12 +1537,12 @@ export interface paths {
                             created_by: string;
                             /**
                              * Format: date-time
-                             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+                             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
                              */
                             created_at: string;
                             /**
                              * Format: date-time
-                             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+                             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
                              */
                             updated_at: string;
                             /** @description whsec_…: verifies the webhook-signature header; shown only now */
@@ -1970,7 +1970,7 @@ export interface components {
             capacity: number;
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             created_at: string;
         };
@@ -1993,7 +1993,7 @@ export interface components {
             kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.deleted" | "node.online" | "node.offline" | "ping";
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             created_at: string;
             server_id: number | null;
@@ -2037,7 +2037,7 @@ export interface components {
             };
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             usage_reset_at: string;
             expires_at: string | null;
@@ -2050,12 +2050,12 @@ export interface components {
             };
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             created_at: string;
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             updated_at: string;
             /** @description the wg-quick client config */
@@ -2089,7 +2089,7 @@ export interface components {
             limit_period: "monthly" | "total";
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             usage_reset_at: string;
             /** @description the last 90 days with usage, oldest first */
@@ -2124,12 +2124,12 @@ export interface components {
             created_by: string;
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             created_at: string;
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             updated_at: string;
         };
@@ -2149,7 +2149,7 @@ export interface components {
             duration_ms: number | null;
             /**
              * Format: date-time
-             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             created_at: string;
         };

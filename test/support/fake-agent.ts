@@ -37,7 +37,10 @@ export class FakeAgent {
       };
       if (req.headers.authorization !== `Bearer ${this.token}`) return send(401, { error: 'bad token', failures: [] });
       const body = await readJson(req);
-      if (req.method === 'GET' && req.url === '/v1/status') return send(200, { bootId, version: 'fake', driver: 'dry-run', serverIds: [], ...(this.networks === undefined ? {} : { networks: this.networks }) });
+      if (req.method === 'GET' && req.url === '/v1/status') {
+        const status = { bootId, version: 'fake', driver: 'dry-run', serverIds: [] };
+        return send(200, this.networks === undefined ? status : { ...status, networks: this.networks });
+      }
       if (req.method === 'PUT' && req.url === '/v1/state') return send(200, { applied: [], removed: [], failures: [] });
       if (req.method === 'POST' && req.url === '/v1/usage') return send(200, { journalId: 'fake', batches: [], handshakes: [] });
       const match = /^\/v1\/servers\/([0-9]+)$/.exec(req.url ?? '');

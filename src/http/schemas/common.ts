@@ -19,7 +19,7 @@ export const IdParams = Type.Object({ id: Id });
 
 export const DateTime = Type.String({
   format: 'date-time',
-  description: 'RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 in UTC is refused',
+  description: 'RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused',
 });
 
 /** A name or identifier: text without control, line-separator or bidi-override characters (src/domain/text.ts). */

@@ -1,5 +1,11 @@
 import Type, { type Static } from 'typebox';
-import { DEVICE_STATUSES, EXTERNAL_ID_MAX, METADATA_MAX_DEPTH, NAME_MAX, SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
+import {
+  DEVICE_STATUSES,
+  EXTERNAL_ID_MAX,
+  METADATA_MAX_DEPTH,
+  NAME_MAX,
+  SPEED_LIMIT_MAX_KBPS,
+} from '../../domain/devices.ts';
 import { DateTime, Id, PlainText } from './common.ts';
 
 const Usage = Type.Object({ rx_bytes: Type.Integer(), tx_bytes: Type.Integer(), total_bytes: Type.Integer() });
@@ -95,7 +101,9 @@ export const DeviceListQuery = {
   status: Type.Optional(Status),
 };
 
-export const GroupParams = Type.Object({ external_id: PlainText({ minLength: 1, maxLength: EXTERNAL_ID_MAX, description: 'URL-encoded' }) });
+export const GroupParams = Type.Object({
+  external_id: PlainText({ minLength: 1, maxLength: EXTERNAL_ID_MAX, description: 'URL-encoded' }),
+});
 
 export const GroupPatchBody = Type.Object(
   {

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { DateTime, PlainText } from './common.ts';
+import { DateTime, Id, PlainText } from './common.ts';
 
 const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 code' });
 /** Formats `host`, `ip` and `network` are src/domain/addresses.ts's rules (src/http/validation.ts). */
@@ -14,11 +14,15 @@ const City = PlainText({ maxLength: 64 });
 const Port = Type.Integer({ minimum: 1, maximum: 65535 });
 const Mtu = Type.Integer({ minimum: 1280, maximum: 9000 });
 const Keepalive = Type.Integer({ minimum: 0, maximum: 65535, description: 'seconds; 0 turns it off' });
-const DnsList = Type.Array(Type.String({ minLength: 1, maxLength: 45, format: 'ip', description: 'IPv4 or IPv6 address' }), { maxItems: 8 });
-const AllowedIps = Type.Array(
-  Type.String({ minLength: 1, maxLength: 64, format: 'network', description: 'network in CIDR notation, host bits zero: 0.0.0.0/0, 10.0.0.0/8, ::/0' }),
-  { minItems: 1, maxItems: 64 },
-);
+const IpAddress = Type.String({ minLength: 1, maxLength: 45, format: 'ip', description: 'IPv4 or IPv6 address' });
+const DnsList = Type.Array(IpAddress, { maxItems: 8 });
+const Network = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  format: 'network',
+  description: 'network in CIDR notation, host bits zero: 0.0.0.0/0, 10.0.0.0/8, ::/0',
+});
+const AllowedIps = Type.Array(Network, { minItems: 1, maxItems: 64 });
 const MaxDevices = Type.Integer({ minimum: 1, maximum: 65533 });
 
 export const ServerSchema = Type.Object(
@@ -49,14 +53,15 @@ export const ServerSchema = Type.Object(
 export const ServerCreateBody = Type.Object(
   {
     name: ServerName,
-    node_id: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'default: the local node, or the only node' })),
+    node_id: Type.Optional(Type.Integer({ ...Id, description: 'default: the local node, or the only node' })),
     endpoint: Type.Optional(Host),
     listen_port: Type.Optional(Port),
     address: Type.Optional(
       Type.String({
         maxLength: 18,
         description:
-          "IPv4 CIDR /16 to /30, e.g. 10.200.0.1/20, in 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10 and off the node's own networks; default the next free /24 of 10.128.0.0/9",
+          'IPv4 CIDR /16 to /30, e.g. 10.200.0.1/20, in 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10 ' +
+          "and off the node's own networks; default the next free /24 of 10.128.0.0/9",
       }),
     ),
     max_devices: Type.Optional(MaxDevices),
