@@ -109,6 +109,10 @@ class TimedDriver implements Driver {
     return this.#inner.down(serverId);
   }
 
+  hostNetworks(): Promise<string[]> {
+    return this.#inner.hostNetworks();
+  }
+
   list(): Promise<number[]> {
     return this.#inner.list();
   }

@@ -63,7 +63,13 @@ export class Agent {
   }
 
   async status(): Promise<AgentStatus> {
-    return { bootId: this.bootId, version: this.#version, driver: this.#driver.kind, serverIds: await this.#driver.list() };
+    // A host whose links cannot be read still answers its heartbeat; the panel then adds no server here.
+    const [serverIds, networks] = await Promise.all([
+      this.#driver.list(),
+      this.#driver.hostNetworks().catch(() => undefined),
+    ]);
+    const status: AgentStatus = { bootId: this.bootId, version: this.#version, driver: this.#driver.kind, serverIds };
+    return networks === undefined ? status : { ...status, networks };
   }
 
   applyServer(desired: DesiredServer): Promise<ServerState> {

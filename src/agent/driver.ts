@@ -74,6 +74,8 @@ export interface Driver {
   down(serverId: number): Promise<void>;
   /** Ids of the servers this driver has on the host (to resync or clean up after a restart). */
   list(): Promise<number[]>;
+  /** The host's own interface addresses as CIDRs (`192.0.2.2/24`, `fd00::2/64`); throws when it cannot read them. */
+  hostNetworks(): Promise<string[]>;
 }
 
 export class DriverError extends Error {

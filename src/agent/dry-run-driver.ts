@@ -3,6 +3,7 @@
  * root): servers and peers live in memory, so the whole API works and configs are issued, but no
  * tunnel carries traffic and every counter stays 0.
  */
+import { networkInterfaces } from 'node:os';
 import { DriverError } from './driver.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
@@ -66,5 +67,11 @@ export class DryRunDriver implements Driver {
 
   list(): Promise<number[]> {
     return Promise.resolve([...this.#servers.keys()].sort((a, b) => a - b));
+  }
+
+  /** The machine's own interfaces: a dry-run panel refuses the server subnets a real one would. */
+  hostNetworks(): Promise<string[]> {
+    const addresses = Object.values(networkInterfaces()).flatMap((list) => list ?? []);
+    return Promise.resolve(addresses.flatMap((a) => (a.cidr === null ? [] : [a.cidr])));
   }
 }

@@ -69,6 +69,11 @@ export const AgentStatusSchema = Type.Object({
   version: Type.String(),
   driver: Type.Union([Type.Literal('wireguard'), Type.Literal('dry-run')]),
   serverIds: Type.Array(Type.Integer()),
+  /**
+   * The addresses of the host's own interfaces with their prefixes (`192.0.2.2/24`), so the panel keeps
+   * server subnets off them. Absent when the host could not be read (or from an agent older than this field).
+   */
+  networks: Type.Optional(Type.Array(Type.String())),
 });
 
 export const ResyncReportSchema = Type.Object({

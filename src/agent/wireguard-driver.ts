@@ -167,6 +167,12 @@ export class WireGuardDriver implements Driver {
     return [...ids].sort((a, b) => a - b);
   }
 
+  /** Read from the host namespace itself (not #links, which takes a failed read for no links). */
+  async hostNetworks(): Promise<string[]> {
+    const { stdout } = await this.#runner.run('ip', [...this.#hostIp(), '-j', 'addr', 'show']);
+    return parseInterfaceNetworks(stdout);
+  }
+
   /** Stops every wireguard-go child this driver started, leaving the servers' namespaces for down(). */
   async close(): Promise<void> {
     await Promise.all([...this.#children.values()].map((c) => c.stop()));
@@ -593,6 +599,18 @@ export function parseIpAddrJson(stdout: string): Map<string, Link> {
     links.set(item.ifname, { up: flags.includes('UP'), mtu: typeof item.mtu === 'number' ? item.mtu : 0, addrs });
   }
   return links;
+}
+
+/** `ip -j addr show` → every IPv4 and IPv6 address with its prefix, e.g. `192.0.2.2/24`, `fd00::2/64`. */
+export function parseInterfaceNetworks(stdout: string): string[] {
+  const parsed: unknown = stdout.trim() === '' ? [] : JSON.parse(stdout);
+  const addresses = (Array.isArray(parsed) ? parsed : []).flatMap((item: unknown) =>
+    isRecord(item) && Array.isArray(item.addr_info) ? item.addr_info : [],
+  );
+  return addresses.flatMap((a: unknown) => {
+    if (!isRecord(a) || (a.family !== 'inet' && a.family !== 'inet6')) return [];
+    return typeof a.local === 'string' && typeof a.prefixlen === 'number' ? [`${a.local}/${a.prefixlen}`] : [];
+  });
 }
 
 function parseDefaultRoute(stdout: string): string {

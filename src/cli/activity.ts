@@ -1,5 +1,5 @@
 import { ACTIVITY_RESOURCES, type ActivityEntry, actorFilter, isActivityResource } from '../domain/activity.ts';
-import { normaliseInstant } from '../domain/clock.ts';
+import { isoAt } from '../domain/clock.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/paging.ts';
 import { storeConfig } from '../main/config.ts';
 import { openMigratedStore } from '../main/panel.ts';
@@ -17,7 +17,7 @@ function wholeNumber(text: string | undefined, flag: string, min: number, max: n
 function sinceIso(text: string | undefined): string | undefined {
   if (text === undefined) return undefined;
   if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(Date.parse(text))) throw new UsageError(`--since must be an ISO date or date-time such as 2026-05-01T12:00:00Z (got '${text}')`);
-  return normaliseInstant(text) ?? undefined;
+  return isoAt(Date.parse(text));
 }
 
 /** One entry as a person reads it: a line, then each field an update changed. */

@@ -1,4 +1,5 @@
 import { AppError } from './errors.ts';
+import { pathBeyondDepth } from './json-depth.ts';
 import { type Subnet, deviceRoom, size } from './subnets.ts';
 
 /** Status of spec §3; precedence of DESIGN §3: disabled > expired > limit_reached > active. */
@@ -9,6 +10,8 @@ export const DEVICE_STATUSES: readonly DeviceStatus[] = ['active', 'disabled', '
 export const NAME_MAX = 64;
 export const EXTERNAL_ID_MAX = 255;
 export const METADATA_MAX_BYTES = 4096;
+/** Objects and arrays nested in metadata, itself counted: plenty for any record, far from a stack's limit. */
+export const METADATA_MAX_DEPTH = 32;
 export const SPEED_LIMIT_MAX_KBPS = 10_000_000;
 /** A device is online while its latest handshake is younger than this (DESIGN §3). */
 export const ONLINE_WINDOW_MS = 3 * 60 * 1000;
@@ -30,9 +33,17 @@ export function isOnline(lastHandshakeMs: number | null, nowMs: number): boolean
   return lastHandshakeMs !== null && nowMs - lastHandshakeMs < ONLINE_WINDOW_MS;
 }
 
-/** Spec §8: any JSON object up to 4 KB (as UTF-8 JSON text), stored exactly as given. */
+/**
+ * Spec §8: any JSON object up to 4 KB (as UTF-8 JSON text), stored exactly as given, nested at most
+ * METADATA_MAX_DEPTH deep: the depth is checked first, without recursion, so serialising it cannot overflow.
+ */
 export function metadataText(metadata: object | null): string | null {
   if (metadata === null) return null;
+  if (pathBeyondDepth(metadata, METADATA_MAX_DEPTH) !== undefined) {
+    throw new AppError('validation_failed', `metadata nests deeper than ${METADATA_MAX_DEPTH} levels`, {
+      metadata: `nested at most ${METADATA_MAX_DEPTH} levels`,
+    });
+  }
   const text = JSON.stringify(metadata);
   if (Buffer.byteLength(text, 'utf8') > METADATA_MAX_BYTES) {
     throw new AppError('validation_failed', `metadata is over ${METADATA_MAX_BYTES} bytes as JSON`, { metadata: `at most ${METADATA_MAX_BYTES} bytes` });

@@ -6,6 +6,7 @@ import {
   deviceRoom,
   firstFreeSubnet,
   formatSubnet,
+  inServerSpace,
   intToIp,
   overlaps,
   parseCidr,
@@ -45,6 +46,8 @@ export interface ServerCreateInput {
 export interface NodeOccupancy {
   subnets: readonly Subnet[];
   listenPorts: readonly number[];
+  /** The networks of the node's own interfaces (its agent reports them): a server subnet never overlaps one. */
+  hostNetworks: readonly Subnet[];
 }
 
 export interface ServerPlan {
@@ -55,15 +58,30 @@ export interface ServerPlan {
 }
 
 /**
- * Picks the subnet, address, port and capacity of a new server. An explicit `address` must not overlap
- * a subnet of the node; without one the next free subnet of the default pool is taken (a /24, or the
- * smallest that fits `maxDevices`), avoiding `panelSubnets` so device addresses stay unique panel-wide.
+ * Picks the subnet, address, port and capacity of a new server. An explicit `address` must lie in
+ * private or CGNAT space and overlap neither a subnet of the node nor one of its own networks (clients
+ * would shadow, or be routed into, the host's network); without one the next free subnet of the default
+ * pool is taken (a /24, or the smallest that fits `maxDevices`), avoiding the node's networks and
+ * `panelSubnets` so device addresses stay unique panel-wide.
  */
 export function planServer(input: ServerCreateInput, node: NodeOccupancy, panelSubnets: readonly Subnet[]): ServerPlan {
   let subnet: Subnet;
   let address: number;
   if (input.address !== undefined) {
     ({ subnet, address } = parseCidr(input.address));
+    if (!inServerSpace(subnet)) {
+      const spaces = '10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10';
+      throw new AppError('validation_failed', `subnet ${formatSubnet(subnet)} is not private: use ${spaces}`, {
+        address: 'not in private (RFC 1918) or CGNAT (100.64.0.0/10) space',
+      });
+    }
+    const hostNetwork = node.hostNetworks.find((n) => overlaps(n, subnet));
+    if (hostNetwork !== undefined) {
+      const overlap = `${formatSubnet(subnet)} overlaps ${formatSubnet(hostNetwork)}, a network of the node itself`;
+      throw new AppError('validation_failed', `subnet ${overlap}`, {
+        address: "overlaps a network of the node's own interfaces",
+      });
+    }
     if (node.subnets.some((s) => overlaps(s, subnet))) {
       throw new AppError('validation_failed', `subnet ${formatSubnet(subnet)} overlaps a subnet of another server on this node`, {
         address: 'overlaps another server',
@@ -76,7 +94,7 @@ export function planServer(input: ServerCreateInput, node: NodeOccupancy, panelS
     }
   } else {
     const prefix = input.maxDevices === undefined ? DEFAULT_PREFIX : Math.min(DEFAULT_PREFIX, prefixFor(input.maxDevices));
-    const free = firstFreeSubnet(DEFAULT_POOL, prefix, [...node.subnets, ...panelSubnets]);
+    const free = firstFreeSubnet(DEFAULT_POOL, prefix, [...node.subnets, ...node.hostNetworks, ...panelSubnets]);
     if (!free) throw new AppError('validation_failed', `no free /${prefix} left in ${formatSubnet(DEFAULT_POOL)}; give an address`, { address: 'required: pool exhausted' });
     subnet = free;
     address = serverAddressOf(free);

@@ -20,6 +20,40 @@ export const MAX_PREFIX = 30;
 /** A /16 holds 65,533 devices, the most one server's speed-limit tree can address (dataplane research). */
 export const MIN_PREFIX = 16;
 
+/**
+ * Where a server's subnet may lie: private space (RFC 1918) and shared address space (CGNAT, RFC 6598).
+ * Anything else is someone's: loopback and link-local (169.254/16, cloud metadata included) would shadow
+ * the node's own services, public space someone else's hosts.
+ */
+export const SERVER_SPACES: readonly Subnet[] = [
+  { network: ipToInt('10.0.0.0'), prefix: 8 },
+  { network: ipToInt('172.16.0.0'), prefix: 12 },
+  { network: ipToInt('192.168.0.0'), prefix: 16 },
+  { network: ipToInt('100.64.0.0'), prefix: 10 },
+];
+
+/** True when the subnet lies wholly inside one of SERVER_SPACES. */
+export function inServerSpace(subnet: Subnet): boolean {
+  return SERVER_SPACES.some((space) => space.prefix <= subnet.prefix && overlaps(space, subnet));
+}
+
+/**
+ * The IPv4 networks of a node's interfaces (`192.0.2.2/24`), as subnets; IPv6 and malformed entries
+ * are skipped (server subnets are IPv4).
+ */
+export function ipv4Networks(cidrs: readonly string[]): Subnet[] {
+  return cidrs.flatMap((cidr) => {
+    const match = /^([0-9.]+)\/([0-9]{1,2})$/.exec(cidr);
+    const prefix = Number(match?.[2]);
+    if (!match?.[1] || prefix > 32) return [];
+    try {
+      return [subnetOf(ipToInt(match[1]), prefix)];
+    } catch {
+      return [];
+    }
+  });
+}
+
 export function ipToInt(ip: string): number {
   const parts = ip.split('.');
   if (parts.length !== 4 || !parts.every((p) => /^(0|[1-9][0-9]{0,2})$/.test(p) && Number(p) <= 255)) {

@@ -29,6 +29,35 @@ export function isValidKey(base64: string): boolean {
   return bytes.length === KEY_BYTES && bytes.toString('base64') === base64;
 }
 
+/**
+ * The Curve25519 points of small order, as libsodium lists them (`crypto_scalarmult` refuses them,
+ * and WireGuard completes no handshake with one: its shared secret is all zeros whatever the private
+ * key): 0, 1, the two points of order 8, p-1, and p and p+1 (non-canonical 0 and 1). X25519 ignores
+ * the top bit, so each also has a second encoding with bit 255 set; keys are compared with it cleared.
+ */
+const LOW_ORDER_POINTS = [
+  '0000000000000000000000000000000000000000000000000000000000000000',
+  '0100000000000000000000000000000000000000000000000000000000000000',
+  'e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800',
+  '5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157',
+  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+].map((hex) => Buffer.from(hex, 'hex'));
+
+/** True for a public key of small order (any encoding): no peer can share a secret with it. */
+export function isLowOrderPoint(base64: string): boolean {
+  const bytes = Buffer.from(base64, 'base64');
+  if (bytes.length !== KEY_BYTES) return false;
+  bytes[31] = (bytes[31] ?? 0) & 127;
+  return LOW_ORDER_POINTS.some((point) => point.equals(bytes));
+}
+
+/** A key a client may give as its public key: well-formed (isValidKey) and not of small order. */
+export function isUsablePublicKey(base64: string): boolean {
+  return isValidKey(base64) && !isLowOrderPoint(base64);
+}
+
 /** A new key pair; the private key is clamped as `wg genkey` clamps it. */
 export function generateKeyPair(): WireGuardKeyPair {
   const scalar = randomBytes(KEY_BYTES);

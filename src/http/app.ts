@@ -4,6 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../domain/errors.ts';
+import { pathBeyondDepth } from '../domain/json-depth.ts';
 import type { Scope } from '../domain/api-keys.ts';
 import { type RateDecision, rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
 import type { ApiKeyService, Principal } from '../services/api-keys.ts';
@@ -55,6 +56,8 @@ export interface AppDeps {
 
 /** Request bodies here are small JSON objects (metadata is at most 4 KB). */
 const BODY_LIMIT_BYTES = 64 * 1024;
+/** Room for metadata's own limit (METADATA_MAX_DEPTH) inside a body, far from a stack's limit. */
+const BODY_MAX_DEPTH = 64;
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /** Every method but GET and HEAD may change something. */
@@ -93,6 +96,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     },
     // A 255-character external_id, URL-encoded, is up to 9 bytes a character.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2400 },
+    // The router's own refusals (a malformed %-escape, an over-long path parameter) get the error body too.
+    frameworkErrors: (error, request, reply) => sendError(error, request, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
@@ -106,8 +111,17 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
-    if (text === '') done(null, undefined);
-    else parseJson(request, text, done);
+    if (text === '') return done(null, undefined);
+    parseJson(request, text, (error, parsed) => {
+      if (error !== null) return done(error, undefined);
+      // Whatever runs next (validation, the idempotency fingerprint, a route without a body schema)
+      // may walk the body recursively: a deeper one is refused here, naming its top-level field.
+      const deep = pathBeyondDepth(parsed, BODY_MAX_DEPTH);
+      if (deep === undefined) return done(null, parsed);
+      const field = deep[0] ?? 'body';
+      const fields = { [field]: 'nested too deep' };
+      done(new AppError('validation_failed', `${field} nests deeper than ${BODY_MAX_DEPTH} levels`, fields), undefined);
+    });
   });
 
   app.decorateRequest('principal', null);

@@ -84,6 +84,8 @@ export function toAppError(error: unknown): AppError {
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return new AppError('payload_too_large', 'the request body is too large');
+      case 'FST_ERR_MAX_PARAM_LENGTH':
+        return new AppError('not_found', 'no such resource: a path parameter is too long');
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
         return new AppError('bad_request', 'send the request body as application/json', { 'content-type': 'must be application/json' });
     }

@@ -1,11 +1,18 @@
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
+import { isHost, isIpAddress, isNetwork } from '../domain/addresses.ts';
+import { instantMs } from '../domain/clock.ts';
 
 function makeAjv(coerceTypes: boolean): Ajv {
   // removeAdditional stays off: an unknown field is an error naming it, never silently dropped.
   const ajv = new Ajv({ allErrors: true, coerceTypes, useDefaults: true, removeAdditional: false, strict: false });
   addFormats.default(ajv);
+  // Formats whose rule is the domain's, so the schema of every route (bodies and query strings) says it.
+  ajv.addFormat('date-time', (text: string) => instantMs(text) !== undefined);
+  ajv.addFormat('host', isHost);
+  ajv.addFormat('ip', isIpAddress);
+  ajv.addFormat('network', isNetwork);
   return ajv;
 }
 

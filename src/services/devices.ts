@@ -13,7 +13,7 @@ import { AppError } from '../domain/errors.ts';
 import type { EventKind } from '../domain/events.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
-import { generateKeyPair, isValidKey } from '../domain/wireguard-keys.ts';
+import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
 import type { Usage } from '../domain/usage.ts';
 import { type Db, isUniqueViolation, type Store, type Tx, violationText, write } from '../store/db.ts';
 import { AddressAllocator } from './address-allocator.ts';
@@ -101,6 +101,8 @@ interface NewDevicePlan {
   subnet: Subnet;
   keys: { publicKey: string; privateKey: string | null };
   metadata: string | null;
+  /** `expires_at` as stored (UTC text), null for never. */
+  expiresAt: string | null;
   actor: string;
   onCommit: CommitHook<PlacedDevice> | undefined;
 }
@@ -276,8 +278,15 @@ export class DeviceService {
    */
   async create(input: DeviceCreateInput, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
     const metadata = input.metadata === undefined ? null : metadataText(input.metadata);
+    const expiresAt = normaliseInstant(input.expiresAt ?? null, 'expires_at');
     if (input.publicKey !== undefined && !isValidKey(input.publicKey)) {
       throw new AppError('validation_failed', 'public_key must be a WireGuard public key: 32 bytes in base64 (44 characters)', { public_key: 'not a WireGuard key' });
+    }
+    if (input.publicKey !== undefined && !isUsablePublicKey(input.publicKey)) {
+      const why = 'public_key is a point of small order (such as all zeros): no WireGuard handshake succeeds with it';
+      throw new AppError('validation_failed', why, {
+        public_key: 'a low-order point, not a real public key',
+      });
     }
     const server = await this.#serverFor(input);
     const node = await findNode(this.#db, server.node_id);
@@ -288,7 +297,7 @@ export class DeviceService {
     // bitmap is read again and the create tried again.
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.#insertDevice({ input, server, node, subnet, keys, metadata, actor, onCommit });
+        return await this.#insertDevice({ input, server, node, subnet, keys, metadata, expiresAt, actor, onCommit });
       } catch (error) {
         this.#addresses.forget(server.id);
         if (!isUniqueViolation(error)) throw error;
@@ -301,7 +310,7 @@ export class DeviceService {
   }
 
   async #insertDevice(plan: NewDevicePlan): Promise<PlacedDevice> {
-    const { input, server, node, subnet, keys, metadata, actor, onCommit } = plan;
+    const { input, server, node, subnet, keys, metadata, expiresAt, actor, onCommit } = plan;
     const now = isoAt(this.#clock.nowMs());
     return write(this.#db, async (tx) => {
       const address = await this.#claimSlot(tx, server, subnet, { name: input.name, publicKey: keys.publicKey });
@@ -319,8 +328,8 @@ export class DeviceService {
         data_limit: input.dataLimit ?? 0,
         limit_period: input.limitPeriod ?? 'monthly',
         usage_reset_at: now,
-        expires_at: normaliseInstant(input.expiresAt ?? null),
-        expiry_due_at: normaliseInstant(input.expiresAt ?? null),
+        expires_at: expiresAt,
+        expiry_due_at: expiresAt,
         speed_limit: input.speedLimit ?? 0,
         last_handshake: null,
         created_at: now,
@@ -380,7 +389,7 @@ export class DeviceService {
    * all of its devices in one. `detail` words an event of the kind (`updated`, `enabled`…).
    */
   async updateIn(tx: Tx, before: PlacedDevice, patch: DevicePatch, actor: string, detail: (row: DeviceRow, kind: string) => string): Promise<DeviceRow> {
-    const expiresAt = patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt);
+    const expiresAt = patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt, 'expires_at');
     const changed = await updateDevice(tx, before.row.id, {
       name: patch.name,
       external_id: patch.externalId,

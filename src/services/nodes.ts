@@ -1,5 +1,7 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
+import { isHost } from '../domain/addresses.ts';
 import { AppError } from '../domain/errors.ts';
+import { requirePlainText } from '../domain/text.ts';
 import { describe } from '../agent/agent.ts';
 import { parseCertSha256 } from '../agent/certificate.ts';
 import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
@@ -74,6 +76,17 @@ export async function applyOrFail(connections: NodeConnections, node: NodeRow, s
 
 type NewNode = Pick<NodeRow, 'name' | 'url' | 'token' | 'cert_sha256' | 'public_host'>;
 
+/** Node names show in `nodes list`, events, mails and client-facing server views: short plain text. */
+const NODE_NAME_MAX = 64;
+
+function requireNodeName(name: string): void {
+  if (name.length < 1 || name.length > NODE_NAME_MAX) {
+    const length = `1 to ${NODE_NAME_MAX} characters`;
+    throw new AppError('validation_failed', `a node name is ${length}`, { name: length });
+  }
+  requirePlainText('name', name);
+}
+
 export interface AddNodeInput {
   name: string;
   url: string;
@@ -132,6 +145,11 @@ export class NodeService {
     }
     if (pin !== null && url.protocol !== 'https:') {
       throw new AppError('validation_failed', 'a pinned certificate needs an https URL', { url: 'https with a pin' });
+    }
+    requireNodeName(input.name);
+    if (input.publicHost !== undefined && !isHost(input.publicHost)) {
+      const what = 'the public host must be a host name or an IP address, without scheme or port';
+      throw new AppError('validation_failed', what, { public_host: 'not a host name or address' });
     }
     if (await findNodeByName(this.#db, input.name)) throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
     const row = { name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, cert_sha256: pin };

@@ -4,7 +4,7 @@ import { AppError } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { toPage } from '../domain/paging.ts';
 import { type ServerCreateInput, type ServerStatus, effectiveServerStatus, planServer, SERVER_DEFAULTS } from '../domain/servers.ts';
-import { deviceRoom, parseSubnet } from '../domain/subnets.ts';
+import { deviceRoom, ipv4Networks, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair } from '../domain/wireguard-keys.ts';
 import { type Db, isUniqueViolation, type Tx, write } from '../store/db.ts';
 import { findLocalNode, findNode, listNodes, type NodeRow } from '../store/nodes.ts';
@@ -132,6 +132,25 @@ export class ServerService {
     throw new AppError('validation_failed', 'this panel has several nodes and no local one: give node_id', { node_id: 'required' });
   }
 
+  /**
+   * The networks of the node's own interfaces, asked of its agent now (a new server's subnet must
+   * not overlap one). A node that cannot answer could not deploy the server either: deploy_failed,
+   * nothing saved. So does an agent too old to report them: the check is never skipped.
+   */
+  async #hostNetworksOf(node: NodeRow): Promise<Subnet[]> {
+    let networks: string[] | undefined;
+    try {
+      ({ networks } = await this.#connections.for(node).status());
+    } catch (error) {
+      throw new AppError('deploy_failed', `node ${node.name} did not answer, so nothing was made: ${describe(error)}`);
+    }
+    if (networks === undefined) {
+      const why = `node ${node.name} runs an agent that does not report its networks; upgrade it to add servers there`;
+      throw new AppError('deploy_failed', why);
+    }
+    return ipv4Networks(networks);
+  }
+
   async get(id: number): Promise<ServerView> {
     const row = await findServerWithNode(this.#db, id);
     if (!row) throw new AppError('not_found', `server ${id} not found`);
@@ -153,11 +172,16 @@ export class ServerService {
    */
   async create(input: ServerCreateInput, actor: string, onCommit?: CommitHook<ServerView>): Promise<ServerView> {
     const node = await this.#nodeFor(input.nodeId);
+    const hostNetworks = await this.#hostNetworksOf(node);
     const allocations = await listServerAllocations(this.#db);
     const onNode = allocations.filter((a) => a.node_id === node.id);
     const plan = planServer(
       input,
-      { subnets: onNode.map((a) => parseSubnet(a.subnet)), listenPorts: onNode.map((a) => a.listen_port) },
+      {
+        subnets: onNode.map((a) => parseSubnet(a.subnet)),
+        listenPorts: onNode.map((a) => a.listen_port),
+        hostNetworks,
+      },
       allocations.map((a) => parseSubnet(a.subnet)),
     );
     const endpoint = input.endpoint ?? node.public_host;

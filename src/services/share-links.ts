@@ -51,7 +51,7 @@ export class ShareLinkService {
   async create(deviceId: number, expiresAt: string | undefined, actor: string): Promise<ShareLinkView> {
     const placed = await this.#devices.get(deviceId);
     const nowMs = this.#clock.nowMs();
-    const expires = expiresAt === undefined ? null : normaliseInstant(expiresAt);
+    const expires = expiresAt === undefined ? null : normaliseInstant(expiresAt, 'expires_at');
     if (expires !== null && Date.parse(expires) <= nowMs) throw new AppError('validation_failed', 'expires_at must be in the future', { expires_at: 'in the past' });
     const token = generateShareToken();
     const link: ShareLinkRow = {

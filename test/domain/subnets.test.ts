@@ -27,7 +27,7 @@ function assertRefused(fn: () => unknown, field: string): void {
 }
 
 const net = (cidr: string): Subnet => parseSubnet(cidr);
-const emptyNode: NodeOccupancy = { subnets: [], listenPorts: [] };
+const emptyNode: NodeOccupancy = { subnets: [], listenPorts: [], hostNetworks: [] };
 
 /** Subnets covering all of DEFAULT_POOL (10.128.0.0/9) except its last block of `leftPrefix`. */
 function poolTakenExceptLast(leftPrefix: number): Subnet[] {
@@ -227,7 +227,7 @@ describe('planServer: explicit address', () => {
   ];
   for (const [intent, address, nodeSubnets, subnet, capacity] of accepted) {
     test(`accepts ${intent}`, () => {
-      const plan = planServer({ name: 's', address }, { subnets: nodeSubnets.map(net), listenPorts: [] }, nodeSubnets.map(net));
+      const plan = planServer({ name: 's', address }, { subnets: nodeSubnets.map(net), listenPorts: [], hostNetworks: [] }, nodeSubnets.map(net));
       assert.deepEqual(plan, { address, subnet, listenPort: 51820, capacity });
     });
   }
@@ -242,7 +242,7 @@ describe('planServer: explicit address', () => {
   ];
   for (const [intent, address, nodeSubnet] of overlapping) {
     test(`refuses ${intent} naming address`, () => {
-      assertRefused(() => planServer({ name: 's', address }, { subnets: [net(nodeSubnet)], listenPorts: [] }, [net(nodeSubnet)]), 'address');
+      assertRefused(() => planServer({ name: 's', address }, { subnets: [net(nodeSubnet)], listenPorts: [], hostNetworks: [] }, [net(nodeSubnet)]), 'address');
     });
   }
 
@@ -279,7 +279,7 @@ describe('planServer: default allocation from 10.128.0.0/9', () => {
   for (const [intent, maxDevices, nodeSubnets, panelSubnets, address, capacity] of cases) {
     test(intent, () => {
       const input = maxDevices === undefined ? { name: 's' } : { name: 's', maxDevices };
-      const plan = planServer(input, { subnets: nodeSubnets.map(net), listenPorts: [] }, [...nodeSubnets, ...panelSubnets].map(net));
+      const plan = planServer(input, { subnets: nodeSubnets.map(net), listenPorts: [], hostNetworks: [] }, [...nodeSubnets, ...panelSubnets].map(net));
       assert.equal(plan.address, address);
       assert.equal(plan.subnet, formatSubnet(net(address)));
       assert.equal(plan.capacity, capacity);
@@ -299,7 +299,7 @@ describe('planServer: default allocation from 10.128.0.0/9', () => {
 
   test('an exhausted pool is refused naming address (give one explicitly)', () => {
     assertRefused(() => planServer({ name: 's' }, emptyNode, [DEFAULT_POOL]), 'address');
-    assertRefused(() => planServer({ name: 's' }, { subnets: [DEFAULT_POOL], listenPorts: [] }, []), 'address');
+    assertRefused(() => planServer({ name: 's' }, { subnets: [DEFAULT_POOL], listenPorts: [], hostNetworks: [] }, []), 'address');
   });
 
   test('a /24 left but no /23 is exhausted for max_devices 254', () => {
@@ -327,7 +327,7 @@ describe('listen ports', () => {
   ];
   for (const [intent, taken, port] of cases) {
     test(`firstFreePort ${intent}`, () => assert.equal(firstFreePort(taken), port));
-    test(`planServer ${intent}`, () => assert.equal(planServer({ name: 's' }, { subnets: [], listenPorts: taken }, []).listenPort, port));
+    test(`planServer ${intent}`, () => assert.equal(planServer({ name: 's' }, { subnets: [], listenPorts: taken, hostNetworks: [] }, []).listenPort, port));
   }
 
   test('the last port 65535 is still handed out', () => {
@@ -338,17 +338,17 @@ describe('listen ports', () => {
   test('every port from 51820 taken is refused naming listen_port', () => {
     const taken = Array.from({ length: 65536 - 51820 }, (_, i) => 51820 + i);
     assertRefused(() => firstFreePort(taken), 'listen_port');
-    assertRefused(() => planServer({ name: 's' }, { subnets: [], listenPorts: taken }, []), 'listen_port');
+    assertRefused(() => planServer({ name: 's' }, { subnets: [], listenPorts: taken, hostNetworks: [] }, []), 'listen_port');
   });
 
   test('an explicit free port is used, even below 51820', () => {
-    assert.equal(planServer({ name: 's', listenPort: 51821 }, { subnets: [], listenPorts: [51820] }, []).listenPort, 51821);
+    assert.equal(planServer({ name: 's', listenPort: 51821 }, { subnets: [], listenPorts: [51820], hostNetworks: [] }, []).listenPort, 51821);
     assert.equal(planServer({ name: 's', listenPort: 443 }, emptyNode, []).listenPort, 443);
   });
 
   test('an explicit port taken on the node is refused naming listen_port', () => {
-    assertRefused(() => planServer({ name: 's', listenPort: 51820 }, { subnets: [], listenPorts: [51820] }, []), 'listen_port');
-    assertRefused(() => planServer({ name: 's', listenPort: 51999 }, { subnets: [], listenPorts: [51820, 51999] }, []), 'listen_port');
+    assertRefused(() => planServer({ name: 's', listenPort: 51820 }, { subnets: [], listenPorts: [51820], hostNetworks: [] }, []), 'listen_port');
+    assertRefused(() => planServer({ name: 's', listenPort: 51999 }, { subnets: [], listenPorts: [51820, 51999], hostNetworks: [] }, []), 'listen_port');
   });
 });
 
@@ -365,4 +365,37 @@ describe('effectiveServerStatus', () => {
       assert.equal(effectiveServerStatus(stored, nodeOnline), shown);
     });
   }
+});
+
+describe('planServer keeps server subnets in private space and off the node', () => {
+  const outside: Array<[intent: string, address: string]> = [
+    ['loopback', '127.0.0.1/24'],
+    ['link-local, where cloud metadata lives', '169.254.169.1/24'],
+    ['public space', '8.8.8.1/24'],
+    ['a documentation range', '198.51.100.1/24'],
+    ['just below 172.16/12', '172.15.255.1/24'],
+    ['just past 172.16/12', '172.32.0.1/24'],
+    ['just past CGNAT 100.64/10', '100.128.0.1/24'],
+    ['next to 192.168/16', '192.169.0.1/16'],
+  ];
+  for (const [intent, address] of outside) {
+    test(`refuses ${intent} (${address}) naming address`, () => assertRefused(() => planServer({ name: 's', address }, emptyNode, []), 'address'));
+  }
+
+  for (const address of ['10.0.0.1/16', '172.16.0.1/24', '172.31.255.1/24', '192.168.77.1/24', '100.64.0.1/16', '100.127.255.1/24']) {
+    test(`accepts ${address}`, () => assert.equal(planServer({ name: 's', address }, emptyNode, []).address, address));
+  }
+
+  const hostNode: NodeOccupancy = { subnets: [], listenPorts: [], hostNetworks: [net('10.0.5.0/24'), net('192.168.1.10/32')] };
+  test("refuses an address overlapping the node's own network, naming address", () => {
+    assertRefused(() => planServer({ name: 's', address: '10.0.0.1/16' }, hostNode, []), 'address');
+    assertRefused(() => planServer({ name: 's', address: '192.168.1.1/24' }, hostNode, []), 'address');
+  });
+  test("accepts an address beside the node's own networks", () => {
+    assert.equal(planServer({ name: 's', address: '10.0.6.1/24' }, hostNode, []).subnet, '10.0.6.0/24');
+  });
+  test("the default pool skips the node's own networks", () => {
+    const onPool: NodeOccupancy = { subnets: [], listenPorts: [], hostNetworks: [net('10.128.0.5/23')] };
+    assert.equal(planServer({ name: 's' }, onPool, []).subnet, '10.128.2.0/24');
+  });
 });

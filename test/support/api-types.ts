@@ -151,10 +151,13 @@ export interface paths {
                         name: string;
                         /** @description default: the local node, or the only node */
                         node_id?: number;
-                        /** @description host name or IP address clients connect to (no port) */
+                        /**
+                         * Format: host
+                         * @description host name (RFC 1123 labels) or IPv4/IPv6 address clients connect to; no scheme, port or brackets
+                         */
                         endpoint?: string;
                         listen_port?: number;
-                        /** @description CIDR, e.g. 10.200.0.1/20; default the next free /24 of 10.128.0.0/9 */
+                        /** @description IPv4 CIDR /16 to /30, e.g. 10.200.0.1/20, in 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10 and off the node's own networks; default the next free /24 of 10.128.0.0/9 */
                         address?: string;
                         max_devices?: number;
                         dns?: string[];
@@ -324,7 +327,10 @@ export interface paths {
                 content: {
                     "application/json": {
                         name?: string;
-                        /** @description host name or IP address clients connect to (no port) */
+                        /**
+                         * Format: host
+                         * @description host name (RFC 1123 labels) or IPv4/IPv6 address clients connect to; no scheme, port or brackets
+                         */
                         endpoint?: string;
                         listen_port?: number;
                         mtu?: number;
@@ -576,7 +582,7 @@ export interface paths {
                         public_key?: string;
                         name?: string;
                         external_id?: string;
-                        /** @description any JSON object up to 4 KB; null clears it */
+                        /** @description any JSON object up to 4 KB, nested at most 32 levels; null clears it */
                         metadata?: {
                             [key: string]: unknown;
                         } | null;
@@ -741,7 +747,7 @@ export interface paths {
                     "application/json": {
                         name?: string;
                         external_id?: string;
-                        /** @description any JSON object up to 4 KB; null clears it */
+                        /** @description any JSON object up to 4 KB, nested at most 32 levels; null clears it */
                         metadata?: {
                             [key: string]: unknown;
                         } | null;
@@ -1103,7 +1109,7 @@ export interface paths {
                         data_limit?: number;
                         limit_period?: "monthly" | "total";
                         speed_limit?: number;
-                        /** @description any JSON object up to 4 KB; null clears it */
+                        /** @description any JSON object up to 4 KB, nested at most 32 levels; null clears it */
                         metadata?: {
                             [key: string]: unknown;
                         } | null;
@@ -1340,7 +1346,10 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
-                        /** Format: date-time */
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+                         */
                         expires_at?: string;
                     };
                 };
@@ -1526,9 +1535,15 @@ export interface paths {
                             /** @description a receiver answering 410 Gone turns this off */
                             enabled: boolean;
                             created_by: string;
-                            /** Format: date-time */
+                            /**
+                             * Format: date-time
+                             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+                             */
                             created_at: string;
-                            /** Format: date-time */
+                            /**
+                             * Format: date-time
+                             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+                             */
                             updated_at: string;
                             /** @description whsec_…: verifies the webhook-signature header; shown only now */
                             secret: string;
@@ -1953,7 +1968,10 @@ export interface components {
             device_count: number;
             /** @description how many devices fit */
             capacity: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             created_at: string;
         };
         /** Node */
@@ -1973,7 +1991,10 @@ export interface components {
         Event: {
             id: number;
             kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.deleted" | "node.online" | "node.offline" | "ping";
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             created_at: string;
             server_id: number | null;
             server_name: string | null;
@@ -1992,7 +2013,7 @@ export interface components {
             server_id: number;
             name: string;
             external_id: string | null;
-            /** @description any JSON object up to 4 KB; null clears it */
+            /** @description any JSON object up to 4 KB, nested at most 32 levels; null clears it */
             metadata: {
                 [key: string]: unknown;
             } | null;
@@ -2014,7 +2035,10 @@ export interface components {
                 tx_bytes: number;
                 total_bytes: number;
             };
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             usage_reset_at: string;
             expires_at: string | null;
             /** @description kbit/s each way; 0 means no limit */
@@ -2024,9 +2048,15 @@ export interface components {
                 tx_bytes: number;
                 total_bytes: number;
             };
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             created_at: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             updated_at: string;
             /** @description the wg-quick client config */
             config: string;
@@ -2057,7 +2087,10 @@ export interface components {
             };
             data_limit: number;
             limit_period: "monthly" | "total";
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             usage_reset_at: string;
             /** @description the last 90 days with usage, oldest first */
             daily: {
@@ -2089,9 +2122,15 @@ export interface components {
             /** @description a receiver answering 410 Gone turns this off */
             enabled: boolean;
             created_by: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             created_at: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             updated_at: string;
         };
         /** WebhookDelivery */
@@ -2108,7 +2147,10 @@ export interface components {
             response_status: number | null;
             error: string | null;
             duration_ms: number | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
             created_at: string;
         };
     };

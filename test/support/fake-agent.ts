@@ -16,6 +16,8 @@ export class FakeAgent {
   failDeploys = false;
   /** While true, POST /v1/servers/{id}/peers answers 500. */
   failPeerChanges = false;
+  /** The host networks its status reports; undefined leaves them out, as an agent older than the field. */
+  networks: string[] | undefined = ['192.0.2.20/24'];
   /** Every peer change received, in order. */
   readonly peerChanges: { serverId: number; body: unknown }[] = [];
   #server: Server | undefined;
@@ -35,7 +37,10 @@ export class FakeAgent {
       };
       if (req.headers.authorization !== `Bearer ${this.token}`) return send(401, { error: 'bad token', failures: [] });
       const body = await readJson(req);
-      if (req.method === 'GET' && req.url === '/v1/status') return send(200, { bootId, version: 'fake', driver: 'dry-run', serverIds: [] });
+      if (req.method === 'GET' && req.url === '/v1/status') {
+        const status = { bootId, version: 'fake', driver: 'dry-run', serverIds: [] };
+        return send(200, this.networks === undefined ? status : { ...status, networks: this.networks });
+      }
       if (req.method === 'PUT' && req.url === '/v1/state') return send(200, { applied: [], removed: [], failures: [] });
       if (req.method === 'POST' && req.url === '/v1/usage') return send(200, { journalId: 'fake', batches: [], handshakes: [] });
       const match = /^\/v1\/servers\/([0-9]+)$/.exec(req.url ?? '');

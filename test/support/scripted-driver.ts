@@ -42,6 +42,11 @@ export class ScriptedDriver implements Driver {
   list(): Promise<number[]> {
     return Promise.resolve([...this.servers.keys()]);
   }
+  /** The host's networks as a test sets them (documentation space by default: no server subnet overlaps it). */
+  networks: string[] = ['192.0.2.10/24'];
+  hostNetworks(): Promise<string[]> {
+    return Promise.resolve([...this.networks]);
+  }
   /** The interface made anew (wireguard-go restarted): every counter starts again at 0. */
   recreate(serverId: number): void {
     const server = this.#server(serverId);

@@ -7,7 +7,7 @@ import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { renderQrPng } from '../qr.ts';
-import { IdParams, Page } from '../schemas/common.ts';
+import { Id, IdParams, Page } from '../schemas/common.ts';
 import { DeviceCreateBody, DeviceListQuery, DevicePatchBody, type DeviceSettingsBody } from '../schemas/devices.ts';
 
 const DeviceRef = Type.Ref('Device');
@@ -117,7 +117,7 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
         description: 'The device keeps its id, keys, name, limits and usage history and gets an address on the new server; the answer carries the new config. server_id "auto" never picks the current server.',
         tags: ['devices'],
         params: IdParams,
-        body: Type.Object({ server_id: Type.Union([Type.Integer({ minimum: 1 }), Type.Literal('auto')]) }, { additionalProperties: false }),
+        body: Type.Object({ server_id: Type.Union([Id, Type.Literal('auto')]) }, { additionalProperties: false }),
         response: { 200: DeviceRef },
       },
       { idempotent: true },

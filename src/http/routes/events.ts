@@ -6,7 +6,7 @@ import { eventPage } from '../../services/events.ts';
 import type { Api } from '../app.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
-import { Page } from '../schemas/common.ts';
+import { Id, Page, PlainText } from '../schemas/common.ts';
 
 function parseKinds(text: string | undefined) {
   if (text === undefined) return undefined;
@@ -26,9 +26,9 @@ export function eventRoutes(api: Api, db: Db): void {
       querystring: Type.Object(
         {
           ...PageQueryFields,
-          server_id: Type.Optional(Type.Integer({ minimum: 1 })),
-          device_id: Type.Optional(Type.Integer({ minimum: 1 })),
-          kind: Type.Optional(Type.String({ description: 'comma-separated event kinds' })),
+          server_id: Type.Optional(Id),
+          device_id: Type.Optional(Id),
+          kind: Type.Optional(PlainText({ maxLength: 2000, description: 'comma-separated event kinds' })),
         },
         { additionalProperties: false },
       ),

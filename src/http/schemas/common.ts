@@ -1,4 +1,5 @@
 import Type, { type TSchema } from 'typebox';
+import { PLAIN_TEXT_PATTERN } from '../../domain/text.ts';
 
 export const ErrorSchema = Type.Object(
   {
@@ -11,9 +12,20 @@ export const ErrorSchema = Type.Object(
   { $id: 'Error', title: 'Error' },
 );
 
-export const IdParams = Type.Object({ id: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) });
+/** A resource id wherever it is given: no larger than both databases' integers and JavaScript's hold exactly. */
+export const Id = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
 
-export const DateTime = Type.String({ format: 'date-time' });
+export const IdParams = Type.Object({ id: Id });
+
+export const DateTime = Type.String({
+  format: 'date-time',
+  description: 'RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused',
+});
+
+/** A name or identifier: text without control, line-separator or bidi-override characters (src/domain/text.ts). */
+export function PlainText(options: { minLength?: number; maxLength: number; description?: string }) {
+  return Type.String({ ...options, pattern: PLAIN_TEXT_PATTERN });
+}
 
 
 /** `{data, has_more}` of spec §2.9. */

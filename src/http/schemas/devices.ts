@@ -1,11 +1,19 @@
 import Type, { type Static } from 'typebox';
-import { DEVICE_STATUSES, EXTERNAL_ID_MAX, NAME_MAX, SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
-import { DateTime } from './common.ts';
+import {
+  DEVICE_STATUSES,
+  EXTERNAL_ID_MAX,
+  METADATA_MAX_DEPTH,
+  NAME_MAX,
+  SPEED_LIMIT_MAX_KBPS,
+} from '../../domain/devices.ts';
+import { DateTime, Id, PlainText } from './common.ts';
 
 const Usage = Type.Object({ rx_bytes: Type.Integer(), tx_bytes: Type.Integer(), total_bytes: Type.Integer() });
 const LimitPeriod = Type.Union([Type.Literal('monthly'), Type.Literal('total')]);
 const Status = Type.Union(DEVICE_STATUSES.map((s) => Type.Literal(s)));
-const Metadata = Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], { description: 'any JSON object up to 4 KB; null clears it' });
+const Metadata = Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
+  description: `any JSON object up to 4 KB, nested at most ${METADATA_MAX_DEPTH} levels; null clears it`,
+});
 
 export const DeviceSchema = Type.Object(
   {
@@ -54,8 +62,8 @@ export const UsageReportSchema = Type.Object(
   { $id: 'UsageReport', title: 'UsageReport' },
 );
 
-const Name = Type.String({ minLength: 1, maxLength: NAME_MAX });
-const ExternalId = Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX });
+const Name = PlainText({ minLength: 1, maxLength: NAME_MAX });
+const ExternalId = PlainText({ minLength: 1, maxLength: EXTERNAL_ID_MAX });
 const DataLimit = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
 const SpeedLimit = Type.Integer({ minimum: 0, maximum: SPEED_LIMIT_MAX_KBPS });
 const ExpiresAt = Type.Union([DateTime, Type.Null()]);
@@ -74,9 +82,9 @@ const DeviceSettings = {
 
 export const DeviceCreateBody = Type.Object(
   {
-    server_id: Type.Union([Type.Integer({ minimum: 1 }), Type.Literal('auto')]),
+    server_id: Type.Union([Id, Type.Literal('auto')]),
     country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$', description: 'only with server_id auto; ISO 3166-1 alpha-2' })),
-    city: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only with server_id auto' })),
+    city: Type.Optional(PlainText({ minLength: 1, maxLength: 64, description: 'only with server_id auto' })),
     public_key: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     ...DeviceSettings,
   },
@@ -88,12 +96,14 @@ export const DevicePatchBody = Type.Object(DeviceSettings, { additionalPropertie
 export type DeviceSettingsBody = Static<typeof DevicePatchBody>;
 
 export const DeviceListQuery = {
-  server_id: Type.Optional(Type.Integer({ minimum: 1 })),
+  server_id: Type.Optional(Id),
   external_id: Type.Optional(ExternalId),
   status: Type.Optional(Status),
 };
 
-export const GroupParams = Type.Object({ external_id: Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX, description: 'URL-encoded' }) });
+export const GroupParams = Type.Object({
+  external_id: PlainText({ minLength: 1, maxLength: EXTERNAL_ID_MAX, description: 'URL-encoded' }),
+});
 
 export const GroupPatchBody = Type.Object(
   {

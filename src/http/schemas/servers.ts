@@ -1,16 +1,28 @@
 import Type from 'typebox';
-import { DateTime } from './common.ts';
+import { DateTime, Id, PlainText } from './common.ts';
 
 const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 code' });
-/** A host name, an IPv4 or a bare IPv6 address: nothing that could break out of a config line. */
-const HOST_PATTERN = '^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$';
-const Host = Type.String({ minLength: 1, maxLength: 253, pattern: HOST_PATTERN, description: 'host name or IP address clients connect to (no port)' });
-const ServerName = Type.String({ minLength: 1, maxLength: 64 });
+/** Formats `host`, `ip` and `network` are src/domain/addresses.ts's rules (src/http/validation.ts). */
+const Host = Type.String({
+  minLength: 1,
+  maxLength: 253,
+  format: 'host',
+  description: 'host name (RFC 1123 labels) or IPv4/IPv6 address clients connect to; no scheme, port or brackets',
+});
+const ServerName = PlainText({ minLength: 1, maxLength: 64 });
+const City = PlainText({ maxLength: 64 });
 const Port = Type.Integer({ minimum: 1, maximum: 65535 });
 const Mtu = Type.Integer({ minimum: 1280, maximum: 9000 });
 const Keepalive = Type.Integer({ minimum: 0, maximum: 65535, description: 'seconds; 0 turns it off' });
-const DnsList = Type.Array(Type.String({ minLength: 1, maxLength: 253, pattern: HOST_PATTERN }), { maxItems: 8 });
-const AllowedIps = Type.Array(Type.String({ minLength: 1, maxLength: 64, pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' }), { minItems: 1, maxItems: 64 });
+const IpAddress = Type.String({ minLength: 1, maxLength: 45, format: 'ip', description: 'IPv4 or IPv6 address' });
+const DnsList = Type.Array(IpAddress, { maxItems: 8 });
+const Network = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  format: 'network',
+  description: 'network in CIDR notation, host bits zero: 0.0.0.0/0, 10.0.0.0/8, ::/0',
+});
+const AllowedIps = Type.Array(Network, { minItems: 1, maxItems: 64 });
 const MaxDevices = Type.Integer({ minimum: 1, maximum: 65533 });
 
 export const ServerSchema = Type.Object(
@@ -41,17 +53,24 @@ export const ServerSchema = Type.Object(
 export const ServerCreateBody = Type.Object(
   {
     name: ServerName,
-    node_id: Type.Optional(Type.Integer({ minimum: 1, description: 'default: the local node, or the only node' })),
+    node_id: Type.Optional(Type.Integer({ ...Id, description: 'default: the local node, or the only node' })),
     endpoint: Type.Optional(Host),
     listen_port: Type.Optional(Port),
-    address: Type.Optional(Type.String({ description: 'CIDR, e.g. 10.200.0.1/20; default the next free /24 of 10.128.0.0/9' })),
+    address: Type.Optional(
+      Type.String({
+        maxLength: 18,
+        description:
+          'IPv4 CIDR /16 to /30, e.g. 10.200.0.1/20, in 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10 ' +
+          "and off the node's own networks; default the next free /24 of 10.128.0.0/9",
+      }),
+    ),
     max_devices: Type.Optional(MaxDevices),
     dns: Type.Optional(DnsList),
     mtu: Type.Optional(Mtu),
     persistent_keepalive: Type.Optional(Keepalive),
     client_allowed_ips: Type.Optional(AllowedIps),
     country: Type.Optional(Country),
-    city: Type.Optional(Type.String({ maxLength: 64 })),
+    city: Type.Optional(City),
   },
   { additionalProperties: false },
 );
@@ -67,7 +86,7 @@ export const ServerPatchBody = Type.Object(
     client_allowed_ips: Type.Optional(AllowedIps),
     max_devices: Type.Optional(MaxDevices),
     country: Type.Optional(Country),
-    city: Type.Optional(Type.String({ maxLength: 64 })),
+    city: Type.Optional(City),
   },
   { additionalProperties: false },
 );

@@ -1,10 +1,14 @@
 import Type from 'typebox';
 import { EVENT_KINDS } from '../../domain/events.ts';
-import { DateTime } from './common.ts';
+import { DateTime, PlainText } from './common.ts';
 
-const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'http(s) URL; private and loopback targets are refused unless the panel allows them' });
+const Url = PlainText({
+  minLength: 1,
+  maxLength: 2048,
+  description: 'http(s) URL; private and loopback targets are refused unless the panel allows them',
+});
 const Kinds = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: EVENT_KINDS.length, description: 'event kinds to receive' });
-const Description = Type.String({ maxLength: 500 });
+const Description = PlainText({ maxLength: 500 });
 const NullableString = Type.Union([Type.String(), Type.Null()]);
 const NullableInt = Type.Union([Type.Integer(), Type.Null()]);
 const NullableTime = Type.Union([DateTime, Type.Null()]);
