@@ -142,7 +142,8 @@ export class ServerService {
     try {
       ({ networks } = await this.#connections.for(node).status());
     } catch (error) {
-      throw new AppError('deploy_failed', `node ${node.name} did not answer, so nothing was made: ${describe(error)}`);
+      const message = `node ${node.name} did not answer, so nothing was made: ${describe(error)}`;
+      throw new AppError('deploy_failed', message, {}, undefined, error);
     }
     if (networks === undefined) {
       const why = `node ${node.name} runs an agent that does not report its networks; upgrade it to add servers there`;
