@@ -98,6 +98,12 @@ export function toAppError(error: unknown): AppError {
 export function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const appError = toAppError(error);
   const status = ERROR_STATUS[appError.code];
+  // Fastify closes the connection after any body it could not read, so Node destroys the socket once the
+  // 413 is written, while the client is still sending: the rest arrives at a closed socket, the kernel
+  // answers with a reset, and the client often sees EPIPE/ECONNRESET instead of the answer. Kept open,
+  // Node reads and discards the rest of the body (bounded by the request timeout), and the connection
+  // stays usable.
+  if (appError.code === 'payload_too_large') reply.removeHeader('connection');
   if (status >= 500) request.log.error({ err: error }, 'request failed');
   if (appError.retryAfterSeconds !== undefined) reply.header('retry-after', String(appError.retryAfterSeconds));
   return reply.code(status).type('application/json').send(errorBody(appError));
