@@ -140,20 +140,36 @@ export class ApiKeyService {
    * the store's watch reports that another process (the CLI, another panel) changed keys; then every
    * key is looked up again, so a revoked key stops at the next request. The answer comes at once,
    * without a promise, unless the database is needed (a lookup, or last_used_at is due).
+   * Anything else (no key, a malformed, unknown or revoked one, or a valid key not seen since keys
+   * last changed) is first shown to `admitUnknown(context)`, which may refuse it (throw or reject)
+   * before any lookup; `context` is passed through rather than closed over, so a known key costs
+   * nothing.
    */
-  authenticate(authorization: string | undefined): Principal | Promise<Principal> {
+  authenticate<C>(
+    authorization: string | undefined,
+    admitUnknown: (context: C) => void | Promise<void>,
+    context: C,
+  ): Principal | Promise<Principal> {
     const match = authorization === undefined ? null : /^Bearer +(\S+) *$/i.exec(authorization);
     const key = match?.[1];
-    if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
-    this.#watch ??= this.#store.watch('api_keys');
-    if (this.#watch.changed()) this.#known.clear();
-    const principal = this.#known.get(key);
-    if (principal !== undefined && !this.#touchDue(principal.keyId)) return principal;
-    return this.#lookUp(key, principal);
+    if (key !== undefined) {
+      this.#watch ??= this.#store.watch('api_keys');
+      if (this.#watch.changed()) this.#known.clear();
+      const principal = this.#known.get(key);
+      if (principal !== undefined) return this.#touchDue(principal.keyId) ? this.#touched(principal) : principal;
+    }
+    const admitted = admitUnknown(context);
+    return admitted instanceof Promise ? admitted.then(() => this.#lookUp(key)) : this.#lookUp(key);
   }
 
-  async #lookUp(key: string, known: Principal | undefined): Promise<Principal> {
-    const principal = known ?? (await this.#principalOf(key));
+  async #touched(principal: Principal): Promise<Principal> {
+    await this.#touch(principal.keyId);
+    return principal;
+  }
+
+  async #lookUp(key: string | undefined): Promise<Principal> {
+    if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
+    const principal = await this.#principalOf(key);
     this.#known.set(key, principal);
     await this.#touch(principal.keyId);
     return principal;
