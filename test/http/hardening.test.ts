@@ -41,7 +41,8 @@ function get(panel: PanelProcess, path: string, options: CallOptions = {}): Prom
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
       res.on('end', () => {
-        const json = text === '' ? {} : JSON.parse(text);
+        const isJson = (res.headers['content-type'] ?? '').startsWith('application/json');
+        const json = isJson && text !== '' ? JSON.parse(text) : {};
         resolve({ status: res.statusCode ?? 0, json, retryAfter: res.headers['retry-after'] });
       });
     });
@@ -150,6 +151,12 @@ function trickle(panel: PanelProcess, start: string, drip: string, giveUpS: numb
   });
 }
 
+/** 80 share-page views at once with an unknown token: more than the per-address burst of 60. */
+async function viewShareBurst(panel: PanelProcess, options: (i: number) => CallOptions): Promise<number[]> {
+  const views = Array.from({ length: 80 }, (_, i) => get(panel, `/s/${'t'.repeat(43)}`, options(i)));
+  return (await Promise.all(views)).map((a) => a.status);
+}
+
 /** The 408 the panel sends before it closes a connection whose request did not arrive in time. */
 function assertTimedOut(received: string): void {
   const at = received.indexOf('HTTP/1.1 408 ');
@@ -222,7 +229,7 @@ describe('HTTP hardening', { concurrency: 2 }, () => {
     });
   });
 
-  describe('failed authentication per client address', () => {
+  describe('per-address limits (failed keys, share page), TRUST_PROXY off', () => {
     let db: TestDatabase;
     let panel: PanelProcess;
     before(async () => {
@@ -275,9 +282,15 @@ describe('HTTP hardening', { concurrency: 2 }, () => {
       const { result: answers, seconds } = await timed(() => flood(panel, 45, forged));
       assertCutAfterBurst(answers, seconds);
     });
+
+    it('counts share-page views by the connection, whatever X-Forwarded-For says, with TRUST_PROXY off', async () => {
+      const from = randomLoopback();
+      const statuses = await viewShareBurst(panel, (i) => ({ from, forwardedFor: `198.51.100.${i + 1}` }));
+      assert.ok(statuses.includes(429), `one address for all (${statuses.filter((x) => x === 429).length} refused)`);
+    });
   });
 
-  describe('failed authentication behind a trusted proxy (TRUST_PROXY)', () => {
+  describe('per-address limits behind a trusted proxy (TRUST_PROXY)', () => {
     let db: TestDatabase;
     let panel: PanelProcess;
     before(async () => {
@@ -299,6 +312,14 @@ describe('HTTP hardening', { concurrency: 2 }, () => {
       const other = { from: proxy, forwardedFor: '198.51.100.8' };
       assert.equal((await servers(panel, other)).status, 401, 'another client behind the proxy');
       assert.equal((await servers(panel, { from: proxy })).status, 401, 'the proxy itself');
+    });
+
+    it('counts share-page views by the client X-Forwarded-For names', async () => {
+      const proxy = randomLoopback();
+      const statuses = await viewShareBurst(panel, () => ({ from: proxy, forwardedFor: '198.51.100.20' }));
+      assert.ok(statuses.includes(429), 'one client past the burst is refused');
+      const other = await get(panel, `/s/${'t'.repeat(43)}`, { from: proxy, forwardedFor: '198.51.100.21' });
+      assert.equal(other.status, 404, 'another client behind the same proxy is not');
     });
 
     it('counts an IPv6 client by its /64', async () => {
