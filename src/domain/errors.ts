@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'idempotency_key_in_use'
   | 'name_taken'
   | 'server_has_devices'
+  | 'request_timeout'
   | 'payload_too_large'
   | 'validation_failed'
   | 'idempotency_key_reused'

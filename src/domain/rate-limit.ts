@@ -13,6 +13,13 @@ export interface RatePolicy {
 
 export const REQUEST_RATE: RatePolicy = { burst: 60, perSecond: 10 };
 
+/**
+ * Requests from one client address that carry no key this panel knows to be valid (none, malformed,
+ * unknown, revoked, or a valid key's first use since keys last changed): 30 at once, then one a
+ * second. Beyond that they are refused before any lookup, so a flood of bad keys costs nothing.
+ */
+export const UNAUTHENTICATED_RATE: RatePolicy = { burst: 30, perSecond: 1 };
+
 export interface RateDecision {
   allowed: boolean;
   /** Requests still allowed right now. */
@@ -57,4 +64,26 @@ export function rateLimitPolicyField(policy: RatePolicy): string {
 
 export function rateLimitField(decision: RateDecision): string {
   return `"default";r=${decision.remaining};t=${decision.resetSeconds}`;
+}
+
+const IPV4_MAPPED = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
+
+/**
+ * The part of a client address that per-address limits count: an IPv4 address (also when written as
+ * IPv6-mapped), or the /64 of an IPv6 address, since one IPv6 host usually holds a whole /64.
+ */
+export function addressBucket(address: string): string {
+  const mapped = IPV4_MAPPED.exec(address);
+  if (mapped?.[1] !== undefined) return mapped[1];
+  if (!address.includes(':')) return address;
+  const [head = '', tail] = address.split('::');
+  const groups = head === '' ? [] : head.split(':');
+  if (tail !== undefined) {
+    const tailGroups = tail === '' ? [] : tail.split(':');
+    groups.push(...Array<string>(Math.max(0, 8 - groups.length - tailGroups.length)).fill('0'), ...tailGroups);
+  }
+  return `${groups
+    .slice(0, 4)
+    .map((g) => Number.parseInt(g, 16).toString(16))
+    .join(':')}::/64`;
 }

@@ -6,7 +6,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../domain/errors.ts';
 import { pathBeyondDepth } from '../domain/json-depth.ts';
 import type { Scope } from '../domain/api-keys.ts';
-import { type RateDecision, rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
+import {
+  addressBucket,
+  type RateDecision,
+  rateLimitField,
+  rateLimitPolicyField,
+  REQUEST_RATE,
+} from '../domain/rate-limit.ts';
 import type { ApiKeyService, Principal } from '../services/api-keys.ts';
 import type { DeviceService } from '../services/devices.ts';
 import type { GroupService } from '../services/groups.ts';
@@ -16,7 +22,7 @@ import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
 import { withRequestId } from '../services/request-context.ts';
 import type { Db } from '../store/db.ts';
-import { sendError } from './errors.ts';
+import { sendClientError, sendError } from './errors.ts';
 import { IdempotencyGuard } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { RequestLogger } from './request-log.ts';
@@ -46,12 +52,19 @@ export interface AppDeps {
   groups: GroupService;
   shareLinks: ShareLinkService;
   webhooks: WebhookService;
+  /** Per API key (REQUEST_RATE), and per address on the share page. */
   rateLimiter: RateLimiter;
+  /** Per client address, for requests without a key known valid (UNAUTHENTICATED_RATE). */
+  unauthenticatedLimiter: RateLimiter;
   idempotency: IdempotencyGuard;
   /** Checks the database answers, for `/healthz`. */
   checkHealth: () => Promise<void>;
   version: string;
   logger: FastifyBaseLogger;
+  /** The proxies whose X-Forwarded-For names the client (config `TRUST_PROXY`); false = none. */
+  trustProxy: false | string[];
+  /** Connections held at once; more are closed as they arrive. */
+  maxConnections: number;
 }
 
 /** Request bodies here are small JSON objects (metadata is at most 4 KB). */
@@ -59,6 +72,22 @@ const BODY_LIMIT_BYTES = 64 * 1024;
 /** Room for metadata's own limit (METADATA_MAX_DEPTH) inside a body, far from a stack's limit. */
 const BODY_MAX_DEPTH = 64;
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
+/**
+ * Time to receive a request's headers, and the whole request (headers and body) from its first byte,
+ * also before any key is checked. Generous for a slow mobile link: a full 64 KiB body needs only
+ * ~18 kbit/s. Only receiving is bounded: POST /servers deploys after its body arrived and may take a
+ * minute (the agent's apply timeout) before it answers, which nothing here cuts. Node looks for
+ * expired requests every TIMEOUT_CHECK_MS, so a trickle is cut within timeout + TIMEOUT_CHECK_MS.
+ */
+const HEADERS_TIMEOUT_MS = 20_000;
+const REQUEST_TIMEOUT_MS = 30_000;
+const TIMEOUT_CHECK_MS = 5_000;
+/**
+ * An idle keep-alive connection is closed after this: longer than the 60 s after which nginx and the
+ * usual load balancers drop idle upstream connections, so the panel never closes one a proxy is about
+ * to reuse (Fastify's default, for the same reason).
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 /** Every method but GET and HEAD may change something. */
 function changesState(method: string | string[]): boolean {
@@ -77,6 +106,14 @@ function enforce(reply: FastifyReply, principal: Principal, scope: Scope, decisi
   if (!principal.scopes.has(scope)) throw new AppError('insufficient_scope', `this API key lacks the scope ${scope}`, { scope: `${scope} required` });
 }
 
+/** Refuses a request of an address that spent its budget of requests without a valid key. */
+function refuseFlood(decision: RateDecision): void {
+  if (!decision.allowed) {
+    const message = 'too many requests without a valid API key from this address; slow down';
+    throw new AppError('rate_limited', message, {}, decision.retryAfterSeconds);
+  }
+}
+
 /** A route option that may hold one hook, several, or none, as a list. */
 function hookList<T>(hooks: T | T[] | undefined): T[] {
   if (hooks === undefined) return [];
@@ -88,6 +125,11 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   const app: Api = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: BODY_LIMIT_BYTES,
+    trustProxy: deps.trustProxy,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS },
+    clientErrorHandler: sendClientError,
     requestIdHeader: false,
     childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
     genReqId: (req) => {
@@ -100,6 +142,19 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     frameworkErrors: (error, request, reply) => sendError(error, request, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // Node closes connections beyond this as they arrive (each costs a file descriptor and buffers); the
+  // log says so at most once a minute, so a flood of connections does not become a flood of lines.
+  app.server.maxConnections = deps.maxConnections;
+  let dropped = 0;
+  let droppedLoggedAtMs = 0;
+  app.server.on('drop', () => {
+    dropped++;
+    if (Date.now() - droppedLoggedAtMs < 60_000) return;
+    const fields = { dropped, maxConnections: deps.maxConnections };
+    app.log.warn(fields, 'connection cap reached: new connections are closed');
+    droppedLoggedAtMs = Date.now();
+    dropped = 0;
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.setErrorHandler((error, request, reply) => sendError(error, request, reply));
   app.setNotFoundHandler((request, reply) =>
@@ -137,6 +192,13 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     return undefined;
   };
 
+  /** A request whose key is not known valid spends one of its address's budget before any lookup. */
+  const admitUnknownKey = (request: FastifyRequest): void | Promise<void> => {
+    const decision = deps.unauthenticatedLimiter.take(`auth:${addressBucket(request.ip)}`);
+    if (decision instanceof Promise) return decision.then(refuseFlood);
+    refuseFlood(decision);
+  };
+
   // Callback style: with a key seen before and a limiter in process, a request is admitted without a
   // promise (each one is a turn of the microtask queue on every request).
   app.addHook('onRequest', (request, reply, done) => {
@@ -144,7 +206,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     const scope = request.routeOptions.config.scope;
     if (scope === undefined) return done();
     // What throws here, Fastify answers with sendError like anything a hook rejects with.
-    const principal = deps.apiKeys.authenticate(request.headers.authorization);
+    const principal = deps.apiKeys.authenticate(request.headers.authorization, admitUnknownKey, request);
     const admitted = principal instanceof Promise ? principal.then((p) => admit(request, reply, scope, p)) : admit(request, reply, scope, principal);
     if (admitted === undefined) return done();
     admitted.then(() => done(), done);

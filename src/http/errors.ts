@@ -1,4 +1,6 @@
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ConnectionError, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type ErrorCode, type ErrorFields } from '../domain/errors.ts';
 
 /** The one table from error code to HTTP status. */
@@ -12,6 +14,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   idempotency_key_in_use: 409,
   name_taken: 409,
   server_has_devices: 409,
+  request_timeout: 408,
   payload_too_large: 413,
   validation_failed: 422,
   idempotency_key_reused: 422,
@@ -100,7 +103,35 @@ export function toAppError(error: unknown): AppError {
 export function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const appError = toAppError(error);
   const status = ERROR_STATUS[appError.code];
+  // Fastify closes the connection after any body it could not read, so Node destroys the socket once the
+  // 413 is written, while the client is still sending: the rest arrives at a closed socket, the kernel
+  // answers with a reset, and the client often sees EPIPE/ECONNRESET instead of the answer. Kept open,
+  // Node reads and discards the rest of the body (bounded by the request timeout), and the connection
+  // stays usable.
+  if (appError.code === 'payload_too_large') reply.removeHeader('connection');
   if (status >= 500) request.log.error({ err: error }, 'request failed');
   if (appError.retryAfterSeconds !== undefined) reply.header('retry-after', String(appError.retryAfterSeconds));
   return reply.code(status).type('application/json').send(errorBody(appError));
+}
+
+/**
+ * What Node could not make a request of (a timeout while headers or body trickle in, malformed HTTP),
+ * answered on the raw socket with the spec's error body, as Node's own handler would, then closed.
+ */
+export function sendClientError(error: ConnectionError, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const problem = error.code === 'HPE_HEADER_OVERFLOW' ? 'the headers are too large' : 'malformed HTTP request';
+  const appError =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new AppError('request_timeout', 'the request did not arrive in time; send headers and body without pauses')
+      : new AppError('bad_request', problem);
+  const status = ERROR_STATUS[appError.code];
+  const body = JSON.stringify(errorBody(appError));
+  const head = `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nconnection: close\r\ncontent-type: application/json`;
+  // As Fastify's own handler does. No answer is half-written here: a request that timed out is still
+  // waiting for its body, and an early answer (a 401, a 413) went out whole.
+  if (socket.writable) {
+    socket.write(`${head}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  }
+  socket.destroy();
 }

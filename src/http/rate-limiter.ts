@@ -3,18 +3,22 @@ import { Redis } from 'ioredis';
 import type { Clock } from '../domain/clock.ts';
 import { type RateDecision, type RatePolicy, gcra } from '../domain/rate-limit.ts';
 
-/** Counts one request against a caller's limit. */
+/** Counts one request against a caller's limit under one policy. */
 export interface RateLimiter {
   /** In process the decision comes at once; through Redis, as a promise. */
   take(callerId: string): RateDecision | Promise<RateDecision>;
-  close(): Promise<void>;
 }
 
-/** For one panel process: the GCRA state of each key in memory. */
+/** For one panel process: the GCRA state of each caller in memory. */
 export class InProcessRateLimiter implements RateLimiter {
   readonly #tatMs = new Map<string, number>();
   readonly #policy: RatePolicy;
   readonly #clock: Clock;
+  /**
+   * Idle callers are forgotten when the map grows past this, which then doubles: callers may be client
+   * addresses, which an attacker has many of, and a scan on every request would cost the whole map.
+   */
+  #forgetAtSize = 10_000;
 
   constructor(policy: RatePolicy, clock: Clock) {
     this.#policy = policy;
@@ -25,7 +29,10 @@ export class InProcessRateLimiter implements RateLimiter {
     const nowMs = this.#clock.nowMs();
     const { decision, tatMs } = gcra(this.#tatMs.get(callerId), nowMs, this.#policy);
     this.#tatMs.set(callerId, tatMs);
-    if (this.#tatMs.size > 10_000) this.#forgetIdle(nowMs);
+    if (this.#tatMs.size > this.#forgetAtSize) {
+      this.#forgetIdle(nowMs);
+      this.#forgetAtSize = Math.max(10_000, 2 * this.#tatMs.size);
+    }
     return decision;
   }
 
@@ -33,8 +40,6 @@ export class InProcessRateLimiter implements RateLimiter {
   #forgetIdle(nowMs: number): void {
     for (const [id, tat] of this.#tatMs) if (tat <= nowMs) this.#tatMs.delete(id);
   }
-
-  async close(): Promise<void> {}
 }
 
 /**
@@ -67,17 +72,21 @@ function asDecision(reply: unknown): RateDecision {
   return { allowed: allowed === 1, remaining, resetSeconds, retryAfterSeconds };
 }
 
+/** The one connection to the Redis that panels share their limits in; the caller quits it. */
+export async function connectRateLimitRedis(url: string): Promise<Redis> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+  await redis.connect();
+  return redis;
+}
+
+/** One policy's limits in Redis; several of these may share one connection (the script takes the policy). */
 export class RedisRateLimiter implements RateLimiter {
   readonly #redis: Redis;
   readonly #policy: RatePolicy;
 
-  constructor(url: string, policy: RatePolicy) {
-    this.#redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+  constructor(redis: Redis, policy: RatePolicy) {
+    this.#redis = redis;
     this.#policy = policy;
-  }
-
-  async connect(): Promise<void> {
-    await this.#redis.connect();
   }
 
   async take(callerId: string): Promise<RateDecision> {
@@ -88,9 +97,5 @@ export class RedisRateLimiter implements RateLimiter {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
       return asDecision(await this.#redis.eval(GCRA_LUA, 1, ...args));
     }
-  }
-
-  async close(): Promise<void> {
-    await this.#redis.quit();
   }
 }

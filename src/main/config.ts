@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { parseSecret } from '../store/encryption.ts';
@@ -28,7 +29,14 @@ export interface PanelConfig {
   /** Delays before each retry of a notification mail; unset = MAIL_RETRY_SCHEDULE_MS. */
   mailRetryScheduleMs: number[] | undefined;
   logLevel: LogLevel;
+  /** `TRUST_PROXY`: the peers whose X-Forwarded-For names the client (Fastify's trustProxy); false = none. */
+  trustProxy: TrustProxy;
+  /** `HTTP_MAX_CONNECTIONS`: connections the API holds at once; more are closed as they arrive. */
+  maxConnections: number;
 }
+
+/** The addresses and CIDRs of the proxies in front of the panel (and proxy-addr's named ranges). */
+export type TrustProxy = false | string[];
 
 export type StoreConfig = Pick<PanelConfig, 'dataDir' | 'databaseUrl' | 'panelSecret'>;
 export type NodeDriverConfig = Pick<PanelConfig, 'nodeDriver' | 'nodeNetns' | 'nodeNamePrefix'>;
@@ -98,6 +106,43 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   if (['1', 'on', 'true', 'yes'].includes(v)) return true;
   if (['0', 'off', 'false', 'no'].includes(v)) return false;
   throw new ConfigError(name, `must be on or off (got '${v}')`);
+}
+
+function count(env: Env, name: string, fallback: number, max: number): number {
+  const v = value(env, name);
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!/^[0-9]+$/.test(v) || n < 1 || n > max) {
+    throw new ConfigError(name, `must be a whole number 1-${max} (got '${v}')`);
+  }
+  return n;
+}
+
+const NAMED_RANGES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/** An address, or an address with a prefix length that fits its family. */
+function isAddressOrCidr(text: string): boolean {
+  const [address = '', prefix, extra] = text.split('/');
+  const family = isIP(address);
+  if (family === 0 || extra !== undefined) return false;
+  return prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
+/**
+ * `TRUST_PROXY`: off, or the addresses of the proxies in front of the panel. Neither trusting every
+ * hop (`on`) nor a hop count is accepted: a client that reaches the panel directly would then choose
+ * its own address with X-Forwarded-For (Fastify treats a hop count as trusting nothing, for that reason).
+ */
+function trustProxy(env: Env): TrustProxy {
+  const v = value(env, 'TRUST_PROXY');
+  if (v === undefined || ['0', 'off', 'false', 'no'].includes(v.toLowerCase())) return false;
+  const entries = v.split(',').map((e) => e.trim());
+  const bad = entries.find((e) => !NAMED_RANGES.includes(e) && !isAddressOrCidr(e));
+  if (bad !== undefined) {
+    const allowed = `off or the proxies' addresses or CIDRs (or ${NAMED_RANGES.join(', ')}), comma-separated`;
+    throw new ConfigError('TRUST_PROXY', `must be ${allowed} (got '${bad}')`);
+  }
+  return entries;
 }
 
 /** `WEBHOOK_RETRY_SCHEDULE`, `MAIL_RETRY_SCHEDULE`: seconds before each retry, comma-separated (tests shorten them this way). */
@@ -201,5 +246,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     webhookRetryScheduleMs: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
     mailRetryScheduleMs: retrySchedule(env, 'MAIL_RETRY_SCHEDULE'),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    trustProxy: trustProxy(env),
+    maxConnections: count(env, 'HTTP_MAX_CONNECTIONS', 1024, 1_000_000),
   };
 }

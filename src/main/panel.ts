@@ -2,10 +2,15 @@ import { sql } from 'kysely';
 import pkg from '../../package.json' with { type: 'json' };
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
-import { REQUEST_RATE } from '../domain/rate-limit.ts';
+import { REQUEST_RATE, UNAUTHENTICATED_RATE } from '../domain/rate-limit.ts';
 import { type Api, buildApp } from '../http/app.ts';
 import { IdempotencyGuard } from '../http/idempotency.ts';
-import { InProcessRateLimiter, type RateLimiter, RedisRateLimiter } from '../http/rate-limiter.ts';
+import {
+  connectRateLimitRedis,
+  InProcessRateLimiter,
+  type RateLimiter,
+  RedisRateLimiter,
+} from '../http/rate-limiter.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
 import { DeviceService } from '../services/devices.ts';
 import { GroupService } from '../services/groups.ts';
@@ -59,11 +64,29 @@ export async function openMigratedStore(config: StoreConfig): Promise<Store> {
   }
 }
 
-async function makeRateLimiter(config: PanelConfig, clock: Clock): Promise<RateLimiter> {
-  if (config.redisUrl === undefined) return new InProcessRateLimiter(REQUEST_RATE, clock);
-  const limiter = new RedisRateLimiter(config.redisUrl, REQUEST_RATE);
-  await limiter.connect();
-  return limiter;
+interface RateLimiters {
+  requests: RateLimiter;
+  unauthenticated: RateLimiter;
+  close(): Promise<void>;
+}
+
+/** In process, or in the Redis that several panels share (one connection for both policies). */
+async function makeRateLimiters(config: PanelConfig, clock: Clock): Promise<RateLimiters> {
+  if (config.redisUrl === undefined) {
+    return {
+      requests: new InProcessRateLimiter(REQUEST_RATE, clock),
+      unauthenticated: new InProcessRateLimiter(UNAUTHENTICATED_RATE, clock),
+      close: async () => {},
+    };
+  }
+  const redis = await connectRateLimitRedis(config.redisUrl);
+  return {
+    requests: new RedisRateLimiter(redis, REQUEST_RATE),
+    unauthenticated: new RedisRateLimiter(redis, UNAUTHENTICATED_RATE),
+    close: async () => {
+      await redis.quit();
+    },
+  };
 }
 
 export interface Panel {
@@ -83,7 +106,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     await lock.release();
     throw error;
   });
-  const rateLimiter = await makeRateLimiter(config, clock);
+  const rateLimiters = await makeRateLimiters(config, clock);
   const localAgent = config.localNode ? await makeAgent(config, log, VERSION) : undefined;
   const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
   const nodes = new NodeService(store.db, clock);
@@ -103,7 +126,8 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   const app = await buildApp({
     db: store.db,
     apiKeys: new ApiKeyService(store, clock),
-    rateLimiter,
+    rateLimiter: rateLimiters.requests,
+    unauthenticatedLimiter: rateLimiters.unauthenticated,
     idempotency: new IdempotencyGuard(store.db, clock),
     servers,
     nodes,
@@ -116,6 +140,8 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     },
     version: VERSION,
     logger: log,
+    trustProxy: config.trustProxy,
+    maxConnections: config.maxConnections,
   });
   const mailer = new MailSender(store.db, clock, log, {
     settings: config.smtpUrl !== undefined && config.notifyEmail !== undefined ? { smtpUrl: config.smtpUrl, to: config.notifyEmail } : undefined,
@@ -148,7 +174,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       await sender.stop();
       await mailer.stop();
       await app.close();
-      await rateLimiter.close();
+      await rateLimiters.close();
       await store.close();
       await lock.release();
     },

@@ -51,6 +51,9 @@ export interface CreateApiKeyInput {
   rateLimitExempt?: boolean;
 }
 
+/** Lets a request with a key not known valid go on to the lookup, or refuses it (throws or rejects). */
+type AdmitUnknown<C> = (context: C) => void | Promise<void>;
+
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$/;
 /** `last_used_at` is written at most this often per key, so authentication stays a read. */
 const TOUCH_INTERVAL_MS = 60_000;
@@ -76,6 +79,11 @@ export class ApiKeyService {
    * key, so a revoked key stops at the next request. Unknown keys are never kept.
    */
   readonly #known = new Map<string, Principal>();
+  /**
+   * Admissions and lookups under way, by key: further requests with the same key wait for that one
+   * instead of spending the budget and looking the key up again (a client's first burst with a new key).
+   */
+  readonly #pending = new Map<string, Promise<Principal>>();
   #watch: ChangeWatch | undefined;
 
   constructor(store: Store, clock: Clock) {
@@ -140,20 +148,55 @@ export class ApiKeyService {
    * the store's watch reports that another process (the CLI, another panel) changed keys; then every
    * key is looked up again, so a revoked key stops at the next request. The answer comes at once,
    * without a promise, unless the database is needed (a lookup, or last_used_at is due).
+   * Anything else (no key, a malformed, unknown or revoked one, or a valid key not seen since keys
+   * last changed) is first shown to `admitUnknown(context)`, which may refuse it (throw or reject)
+   * before any lookup; `context` is passed through rather than closed over, so a known key costs
+   * nothing. A refusal is an AppError `rate_limited`.
    */
-  authenticate(authorization: string | undefined): Principal | Promise<Principal> {
+  authenticate<C>(
+    authorization: string | undefined,
+    admitUnknown: AdmitUnknown<C>,
+    context: C,
+  ): Principal | Promise<Principal> {
     const match = authorization === undefined ? null : /^Bearer +(\S+) *$/i.exec(authorization);
     const key = match?.[1];
-    if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
-    this.#watch ??= this.#store.watch('api_keys');
-    if (this.#watch.changed()) this.#known.clear();
-    const principal = this.#known.get(key);
-    if (principal !== undefined && !this.#touchDue(principal.keyId)) return principal;
-    return this.#lookUp(key, principal);
+    if (key !== undefined) {
+      this.#watch ??= this.#store.watch('api_keys');
+      if (this.#watch.changed()) this.#known.clear();
+      const principal = this.#known.get(key);
+      if (principal !== undefined) return this.#touchDue(principal.keyId) ? this.#touched(principal) : principal;
+      const pending = this.#pending.get(key);
+      // A refusal was of the first request's context (its address); this one is then judged on its own.
+      if (pending !== undefined) {
+        return pending.catch((error: unknown) => {
+          if (!(error instanceof AppError && error.code === 'rate_limited')) throw error;
+          return this.#admitAndLookUp(key, admitUnknown, context);
+        });
+      }
+    }
+    return this.#admitAndLookUp(key, admitUnknown, context);
   }
 
-  async #lookUp(key: string, known: Principal | undefined): Promise<Principal> {
-    const principal = known ?? (await this.#principalOf(key));
+  #admitAndLookUp<C>(key: string | undefined, admitUnknown: AdmitUnknown<C>, context: C): Promise<Principal> {
+    const admitted = admitUnknown(context);
+    const principal = admitted instanceof Promise ? admitted.then(() => this.#lookUp(key)) : this.#lookUp(key);
+    if (key === undefined) return principal;
+    this.#pending.set(key, principal);
+    const forget = () => {
+      if (this.#pending.get(key) === principal) this.#pending.delete(key);
+    };
+    principal.then(forget, forget);
+    return principal;
+  }
+
+  async #touched(principal: Principal): Promise<Principal> {
+    await this.#touch(principal.keyId);
+    return principal;
+  }
+
+  async #lookUp(key: string | undefined): Promise<Principal> {
+    if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
+    const principal = await this.#principalOf(key);
     this.#known.set(key, principal);
     await this.#touch(principal.keyId);
     return principal;

@@ -22,6 +22,10 @@ describe('start-up configuration', () => {
     ['a local node flag that is not on or off', { LOCAL_NODE: 'maybe' }, /LOCAL_NODE must be on or off/],
     ['a panel URL that is not a URL', { PANEL_URL: 'panel.example' }, /PANEL_URL is not a URL/],
     ['a panel secret that is not 32 bytes in base64', { PANEL_SECRET: 'c2hvcnQ=' }, /PANEL_SECRET must be 32 bytes in base64/],
+    ['trusting every proxy', { TRUST_PROXY: 'on' }, /TRUST_PROXY must be off or the proxies' addresses or CIDRs/],
+    ['a proxy hop count', { TRUST_PROXY: '1' }, /TRUST_PROXY must be off or the proxies' addresses/],
+    ['a proxy CIDR with a prefix too long', { TRUST_PROXY: '10.0.0.0/33' }, /TRUST_PROXY .*got '10\.0\.0\.0\/33'/],
+    ['a connection cap of zero', { HTTP_MAX_CONNECTIONS: '0' }, /HTTP_MAX_CONNECTIONS must be a whole number/],
     ['a PostgreSQL that does not answer', { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, /ECONNREFUSED|connect/],
   ];
   for (const [name, env, message] of BAD) {

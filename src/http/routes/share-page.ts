@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
+import { addressBucket } from '../../domain/rate-limit.ts';
 import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
 import type { ShareLinkService } from '../../services/share-links.ts';
 import type { Api } from '../app.ts';
@@ -89,7 +90,8 @@ async function sharePage(token: string, placed: PlacedDevice, config: string, li
 
 /**
  * The public share page `/s/{token}` and its config download: no account, no key. Rate-limited per
- * client address, so tokens cannot be guessed at speed (they carry 256 bits anyway).
+ * client address (behind a reverse proxy, the one its X-Forwarded-For names when `TRUST_PROXY` lists
+ * it), so tokens cannot be guessed at speed (they carry 256 bits anyway).
  */
 export function sharePageRoutes(app: Api, deps: { shareLinks: ShareLinkService; devices: DeviceService; rateLimiter: RateLimiter }): void {
   const notFound = (reply: FastifyReply, error: unknown) => {
@@ -105,7 +107,7 @@ export function sharePageRoutes(app: Api, deps: { shareLinks: ShareLinkService; 
       .send(page('Link not available', '<h1>This link is not available</h1><p class="hint">It does not exist, was replaced by a newer link, or has expired. Ask for a new one.</p>'));
   };
   const open = async (ip: string, token: string) => {
-    const decision = await deps.rateLimiter.take(`share:${ip}`);
+    const decision = await deps.rateLimiter.take(`share:${addressBucket(ip)}`);
     if (!decision.allowed) throw new AppError('rate_limited', 'too many requests; try again shortly', {}, decision.retryAfterSeconds);
     return deps.shareLinks.open(token);
   };
