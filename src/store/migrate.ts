@@ -11,6 +11,7 @@ import * as m007 from './migrations/007-usage.ts';
 import * as m008 from './migrations/008-activity.ts';
 import * as m009 from './migrations/009-mail-outbox.ts';
 import * as m010 from './migrations/010-panel-settings.ts';
+import * as m011 from './migrations/011-server-client-to-client.ts';
 
 /** What a migration needs to know of the database it runs on. */
 export interface MigrationContext {
@@ -36,6 +37,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '008-activity': m008,
   '009-mail-outbox': m009,
   '010-panel-settings': m010,
+  '011-server-client-to-client': m011,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

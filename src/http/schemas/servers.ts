@@ -12,6 +12,7 @@ const Keepalive = Type.Integer({ minimum: 0, maximum: 65535, description: 'secon
 const DnsList = Type.Array(Type.String({ minLength: 1, maxLength: 253, pattern: HOST_PATTERN }), { maxItems: 8 });
 const AllowedIps = Type.Array(Type.String({ minLength: 1, maxLength: 64, pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' }), { minItems: 1, maxItems: 64 });
 const MaxDevices = Type.Integer({ minimum: 1, maximum: 65533 });
+const ClientToClient = Type.Boolean({ description: 'clients of this server may reach each other; default false (docs/dataplane.md, "Client isolation")' });
 
 export const ServerSchema = Type.Object(
   {
@@ -28,6 +29,7 @@ export const ServerSchema = Type.Object(
     subnet: Type.String(),
     dns: Type.Array(Type.String()),
     dns_on_server: Type.Boolean(),
+    client_to_client: Type.Boolean({ description: 'clients of this server may reach each other (default false: isolated)' }),
     mtu: Type.Integer(),
     persistent_keepalive: Type.Integer(),
     client_allowed_ips: Type.Array(Type.String()),
@@ -50,6 +52,7 @@ export const ServerCreateBody = Type.Object(
     mtu: Type.Optional(Mtu),
     persistent_keepalive: Type.Optional(Keepalive),
     client_allowed_ips: Type.Optional(AllowedIps),
+    client_to_client: Type.Optional(ClientToClient),
     country: Type.Optional(Country),
     city: Type.Optional(Type.String({ maxLength: 64 })),
   },
@@ -65,6 +68,7 @@ export const ServerPatchBody = Type.Object(
     dns: Type.Optional(DnsList),
     persistent_keepalive: Type.Optional(Keepalive),
     client_allowed_ips: Type.Optional(AllowedIps),
+    client_to_client: Type.Optional(ClientToClient),
     max_devices: Type.Optional(MaxDevices),
     country: Type.Optional(Country),
     city: Type.Optional(Type.String({ maxLength: 64 })),
