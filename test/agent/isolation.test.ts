@@ -16,6 +16,7 @@ import {
   replaceScript,
   serverTableText,
 } from '../../src/agent/isolation.ts';
+import { ConfigError, nodeDriverConfig } from '../../src/main/config.ts';
 
 const PLACE: IsolationPlace = { serverNetns: 'vp-s1', wg: 'vp1', serverIp: '10.128.0.1', hostNetns: 'hh', vethHost: 'vp1h', hostTable: 'vpnpanel_iso_vp1' };
 const OFF = { clientToClient: false, dnsOnServer: false, allow: [] };
@@ -79,6 +80,16 @@ describe('client isolation: the blocked set', () => {
     }
     assert.deepEqual(parseAllowCidrs(''), []);
     assert.equal((parseAllowCidrs('10.0.0.0/8,fd00::/8') as Cidr[]).length, 2);
+  });
+
+  test('NODE_ALLOW_CIDRS reaches the node driver configuration; a bad one is a one-line ConfigError naming it', () => {
+    assert.deepEqual(nodeDriverConfig({}).nodeAllowCidrs, []);
+    assert.deepEqual(nodeDriverConfig({ NODE_ALLOW_CIDRS: ' 10.8.0.0/16 ,fd00::/8' }).nodeAllowCidrs, allow('10.8.0.0/16,fd00::/8'));
+    assert.throws(() => nodeDriverConfig({ NODE_ALLOW_CIDRS: '10.8.0.0/16,10.9.0.1/16' }), (error: unknown) => {
+      assert.ok(error instanceof ConfigError);
+      assert.equal(error.message, "invalid configuration: NODE_ALLOW_CIDRS must be comma-separated networks: '10.9.0.1/16' is not an IPv4 or IPv6 network such as 10.8.0.0/16 or fd00::/8");
+      return true;
+    });
   });
 });
 
