@@ -200,6 +200,15 @@ describe('client isolation on a real WireGuard node (wg-quick clients, wireguard
     await patchClientToClient(false);
     assert.equal(await l.tcpConnects(l.clientNs, two.address, PORT), false, 'isolated again');
 
+    const open = await api.POST('/api/v1/servers', { body: { name: 'iso-open', client_to_client: true } });
+    assert.equal(open.response.status, 201, JSON.stringify(open.error));
+    const openServer = need(open.data, 'a server body');
+    assert.equal(openServer.client_to_client, true, 'client_to_client given at creation');
+    const on = l.serverNames(openServer.id);
+    assert.match(await run('ip', ['netns', 'exec', on.netns, 'nft', 'list', 'chain', 'inet', 'vpnpanel_iso', 'forward']), new RegExp(`iifname "${on.iface}" oifname "${on.iface}" accept`));
+    assert.equal((await api.DELETE('/api/v1/servers/{id}', { params: { path: { id: openServer.id }, query: {} } })).response.status, 204);
+    assert.deepEqual(await l.leftoversOf(openServer.id), [], 'its isolation table went with it');
+
     const log = await need(panel, 'the panel').cli(['activity', '--resource', 'server', '--json']);
     const entries = (JSON.parse(log.stdout) as { data: { action: string; before: unknown; after: unknown }[] }).data.filter((e) => e.action === 'server.updated');
     assert.deepEqual(entries.map((e) => [e.before, e.after]), [
