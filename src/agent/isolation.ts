@@ -25,7 +25,7 @@ export interface Cidr {
   end: bigint;
 }
 
-/** Never reachable by clients unless allowed by the node: RFC 6890 special-purpose space except the documentation ranges. */
+/** Never reachable by clients unless the node allows it: RFC 6890 special space, less the documentation ranges. */
 const BLOCKED_V4 = [
   '0.0.0.0/8', // "this network"
   '10.0.0.0/8', // RFC 1918
@@ -52,7 +52,7 @@ const BLOCKED_V6 = [
 const V4_BITS = 32;
 const V6_BITS = 128;
 
-/** Parses `a.b.c.d/n` or an IPv6 `addr/n` (a bare address is a single one); null when malformed or host bits are set. */
+/** Parses `a.b.c.d/n` or IPv6 `addr/n` (a bare address: a single one); null when malformed or host bits are set. */
 export function parseCidr(text: string): Cidr | null {
   const [addr = '', prefixText, ...rest] = text.trim().split('/');
   if (rest.length > 0) return null;
@@ -214,7 +214,13 @@ export function serverTableText(place: IsolationPlace, policy: IsolationPolicy):
     ...(v4.length > 0 ? [`iifname ${wg} ip daddr @blocked4 drop`] : []),
     ...(v6.length > 0 ? [`iifname ${wg} ip6 daddr @blocked6 drop`] : []),
   ];
-  const input = [`iifname != ${wg} accept`, 'ct state established,related accept', `ip daddr ${ip} icmp type echo-request accept`, ...dns, 'drop'];
+  const input = [
+    `iifname != ${wg} accept`,
+    'ct state established,related accept',
+    `ip daddr ${ip} icmp type echo-request accept`,
+    ...dns,
+    'drop',
+  ];
   return [
     `table inet ${SERVER_ISOLATION_TABLE} {`,
     `\tset blocked4 {\n\t\ttype ipv4_addr\n\t\tflags interval${elements(v4)}\n\t}`,
@@ -227,17 +233,27 @@ export function serverTableText(place: IsolationPlace, policy: IsolationPolicy):
 
 /** The host namespace's table: nothing from the server's veth is delivered to the host itself. */
 export function hostTableText(place: IsolationPlace): string {
-  return [`table inet ${place.hostTable} {`, chain('input', [`iifname ${JSON.stringify(place.vethHost)} drop`]), '}'].join('\n');
+  const input = chain('input', [`iifname ${JSON.stringify(place.vethHost)} drop`]);
+  return [`table inet ${place.hostTable} {`, input, '}'].join('\n');
 }
 
 function chain(name: 'forward' | 'input', rules: readonly string[]): string {
-  return `\tchain ${name} {\n\t\ttype filter hook ${name} priority filter; policy accept;\n${rules.map((r) => `\t\t${r}\n`).join('')}\t}`;
+  const head = `\tchain ${name} {\n\t\ttype filter hook ${name} priority filter; policy accept;\n`;
+  return `${head}${rules.map((r) => `\t\t${r}\n`).join('')}\t}`;
 }
 
-/** An `nft -f -` script that replaces table `text` atomically (made empty if missing, deleted, made anew, in one transaction). */
+/**
+ * An `nft -f -` script that replaces the table `text` defines in one transaction: made empty if
+ * missing, deleted, made anew.
+ */
 export function replaceScript(text: string): string {
   const head = /^table (\S+ \S+) \{/.exec(text)?.[1] ?? '';
   return `table ${head} {}\ndelete table ${head}\n${text}\n`;
+}
+
+/** Orders parsed set elements by family, then address; what does not parse goes last. */
+function elementKey(cidr: Cidr | null): [number, bigint] {
+  return cidr === null ? [9, 0n] : [cidr.family, cidr.start];
 }
 
 /**
@@ -250,32 +266,52 @@ export function normaliseTable(text: string): string {
   return collapsed.replace(/elements = \{([^}]*)\}/g, (_, list: string) => {
     const parsed = list.split(',').map((item) => {
       const cidr = parseCidr(item.trim());
-      return cidr === null ? { key: [9, 0n] as const, text: item.trim() } : { key: [cidr.family, cidr.start] as const, text: rangeToPrefixes(cidr).join(',') };
+      return { key: elementKey(cidr), text: cidr === null ? item.trim() : rangeToPrefixes(cidr).join(',') };
     });
     parsed.sort((a, b) => a.key[0] - b.key[0] || (a.key[1] < b.key[1] ? -1 : a.key[1] > b.key[1] ? 1 : 0));
     return `elements = { ${parsed.map((p) => p.text).join(', ')} }`;
   });
 }
 
+interface TableAt {
+  netns: string | undefined;
+  name: string;
+  text: string;
+}
+
 /** The two tables of a server with where each lives. */
-function tablesOf(place: IsolationPlace, policy: IsolationPolicy): { netns: string | undefined; name: string; text: string }[] {
+function tablesOf(place: IsolationPlace, policy: IsolationPolicy): TableAt[] {
   return [
     { netns: place.serverNetns, name: SERVER_ISOLATION_TABLE, text: serverTableText(place, policy) },
     { netns: place.hostNetns, name: place.hostTable, text: hostTableText(place) },
   ];
 }
 
+/** 'ok' when the table in place is the expected one. */
+async function stateOf(runner: CommandRunner, table: TableAt): Promise<'ok' | 'missing' | 'differs'> {
+  const listed = await runner.run('nft', ['list', 'table', 'inet', table.name], { netns: table.netns }).then(
+    (r) => r.stdout,
+    () => null,
+  );
+  if (listed === null) return 'missing';
+  return normaliseTable(listed) === normaliseTable(table.text) ? 'ok' : 'differs';
+}
+
 /**
  * What differs between the rules in place and the expected ones: one line per table that is missing
  * or not as expected; empty when both are as expected. Reads only (two `nft list table`).
  */
-export async function isolationProblems(runner: CommandRunner, place: IsolationPlace, policy: IsolationPolicy): Promise<string[]> {
+export async function isolationProblems(
+  runner: CommandRunner,
+  place: IsolationPlace,
+  policy: IsolationPolicy,
+): Promise<string[]> {
   const problems: string[] = [];
   for (const table of tablesOf(place, policy)) {
+    const state = await stateOf(runner, table);
     const where = `table inet ${table.name} in ${table.netns ?? 'the host namespace'}`;
-    const listed = await runner.run('nft', ['list', 'table', 'inet', table.name], { netns: table.netns }).then((r) => r.stdout, () => null);
-    if (listed === null) problems.push(`${where} is missing`);
-    else if (normaliseTable(listed) !== normaliseTable(table.text)) problems.push(`${where} differs from the expected rules`);
+    if (state === 'missing') problems.push(`${where} is missing`);
+    else if (state === 'differs') problems.push(`${where} differs from the expected rules`);
   }
   return problems;
 }
@@ -284,11 +320,16 @@ export async function isolationProblems(runner: CommandRunner, place: IsolationP
  * Makes both tables what `policy` says: each one that is missing or differs is loaded anew (atomically,
  * so no packet passes between the old rules and the new). Failures go to `failures`.
  */
-export async function ensureIsolation(runner: CommandRunner, place: IsolationPlace, policy: IsolationPolicy, failures: string[]): Promise<void> {
+export async function ensureIsolation(
+  runner: CommandRunner,
+  place: IsolationPlace,
+  policy: IsolationPolicy,
+  failures: string[],
+): Promise<void> {
   for (const table of tablesOf(place, policy)) {
-    const listed = await runner.run('nft', ['list', 'table', 'inet', table.name], { netns: table.netns }).then((r) => r.stdout, () => null);
-    if (listed !== null && normaliseTable(listed) === normaliseTable(table.text)) continue;
-    await runner.run('nft', ['-f', '-'], { netns: table.netns, input: replaceScript(table.text) }).catch((error: unknown) => {
+    if ((await stateOf(runner, table)) === 'ok') continue;
+    const input = replaceScript(table.text);
+    await runner.run('nft', ['-f', '-'], { netns: table.netns, input }).catch((error: unknown) => {
       failures.push(error instanceof Error ? error.message : String(error));
     });
   }

@@ -19,7 +19,8 @@ import type { ChildHandle, CommandRunner, RunOptions } from './commands.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
 import { SPEED_LIMIT_MAX_KBPS } from '../domain/devices.ts';
 import { Shaper, type ShapingPlace } from './shaping.ts';
-import { type Cidr, ensureIsolation, type IsolationPlace, type IsolationPolicy, isolationProblems } from './isolation.ts';
+import { type Cidr, ensureIsolation, isolationProblems } from './isolation.ts';
+import type { IsolationPlace, IsolationPolicy } from './isolation.ts';
 
 export type WireGuardImplementation = 'kernel' | 'wireguard-go';
 
@@ -170,8 +171,9 @@ export class WireGuardDriver implements Driver {
    * (docs/dataplane.md, "Client isolation"); empty when they are as expected. Reads only: the next
    * up() puts them right.
    */
-  isolationProblems(spec: ServerSpec): Promise<string[]> {
-    return this.#serial(spec.serverId, () => isolationProblems(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec)));
+  async isolationProblems(spec: ServerSpec): Promise<string[]> {
+    const [place, policy] = [this.#isolationPlace(spec), this.#isolationPolicy(spec)];
+    return this.#serial(spec.serverId, () => isolationProblems(this.#runner, place, policy));
   }
 
   async list(): Promise<number[]> {
@@ -417,7 +419,9 @@ export class WireGuardDriver implements Driver {
     if (hostLinks.has(n.iface)) await run('ip', [...this.#hostIp(), 'link', 'del', n.iface]);
     if (hostLinks.has(n.vethHost)) await run('ip', [...this.#hostIp(), 'link', 'del', n.vethHost]);
     if (hostTables.has(`ip ${n.hostTable}`)) await run('nft', ['delete', 'table', 'ip', n.hostTable], { netns: this.#hostNetns });
-    if (hostTables.has(`inet ${n.isolationTable}`)) await run('nft', ['delete', 'table', 'inet', n.isolationTable], { netns: this.#hostNetns });
+    if (hostTables.has(`inet ${n.isolationTable}`)) {
+      await run('nft', ['delete', 'table', 'inet', n.isolationTable], { netns: this.#hostNetns });
+    }
     if (netnsExists) await run('ip', ['netns', 'del', n.netns]);
     if (failures.length > 0) throw new DriverError(`down server ${serverId}`, collapse(failures));
   }
@@ -477,11 +481,13 @@ export class WireGuardDriver implements Driver {
   #isolationPlace(spec: ServerSpec): IsolationPlace {
     const n = this.names(spec.serverId);
     const serverIp = spec.address.split('/')[0] ?? '';
-    return { serverNetns: n.netns, wg: n.iface, serverIp, hostNetns: this.#hostNetns, vethHost: n.vethHost, hostTable: n.isolationTable };
+    const hostTable = n.isolationTable;
+    return { serverNetns: n.netns, wg: n.iface, serverIp, hostNetns: this.#hostNetns, vethHost: n.vethHost, hostTable };
   }
 
   #isolationPolicy(spec: ServerSpec): IsolationPolicy {
-    return { clientToClient: spec.clientToClient ?? false, dnsOnServer: spec.dnsOnServer ?? false, allow: this.#allowCidrs };
+    const { clientToClient = false, dnsOnServer = false } = spec;
+    return { clientToClient, dnsOnServer, allow: this.#allowCidrs };
   }
 
   /** `ip` arguments that address the host namespace. */

@@ -125,7 +125,9 @@ function timezone(env: Env): string {
 
 function allowCidrs(env: Env): Cidr[] {
   const parsed = parseAllowCidrs(value(env, 'NODE_ALLOW_CIDRS') ?? '');
-  if (typeof parsed === 'string') throw new ConfigError('NODE_ALLOW_CIDRS', `must be comma-separated networks: ${parsed}`);
+  if (typeof parsed === 'string') {
+    throw new ConfigError('NODE_ALLOW_CIDRS', `must be comma-separated networks: ${parsed}`);
+  }
   return parsed;
 }
 

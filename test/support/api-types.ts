@@ -1951,7 +1951,7 @@ export interface components {
             subnet: string;
             dns: string[];
             dns_on_server: boolean;
-            /** @description clients of this server may reach each other (default false: isolated) */
+            /** @description clients of this server may reach each other (default false) */
             client_to_client: boolean;
             mtu: number;
             persistent_keepalive: number;

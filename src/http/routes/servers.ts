@@ -68,7 +68,10 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
     '/servers/:id',
     operation('servers:write', {
       summary: 'Change a server',
-      description: 'A new listen_port or mtu recreates the interface (connections drop for a moment); client_to_client changes the node\'s rules in place; other changes apply to configs issued from then on. address and node are fixed.',
+      description:
+        'A new listen_port or mtu recreates the interface (connections drop for a moment); client_to_client ' +
+        "changes the node's rules in place; other changes apply to configs issued from then on. " +
+        'address and node are fixed.',
       tags: ['servers'],
       params: IdParams,
       body: ServerPatchBody,

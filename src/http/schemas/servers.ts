@@ -12,7 +12,9 @@ const Keepalive = Type.Integer({ minimum: 0, maximum: 65535, description: 'secon
 const DnsList = Type.Array(Type.String({ minLength: 1, maxLength: 253, pattern: HOST_PATTERN }), { maxItems: 8 });
 const AllowedIps = Type.Array(Type.String({ minLength: 1, maxLength: 64, pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' }), { minItems: 1, maxItems: 64 });
 const MaxDevices = Type.Integer({ minimum: 1, maximum: 65533 });
-const ClientToClient = Type.Boolean({ description: 'clients of this server may reach each other; default false (docs/dataplane.md, "Client isolation")' });
+const ClientToClient = Type.Boolean({
+  description: 'clients of this server may reach each other; default false (docs/dataplane.md, "Client isolation")',
+});
 
 export const ServerSchema = Type.Object(
   {
@@ -29,7 +31,7 @@ export const ServerSchema = Type.Object(
     subnet: Type.String(),
     dns: Type.Array(Type.String()),
     dns_on_server: Type.Boolean(),
-    client_to_client: Type.Boolean({ description: 'clients of this server may reach each other (default false: isolated)' }),
+    client_to_client: Type.Boolean({ description: 'clients of this server may reach each other (default false)' }),
     mtu: Type.Integer(),
     persistent_keepalive: Type.Integer(),
     client_allowed_ips: Type.Array(Type.String()),
