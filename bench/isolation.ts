@@ -42,13 +42,17 @@ async function main(): Promise<void> {
   if (skip !== false) throw new Error(skip);
   const loadAtStart = loadavg();
   const lab = await NetLab.create();
-  const driver = new WireGuardDriver({ runner: new ExecRunner(), namePrefix: lab.prefix, hostNetns: lab.hostNs, implementation: 'wireguard-go' });
-  const server: ServerSpec = { serverId: 1, privateKey: generateKeyPair().privateKey, listenPort: 51820, address: '10.97.0.1/24', mtu: 1420 };
+  const runner = new ExecRunner();
+  const { prefix: namePrefix, hostNs: hostNetns } = lab;
+  const driver = new WireGuardDriver({ runner, namePrefix, hostNetns, implementation: 'wireguard-go' });
+  const privateKey = generateKeyPair().privateKey;
+  const server: ServerSpec = { serverId: 1, privateKey, listenPort: 51820, address: '10.97.0.1/24', mtu: 1420 };
   const client = generateKeyPair();
   const n = driver.names(server.serverId);
   try {
     await driver.up(server);
-    await driver.setPeers(server.serverId, [{ publicKey: client.publicKey, allowedIp: '10.97.0.2/32', speedLimitKbps: 0 }]);
+    const peer = { publicKey: client.publicKey, allowedIp: '10.97.0.2/32', speedLimitKbps: 0 };
+    await driver.setPeers(server.serverId, [peer]);
     await lab.startIperfServer(INTERNET_IP, IPERF_PORT);
     const wg = await lab.connectClient({
       serverPublicKey: publicKeyOf(server.privateKey),
@@ -59,18 +63,22 @@ async function main(): Promise<void> {
       allowedIps: ['10.97.0.0/24', `${INTERNET_IP}/32`],
     });
     await run('ip', ['-n', lab.clientNs, 'route', 'add', `${INTERNET_IP}/32`, 'dev', wg.iface]);
-    if (!(await lab.waitForPing(INTERNET_IP))) throw new Error(`the client does not reach ${INTERNET_IP} through its tunnel`);
+    if (!(await lab.waitForPing(INTERNET_IP))) throw new Error(`the client does not reach ${INTERNET_IP}`);
 
     const setVariant = async (variant: Variant): Promise<void> => {
       if (variant === 'with') await driver.up(server);
       else {
         // Already gone when the previous measurement was "without" too (the order alternates per round); checked below.
-        await run('ip', ['netns', 'exec', n.netns, 'nft', 'delete', 'table', 'inet', SERVER_ISOLATION_TABLE]).catch(() => undefined);
-        await run('ip', ['netns', 'exec', lab.hostNs, 'nft', 'delete', 'table', 'inet', n.isolationTable]).catch(() => undefined);
+        const drop = (netns: string, table: string): Promise<unknown> =>
+          run('ip', ['netns', 'exec', netns, 'nft', 'delete', 'table', 'inet', table]).catch(() => undefined);
+        await drop(n.netns, SERVER_ISOLATION_TABLE);
+        await drop(lab.hostNs, n.isolationTable);
       }
       const problems = await driver.isolationProblems(server);
       const expected = variant === 'with' ? 0 : 2;
-      if (problems.length !== expected) throw new Error(`${variant} the rules, yet: ${problems.join('; ') || 'none missing'}`);
+      if (problems.length !== expected) {
+        throw new Error(`${variant} the rules, yet: ${problems.join('; ') || 'none missing'}`);
+      }
     };
     const samples = new Map<Variant, [number, number][]>([['with', []], ['without', []]]);
     for (let round = 0; round < ROUNDS; round++) {
@@ -86,21 +94,31 @@ async function main(): Promise<void> {
     await setVariant('with');
     await wg.close();
 
-    const median = (variant: Variant, d: 0 | 1): number => percentile((samples.get(variant) ?? []).map((x) => x[d]), 0.5);
+    const median = (variant: Variant, d: 0 | 1): number =>
+      percentile((samples.get(variant) ?? []).map((x) => x[d]), 0.5);
     const range = (variant: Variant, d: 0 | 1): string => {
       const values = (samples.get(variant) ?? []).map((x) => x[d]);
       return `${Math.min(...values).toFixed(0)}-${Math.max(...values).toFixed(0)}`;
     };
     const line = (label: string, d: 0 | 1): string => {
       const [withRules, without] = [median('with', d), median('without', d)];
-      return `| ${label} | ${withRules.toFixed(1)} (${range('with', d)}) | ${without.toFixed(1)} (${range('without', d)}) | ${(withRules / without).toFixed(2)} |`;
+      const cells = [`${withRules.toFixed(1)} (${range('with', d)})`, `${without.toFixed(1)} (${range('without', d)})`];
+      return `| ${label} | ${cells.join(' | ')} | ${(withRules / without).toFixed(2)} |`;
     };
     const body = [
-      `Command: \`node bench/isolation.ts\` (as root; \`IPERF_SECONDS=${IPERF_SECONDS} ROUNDS=${ROUNDS}\`). Machine: nproc ${availableParallelism()} (${cpus()[0]?.model ?? 'cpu'}), kernel ${release()}, ${firstLine('wireguard-go', ['--version'])}, ${firstLine('nft', ['--version'])}, ${firstLine('iperf3', ['--version'])}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
+      `Command: \`node bench/isolation.ts\` (as root; \`IPERF_SECONDS=${IPERF_SECONDS} ROUNDS=${ROUNDS}\`). ` +
+        `Machine: nproc ${availableParallelism()} (${cpus()[0]?.model ?? 'cpu'}), kernel ${release()}, ` +
+        `${firstLine('wireguard-go', ['--version'])}, ${firstLine('nft', ['--version'])}, ` +
+        `${firstLine('iperf3', ['--version'])}, Node ${process.versions.node}, ` +
+        `${new Date().toISOString().slice(0, 10)}.`,
       '',
-      `Load average (1/5/15 min) at the start: ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}; at the end: ${loadavg().map((l) => l.toFixed(2)).join(' / ')} (the machine is shared).`,
+      `Load average (1/5/15 min) at the start: ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}; ` +
+        `at the end: ${loadavg().map((l) => l.toFixed(2)).join(' / ')} (the machine is shared).`,
       '',
-      `One real client (wireguard-go in its own namespace) through one server's tunnel and both NATs to iperf3 beyond the host's uplink, TCP, ${IPERF_SECONDS} s each way, Mbit/s as the receiver counted them. "With": the two isolation tables as \`up()\` loads them (forward chain with the blocked interval sets, input chains); "without": both tables deleted. ${ROUNDS} rounds alternating the order, median (min-max):`,
+      "One real client (wireguard-go in its own namespace) through one server's tunnel and both NATs to iperf3 " +
+        `beyond the host's uplink, TCP, ${IPERF_SECONDS} s each way, Mbit/s as the receiver counted them. ` +
+        '"With": the two isolation tables as `up()` loads them (forward chain with the blocked interval sets, ' +
+        `input chains); "without": both tables deleted. ${ROUNDS} rounds alternating the order, median (min-max):`,
       '',
       '| direction | with the rules | without | with / without |',
       '|---|---|---|---|',

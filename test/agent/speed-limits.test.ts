@@ -337,7 +337,14 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
     // A host beyond the uplink: client isolation keeps clients off the host namespace's own addresses.
     const outside = '198.51.100.9';
     await l.addInternetAddress(outside);
-    const wg = await l.connectClient({ serverPublicKey: publicKeyOf(spec.privateKey), endpoint: l.hostIp, port: spec.listenPort, privateKey: client.privateKey, address: '10.91.0.2/16', allowedIps: ['10.91.0.0/16', `${outside}/32`] });
+    const wg = await l.connectClient({
+      serverPublicKey: publicKeyOf(spec.privateKey),
+      endpoint: l.hostIp,
+      port: spec.listenPort,
+      privateKey: client.privateKey,
+      address: '10.91.0.2/16',
+      allowedIps: ['10.91.0.0/16', `${outside}/32`],
+    });
     await run('ip', ['-n', l.clientNs, 'route', 'add', `${outside}/32`, 'dev', wg.iface]);
     const first = need(peers[0], 'the client peer');
     assert.ok(await l.waitForPing(outside), 'the client reaches a host beyond the uplink through the tunnel');

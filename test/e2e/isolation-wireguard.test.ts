@@ -35,7 +35,9 @@ const METADATA_IP = '169.254.169.254';
 /** A first handshake, or a panel's resync, comes within this. */
 const REACH_TIMEOUT_MS = 15_000;
 
-describe('client isolation on a real WireGuard node (wg-quick clients, wireguard-go)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+const SUITE = 'client isolation on a real WireGuard node (wg-quick clients, wireguard-go)';
+
+describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let lab: NetLab | undefined;
   let db: TestDatabase | undefined;
   let panel: PanelProcess | undefined;
@@ -81,14 +83,17 @@ describe('client isolation on a real WireGuard node (wg-quick clients, wireguard
   /** Of `targets`, those a TCP connect from `netns` reaches (all tried at once, each for at most 1.5 s). */
   async function reached(netns: string, targets: readonly [string, string][]): Promise<string[]> {
     const l = need(lab, 'the lab');
-    const results = await Promise.all(targets.map(async ([what, ip]) => ((await l.tcpConnects(netns, ip, PORT)) ? `${what} ${ip}` : null)));
+    const tried = async ([what, ip]: [string, string]): Promise<string | null> =>
+      (await l.tcpConnects(netns, ip, PORT)) ? `${what} ${ip}` : null;
+    const results = await Promise.all(targets.map(tried));
     return results.filter((r): r is string => r !== null);
   }
 
   /** Waits until the first client reaches the internet listener; its answer names the address the listener saw. */
   async function waitForInternet(netns: string): Promise<string> {
     const l = need(lab, 'the lab');
-    return waitFor(`${netns} to reach ${INTERNET_IP}:${PORT} through the tunnel`, () => l.tcpRead(netns, INTERNET_IP, PORT), REACH_TIMEOUT_MS, 100);
+    const what = `${netns} to reach ${INTERNET_IP}:${PORT} through the tunnel`;
+    return waitFor(what, () => l.tcpRead(netns, INTERNET_IP, PORT), REACH_TIMEOUT_MS, 100);
   }
 
   /** Both isolation tables of the server as nft lists them. */
@@ -115,7 +120,9 @@ describe('client isolation on a real WireGuard node (wg-quick clients, wireguard
   }
 
   async function patchClientToClient(value: boolean): Promise<void> {
-    const patched = await api.PATCH('/api/v1/servers/{id}', { params: { path: { id: need(server, 'the server').id } }, body: { client_to_client: value } });
+    const id = need(server, 'the server').id;
+    const body = { client_to_client: value };
+    const patched = await api.PATCH('/api/v1/servers/{id}', { params: { path: { id } }, body });
     assert.equal(patched.response.status, 200, JSON.stringify(patched.error));
     assert.equal(patched.data?.client_to_client, value);
   }
@@ -147,13 +154,15 @@ describe('client isolation on a real WireGuard node (wg-quick clients, wireguard
 
   test('every listener answers where no tunnel is in the way (the positive control)', async () => {
     const l = need(lab, 'the lab');
-    assert.ok(await l.tcpConnects(l.clientNs, l.hostIp, PORT), 'the host listener on the endpoint address, from the client namespace');
+    assert.ok(await l.tcpConnects(l.clientNs, l.hostIp, PORT), 'the host listener on the endpoint, from the client');
     assert.ok(await l.tcpConnects(secondNs, l.hostIp, PORT), 'and from the second client namespace');
     assert.ok(await l.tcpConnects(internetNs, UPLINK_HOST_IP, PORT), 'the host listener on the uplink address');
-    for (const ip of [INTERNET_IP, PRIVATE_IP, METADATA_IP]) assert.ok(await l.tcpConnects(l.hostNs, ip, PORT), `${ip} from the host namespace`);
+    for (const ip of [INTERNET_IP, PRIVATE_IP, METADATA_IP]) {
+      assert.ok(await l.tcpConnects(l.hostNs, ip, PORT), `${ip} from the host namespace`);
+    }
   });
 
-  test('a new server is isolated: a client reaches the internet through NAT and pings its server, and nothing else', async (t) => {
+  test('a new server is isolated: a client reaches the internet through NAT, pings its server, no more', async (t) => {
     const l = need(lab, 'the lab');
     const created = await api.POST('/api/v1/servers', { body: { name: 'iso' } });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
@@ -168,34 +177,38 @@ describe('client isolation on a real WireGuard node (wg-quick clients, wireguard
       assert.equal(made.response.status, 201, JSON.stringify(made.error));
       const device = need(made.data, 'a device body');
       devices.push(device);
-      await l.wgQuickUp(`${l.prefix}-q${devices.length}`, need(device.config ?? undefined, 'a config with its private key'), ns);
+      const config = need(device.config ?? undefined, 'a config with its private key');
+      await l.wgQuickUp(`${l.prefix}-q${devices.length}`, config, ns);
     }
     const [one, two] = devices;
     const startMs = Date.now();
     const seen = await waitForInternet(l.clientNs);
     t.diagnostic(`first connect through the tunnel after ${Date.now() - startMs} ms`);
-    assert.equal(seen, `internet ${UPLINK_HOST_IP}`, 'the internet listener sees the uplink address: the client went through NAT');
+    assert.equal(seen, `internet ${UPLINK_HOST_IP}`, 'the internet listener sees the uplink address: through NAT');
     assert.equal(await waitForInternet(secondNs), `internet ${UPLINK_HOST_IP}`, 'the second client works too');
     assert.ok(await l.pingFrom(l.clientNs, hostOf(s.address)), 'ping to the server tunnel address works');
     assert.ok(await l.pingFrom(secondNs, hostOf(s.address)), 'from the second client too');
 
     await l.listenTcp(secondNs, need(two, 'device two').address, PORT, 'client');
-    assert.deepEqual(await reached(l.clientNs, [...(await forbidden(l.clientNs)), ['the other client', need(two, 'device two').address]]), []);
-    assert.deepEqual(await reached(secondNs, [...(await forbidden(secondNs)), ['the other client', need(one, 'device one').address]]), []);
-    assert.equal(await l.pingFrom(l.clientNs, need(two, 'device two').address, 1), false, 'no ping to the other client');
+    const [oneIp, twoIp] = [need(one, 'device one').address, need(two, 'device two').address];
+    assert.deepEqual(await reached(l.clientNs, [...(await forbidden(l.clientNs)), ['the other client', twoIp]]), []);
+    assert.deepEqual(await reached(secondNs, [...(await forbidden(secondNs)), ['the other client', oneIp]]), []);
+    assert.equal(await l.pingFrom(l.clientNs, twoIp, 1), false, 'no ping to the other client');
   });
 
-  test('client_to_client: a PATCH lets the clients reach each other (still nothing of the host), another takes it back', async () => {
+  test('client_to_client: a PATCH lets clients reach each other (not the host), another takes it back', async () => {
     const l = need(lab, 'the lab');
     const two = need(devices[1], 'device two');
     const n = l.serverNames(need(server, 'the server').id);
     const interfaceBefore = await run('ip', ['-n', n.netns, '-o', 'link', 'show', 'dev', n.iface]);
     await patchClientToClient(true);
-    assert.equal(await l.tcpRead(l.clientNs, two.address, PORT), `client ${need(devices[0], 'device one').address}`, 'client one reaches client two');
+    const oneIp = need(devices[0], 'device one').address;
+    assert.equal(await l.tcpRead(l.clientNs, two.address, PORT), `client ${oneIp}`, 'client one reaches client two');
     assert.ok(await l.pingFrom(l.clientNs, two.address), 'and pings it');
     assert.deepEqual(await reached(secondNs, await forbidden(secondNs)), []);
     const interfaceAfter = await run('ip', ['-n', n.netns, '-o', 'link', 'show', 'dev', n.iface]);
-    assert.equal(/^(\d+):/.exec(interfaceAfter)?.[1], /^(\d+):/.exec(interfaceBefore)?.[1], 'the interface was not made anew');
+    const index = (line: string): string | undefined => /^(\d+):/.exec(line)?.[1];
+    assert.equal(index(interfaceAfter), index(interfaceBefore), 'the interface was not made anew');
 
     await patchClientToClient(false);
     assert.equal(await l.tcpConnects(l.clientNs, two.address, PORT), false, 'isolated again');
@@ -205,12 +218,16 @@ describe('client isolation on a real WireGuard node (wg-quick clients, wireguard
     const openServer = need(open.data, 'a server body');
     assert.equal(openServer.client_to_client, true, 'client_to_client given at creation');
     const on = l.serverNames(openServer.id);
-    assert.match(await run('ip', ['netns', 'exec', on.netns, 'nft', 'list', 'chain', 'inet', 'vpnpanel_iso', 'forward']), new RegExp(`iifname "${on.iface}" oifname "${on.iface}" accept`));
-    assert.equal((await api.DELETE('/api/v1/servers/{id}', { params: { path: { id: openServer.id }, query: {} } })).response.status, 204);
+    const nftArgs = ['netns', 'exec', on.netns, 'nft', 'list', 'chain', 'inet', 'vpnpanel_iso', 'forward'];
+    const forward = await run('ip', nftArgs);
+    assert.match(forward, new RegExp(`iifname "${on.iface}" oifname "${on.iface}" accept`));
+    const deleted = await api.DELETE('/api/v1/servers/{id}', { params: { path: { id: openServer.id }, query: {} } });
+    assert.equal(deleted.response.status, 204);
     assert.deepEqual(await l.leftoversOf(openServer.id), [], 'its isolation table went with it');
 
     const log = await need(panel, 'the panel').cli(['activity', '--resource', 'server', '--json']);
-    const entries = (JSON.parse(log.stdout) as { data: { action: string; before: unknown; after: unknown }[] }).data.filter((e) => e.action === 'server.updated');
+    const page = JSON.parse(log.stdout) as { data: { action: string; before: unknown; after: unknown }[] };
+    const entries = page.data.filter((e) => e.action === 'server.updated');
     assert.deepEqual(entries.map((e) => [e.before, e.after]), [
       [{ client_to_client: false }, { client_to_client: true }],
       [{ client_to_client: true }, { client_to_client: false }],
@@ -243,25 +260,30 @@ describe('client isolation on a real WireGuard node (wg-quick clients, wireguard
   test('NODE_ALLOW_CIDRS opens the private range it names, and nothing else', async () => {
     const l = need(lab, 'the lab');
     await restartPanel({ ...panelEnv, NODE_ALLOW_CIDRS: '10.99.0.0/16, fd00:99::/32' });
-    await waitFor(`${PRIVATE_IP} to be reachable`, async () => ((await l.tcpConnects(secondNs, PRIVATE_IP, PORT)) ? true : undefined), REACH_TIMEOUT_MS);
+    const privateOpen = async (): Promise<boolean> => l.tcpConnects(secondNs, PRIVATE_IP, PORT);
+    const opened = async (): Promise<true | undefined> => ((await privateOpen()) ? true : undefined);
+    await waitFor(`${PRIVATE_IP} to be reachable`, opened, REACH_TIMEOUT_MS);
     assert.equal(await l.tcpRead(secondNs, PRIVATE_IP, PORT), `internet ${UPLINK_HOST_IP}`);
     const rest = (await forbidden(secondNs)).filter(([, ip]) => ip !== PRIVATE_IP);
     assert.deepEqual(await reached(secondNs, rest), [], 'metadata, the host and the server stay closed');
 
     await restartPanel();
-    await waitFor(`${PRIVATE_IP} to be closed again`, async () => ((await l.tcpConnects(secondNs, PRIVATE_IP, PORT)) ? undefined : true), REACH_TIMEOUT_MS);
+    const closed = async (): Promise<true | undefined> => ((await privateOpen()) ? undefined : true);
+    await waitFor(`${PRIVATE_IP} to be closed again`, closed, REACH_TIMEOUT_MS);
   });
 
   test('a malformed NODE_ALLOW_CIDRS stops the panel with one line naming it', async () => {
     await stopPanel();
-    const failed = await startPanel({ database: need(db, 'the database'), env: { ...panelEnv, NODE_ALLOW_CIDRS: '10.99.0.1/16' } }).then(
+    const env = { ...panelEnv, NODE_ALLOW_CIDRS: '10.99.0.1/16' };
+    const failed = await startPanel({ database: need(db, 'the database'), env }).then(
       async (started) => {
         await started.stop('SIGKILL');
         return null;
       },
       (error: unknown) => String(error),
     );
-    assert.match(failed ?? 'it started', /invalid configuration: NODE_ALLOW_CIDRS must be comma-separated networks: '10\.99\.0\.1\/16' is not/);
+    const line = /invalid configuration: NODE_ALLOW_CIDRS must be comma-separated networks: '10\.99\.0\.1\/16' is not/;
+    assert.match(failed ?? 'it started', line);
     panel = await startPanel({ database: need(db, 'the database'), env: panelEnv });
     api = panel.client(key);
   });

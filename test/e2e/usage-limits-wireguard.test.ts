@@ -104,10 +104,15 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   async function download(): Promise<() => Promise<void>> {
     const internetNs = await lab.addInternet();
     const port = String(5201 + Math.floor(Math.random() * 1000));
-    const listener = spawn('ip', ['netns', 'exec', internetNs, 'iperf3', '-s', '-1', '-B', DOWNLOAD_IP, '-p', port], { stdio: 'ignore' });
+    const listenerArgs = ['netns', 'exec', internetNs, 'iperf3', '-s', '-1', '-B', DOWNLOAD_IP, '-p', port];
+    const listener = spawn('ip', listenerArgs, { stdio: 'ignore' });
     lab.track(listener);
-    await waitFor('iperf3 to listen', async () => ((await run('ip', ['netns', 'exec', internetNs, 'ss', '-ltn'])).includes(`:${port}`) ? true : undefined), 5000, 50);
-    const sender = spawn('ip', ['netns', 'exec', lab.clientNs, 'iperf3', '-c', DOWNLOAD_IP, '-p', port, '-R', '-b', '20M', '-t', '60'], { stdio: 'ignore' });
+    const listening = async (): Promise<true | undefined> =>
+      (await run('ip', ['netns', 'exec', internetNs, 'ss', '-ltn'])).includes(`:${port}`) ? true : undefined;
+    await waitFor('iperf3 to listen', listening, 5000, 50);
+    const senderArgs = ['netns', 'exec', lab.clientNs, 'iperf3', '-c', DOWNLOAD_IP, '-p', port];
+    senderArgs.push('-R', '-b', '20M', '-t', '60');
+    const sender = spawn('ip', senderArgs, { stdio: 'ignore' });
     lab.track(sender);
     return async () => {
       for (const child of [sender, listener]) {

@@ -10,7 +10,8 @@
  * On demand (addInternet): the "internet" beyond the host's uplink, and more client namespaces:
  *   host ns (PREFIX-uh) 203.0.113.253/30 ── veth ── 203.0.113.254/30 (PREFIX-ui) internet ns PREFIX-i
  *     the host's default route; addresses standing for hosts out there are /32s on the internet ns's lo
- *   host ns (PREFIX-kNh) 203.0.113.(4N+1)/30 ── veth ── .(4N+2)/30 (PREFIX-kNc) client ns PREFIX-cN (addClientNamespace)
+ *   host ns (PREFIX-kNh) 203.0.113.(4N+1)/30 ── veth ── .(4N+2)/30 (PREFIX-kNc) client ns PREFIX-cN
+ *     (addClientNamespace)
  *
  * Every name a lab makes, and every name the node driver makes with NODE_NAME_PREFIX=PREFIX
  * (docs/dataplane.md: namespaces `PREFIX-sN`, interfaces `PREFIXN`, sockets
@@ -436,8 +437,10 @@ export class NetLab {
     const [hostEnd, internetEnd] = [`${this.prefix}-uh`, `${this.prefix}-ui`];
     await run('ip', ['netns', 'add', ns]);
     this.#internetNs = ns;
-    await run('ip', ['-n', this.hostNs, 'link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', internetEnd, 'netns', ns]);
-    for (const [where, dev, ip] of [[this.hostNs, hostEnd, UPLINK_HOST_IP], [ns, internetEnd, UPLINK_GATEWAY_IP]] as const) {
+    const veth = ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', internetEnd, 'netns', ns];
+    await run('ip', ['-n', this.hostNs, ...veth]);
+    const ends = [[this.hostNs, hostEnd, UPLINK_HOST_IP], [ns, internetEnd, UPLINK_GATEWAY_IP]] as const;
+    for (const [where, dev, ip] of ends) {
       await run('ip', ['-n', where, 'addr', 'add', `${ip}/30`, 'dev', dev]);
       await run('ip', ['-n', where, 'link', 'set', dev, 'up']);
     }
@@ -463,7 +466,8 @@ export class NetLab {
     const ns = `${this.prefix}-c${k}`;
     const [hostEnd, clientEnd] = [`${this.prefix}-k${k}h`, `${this.prefix}-k${k}c`];
     await run('ip', ['netns', 'add', ns]);
-    await run('ip', ['-n', this.hostNs, 'link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', clientEnd, 'netns', ns]);
+    const veth = ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', clientEnd, 'netns', ns];
+    await run('ip', ['-n', this.hostNs, ...veth]);
     const [hostIp, clientIp] = [`203.0.113.${4 * k + 1}`, `203.0.113.${4 * k + 2}`];
     for (const [where, dev, ip] of [[this.hostNs, hostEnd, hostIp], [ns, clientEnd, clientIp]] as const) {
       await run('ip', ['-n', where, 'addr', 'add', `${ip}/30`, 'dev', dev]);
@@ -480,9 +484,13 @@ export class NetLab {
    * it; resolves once it listens. Ended at cleanup.
    */
   async listenTcp(netns: string, ip: string, port: number, banner = 'hello'): Promise<void> {
-    const answer = `(s) => s.end(${JSON.stringify(`${banner} `)} + String(s.remoteAddress).replace(/^::ffff:/, '') + '\\n')`;
-    const script = `require('node:net').createServer(${answer}).listen(${port}, ${JSON.stringify(ip)}, () => console.log('listening'))`;
-    const server = spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const peer = "String(s.remoteAddress).replace(/^::ffff:/, '')";
+    const answer = `(s) => s.end(${JSON.stringify(`${banner} `)} + ${peer} + '\\n')`;
+    const listen = `.listen(${port}, ${JSON.stringify(ip)}, () => console.log('listening'))`;
+    const script = `require('node:net').createServer(${answer})${listen}`;
+    const server = spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', script], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.track(server);
     let output = '';
     server.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
@@ -501,10 +509,11 @@ export class NetLab {
     return (await this.tcpRead(netns, ip, port, timeoutMs)) !== undefined;
   }
 
-  /** The first line a TCP server at `ip`:`port` sends to a connection from `netns` within `timeoutMs`; undefined when none. */
+  /** The first line a TCP server at `ip`:`port` sends a connection from `netns` within `timeoutMs`; else undefined. */
   tcpRead(netns: string, ip: string, port: number, timeoutMs = 1500): Promise<string | undefined> {
     const seconds = (timeoutMs / 1000).toFixed(2);
-    return run('ip', ['netns', 'exec', netns, 'timeout', seconds, 'bash', '-c', `exec 3<>/dev/tcp/${ip}/${port} && head -n 1 <&3`]).then(
+    const connect = `exec 3<>/dev/tcp/${ip}/${port} && head -n 1 <&3`;
+    return run('ip', ['netns', 'exec', netns, 'timeout', seconds, 'bash', '-c', connect]).then(
       (out) => out.trim(),
       () => undefined,
     );
@@ -512,7 +521,8 @@ export class NetLab {
 
   /** `count` pings from namespace `netns`; true when any reply came back. */
   pingFrom(netns: string, ip: string, count = 2): Promise<boolean> {
-    return succeeds('ip', ['netns', 'exec', netns, 'ping', '-n', '-q', '-c', String(count), '-i', '0.2', '-W', '1', ip]);
+    const args = ['netns', 'exec', netns, 'ping', '-n', '-q', '-c', String(count), '-i', '0.2', '-W', '1', ip];
+    return succeeds('ip', args);
   }
 
   /**
@@ -576,8 +586,11 @@ export class NetLab {
     if (existsSync(n.socket)) found.push(`socket ${n.socket}`);
     if ((await run('wg', ['show', 'interfaces'])).split(/\s+/).includes(n.iface)) found.push(`wg interface ${n.iface}`);
     for (const [pid, name] of wireguardGoOf(this.prefix)) if (name === n.iface) found.push(`wireguard-go ${name} (pid ${pid})`);
-    const hostTables = (await run('ip', ['netns', 'exec', this.hostNs, 'nft', 'list', 'tables'])).split('\n').map((l) => l.trim().split(' ').at(-1));
-    for (const table of [n.hostTable, n.isolationTable]) if (hostTables.includes(table)) found.push(`nft table ${table} in ${this.hostNs}`);
+    const tablesOut = await run('ip', ['netns', 'exec', this.hostNs, 'nft', 'list', 'tables']);
+    const hostTables = tablesOut.split('\n').map((l) => l.trim().split(' ').at(-1));
+    for (const table of [n.hostTable, n.isolationTable]) {
+      if (hostTables.includes(table)) found.push(`nft table ${table} in ${this.hostNs}`);
+    }
     return found;
   }
 
