@@ -14,6 +14,10 @@ export interface ServerSpec {
   /** The server's own address with the subnet's prefix length, e.g. `10.128.0.1/24`. */
   address: string;
   mtu: number;
+  /** Clients of this server may reach each other; absent: false (docs/dataplane.md, "Client isolation"). */
+  clientToClient?: boolean;
+  /** The server answers DNS on its tunnel address, so clients may reach port 53 there; absent: false. */
+  dnsOnServer?: boolean;
 }
 
 export interface PeerSpec {

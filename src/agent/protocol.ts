@@ -11,6 +11,9 @@ export const ServerSpecSchema = Type.Object({
   listenPort: Type.Integer({ minimum: 1, maximum: 65535 }),
   address: Type.String(),
   mtu: Type.Integer({ minimum: 576, maximum: 9000 }),
+  // Optional so a panel that predates them still drives a newer agent: absent means off.
+  clientToClient: Type.Optional(Type.Boolean()),
+  dnsOnServer: Type.Optional(Type.Boolean()),
 });
 
 export const PeerSpecSchema = Type.Object({

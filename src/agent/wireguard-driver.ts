@@ -10,7 +10,8 @@
  *
  * Every method reads the host's state first and changes only the difference, goes on past a failed
  * step and throws one DriverError listing every failure (docs/dataplane.md). Speed limits are HTB
- * classes and an nft map inside the server's namespace (shaping.ts).
+ * classes and an nft map inside the server's namespace (shaping.ts); what clients may reach is nft
+ * tables in the server's and the host namespace (isolation.ts).
  */
 import { DriverError } from './driver.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from './driver.ts';
@@ -18,6 +19,8 @@ import type { ChildHandle, CommandRunner, RunOptions } from './commands.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
 import { SPEED_LIMIT_MAX_KBPS } from '../domain/devices.ts';
 import { Shaper, type ShapingPlace } from './shaping.ts';
+import { type Cidr, ensureIsolation, isolationProblems } from './isolation.ts';
+import type { IsolationPlace, IsolationPolicy } from './isolation.ts';
 
 export type WireGuardImplementation = 'kernel' | 'wireguard-go';
 
@@ -31,6 +34,8 @@ export interface WireGuardDriverOptions {
   implementation?: WireGuardImplementation;
   /** How long a fresh wireguard-go may take to answer on its UAPI socket. Default 3000. */
   readyTimeoutMs?: number;
+  /** Destinations opened to clients although blocked by default (`NODE_ALLOW_CIDRS`; isolation.ts). */
+  allowCidrs?: readonly Cidr[];
 }
 
 /** Peers per `wg set` argv: one call instead of one per peer (about 1 ms each), argv stays well under ARG_MAX. */
@@ -55,6 +60,8 @@ export interface Names {
   vethHost: string;
   vethServer: string;
   hostTable: string;
+  /** The host's nft table of client isolation. */
+  isolationTable: string;
   hostIp: string;
   serverIp: string;
 }
@@ -93,6 +100,7 @@ export class WireGuardDriver implements Driver {
   /** One operation per server at a time: the tail of each server's queue. */
   readonly #queues = new Map<number, Promise<unknown>>();
   readonly #shaper: Shaper;
+  readonly #allowCidrs: readonly Cidr[];
 
   constructor(options: WireGuardDriverOptions) {
     const prefix = options.namePrefix ?? 'vp';
@@ -103,6 +111,7 @@ export class WireGuardDriver implements Driver {
     this.#implementation = options.implementation;
     this.#readyTimeoutMs = options.readyTimeoutMs ?? 3000;
     this.#shaper = new Shaper(options.runner);
+    this.#allowCidrs = options.allowCidrs ?? [];
   }
 
   /** Every host name of a server; throws when the id does not fit the 15-character limit. */
@@ -122,6 +131,7 @@ export class WireGuardDriver implements Driver {
       vethHost: `${iface}h`,
       vethServer: `${iface}s`,
       hostTable: `vpnpanel_${iface}`,
+      isolationTable: `vpnpanel_iso_${iface}`,
       hostIp: `${base}.${lastOctet + 1}`,
       serverIp: `${base}.${lastOctet + 2}`,
     };
@@ -156,6 +166,16 @@ export class WireGuardDriver implements Driver {
     return this.#serial(serverId, () => this.#down(serverId));
   }
 
+  /**
+   * What differs between the server's client-isolation rules on the host and those `spec` asks for
+   * (docs/dataplane.md, "Client isolation"); empty when they are as expected. Reads only: the next
+   * up() puts them right.
+   */
+  async isolationProblems(spec: ServerSpec): Promise<string[]> {
+    const [place, policy] = [this.#isolationPlace(spec), this.#isolationPolicy(spec)];
+    return this.#serial(spec.serverId, () => isolationProblems(this.#runner, place, policy));
+  }
+
   async list(): Promise<number[]> {
     const [namespaces, hostLinks] = await Promise.all([this.#netnsNames(), this.#links(this.#hostNetns)]);
     const ids = new Set<number>();
@@ -188,6 +208,8 @@ export class WireGuardDriver implements Driver {
     const run = this.#stepper(failures);
     const snap = await this.#snapshot(n);
     if (!snap.netnsExists && !(await run('ip', ['netns', 'add', n.netns]))) throw new DriverError(action, failures);
+    // Before the interface, so no client of a new interface ever passes unfiltered.
+    await ensureIsolation(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec), failures);
 
     const iface = snap.serverLinks.get(n.iface);
     const dump = snap.dump;
@@ -403,6 +425,9 @@ export class WireGuardDriver implements Driver {
     if (hostLinks.has(n.iface)) await run('ip', [...this.#hostIp(), 'link', 'del', n.iface]);
     if (hostLinks.has(n.vethHost)) await run('ip', [...this.#hostIp(), 'link', 'del', n.vethHost]);
     if (hostTables.has(`ip ${n.hostTable}`)) await run('nft', ['delete', 'table', 'ip', n.hostTable], { netns: this.#hostNetns });
+    if (hostTables.has(`inet ${n.isolationTable}`)) {
+      await run('nft', ['delete', 'table', 'inet', n.isolationTable], { netns: this.#hostNetns });
+    }
     if (netnsExists) await run('ip', ['netns', 'del', n.netns]);
     if (failures.length > 0) throw new DriverError(`down server ${serverId}`, collapse(failures));
   }
@@ -457,6 +482,18 @@ export class WireGuardDriver implements Driver {
   /** Where the server's speed limits live: WireGuard interface (download) and uplink veth (upload), in its namespace. */
   #place(n: Names): ShapingPlace {
     return { netns: n.netns, wg: n.iface, uplink: n.vethServer };
+  }
+
+  #isolationPlace(spec: ServerSpec): IsolationPlace {
+    const n = this.names(spec.serverId);
+    const serverIp = spec.address.split('/')[0] ?? '';
+    const hostTable = n.isolationTable;
+    return { serverNetns: n.netns, wg: n.iface, serverIp, hostNetns: this.#hostNetns, vethHost: n.vethHost, hostTable };
+  }
+
+  #isolationPolicy(spec: ServerSpec): IsolationPolicy {
+    const { clientToClient = false, dnsOnServer = false } = spec;
+    return { clientToClient, dnsOnServer, allow: this.#allowCidrs };
   }
 
   /** `ip` arguments that address the host namespace. */

@@ -37,7 +37,7 @@ export interface ActivityEntry {
  */
 const LEFT_OUT = new Set(['private_key', 'secret', 'key_hash', 'token', 'created_at', 'updated_at']);
 /** Stored as 0/1, shown as the API shows them. */
-const BOOLEAN_FIELDS = new Set(['enabled', 'dns_on_server', 'rate_limit_exempt']);
+const BOOLEAN_FIELDS = new Set(['enabled', 'dns_on_server', 'client_to_client', 'rate_limit_exempt']);
 /** Stored as JSON text (metadata, server lists, webhook subscriptions), shown as JSON. */
 const JSON_FIELDS = new Set(['metadata', 'dns', 'client_allowed_ips', 'events']);
 

@@ -38,6 +38,8 @@ export interface ServerCreateInput {
   mtu?: number;
   persistentKeepalive?: number;
   clientAllowedIps?: string[];
+  /** Clients may reach each other; default false. */
+  clientToClient?: boolean;
   country?: string;
   city?: string;
 }

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
+import { type Cidr, parseAllowCidrs } from '../agent/isolation.ts';
 import { parseSecret } from '../store/encryption.ts';
 
 /** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
@@ -19,6 +20,8 @@ export interface PanelConfig {
   nodeNetns: string | undefined;
   /** Prefix of the interface and namespace names a node makes, unique per node on one host. */
   nodeNamePrefix: string;
+  /** `NODE_ALLOW_CIDRS`: destinations a node opens to clients although they are blocked by default. */
+  nodeAllowCidrs: Cidr[];
   localNode: boolean;
   redisUrl: string | undefined;
   smtpUrl: string | undefined;
@@ -39,7 +42,7 @@ export interface PanelConfig {
 export type TrustProxy = false | string[];
 
 export type StoreConfig = Pick<PanelConfig, 'dataDir' | 'databaseUrl' | 'panelSecret'>;
-export type NodeDriverConfig = Pick<PanelConfig, 'nodeDriver' | 'nodeNetns' | 'nodeNamePrefix'>;
+export type NodeDriverConfig = Pick<PanelConfig, 'nodeDriver' | 'nodeNetns' | 'nodeNamePrefix' | 'nodeAllowCidrs'>;
 
 /** `vpn-panel node`: the agent alone on a VPN host. */
 export interface AgentConfig extends NodeDriverConfig {
@@ -166,6 +169,14 @@ function timezone(env: Env): string {
   return v;
 }
 
+function allowCidrs(env: Env): Cidr[] {
+  const parsed = parseAllowCidrs(value(env, 'NODE_ALLOW_CIDRS') ?? '');
+  if (typeof parsed === 'string') {
+    throw new ConfigError('NODE_ALLOW_CIDRS', `must be comma-separated networks: ${parsed}`);
+  }
+  return parsed;
+}
+
 /** The host's first non-loopback IPv4 address: where clients reach the local node by default. */
 function firstPublicIpv4(): string {
   for (const addresses of Object.values(networkInterfaces())) {
@@ -199,6 +210,7 @@ export function nodeDriverConfig(env: Env): NodeDriverConfig {
     nodeDriver: oneOf(env, 'NODE_DRIVER', ['auto', 'wireguard', 'dry-run'], 'auto'),
     nodeNetns: value(env, 'NODE_NETNS'),
     nodeNamePrefix: prefix,
+    nodeAllowCidrs: allowCidrs(env),
   };
 }
 

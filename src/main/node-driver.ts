@@ -20,7 +20,14 @@ export async function makeDriver(config: NodeFilesConfig, log: FastifyBaseLogger
   if (config.nodeDriver === 'dry-run') return new DryRunDriver();
   const runner = new ExecRunner(join(config.dataDir, 'children'));
   const check = await canRunWireGuard(runner);
-  const wireguard = () => new WireGuardDriver({ runner, namePrefix: config.nodeNamePrefix, hostNetns: config.nodeNetns, implementation: check.ok ? check.implementation : undefined });
+  const wireguard = () =>
+    new WireGuardDriver({
+      runner,
+      namePrefix: config.nodeNamePrefix,
+      hostNetns: config.nodeNetns,
+      implementation: check.ok ? check.implementation : undefined,
+      allowCidrs: config.nodeAllowCidrs,
+    });
   if (check.ok) return wireguard();
   if (config.nodeDriver === 'wireguard') throw new ConfigError('NODE_DRIVER', `is wireguard, but this process cannot run WireGuard: ${check.reason}`);
   log.warn(`NODE_DRIVER=auto: WireGuard cannot run here (${check.reason}); using the dry-run driver: the API works but no tunnel carries traffic`);

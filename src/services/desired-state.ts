@@ -15,7 +15,15 @@ export function onNode(device: Pick<DeviceRow, 'enabled'>): boolean {
 /** What the node must run for one server: its interface and every enabled device as a peer. */
 export function desiredServer(row: ServerRow, devices: readonly DeviceRow[], usage: UsageService): DesiredServer {
   return {
-    server: { serverId: row.id, privateKey: row.private_key, listenPort: row.listen_port, address: row.address, mtu: row.mtu },
+    server: {
+      serverId: row.id,
+      privateKey: row.private_key,
+      listenPort: row.listen_port,
+      address: row.address,
+      mtu: row.mtu,
+      clientToClient: row.client_to_client === 1,
+      dnsOnServer: row.dns_on_server === 1,
+    },
     peers: devices.filter(onNode).map((d) => usage.peerOf(d)),
   };
 }

@@ -43,6 +43,7 @@ export interface ServerView {
   subnet: string;
   dns: string[];
   dns_on_server: boolean;
+  client_to_client: boolean;
   mtu: number;
   persistent_keepalive: number;
   client_allowed_ips: string[];
@@ -59,6 +60,7 @@ export interface ServerPatch {
   dns?: string[];
   persistentKeepalive?: number;
   clientAllowedIps?: string[];
+  clientToClient?: boolean;
   maxDevices?: number;
   country?: string;
   city?: string;
@@ -109,6 +111,7 @@ export class ServerService {
       subnet: row.subnet,
       dns: stringArray(row.dns),
       dns_on_server: row.dns_on_server === 1,
+      client_to_client: row.client_to_client === 1,
       mtu: row.mtu,
       persistent_keepalive: row.persistent_keepalive,
       client_allowed_ips: stringArray(row.client_allowed_ips),
@@ -205,6 +208,7 @@ export class ServerService {
         subnet: plan.subnet,
         dns: JSON.stringify(input.dns ?? SERVER_DEFAULTS.dns),
         dns_on_server: 0,
+        client_to_client: input.clientToClient === true ? 1 : 0,
         mtu: input.mtu ?? SERVER_DEFAULTS.mtu,
         persistent_keepalive: input.persistentKeepalive ?? SERVER_DEFAULTS.persistentKeepalive,
         client_allowed_ips: JSON.stringify(input.clientAllowedIps ?? SERVER_DEFAULTS.clientAllowedIps),
@@ -240,7 +244,8 @@ export class ServerService {
 
   /**
    * Changes a server. A new listen port or MTU recreates its interface on the node (peers come back);
-   * other fields apply to configs issued from then on. A node that cannot apply the change gets it from
+   * a new client_to_client changes the node's isolation rules in place; other fields apply to configs
+   * issued from then on. A node that cannot apply the change gets it from
    * the reconcile loop later, and the caller is told apply_failed with the change saved.
    */
   async update(id: number, patch: ServerPatch, actor: string): Promise<ServerView> {
@@ -257,6 +262,8 @@ export class ServerService {
       if (patch.maxDevices > room) throw new AppError('validation_failed', `max_devices ${patch.maxDevices} does not fit in ${current.subnet} (room for ${room})`, { max_devices: `at most ${room}` });
     }
     const recreate = (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
+    const clientToClient = patch.clientToClient === undefined ? undefined : patch.clientToClient ? 1 : 0;
+    const apply = recreate || (clientToClient !== undefined && clientToClient !== current.client_to_client);
     const updated = await write(this.#db, async (tx) => {
       let row: ServerRow;
       try {
@@ -268,6 +275,7 @@ export class ServerService {
           dns: patch.dns === undefined ? undefined : JSON.stringify(patch.dns),
           persistent_keepalive: patch.persistentKeepalive,
           client_allowed_ips: patch.clientAllowedIps === undefined ? undefined : JSON.stringify(patch.clientAllowedIps),
+          client_to_client: clientToClient,
           capacity: patch.maxDevices,
           country: patch.country === undefined ? undefined : normaliseCountry(patch.country),
           city: patch.city,
@@ -283,7 +291,7 @@ export class ServerService {
       await recordActivity(tx, this.#clock, { resource: 'server', resourceId: id, verb: 'updated', summary: `server ${row.name} updated`, actor, before: current, after: row });
       return row;
     });
-    if (recreate) {
+    if (apply) {
       try {
         await this.#connections.for(node).applyServer(await desiredStateOfServer(this.#db, updated, this.#usage));
       } catch (error) {

@@ -11,6 +11,7 @@ import * as m007 from './migrations/007-usage.ts';
 import * as m008 from './migrations/008-activity.ts';
 import * as m009 from './migrations/009-mail-outbox.ts';
 import * as m010 from './migrations/010-panel-settings.ts';
+import * as m011 from './migrations/011-server-client-to-client.ts';
 import * as m012 from './migrations/012-node-cert-pin.ts';
 import * as m013 from './migrations/013-share-token-hashes.ts';
 
@@ -38,6 +39,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '008-activity': m008,
   '009-mail-outbox': m009,
   '010-panel-settings': m010,
+  '011-server-client-to-client': m011,
   '012-node-cert-pin': m012,
   '013-share-token-hashes': m013,
 };

@@ -66,6 +66,8 @@ export interface ServerTable {
   /** JSON array of strings. */
   dns: string;
   dns_on_server: number;
+  /** 1: clients of the server may reach each other; the column defaults to 0. */
+  client_to_client: Generated<number>;
   mtu: number;
   persistent_keepalive: number;
   /** JSON array of strings. */

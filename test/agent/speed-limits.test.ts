@@ -334,10 +334,20 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
     await assertShaping(peers, 'after setPeers');
 
     const n = names();
-    const wg = await l.connectClient({ serverPublicKey: publicKeyOf(spec.privateKey), endpoint: l.hostIp, port: spec.listenPort, privateKey: client.privateKey, address: '10.91.0.2/16', allowedIps: ['10.91.0.0/16', `${n.hostIp}/32`] });
-    await run('ip', ['-n', l.clientNs, 'route', 'add', `${n.hostIp}/32`, 'dev', wg.iface]);
+    // A host beyond the uplink: client isolation keeps clients off the host namespace's own addresses.
+    const outside = '198.51.100.9';
+    await l.addInternetAddress(outside);
+    const wg = await l.connectClient({
+      serverPublicKey: publicKeyOf(spec.privateKey),
+      endpoint: l.hostIp,
+      port: spec.listenPort,
+      privateKey: client.privateKey,
+      address: '10.91.0.2/16',
+      allowedIps: ['10.91.0.0/16', `${outside}/32`],
+    });
+    await run('ip', ['-n', l.clientNs, 'route', 'add', `${outside}/32`, 'dev', wg.iface]);
     const first = need(peers[0], 'the client peer');
-    assert.ok(await l.waitForPing(n.hostIp), 'the client reaches the host namespace through the tunnel and the uplink');
+    assert.ok(await l.waitForPing(outside), 'the client reaches a host beyond the uplink through the tunnel');
     assert.ok((await bytesSent(n.iface, idOf(first))) > 0, 'replies to the client went through its download class');
     assert.ok((await bytesSent(n.vethServer, idOf(first))) > 0, 'its pings toward the uplink went through its upload class');
     await wg.close();

@@ -9,6 +9,7 @@ import { ExecRunner, RecordingRunner } from '../../src/agent/commands.ts';
 import type { ChildHandle } from '../../src/agent/commands.ts';
 import { WireGuardDriver, canRunWireGuard, canonicalCidr, parseDump } from '../../src/agent/wireguard-driver.ts';
 import { generateKeyPair, isValidKey, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
+import { hostTableText, type IsolationPolicy, serverTableText } from '../../src/agent/isolation.ts';
 import { CHILD_LOG_DIR } from '../support/netns.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -26,6 +27,16 @@ function dumpOf(listenPort: number, peers: readonly (readonly [string, string])[
   return [head, ...peers.map(([key, ip]) => `${key}\t(none)\t(none)\t${ip}\t0\t0\t0\toff`)].join('\n') + '\n';
 }
 
+const ISOLATION_PLACE = {
+  serverNetns: 'vp-s1',
+  wg: 'vp1',
+  serverIp: '10.128.0.1',
+  hostNetns: 'hh',
+  vethHost: 'vp1h',
+  hostTable: 'vpnpanel_iso_vp1',
+};
+const ISOLATED: IsolationPolicy = { clientToClient: false, dnsOnServer: false, allow: [] };
+
 /** A host where server 1 (prefix vp, host namespace hh) is fully up with `peers`. */
 function upHost(peers: readonly (readonly [string, string])[] = [], listenPort = 51820): RecordingRunner {
   const link = (ifname: string, mtu: number, addrs: string[]) => ({
@@ -42,8 +53,10 @@ function upHost(peers: readonly (readonly [string, string])[] = [], listenPort =
     .on('ip -n hh -j addr show', { stdout: JSON.stringify([link('lo', 65536, []), link('vp1h', 1500, ['169.254.1.5/30'])]) })
     .on('ip -n vp-s1 -j route show default', { stdout: JSON.stringify([{ dst: 'default', gateway: '169.254.1.5', dev: 'vp1s', flags: [] }]) })
     .on('wg show vp1 dump', { stdout: dumpOf(listenPort, peers) })
-    .on('[vp-s1] nft list tables', { stdout: 'table ip vpnpanel\n' })
-    .on('[hh] nft list tables', { stdout: 'table ip vpnpanel_vp1\n' })
+    .on('[vp-s1] nft list tables', { stdout: 'table ip vpnpanel\ntable inet vpnpanel_iso\n' })
+    .on('[hh] nft list tables', { stdout: 'table ip vpnpanel_vp1\ntable inet vpnpanel_iso_vp1\n' })
+    .on('[vp-s1] nft list table inet vpnpanel_iso', { stdout: serverTableText(ISOLATION_PLACE, ISOLATED) })
+    .on('[hh] nft list table inet vpnpanel_iso_vp1', { stdout: hostTableText(ISOLATION_PLACE) })
     .on(/sysctl -n net.ipv4.ip_forward$/, { stdout: '1\n' });
 }
 
@@ -52,6 +65,7 @@ function emptyHost(): RecordingRunner {
   return new RecordingRunner()
     .on('ip netns list', { stdout: 'hh\n' })
     .on('wg show vp1 dump', { exitCode: 1, stderr: 'Unable to access interface: No such file or directory' })
+    .on(/nft list table inet /, { exitCode: 1, stderr: 'Error: No such file or directory' })
     .on(/sysctl -n/, { stdout: '0\n' });
 }
 
@@ -179,7 +193,7 @@ describe('wireguard driver: known peer changes (recorded commands)', () => {
 });
 
 describe('wireguard driver: servers (recorded commands)', () => {
-  test('up on an empty host builds namespace, interface, veth, forwarding and NAT, in this order', async () => {
+  test('up on an empty host builds namespace, isolation, interface, veth, forwarding and NAT, in order', async () => {
     const runner = emptyHost();
     const state = await driverOn(runner).up(SPEC);
     assert.deepEqual(state, { serverId: 1, listenPort: 51820, address: '10.128.0.1/24', mtu: 1420, publicKey: SERVER_KEY.publicKey, peerCount: 0 });
@@ -189,6 +203,8 @@ describe('wireguard driver: servers (recorded commands)', () => {
     );
     assert.deepEqual(runner.lines(isChange), [
       'ip netns add vp-s1',
+      '[vp-s1] nft -f -',
+      '[hh] nft -f -',
       'ip -n hh link set vp1 mtu 1420',
       'ip -n hh link set vp1 netns vp-s1',
       'wg set vp1 private-key /dev/stdin listen-port 51820',
@@ -208,7 +224,10 @@ describe('wireguard driver: servers (recorded commands)', () => {
     ]);
     const keyCall = runner.calls.find((c) => c.line.startsWith('wg set vp1 private-key'));
     assert.equal(keyCall?.input, `${SPEC.privateKey}\n`, 'the key goes through stdin, never argv');
-    const hostNat = runner.calls.find((c) => c.line === '[hh] nft -f -');
+    const [serverIsolation, hostIsolation, , hostNat] = runner.calls.filter((c) => c.line.endsWith('nft -f -'));
+    const replaced = /^table inet vpnpanel_iso \{\}\ndelete table inet vpnpanel_iso\n.*oifname "vp1" drop/s;
+    assert.match(serverIsolation?.input ?? '', replaced);
+    assert.match(hostIsolation?.input ?? '', /iifname "vp1h" drop/);
     assert.match(hostNat?.input ?? '', /ip saddr 169\.254\.1\.6 oifname != "vp1h" masquerade/);
     assert.equal(runner.calls.filter((c) => c.netns === undefined && /^(sysctl|nft)/.test(c.line)).length, 0, 'nothing in the root namespace');
   });
@@ -247,10 +266,31 @@ describe('wireguard driver: servers (recorded commands)', () => {
     const state = await driverOn(runner).up({ ...SPEC, privateKey: other.privateKey, address: '10.128.5.1/24' });
     assert.equal(state.publicKey, other.publicKey);
     assert.deepEqual(runner.lines(isChange), [
+      '[vp-s1] nft -f -',
       'wg set vp1 private-key /dev/stdin',
       'ip -n vp-s1 addr del 10.128.0.1/24 dev vp1',
       'ip -n vp-s1 addr add 10.128.5.1/24 dev vp1',
     ]);
+  });
+
+  test('client_to_client reloads only the server namespace\'s rules; a lost host table comes back', async () => {
+    const runner = upHost([[A, '10.128.0.2/32']]);
+    const driver = driverOn(runner);
+    assert.deepEqual(await driver.isolationProblems(SPEC), []);
+    assert.deepEqual(await driver.isolationProblems({ ...SPEC, clientToClient: true }), [
+      'table inet vpnpanel_iso in vp-s1 differs from the expected rules',
+    ]);
+    runner.clear();
+    await driver.up({ ...SPEC, clientToClient: true });
+    assert.deepEqual(runner.lines(isChange), ['[vp-s1] nft -f -']);
+    const loaded = runner.calls.find((c) => c.line === '[vp-s1] nft -f -');
+    assert.match(loaded?.input ?? '', /iifname "vp1" oifname "vp1" accept/);
+
+    runner.on('[hh] nft list table inet vpnpanel_iso_vp1', { exitCode: 1, stderr: 'Error: No such file or directory' });
+    assert.deepEqual(await driver.isolationProblems(SPEC), ['table inet vpnpanel_iso_vp1 in hh is missing']);
+    runner.clear();
+    await driver.up(SPEC);
+    assert.deepEqual(runner.lines(isChange), ['[hh] nft -f -']);
   });
 
   test('a failed step is reported and the steps after it still run', async () => {
@@ -281,7 +321,13 @@ describe('wireguard driver: servers (recorded commands)', () => {
   test('down removes what exists; a missing server is not an error and changes nothing', async () => {
     const runner = upHost();
     await driverOn(runner).down(1);
-    assert.deepEqual(runner.lines(isChange), ['ip -n vp-s1 link del vp1', 'ip -n hh link del vp1h', '[hh] nft delete table ip vpnpanel_vp1', 'ip netns del vp-s1']);
+    assert.deepEqual(runner.lines(isChange), [
+      'ip -n vp-s1 link del vp1',
+      'ip -n hh link del vp1h',
+      '[hh] nft delete table ip vpnpanel_vp1',
+      '[hh] nft delete table inet vpnpanel_iso_vp1',
+      'ip netns del vp-s1',
+    ]);
     const empty = emptyHost();
     await driverOn(empty).down(1);
     assert.deepEqual(empty.lines(isChange), []);

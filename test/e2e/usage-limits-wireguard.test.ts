@@ -1,7 +1,8 @@
 /**
  * End to end, as root, on a real WireGuard data plane (wireguard-go): data limits and expiry enforced
  * by a remote `vpn-panel node` agent. A WireGuard client in its own namespace, configured from the
- * config the API returned, downloads from iperf3 running in the server's namespace until the node
+ * config the API returned, downloads from iperf3 beyond the node's uplink (the lab's internet namespace:
+ * client isolation keeps clients off the server's own ports) until the node
  * cuts it off. The test reads the server's own counters (`wg show IF transfer`) every 50 ms: the time
  * from the counter crossing the limit to the peer leaving the interface must be under 10 s (spec §8;
  * the goal is 2 s). Status and event follow; usage reset brings the peer back. Then the same with the
@@ -29,6 +30,8 @@ const SUITE_TIMEOUT_MS = 150_000;
 /** Spec §8: a device is cut off within ten seconds of reaching its limit. */
 const CUT_OFF_LIMIT_MS = 10_000;
 const DATA_LIMIT = 3_000_000;
+/** TEST-NET-2, in the lab's internet namespace beyond the host's uplink: where the clients download from. */
+const DOWNLOAD_IP = '198.51.100.5';
 
 describe('data limits and expiry enforced on the node (wireguard-go, remote agent)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let lab: NetLab;
@@ -77,8 +80,10 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
       privateKey: need(privateKey, 'a PrivateKey line'),
       // The subnet's prefix length gives the client a route to the server's address.
       address: `${device.address}/${s.subnet.split('/')[1] ?? '24'}`,
-      allowedIps: [s.subnet],
+      allowedIps: [s.subnet, `${DOWNLOAD_IP}/32`],
     });
+    // The newest client carries the downloads.
+    await run('ip', ['-n', lab.clientNs, 'route', 'replace', `${DOWNLOAD_IP}/32`, 'dev', client.iface]);
     clients.push(client);
     return { device, client };
   }
@@ -96,15 +101,19 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     return Number(rx) + Number(tx);
   }
 
-  /** iperf3 download (server → device) from the server's namespace until stopped. */
+  /** iperf3 download (internet → device, through the tunnel) until stopped. */
   async function download(): Promise<() => Promise<void>> {
-    const s = need(server, 'the server');
-    const serverIp = hostOf(s.address);
+    const internetNs = await lab.addInternet();
     const port = String(5201 + Math.floor(Math.random() * 1000));
-    const listener = spawn('ip', ['netns', 'exec', lab.serverNames(s.id).netns, 'iperf3', '-s', '-1', '-B', serverIp, '-p', port], { stdio: 'ignore' });
+    const listenerArgs = ['netns', 'exec', internetNs, 'iperf3', '-s', '-1', '-B', DOWNLOAD_IP, '-p', port];
+    const listener = spawn('ip', listenerArgs, { stdio: 'ignore' });
     lab.track(listener);
-    await waitFor('iperf3 to listen', async () => ((await run('ip', ['netns', 'exec', lab.serverNames(s.id).netns, 'ss', '-ltn'])).includes(`:${port}`) ? true : undefined), 5000, 50);
-    const sender = spawn('ip', ['netns', 'exec', lab.clientNs, 'iperf3', '-c', serverIp, '-p', port, '-R', '-b', '20M', '-t', '60'], { stdio: 'ignore' });
+    const listening = async (): Promise<true | undefined> =>
+      (await run('ip', ['netns', 'exec', internetNs, 'ss', '-ltn'])).includes(`:${port}`) ? true : undefined;
+    await waitFor('iperf3 to listen', listening, 5000, 50);
+    const senderArgs = ['netns', 'exec', lab.clientNs, 'iperf3', '-c', DOWNLOAD_IP, '-p', port];
+    senderArgs.push('-R', '-b', '20M', '-t', '60');
+    const sender = spawn('ip', senderArgs, { stdio: 'ignore' });
     lab.track(sender);
     return async () => {
       for (const child of [sender, listener]) {
@@ -161,6 +170,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
 
   before(async () => {
     lab = await NetLab.create();
+    await lab.addInternetAddress(DOWNLOAD_IP);
     db = await createTestDatabase('sqlite');
     const agentPort = await freePort();
     agentUrl = `http://127.0.0.1:${agentPort}`;

@@ -165,6 +165,8 @@ export interface paths {
                         /** @description seconds; 0 turns it off */
                         persistent_keepalive?: number;
                         client_allowed_ips?: string[];
+                        /** @description clients of this server may reach each other; default false (docs/dataplane.md, "Client isolation") */
+                        client_to_client?: boolean;
                         /** @description ISO 3166-1 alpha-2 code */
                         country?: string;
                         city?: string;
@@ -310,7 +312,7 @@ export interface paths {
         head?: never;
         /**
          * Change a server
-         * @description A new listen_port or mtu recreates the interface (connections drop for a moment); other changes apply to configs issued from then on. address and node are fixed.
+         * @description A new listen_port or mtu recreates the interface (connections drop for a moment); client_to_client changes the node's rules in place; other changes apply to configs issued from then on. address and node are fixed.
          *
          *     Requires an API key with the scope `servers:write`.
          */
@@ -338,6 +340,8 @@ export interface paths {
                         /** @description seconds; 0 turns it off */
                         persistent_keepalive?: number;
                         client_allowed_ips?: string[];
+                        /** @description clients of this server may reach each other; default false (docs/dataplane.md, "Client isolation") */
+                        client_to_client?: boolean;
                         max_devices?: number;
                         /** @description ISO 3166-1 alpha-2 code */
                         country?: string;
@@ -1962,6 +1966,8 @@ export interface components {
             subnet: string;
             dns: string[];
             dns_on_server: boolean;
+            /** @description clients of this server may reach each other (default false) */
+            client_to_client: boolean;
             mtu: number;
             persistent_keepalive: number;
             client_allowed_ips: string[];

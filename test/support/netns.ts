@@ -7,6 +7,12 @@
  *   client ns PREFIX-c  192.0.2.2/24 (PREFIX-vc) ── veth ── (PREFIX-vh) 192.0.2.1/24  host ns PREFIX-h
  *   wireguard-go PREFIX-wN (client)  ──── UDP to 192.0.2.1:port ───▶  the node's servers (NODE_NETNS=PREFIX-h)
  *
+ * On demand (addInternet): the "internet" beyond the host's uplink, and more client namespaces:
+ *   host ns (PREFIX-uh) 203.0.113.253/30 ── veth ── 203.0.113.254/30 (PREFIX-ui) internet ns PREFIX-i
+ *     the host's default route; addresses standing for hosts out there are /32s on the internet ns's lo
+ *   host ns (PREFIX-kNh) 203.0.113.(4N+1)/30 ── veth ── .(4N+2)/30 (PREFIX-kNc) client ns PREFIX-cN
+ *     (addClientNamespace)
+ *
  * Every name a lab makes, and every name the node driver makes with NODE_NAME_PREFIX=PREFIX
  * (docs/dataplane.md: namespaces `PREFIX-sN`, interfaces `PREFIXN`, sockets
  * `/var/run/wireguard/PREFIXN.sock`), belongs to the lab's random prefix alone: a prefix is letters
@@ -22,6 +28,10 @@ import { basename, join } from 'node:path';
 
 export const HOST_IP = '192.0.2.1';
 export const CLIENT_IP = '192.0.2.2';
+/** The host namespace's end of its uplink (addInternet): the address clients leave the node as. */
+export const UPLINK_HOST_IP = '203.0.113.253';
+/** The internet namespace's end of the uplink: the host namespace's default gateway. */
+export const UPLINK_GATEWAY_IP = '203.0.113.254';
 const LINK_PREFIX_BITS = 24;
 const WG_RUN_DIR = '/var/run/wireguard';
 /**
@@ -231,6 +241,8 @@ export interface ServerNames {
   vethHost: string;
   socket: string;
   hostTable: string;
+  /** The host's nft table of client isolation (docs/dataplane.md, "Client isolation"). */
+  isolationTable: string;
 }
 
 export interface ClientOptions {
@@ -243,6 +255,8 @@ export interface ClientOptions {
   address: string;
   /** Routed through the tunnel: the server's `subnet`. */
   allowedIps: readonly string[];
+  /** The namespace to run in: the lab's client namespace unless given (addClientNamespace). */
+  netns?: string;
 }
 
 export interface WgClient {
@@ -264,8 +278,11 @@ export class NetLab {
   readonly clientIp = CLIENT_IP;
   readonly #tracked = new Set<ChildProcess>();
   #clientCount = 0;
-  /** wg-quick interfaces that are up in the client namespace: name → config path. */
-  readonly #quickUp = new Map<string, string>();
+  /** wg-quick interfaces that are up: name → config path and namespace. */
+  readonly #quickUp = new Map<string, { path: string; netns: string }>();
+  /** The internet namespace once addInternet made it. */
+  #internetNs: string | undefined;
+  #extraClients = 0;
   /** wg-quick's configs and the no-op `resolvconf` it needs; made on first use. */
   #quickDir: string | undefined;
 
@@ -305,7 +322,14 @@ export class NetLab {
 
   serverNames(serverId: number): ServerNames {
     const iface = `${this.prefix}${serverId}`;
-    return { iface, netns: `${this.prefix}-s${serverId}`, vethHost: `${iface}h`, socket: `${WG_RUN_DIR}/${iface}.sock`, hostTable: `vpnpanel_${iface}` };
+    return {
+      iface,
+      netns: `${this.prefix}-s${serverId}`,
+      vethHost: `${iface}h`,
+      socket: `${WG_RUN_DIR}/${iface}.sock`,
+      hostTable: `vpnpanel_${iface}`,
+      isolationTable: `vpnpanel_iso_${iface}`,
+    };
   }
 
   /** Ends this process at cleanup (by PID) unless it has exited by then. */
@@ -317,7 +341,8 @@ export class NetLab {
   /** Starts wireguard-go in the client namespace and configures it like a client config would. */
   async connectClient(options: ClientOptions): Promise<WgClient> {
     const iface = `${this.prefix}-w${this.#clientCount++}`;
-    const child = spawn('ip', ['netns', 'exec', this.clientNs, 'wireguard-go', '-f', iface], {
+    const clientNs = options.netns ?? this.clientNs;
+    const child = spawn('ip', ['netns', 'exec', clientNs, 'wireguard-go', '-f', iface], {
       env: { ...process.env, ...WIREGUARD_GO_ENV },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
@@ -337,9 +362,8 @@ export class NetLab {
       ['set', iface, 'private-key', '/dev/stdin', 'peer', options.serverPublicKey, 'endpoint', `${options.endpoint}:${options.port}`, 'allowed-ips', options.allowedIps.join(',')],
       `${options.privateKey}\n`,
     );
-    await run('ip', ['-n', this.clientNs, 'addr', 'add', options.address, 'dev', iface]);
-    await run('ip', ['-n', this.clientNs, 'link', 'set', iface, 'up']);
-    const clientNs = this.clientNs;
+    await run('ip', ['-n', clientNs, 'addr', 'add', options.address, 'dev', iface]);
+    await run('ip', ['-n', clientNs, 'link', 'set', iface, 'up']);
     return {
       iface,
       pid: child.pid ?? -1,
@@ -355,22 +379,22 @@ export class NetLab {
 
   /**
    * Writes `config` to `<iface>.conf` (wg-quick names the interface after its file; mode 0600) and runs
-   * `wg-quick up` on it in the client namespace with wireguard-go, as the config's user would.
+   * `wg-quick up` on it in the client namespace (or `netns`) with wireguard-go, as the config's user would.
    */
-  async wgQuickUp(iface: string, config: string): Promise<void> {
+  async wgQuickUp(iface: string, config: string, netns = this.clientNs): Promise<void> {
     const path = join(this.#quickDirectory(), `${iface}.conf`);
     writeFileSync(path, config, { mode: 0o600 });
     chmodSync(path, 0o600);
-    await this.#wgQuick('up', path);
-    this.#quickUp.set(iface, path);
+    await this.#wgQuick('up', path, netns);
+    this.#quickUp.set(iface, { path, netns });
   }
 
   /** `wg-quick down` of an interface wgQuickUp brought up; nothing when it is not up. */
   async wgQuickDown(iface: string): Promise<void> {
-    const path = this.#quickUp.get(iface);
-    if (path === undefined) return;
+    const up = this.#quickUp.get(iface);
+    if (up === undefined) return;
     this.#quickUp.delete(iface);
-    await this.#wgQuick('down', path);
+    await this.#wgQuick('down', up.path, up.netns);
   }
 
   #quickDirectory(): string {
@@ -386,12 +410,12 @@ export class NetLab {
   }
 
   /** Resolves on the exit of wg-quick (not on its pipes closing: the daemonised wireguard-go could hold them), rejects with its stderr. */
-  #wgQuick(action: 'up' | 'down', path: string): Promise<void> {
+  #wgQuick(action: 'up' | 'down', path: string, netns: string): Promise<void> {
     const env: Record<string, string | undefined> = { ...process.env, LC_ALL: 'C' };
     // With LOG_LEVEL set, wireguard-go's daemon keeps wg-quick's stdout/stderr; without it they go to /dev/null.
     delete env.LOG_LEVEL;
     const searchPath = `${join(this.#quickDirectory(), 'shim')}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
-    const args = ['netns', 'exec', this.clientNs, 'env', `PATH=${searchPath}`, 'WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go', 'WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1', 'wg-quick', action, path];
+    const args = ['netns', 'exec', netns, 'env', `PATH=${searchPath}`, 'WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go', 'WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1', 'wg-quick', action, path];
     return new Promise((resolve, reject) => {
       const child = spawn('ip', args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
       let stderr = '';
@@ -407,12 +431,111 @@ export class NetLab {
   }
 
   /**
-   * Adds `ip`/32 to the host namespace's loopback (an address standing for a host on the internet,
+   * Makes the internet namespace beyond the host namespace's uplink, with the host's default route
+   * through it (see the top of this file); returns its name. Made once; later calls return it.
+   */
+  async addInternet(): Promise<string> {
+    if (this.#internetNs !== undefined) return this.#internetNs;
+    const ns = `${this.prefix}-i`;
+    const [hostEnd, internetEnd] = [`${this.prefix}-uh`, `${this.prefix}-ui`];
+    await run('ip', ['netns', 'add', ns]);
+    this.#internetNs = ns;
+    const veth = ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', internetEnd, 'netns', ns];
+    await run('ip', ['-n', this.hostNs, ...veth]);
+    const ends = [[this.hostNs, hostEnd, UPLINK_HOST_IP], [ns, internetEnd, UPLINK_GATEWAY_IP]] as const;
+    for (const [where, dev, ip] of ends) {
+      await run('ip', ['-n', where, 'addr', 'add', `${ip}/30`, 'dev', dev]);
+      await run('ip', ['-n', where, 'link', 'set', dev, 'up']);
+    }
+    await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+    await run('ip', ['-n', this.hostNs, 'route', 'add', 'default', 'via', UPLINK_GATEWAY_IP]);
+    return ns;
+  }
+
+  /** Adds `ip`/32 to the internet namespace's loopback: a host out there (made by addInternet if needed). */
+  async addInternetAddress(ip: string): Promise<string> {
+    const ns = await this.addInternet();
+    await run('ip', ['-n', ns, 'addr', 'add', `${ip}/32`, 'dev', 'lo']);
+    return ns;
+  }
+
+  /**
+   * Another client namespace, on a veth of its own to the host namespace (203.0.113.x/30, default
+   * route through the host), for a second client of the same server; returns its name.
+   */
+  async addClientNamespace(): Promise<string> {
+    const k = this.#extraClients++;
+    if (k > 62) throw new Error('at most 63 extra client namespaces');
+    const ns = `${this.prefix}-c${k}`;
+    const [hostEnd, clientEnd] = [`${this.prefix}-k${k}h`, `${this.prefix}-k${k}c`];
+    await run('ip', ['netns', 'add', ns]);
+    const veth = ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', clientEnd, 'netns', ns];
+    await run('ip', ['-n', this.hostNs, ...veth]);
+    const [hostIp, clientIp] = [`203.0.113.${4 * k + 1}`, `203.0.113.${4 * k + 2}`];
+    for (const [where, dev, ip] of [[this.hostNs, hostEnd, hostIp], [ns, clientEnd, clientIp]] as const) {
+      await run('ip', ['-n', where, 'addr', 'add', `${ip}/30`, 'dev', dev]);
+      await run('ip', ['-n', where, 'link', 'set', dev, 'up']);
+    }
+    await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+    await run('ip', ['-n', ns, 'route', 'add', 'default', 'via', hostIp]);
+    return ns;
+  }
+
+  /**
+   * A TCP server in namespace `netns` on `ip` (`0.0.0.0` for every address) and `port` that answers
+   * every connection with `banner` and the peer address it saw (`hello 203.0.113.253`), then closes
+   * it; resolves once it listens. Ended at cleanup.
+   */
+  async listenTcp(netns: string, ip: string, port: number, banner = 'hello'): Promise<void> {
+    const peer = "String(s.remoteAddress).replace(/^::ffff:/, '')";
+    const answer = `(s) => s.end(${JSON.stringify(`${banner} `)} + ${peer} + '\\n')`;
+    const listen = `.listen(${port}, ${JSON.stringify(ip)}, () => console.log('listening'))`;
+    const script = `require('node:net').createServer(${answer})${listen}`;
+    const server = spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', script], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.track(server);
+    let output = '';
+    server.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    server.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    await waitFor(`a TCP listener on ${ip}:${port} in ${netns}`, async () => {
+      if (server.exitCode !== null) throw new Error(`the listener exited: ${output}`);
+      return output.includes('listening') ? true : undefined;
+    }, 5000, 20);
+  }
+
+  /**
+   * Whether a TCP connection from `netns` to `ip`:`port` opens within `timeoutMs` (a dropped SYN
+   * times out; a refused one fails at once). Used both ways: a bounded attempt that fails is "not reachable".
+   */
+  async tcpConnects(netns: string, ip: string, port: number, timeoutMs = 1500): Promise<boolean> {
+    return (await this.tcpRead(netns, ip, port, timeoutMs)) !== undefined;
+  }
+
+  /** The first line a TCP server at `ip`:`port` sends a connection from `netns` within `timeoutMs`; else undefined. */
+  tcpRead(netns: string, ip: string, port: number, timeoutMs = 1500): Promise<string | undefined> {
+    const seconds = (timeoutMs / 1000).toFixed(2);
+    const connect = `exec 3<>/dev/tcp/${ip}/${port} && head -n 1 <&3`;
+    return run('ip', ['netns', 'exec', netns, 'timeout', seconds, 'bash', '-c', connect]).then(
+      (out) => out.trim(),
+      () => undefined,
+    );
+  }
+
+  /** `count` pings from namespace `netns`; true when any reply came back. */
+  pingFrom(netns: string, ip: string, count = 2): Promise<boolean> {
+    const args = ['netns', 'exec', netns, 'ping', '-n', '-q', '-c', String(count), '-i', '0.2', '-W', '1', ip];
+    return succeeds('ip', args);
+  }
+
+  /**
+   * Adds `ip`/32 to the internet namespace's loopback (an address standing for a host on the internet,
    * reached from the client only through a tunnel) and starts `iperf3 -s` on it; resolves once it listens.
+   * (Not on the host namespace's own loopback: client isolation keeps clients off every host address.)
    */
   async startIperfServer(ip: string, port: number): Promise<void> {
-    await run('ip', ['-n', this.hostNs, 'addr', 'add', `${ip}/32`, 'dev', 'lo']);
-    const server = spawn('ip', ['netns', 'exec', this.hostNs, 'iperf3', '-s', '--forceflush', '-B', ip, '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const ns = await this.addInternetAddress(ip);
+    const server = spawn('ip', ['netns', 'exec', ns, 'iperf3', '-s', '--forceflush', '-B', ip, '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.track(server);
     let output = '';
     server.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
@@ -466,7 +589,11 @@ export class NetLab {
     if (existsSync(n.socket)) found.push(`socket ${n.socket}`);
     if ((await run('wg', ['show', 'interfaces'])).split(/\s+/).includes(n.iface)) found.push(`wg interface ${n.iface}`);
     for (const [pid, name] of wireguardGoOf(this.prefix)) if (name === n.iface) found.push(`wireguard-go ${name} (pid ${pid})`);
-    if ((await run('ip', ['netns', 'exec', this.hostNs, 'nft', 'list', 'tables'])).includes(n.hostTable)) found.push(`nft table ${n.hostTable} in ${this.hostNs}`);
+    const tablesOut = await run('ip', ['netns', 'exec', this.hostNs, 'nft', 'list', 'tables']);
+    const hostTables = tablesOut.split('\n').map((l) => l.trim().split(' ').at(-1));
+    for (const table of [n.hostTable, n.isolationTable]) {
+      if (hostTables.includes(table)) found.push(`nft table ${table} in ${this.hostNs}`);
+    }
     return found;
   }
 

@@ -47,6 +47,7 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
           mtu: b.mtu,
           persistentKeepalive: b.persistent_keepalive,
           clientAllowedIps: b.client_allowed_ips,
+          clientToClient: b.client_to_client,
           country: b.country,
           city: b.city,
         },
@@ -67,7 +68,10 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
     '/servers/:id',
     operation('servers:write', {
       summary: 'Change a server',
-      description: 'A new listen_port or mtu recreates the interface (connections drop for a moment); other changes apply to configs issued from then on. address and node are fixed.',
+      description:
+        'A new listen_port or mtu recreates the interface (connections drop for a moment); client_to_client ' +
+        "changes the node's rules in place; other changes apply to configs issued from then on. " +
+        'address and node are fixed.',
       tags: ['servers'],
       params: IdParams,
       body: ServerPatchBody,
@@ -85,6 +89,7 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
           dns: b.dns,
           persistentKeepalive: b.persistent_keepalive,
           clientAllowedIps: b.client_allowed_ips,
+          clientToClient: b.client_to_client,
           maxDevices: b.max_devices,
           country: b.country,
           city: b.city,

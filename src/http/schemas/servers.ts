@@ -24,6 +24,9 @@ const Network = Type.String({
 });
 const AllowedIps = Type.Array(Network, { minItems: 1, maxItems: 64 });
 const MaxDevices = Type.Integer({ minimum: 1, maximum: 65533 });
+const ClientToClient = Type.Boolean({
+  description: 'clients of this server may reach each other; default false (docs/dataplane.md, "Client isolation")',
+});
 
 export const ServerSchema = Type.Object(
   {
@@ -40,6 +43,7 @@ export const ServerSchema = Type.Object(
     subnet: Type.String(),
     dns: Type.Array(Type.String()),
     dns_on_server: Type.Boolean(),
+    client_to_client: Type.Boolean({ description: 'clients of this server may reach each other (default false)' }),
     mtu: Type.Integer(),
     persistent_keepalive: Type.Integer(),
     client_allowed_ips: Type.Array(Type.String()),
@@ -69,6 +73,7 @@ export const ServerCreateBody = Type.Object(
     mtu: Type.Optional(Mtu),
     persistent_keepalive: Type.Optional(Keepalive),
     client_allowed_ips: Type.Optional(AllowedIps),
+    client_to_client: Type.Optional(ClientToClient),
     country: Type.Optional(Country),
     city: Type.Optional(City),
   },
@@ -84,6 +89,7 @@ export const ServerPatchBody = Type.Object(
     dns: Type.Optional(DnsList),
     persistent_keepalive: Type.Optional(Keepalive),
     client_allowed_ips: Type.Optional(AllowedIps),
+    client_to_client: Type.Optional(ClientToClient),
     max_devices: Type.Optional(MaxDevices),
     country: Type.Optional(Country),
     city: Type.Optional(City),
