@@ -6,6 +6,8 @@ import {
   type AgentStatus,
   AgentStatusSchema,
   type DesiredServer,
+  type NodeDigest,
+  NodeDigestSchema,
   type PeerChange,
   type ResyncReport,
   ResyncReportSchema,
@@ -24,6 +26,8 @@ export interface NodeConnection {
   collectUsage(ack: UsageAck | null): Promise<UsageReport>;
   removeServer(serverId: number): Promise<void>;
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport>;
+  /** The drift check: each server's desired-state digest and what its host differs in (Agent.digest). */
+  digest(): Promise<NodeDigest>;
 }
 
 export class LocalNodeConnection implements NodeConnection {
@@ -49,6 +53,9 @@ export class LocalNodeConnection implements NodeConnection {
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport> {
     return this.#agent.resync(servers);
   }
+  digest(): Promise<NodeDigest> {
+    return this.#agent.digest();
+  }
 }
 
 /** A call to a node that failed: unreachable, refused, or answered with an error. */
@@ -57,6 +64,8 @@ export class NodeCallError extends Error {}
 const STATUS_TIMEOUT_MS = 5_000;
 /** Applying a server may start wireguard-go and set thousands of peers. */
 const APPLY_TIMEOUT_MS = 60_000;
+/** The drift check inspects every server of the node; well within the 60 s in which drift is repaired. */
+const DIGEST_TIMEOUT_MS = 20_000;
 
 export class HttpNodeConnection implements NodeConnection {
   readonly #baseUrl: string;
@@ -84,6 +93,9 @@ export class HttpNodeConnection implements NodeConnection {
   }
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport> {
     return this.#call('PUT', '/v1/state', { servers }, APPLY_TIMEOUT_MS * 5, ResyncReportSchema);
+  }
+  digest(): Promise<NodeDigest> {
+    return this.#call('GET', '/v1/digest', undefined, DIGEST_TIMEOUT_MS, NodeDigestSchema);
   }
 
   async #call<S extends TSchema | undefined>(
