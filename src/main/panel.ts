@@ -26,6 +26,7 @@ import { holdPanelLock } from '../store/panel-lock.ts';
 import { unlockSecrets } from '../store/panel-secret.ts';
 import { Housekeeping } from '../workers/housekeeping.ts';
 import { NODE_MONITOR_DEFAULTS, NodeMonitor } from '../workers/node-monitor.ts';
+import { DriftRepair } from '../workers/drift-repair.ts';
 import type { PanelConfig, StoreConfig } from './config.ts';
 import { makeAgent } from './node-driver.ts';
 import { Calendar } from '../domain/usage.ts';
@@ -126,6 +127,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   const housekeeping = new Housekeeping(store.db, clock, log);
   const monitor = new NodeMonitor(store.db, clock, connections, usage, log, NODE_MONITOR_DEFAULTS);
   const expiry = new ExpiryWatch(store.db, clock, log);
+  const drift = config.driftCheckIntervalMs === null ? undefined : new DriftRepair(store.db, clock, connections, usage, log, { intervalMs: config.driftCheckIntervalMs });
   return {
     app,
     store,
@@ -136,6 +138,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       housekeeping.start();
       localAgent?.start((err: unknown) => log.error({ err }, 'usage metering failed'));
       monitor.start();
+      drift?.start();
       expiry.start();
       sender.start();
       mailer.start();
@@ -143,6 +146,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     async stop() {
       housekeeping.stop();
       await monitor.stop();
+      await drift?.stop();
       await expiry.stop();
       await localAgent?.stop();
       await sender.stop();
