@@ -117,7 +117,7 @@ export class DriftRepair {
       const want = desired.get(serverId);
       const comparison = compareServer(serverId, reported.get(serverId), want);
       if (comparison.differences.length === 0) continue;
-      if (false && before?.get(serverId) !== comparison.observation) {
+      if (!comparison.hostOnly && before?.get(serverId) !== comparison.observation) {
         pending.set(serverId, comparison.observation);
         continue;
       }
