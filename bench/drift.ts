@@ -49,19 +49,24 @@ function median(values: number[]): number {
 const rows: string[] = [];
 for (const kind of DATABASE_KINDS) {
   const database = await createTestDatabase(kind);
-  const store = await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL, panelSecret: undefined });
+  const storeConfig = { dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL, panelSecret: undefined };
+  const store = await openMigratedStore(storeConfig);
   try {
     const now = new Date().toISOString();
     const node = await seedNode(store.db, 'bench', now);
     const perServer = Math.ceil(DEVICES / SERVERS);
     for (let s = 0; s < SERVERS; s++) {
-      const server = await seedServer(store.db, node, { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s * 2}.0.0/15`, capacity: perServer }, now);
+      const fields = { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s * 2}.0.0/15`, capacity: perServer };
+      const server = await seedServer(store.db, node, fields, now);
       const base = Buffer.from(generateKeyPair().publicKey, 'base64');
       for (let start = 0; start < perServer; start += 1000) {
         const values = Array.from({ length: Math.min(1000, perServer - start) }, (_, k) => {
           const i = start + k;
           const address = `10.${s * 2 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
-          return { ...deviceValues(server.id, { name: `d${i}`, address, publicKey: keyOf(base, i), dataLimit: 10_000_000_000, limitPeriod: 'monthly' }, now), speed_limit: i % 10 === 0 ? 5000 : 0 };
+          const publicKey = keyOf(base, i);
+          const fields = { name: `d${i}`, address, publicKey, dataLimit: 10_000_000_000 };
+          const values = deviceValues(server.id, { ...fields, limitPeriod: 'monthly' }, now);
+          return { ...values, speed_limit: i % 10 === 0 ? 5000 : 0 };
         });
         await store.db.insertInto('devices').values(values).execute();
       }
@@ -71,20 +76,23 @@ for (const kind of DATABASE_KINDS) {
     const report = await agent.resync(await desiredStateOfNode(store.db, node.id, usage));
     if (report.failures.length > 0) throw new Error(report.failures.join('; '));
     const connection = new LocalNodeConnection(agent);
-    const worker = new DriftRepair(store.db, systemClock, new NodeConnections(connection), usage, pino({ level: 'silent' }), { intervalMs: 15_000 });
+    const connections = new NodeConnections(connection);
+    const log = pino({ level: 'silent' });
+    const worker = new DriftRepair(store.db, systemClock, connections, usage, log, { intervalMs: 15_000 });
     const rounds: { wallMs: number; cpuMs: number }[] = [];
     const answers: { wallMs: number; cpuMs: number }[] = [];
     for (let run = 0; run < RUNS; run++) {
       rounds.push(await timed(() => worker.checkAll()));
       answers.push(await timed(() => connection.digest()));
     }
-    const repaired = await store.db.selectFrom('activity').select('id').where('action', '=', 'server.drift_repaired').execute();
+    const repairs = store.db.selectFrom('activity').select('id').where('action', '=', 'server.drift_repaired');
+    const repaired = await repairs.execute();
     if (repaired.length > 0) throw new Error('a matching node read as drift');
     const bytes = Buffer.byteLength(JSON.stringify(await connection.digest()));
-    rows.push(
-      `| ${kind} | ${median(rounds.map((r) => r.wallMs)).toFixed(0)} ms | ${median(rounds.map((r) => r.cpuMs)).toFixed(0)} ms | ` +
-        `${median(answers.map((r) => r.wallMs)).toFixed(0)} ms | ${bytes} B |`,
-    );
+    const ms = (values: number[]) => `${median(values).toFixed(0)} ms`;
+    const [roundWall, roundCpu] = [ms(rounds.map((r) => r.wallMs)), ms(rounds.map((r) => r.cpuMs))];
+    const cells = [kind, roundWall, roundCpu, ms(answers.map((r) => r.wallMs)), `${bytes} B`];
+    rows.push(`| ${cells.join(' | ')} |`);
     console.log(rows.at(-1));
   } finally {
     await store.close();
@@ -94,11 +102,12 @@ for (const kind of DATABASE_KINDS) {
 
 writeSection(
   'Drift check at 100,000 devices',
-  `\`node bench/drift.ts\` (${machine()}): one round of the drift repair worker over one node with ${DEVICES.toLocaleString('en')} devices on ${SERVERS} servers
-(every tenth speed-limited), node and database matching, so nothing but the digests is exchanged. The node is an
-in-process agent with the dry-run driver, so "agent's answer" is the digests and the in-memory host check; on a
-wireguard host the check adds a \`wg show dump\`, two \`ip\` and two \`nft list tables\` per server and the shaper's
-five reads where a peer is limited (the e2e test's whole round is well under a second). Median of ${RUNS} runs.
+  `\`node bench/drift.ts\` (${machine()}): one round of the drift repair worker over one node with
+${DEVICES.toLocaleString('en')} devices on ${SERVERS} servers (every tenth speed-limited), node and database
+matching, so nothing but the digests is exchanged. The node is an in-process agent with the dry-run driver, so
+"agent's answer" is the digests and the in-memory host check; on a wireguard host the check adds a \`wg show
+dump\`, two \`ip\` and two \`nft list tables\` per server and the shaper's five reads where a peer is limited. Median
+of ${RUNS} runs.
 
 | database | round (wall) | round (CPU, both sides in one process) | agent's answer (wall) | answer on the wire |
 |---|---|---|---|---|

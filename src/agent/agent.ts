@@ -173,7 +173,8 @@ export class Agent {
     const ids = [...new Set([...(await this.#driver.list()), ...this.#specs.keys()])].sort((a, b) => a - b);
     const servers: NodeDigest['servers'] = [];
     for (let i = 0; i < ids.length; i += INSPECT_CONCURRENCY) {
-      servers.push(...(await Promise.all(ids.slice(i, i + INSPECT_CONCURRENCY).map((id) => this.#serial(id, () => this.#digestOf(id))))));
+      const batch = ids.slice(i, i + INSPECT_CONCURRENCY);
+      servers.push(...(await Promise.all(batch.map((id) => this.#serial(id, () => this.#digestOf(id))))));
     }
     return { servers };
   }
@@ -182,10 +183,14 @@ export class Agent {
     const spec = this.#specs.get(serverId);
     const peers = this.#peers.get(serverId);
     const admitted = this.#admitted.get(serverId);
-    if (!spec || !peers || !admitted) return { serverId, digest: null, discrepancies: ['on the host, but not applied since the agent started'] };
+    if (!spec || !peers || !admitted) {
+      return { serverId, digest: null, discrepancies: ['on the host, but not applied since the agent started'] };
+    }
     const onInterface = [...peers.values()].filter((s) => admitted.has(s.peer.publicKey)).map((s) => specOf(s.peer));
-    const discrepancies = await this.#driver.inspect(spec, onInterface).catch((error: unknown) => [`cannot be inspected: ${describe(error)}`]);
-    return { serverId, digest: desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) }), discrepancies };
+    const unreadable = (error: unknown) => [`cannot be inspected: ${describe(error)}`];
+    const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
+    const digest = desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) });
+    return { serverId, digest, discrepancies };
   }
 
   /** The peers each server's interface holds now, as the driver reads them; a server that cannot be read is left out. */

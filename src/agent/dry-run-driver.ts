@@ -71,8 +71,11 @@ export class DryRunDriver implements Driver {
     for (const [key, peer] of server.peers) {
       const want = wanted.get(key);
       if (want === undefined) found.push(`peer ${key} is on the server but was not applied`);
-      else if (want.allowedIp !== peer.allowedIp) found.push(`peer ${key} has allowed ip ${peer.allowedIp}, not ${want.allowedIp}`);
-      else if (want.speedLimitKbps !== peer.speedLimitKbps) found.push(`peer ${key} has speed limit ${peer.speedLimitKbps} kbit/s, not ${want.speedLimitKbps}`);
+      else if (want.allowedIp !== peer.allowedIp) {
+        found.push(`peer ${key} has allowed ip ${peer.allowedIp}, not ${want.allowedIp}`);
+      } else if (want.speedLimitKbps !== peer.speedLimitKbps) {
+        found.push(`peer ${key} has speed limit ${peer.speedLimitKbps} kbit/s, not ${want.speedLimitKbps}`);
+      }
     }
     for (const key of wanted.keys()) if (!server.peers.has(key)) found.push(`peer ${key} is missing`);
     return Promise.resolve(found);

@@ -118,7 +118,13 @@ export const NodePeersSchema = Type.Object({
  * the host differs in from what the agent applied (empty when the host matches).
  */
 export const NodeDigestSchema = Type.Object({
-  servers: Type.Array(Type.Object({ serverId: Type.Integer(), digest: Nullable(Type.String()), discrepancies: Type.Array(Type.String()) })),
+  servers: Type.Array(
+    Type.Object({
+      serverId: Type.Integer(),
+      digest: Nullable(Type.String()),
+      discrepancies: Type.Array(Type.String()),
+    }),
+  ),
 });
 
 export const AgentErrorSchema = Type.Object({ error: Type.String(), failures: Type.Array(Type.String()) });
@@ -149,8 +155,10 @@ export function desiredDigest(desired: DesiredServer): string {
   const peers = desired.peers
     .map((p) => {
       const l = p.limits;
-      return JSON.stringify([p.publicKey, p.deviceId, p.allowedIp, p.speedLimitKbps, l.dataLimit, l.remainingBytes === null, l.periodEndsAtMs, l.expiresAtMs]);
+      const limits = [l.dataLimit, l.remainingBytes === null, l.periodEndsAtMs, l.expiresAtMs];
+      return JSON.stringify([p.publicKey, p.deviceId, p.allowedIp, p.speedLimitKbps, ...limits]);
     })
     .sort();
-  return createHash('sha256').update(JSON.stringify([serverId, privateKey, listenPort, address, mtu, peers])).digest('base64url');
+  const text = JSON.stringify([serverId, privateKey, listenPort, address, mtu, peers]);
+  return createHash('sha256').update(text).digest('base64url');
 }

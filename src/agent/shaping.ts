@@ -339,13 +339,20 @@ export class Shaper {
       for (const [ip, kbps] of want) {
         const current = device.classes.get(classMinor(ip));
         const printed = printedRate(kbps);
-        if (current === undefined) found.push(`speed limit of ${ip}: class ${classId(ip)} is missing on ${dev}`);
-        else if (current.rate !== printed || current.ceil !== printed) found.push(`speed limit of ${ip}: class ${classId(ip)} on ${dev} is ${current.rate}, not ${printed}`);
-        else if (!current.leaf) found.push(`speed limit of ${ip}: class ${classId(ip)} on ${dev} has lost its queue`);
+        const name = `speed limit of ${ip}: class ${classId(ip)}`;
+        if (current === undefined) found.push(`${name} is missing on ${dev}`);
+        else if (current.rate !== printed || current.ceil !== printed) {
+          found.push(`${name} on ${dev} is ${current.rate}, not ${printed}`);
+        } else if (!current.leaf) found.push(`${name} on ${dev} has lost its queue`);
       }
-      for (const minor of device.classes.keys()) if (!wantedMinors.has(minor)) found.push(`class 1:${minor.toString(16)} on ${dev} is of no limited peer`);
+      for (const minor of device.classes.keys()) {
+        if (!wantedMinors.has(minor)) found.push(`class 1:${minor.toString(16)} on ${dev} is of no limited peer`);
+      }
     }
-    for (const ip of want.keys()) if (state.table === 'ok' && state.elements.get(ip) !== classId(ip)) found.push(`speed limit of ${ip}: no map entry`);
+    for (const ip of want.keys()) {
+      const entry = state.elements.get(ip);
+      if (state.table === 'ok' && entry !== classId(ip)) found.push(`speed limit of ${ip}: no map entry`);
+    }
     for (const ip of state.elements.keys()) if (!want.has(ip)) found.push(`map entry ${ip} is of no limited peer`);
     return found;
   }

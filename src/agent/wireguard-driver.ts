@@ -174,27 +174,42 @@ export class WireGuardDriver implements Driver {
       const found: string[] = [];
       if (dump === null) found.push(`interface ${n.iface} does not answer`);
       else {
-        if (dump.listenPort !== spec.listenPort) found.push(`interface ${n.iface} listens on ${dump.listenPort}, not ${spec.listenPort}`);
+        if (dump.listenPort !== spec.listenPort) {
+          found.push(`interface ${n.iface} listens on ${dump.listenPort}, not ${spec.listenPort}`);
+        }
         if (dump.privateKey !== spec.privateKey) found.push(`interface ${n.iface} has another private key`);
         const onHost = new Map(dump.peers.map((p) => [p.publicKey, p.allowedIps]));
         for (const [key, allowedIps] of onHost) {
           const want = desired.get(key);
-          if (want === undefined && !untouchable.has(key)) found.push(`peer ${key} (${allowedIps || 'no allowed ips'}) is on ${n.iface} but was not applied`);
-          else if (want !== undefined && want.allowedIp !== allowedIps) found.push(`peer ${key} has allowed ips ${allowedIps || '(none)'}, not ${want.allowedIp}`);
+          const shown = allowedIps || '(none)';
+          if (want === undefined && !untouchable.has(key)) {
+            found.push(`peer ${key} (${shown}) is on ${n.iface} but was not applied`);
+          } else if (want !== undefined && want.allowedIp !== allowedIps) {
+            found.push(`peer ${key} has allowed ips ${shown}, not ${want.allowedIp}`);
+          }
         }
         for (const key of desired.keys()) if (!onHost.has(key)) found.push(`peer ${key} is missing from ${n.iface}`);
       }
       const iface = links.get(n.iface);
       if (iface === undefined) found.push(`link ${n.iface} is missing from namespace ${n.netns}`);
       else {
+        const addresses = iface.addrs.join(',');
         if (!iface.up) found.push(`link ${n.iface} is down`);
         if (iface.mtu !== spec.mtu) found.push(`link ${n.iface} has MTU ${iface.mtu}, not ${spec.mtu}`);
-        if (iface.addrs.join(',') !== spec.address) found.push(`link ${n.iface} has addresses ${iface.addrs.join(',') || '(none)'}, not ${spec.address}`);
+        if (addresses !== spec.address) {
+          found.push(`link ${n.iface} has addresses ${addresses || '(none)'}, not ${spec.address}`);
+        }
       }
       const veth = links.get(n.vethServer);
-      if (veth === undefined || !veth.up || !veth.addrs.includes(`${n.serverIp}/30`)) found.push(`uplink ${n.vethServer} is missing, down or without its address`);
-      if (!serverTables.has(`ip ${SERVER_NFT_TABLE}`)) found.push(`nft table ${SERVER_NFT_TABLE} is missing from namespace ${n.netns}`);
-      if (!hostTables.has(`ip ${n.hostTable}`)) found.push(`nft table ${n.hostTable} is missing from the host namespace`);
+      if (veth === undefined || !veth.up || !veth.addrs.includes(`${n.serverIp}/30`)) {
+        found.push(`uplink ${n.vethServer} is missing, down or without its address`);
+      }
+      if (!serverTables.has(`ip ${SERVER_NFT_TABLE}`)) {
+        found.push(`nft table ${SERVER_NFT_TABLE} is missing from namespace ${n.netns}`);
+      }
+      if (!hostTables.has(`ip ${n.hostTable}`)) {
+        found.push(`nft table ${n.hostTable} is missing from the host namespace`);
+      }
       found.push(...(await this.#shaper.inspect(spec.serverId, this.#place(n), [...desired.values()])));
       // Every other check of the host's state for this server (client isolation, isolation.ts) goes here.
       return collapse(found);

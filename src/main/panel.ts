@@ -127,7 +127,8 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   const housekeeping = new Housekeeping(store.db, clock, log);
   const monitor = new NodeMonitor(store.db, clock, connections, usage, log, NODE_MONITOR_DEFAULTS);
   const expiry = new ExpiryWatch(store.db, clock, log);
-  const drift = config.driftCheckIntervalMs === null ? undefined : new DriftRepair(store.db, clock, connections, usage, log, { intervalMs: config.driftCheckIntervalMs });
+  const driftOptions = config.driftCheckIntervalMs === null ? undefined : { intervalMs: config.driftCheckIntervalMs };
+  const drift = driftOptions && new DriftRepair(store.db, clock, connections, usage, log, driftOptions);
   return {
     app,
     store,

@@ -44,7 +44,9 @@ export interface UsageReportView {
 const DAILY_DAYS = 90;
 const MONTHLY_MONTHS = 24;
 
-export function usageState(row: Pick<DeviceRow, 'data_limit' | 'limit_period' | 'usage_month' | 'month_rx' | 'month_tx' | 'period_rx' | 'period_tx'>): DeviceUsageState {
+type UsageColumns = 'data_limit' | 'limit_period' | 'usage_month' | 'month_rx' | 'month_tx' | 'period_rx' | 'period_tx';
+
+export function usageState(row: Pick<DeviceRow, UsageColumns>): DeviceUsageState {
   return {
     dataLimit: row.data_limit,
     limitPeriod: row.limit_period,

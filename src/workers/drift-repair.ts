@@ -43,9 +43,12 @@ export interface Comparison {
 export function compareServer(serverId: number, reported: Reported, desired: DesiredServer | undefined): Comparison {
   const wanted = desired === undefined ? null : desiredDigest(desired);
   const differences: string[] = [];
-  if (desired === undefined) differences.push(`the node runs server ${serverId}, which the database does not place there`);
-  else if (reported === undefined) differences.push(`the node does not run server ${serverId}`);
-  else if (reported.digest !== null && reported.digest !== wanted) differences.push('the desired state the agent holds differs from the database');
+  if (desired === undefined) {
+    differences.push(`the node runs server ${serverId}, which the database does not place on it`);
+  } else if (reported === undefined) differences.push(`the node does not run server ${serverId}`);
+  else if (reported.digest !== null && reported.digest !== wanted) {
+    differences.push('the desired state the agent holds differs from the database');
+  }
   differences.push(...(reported?.discrepancies ?? []));
   return {
     differences,
@@ -73,7 +76,14 @@ export class DriftRepair {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
 
-  constructor(db: Db, clock: Clock, connections: NodeConnections, usage: UsageService, log: FastifyBaseLogger, options: DriftRepairOptions) {
+  constructor(
+    db: Db,
+    clock: Clock,
+    connections: NodeConnections,
+    usage: UsageService,
+    log: FastifyBaseLogger,
+    options: DriftRepairOptions,
+  ) {
     this.#db = db;
     this.#clock = clock;
     this.#connections = connections;
@@ -87,12 +97,12 @@ export class DriftRepair {
     this.#running ??= (async () => {
       try {
         const nodes = await listNodes(this.#db);
-        this.#pending = new Map([...this.#pending].filter(([id]) => nodes.some((n) => n.id === id && n.status === 'online')));
-        await Promise.all(
-          nodes
-            .filter((node) => node.status === 'online')
-            .map((node) => this.#check(node).catch((error: unknown) => this.#log.warn({ node: node.name, err: describe(error) }, 'drift check failed'))),
-        );
+        const online = nodes.filter((node) => node.status === 'online');
+        this.#pending = new Map([...this.#pending].filter(([id]) => online.some((n) => n.id === id)));
+        const failed = (node: NodeRow) => (error: unknown) => {
+          this.#log.warn({ node: node.name, err: describe(error) }, 'drift check failed');
+        };
+        await Promise.all(online.map((node) => this.#check(node).catch(failed(node))));
       } finally {
         this.#running = undefined;
       }
@@ -109,7 +119,8 @@ export class DriftRepair {
     const deploying = new Set(rows.filter((r) => r.status === 'deploying').map((r) => r.id));
     const running = rows.filter((r) => r.status !== 'deploying');
     const names = new Map(running.map((r) => [r.id, r.name]));
-    const desired = new Map((await Promise.all(running.map((r) => desiredStateOfServer(this.#db, r, this.#usage)))).map((d) => [d.server.serverId, d]));
+    const states = await Promise.all(running.map((r) => desiredStateOfServer(this.#db, r, this.#usage)));
+    const desired = new Map(states.map((d) => [d.server.serverId, d]));
     const before = this.#pending.get(node.id);
     const pending = new Map<number, string>();
     for (const serverId of new Set([...reported.keys(), ...desired.keys()])) {
@@ -126,14 +137,21 @@ export class DriftRepair {
     this.#pending.set(node.id, pending);
   }
 
-  async #repair(node: NodeRow, serverId: number, name: string | undefined, want: DesiredServer | undefined, differences: string[]): Promise<void> {
+  async #repair(
+    node: NodeRow,
+    serverId: number,
+    name: string | undefined,
+    want: DesiredServer | undefined,
+    differences: string[],
+  ): Promise<void> {
     const connection = this.#connections.for(node);
     const server = name === undefined ? `server ${serverId}` : `server ${name} (${serverId})`;
     try {
       if (want === undefined) await connection.removeServer(serverId);
       else await connection.applyServer(want);
     } catch (error) {
-      this.#log.warn({ node: node.name, server: serverId, differences, err: describe(error) }, 'drift repair failed; tried again next round');
+      const fields = { node: node.name, server: serverId, differences, err: describe(error) };
+      this.#log.warn(fields, 'drift repair failed; tried again next round');
       return;
     }
     const done = want === undefined ? 'removed from the node' : 'applied again';

@@ -16,13 +16,21 @@ function peer(deviceId: number, fields: Partial<AgentPeer> = {}): AgentPeer {
     publicKey: generateKeyPair().publicKey,
     allowedIp: `10.9.0.${deviceId + 1}/32`,
     speedLimitKbps: 0,
-    limits: { remainingBytes: 5000, journalId: 'j1', meter: 100, dataLimit: 10_000, periodEndsAtMs: 1_800_000_000_000, expiresAtMs: null },
+    limits: {
+      remainingBytes: 5000,
+      journalId: 'j1',
+      meter: 100,
+      dataLimit: 10_000,
+      periodEndsAtMs: 1_800_000_000_000,
+      expiresAtMs: null,
+    },
     ...fields,
   };
 }
 
 function server(peers: AgentPeer[], serverId = 7): DesiredServer {
-  return { server: { serverId, privateKey: generateKeyPair().privateKey, listenPort: 51820, address: '10.9.0.1/24', mtu: 1420 }, peers };
+  const privateKey = generateKeyPair().privateKey;
+  return { server: { serverId, privateKey, listenPort: 51820, address: '10.9.0.1/24', mtu: 1420 }, peers };
 }
 
 describe('desiredDigest', () => {
@@ -74,7 +82,8 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     const agent = new Agent(new DryRunDriver(), 'test');
     const desired = server([peer(1), peer(2, { speedLimitKbps: 500 })]);
     await agent.applyServer(desired);
-    assert.deepEqual(await agent.digest(), { servers: [{ serverId: 7, digest: desiredDigest(desired), discrepancies: [] }] });
+    const expected = { servers: [{ serverId: 7, digest: desiredDigest(desired), discrepancies: [] }] };
+    assert.deepEqual(await agent.digest(), expected);
   });
 
   it('lists what the host differs in: a planted peer, a removed one, a changed allowed ip or speed limit', async () => {
@@ -84,7 +93,11 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     const desired = server([a, b, c]);
     await agent.applyServer(desired);
     const planted = generateKeyPair().publicKey;
-    await driver.changePeers(7, [{ publicKey: planted, allowedIp: '0.0.0.0/0', speedLimitKbps: 0 }, { publicKey: b.publicKey, allowedIp: '10.9.9.9/32', speedLimitKbps: 0 }], [a.publicKey]);
+    const upsert = [
+      { publicKey: planted, allowedIp: '0.0.0.0/0', speedLimitKbps: 0 },
+      { publicKey: b.publicKey, allowedIp: '10.9.9.9/32', speedLimitKbps: 0 },
+    ];
+    await driver.changePeers(7, upsert, [a.publicKey]);
     await driver.changePeers(7, [{ publicKey: c.publicKey, allowedIp: c.allowedIp, speedLimitKbps: 0 }], []);
     const [report] = (await agent.digest()).servers;
     assert.ok(report);
@@ -96,10 +109,11 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
       `peer ${planted} is on the server but was not applied`,
     ].sort());
     await agent.applyServer(desired);
-    assert.deepEqual((await agent.digest()).servers[0]?.discrepancies, [], 'applying the desired state again repairs all of it');
+    const after = (await agent.digest()).servers[0]?.discrepancies;
+    assert.deepEqual(after, [], 'applying the desired state again repairs all of it');
   });
 
-  it('a peer the node token added through the API changes the digest; a server on the host it never applied has none', async () => {
+  it('a peer added with the node token changes the digest; a server it never applied has none', async () => {
     const driver = new DryRunDriver();
     const agent = new Agent(driver, 'test');
     const desired = server([peer(1)]);
@@ -118,9 +132,11 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
 
   it('a peer cut off by its limits is in the digest but need not be on the host', async () => {
     const agent = new Agent(new DryRunDriver(), 'test');
-    const expired = peer(2, { limits: { remainingBytes: null, journalId: 'j', meter: 0, dataLimit: 0, periodEndsAtMs: null, expiresAtMs: 1 } });
+    const limits = { remainingBytes: null, journalId: 'j', meter: 0, dataLimit: 0, periodEndsAtMs: null };
+    const expired = peer(2, { limits: { ...limits, expiresAtMs: 1 } });
     const desired = server([peer(1), expired]);
     await agent.applyServer(desired);
-    assert.deepEqual(await agent.digest(), { servers: [{ serverId: 7, digest: desiredDigest(desired), discrepancies: [] }] });
+    const expected = { servers: [{ serverId: 7, digest: desiredDigest(desired), discrepancies: [] }] };
+    assert.deepEqual(await agent.digest(), expected);
   });
 });

@@ -164,7 +164,8 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
     before(async () => {
       lab = await NetLab.create();
       db = await createTestDatabase(kind);
-      panelEnv = { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: lab.prefix, PUBLIC_HOST: lab.hostIp, DRIFT_CHECK_INTERVAL: 'off' };
+      panelEnv = { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: lab.prefix, PUBLIC_HOST: lab.hostIp };
+      panelEnv.DRIFT_CHECK_INTERVAL = 'off';
       panel = await startPanel({ database: db, env: panelEnv });
       key = await panel.createKey('e2e', 'all', ['--no-rate-limit']);
       api = panel.client(key);
@@ -436,7 +437,8 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     };
     let panelPrefix = randomPrefix();
     while (panelPrefix === lab.prefix) panelPrefix = randomPrefix();
-    panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off', NODE_NAME_PREFIX: panelPrefix, DRIFT_CHECK_INTERVAL: 'off' } });
+    const panelEnv = { LOCAL_NODE: 'off', NODE_NAME_PREFIX: panelPrefix, DRIFT_CHECK_INTERVAL: 'off' };
+    panel = await startPanel({ database: db, env: panelEnv });
     api = panel.client(await panel.createKey('e2e', 'all', ['--no-rate-limit']));
   });
 

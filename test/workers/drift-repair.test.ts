@@ -57,8 +57,14 @@ for (const kind of DATABASE_KINDS) {
     let logged: string[];
     let round = 0;
 
-    const activity = () => suite.store.db.selectFrom('activity').selectAll().where('action', '=', 'server.drift_repaired').orderBy('id').execute();
-    const discrepancies = async () => (await agent.digest()).servers.filter((s) => s.discrepancies.length > 0).map((s) => s.serverId);
+    const activity = () =>
+      suite.store.db.selectFrom('activity').selectAll().where('action', '=', 'server.drift_repaired').orderBy('id')
+        .execute();
+    /** Servers whose host differs from what the agent applied. */
+    const discrepancies = async () => {
+      const { servers: reported } = await agent.digest();
+      return reported.filter((s) => s.discrepancies.length > 0).map((s) => s.serverId);
+    };
 
     beforeEach(async () => {
       const db = suite.store.db;
@@ -71,10 +77,14 @@ for (const kind of DATABASE_KINDS) {
       node = await seedNode(db, `n${round}`, now);
       servers = [];
       for (const i of [1, 2]) {
-        const server = await seedServer(db, node, { name: `s${i}`, listenPort: 51820 + i, subnet: `10.${i}.0.0/24`, capacity: 253 }, now);
+        const fields = { name: `s${i}`, listenPort: 51820 + i, subnet: `10.${i}.0.0/24`, capacity: 253 };
+        const server = await seedServer(db, node, fields, now);
         servers.push(server);
         for (const d of [2, 3]) {
-          await db.insertInto('devices').values({ ...deviceValues(server.id, { name: `d${d}`, address: `10.${i}.0.${d}`, dataLimit: d === 3 ? 1000 : 0 }, now), speed_limit: d === 3 ? 800 : 0 }).execute();
+          // d3 has a data limit and a speed limit, d2 neither.
+          const fields = { name: `d${d}`, address: `10.${i}.0.${d}`, dataLimit: d === 3 ? 1000 : 0 };
+          const values = deviceValues(server.id, fields, now);
+          await db.insertInto('devices').values({ ...values, speed_limit: d === 3 ? 800 : 0 }).execute();
         }
       }
       usage = new UsageService(db, clock, new Calendar('UTC'));
@@ -84,7 +94,8 @@ for (const kind of DATABASE_KINDS) {
       await agent.resync(await desiredStateOfNode(db, node.id, usage));
       logged = [];
       const log = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
-      worker = new DriftRepair(db, clock, new NodeConnections(connection satisfies NodeConnection), usage, log, { intervalMs: 15_000 });
+      const connections = new NodeConnections(connection satisfies NodeConnection);
+      worker = new DriftRepair(db, clock, connections, usage, log, { intervalMs: 15_000 });
     });
 
     const server = (i: number): ServerRow => {
@@ -101,7 +112,7 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual(await activity(), []);
     });
 
-    it('repairs drift of the host at the next round, that server only, with an activity entry and a warn line', async () => {
+    it('repairs drift of the host at the next round, only that server, logged and in the activity log', async () => {
       const s1 = server(0);
       const planted = generateKeyPair().publicKey;
       await driver.changePeers(s1.id, [{ publicKey: planted, allowedIp: '0.0.0.0/0', speedLimitKbps: 0 }], []);
@@ -115,19 +126,24 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(entry?.actor, 'system');
       assert.equal(entry?.resource, 'server');
       assert.equal(entry?.resource_id, String(s1.id));
-      assert.match(entry?.summary ?? '', new RegExp(`server s1 \\(${s1.id}\\) on node ${node.name} differed from the database.*peer ${planted.replace(/[+/]/g, '\\$&')} is on the server`));
+      const key = planted.replace(/[+/]/g, '\\$&');
+      const server1 = `server s1 \\(${s1.id}\\) on node ${node.name}`;
+      const summary = new RegExp(`${server1} differed from the database.*peer ${key} is on the server`);
+      assert.match(entry?.summary ?? '', summary);
       assert.ok(logged.some((line) => line.includes('drift repaired') && line.includes(planted)), logged.join(''));
       await worker.checkAll();
       assert.deepEqual(connection.applied, [s1.id], 'once repaired, nothing more is sent');
     });
 
-    it('repairs drift of what the agent was told (a peer added with the node token) at the second round that sees it', async () => {
+    it('repairs drift of what the agent was told (a peer added with the node token) at the second round', async () => {
       const s2 = server(1);
-      const [desired] = (await desiredStateOfNode(suite.store.db, node.id, usage)).filter((d) => d.server.serverId === s2.id);
+      const states = await desiredStateOfNode(suite.store.db, node.id, usage);
+      const desired = states.find((d) => d.server.serverId === s2.id);
       assert.ok(desired);
       const [first] = desired.peers;
       assert.ok(first);
-      await agent.applyServer({ ...desired, peers: [...desired.peers, { ...first, deviceId: 999, publicKey: generateKeyPair().publicKey, allowedIp: '0.0.0.0/0' }] });
+      const planted = { ...first, deviceId: 999, publicKey: generateKeyPair().publicKey, allowedIp: '0.0.0.0/0' };
+      await agent.applyServer({ ...desired, peers: [...desired.peers, planted] });
       await worker.checkAll();
       assert.deepEqual(connection.applied, [], 'the first round waits: it may be a change under way');
       await worker.checkAll();
@@ -139,7 +155,9 @@ for (const kind of DATABASE_KINDS) {
 
     it('removes a server the database does not place on the node, and brings back one the node lost', async () => {
       const s1 = server(0);
-      await agent.applyServer({ server: { serverId: 4242, privateKey: generateKeyPair().privateKey, listenPort: 51900, address: '10.99.0.1/24', mtu: 1420 }, peers: [] });
+      const privateKey = generateKeyPair().privateKey;
+      const spec = { serverId: 4242, privateKey, listenPort: 51900, address: '10.99.0.1/24', mtu: 1420 };
+      await agent.applyServer({ server: spec, peers: [] });
       await agent.removeServer(s1.id);
       await worker.checkAll();
       await worker.checkAll();
@@ -149,30 +167,36 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual((await activity()).map((a) => a.resource_id).sort(), [String(s1.id), '4242'].sort());
     });
 
-    it('never undoes a change the API is applying: on the node before its commit (create), or after it (update)', async () => {
+    it('never undoes a change in flight: on the node before its commit (create) or after it (update)', async () => {
       const s1 = server(0);
       const db = suite.store.db;
       // A device the API is creating: on the node before its row commits.
-      const row = await db.insertInto('devices').values(deviceValues(s1.id, { name: 'new', address: '10.1.0.9' }, isoAt(clock.nowMs()))).returningAll().executeTakeFirstOrThrow();
+      const values = deviceValues(s1.id, { name: 'new', address: '10.1.0.9' }, isoAt(clock.nowMs()));
+      const row = await db.insertInto('devices').values(values).returningAll().executeTakeFirstOrThrow();
       await db.deleteFrom('devices').where('id', '=', row.id).execute();
       await connection.changePeers(s1.id, { upsert: [usage.peerOf(row)], remove: [] });
       await worker.checkAll();
       await db.insertInto('devices').values(row).execute();
       // A device the API is updating: its row commits first, the node hears of it after.
-      const device = await db.selectFrom('devices').selectAll().where('server_id', '=', s1.id).where('name', '=', 'd2').executeTakeFirstOrThrow();
-      const changed = await db.updateTable('devices').set({ speed_limit: 300 }).where('id', '=', device.id).returningAll().executeTakeFirstOrThrow();
+      const device = await db.selectFrom('devices').selectAll().where('server_id', '=', s1.id)
+        .where('name', '=', 'd2').executeTakeFirstOrThrow();
+      const changed = await db.updateTable('devices')
+        .set({ speed_limit: 300 })
+        .where('id', '=', device.id).returningAll().executeTakeFirstOrThrow();
       await worker.checkAll();
       await connection.changePeers(s1.id, { upsert: [usage.peerOf(changed)], remove: [] });
       await worker.checkAll();
       await worker.checkAll();
       assert.deepEqual(connection.applied, []);
       assert.deepEqual(await activity(), []);
-      assert.ok((await driver.readCounters(s1.id)).peers.some((p) => p.publicKey === row.public_key), 'the new device stays on the node');
+      const onNode = (await driver.readCounters(s1.id)).peers.map((p) => p.publicKey);
+      assert.ok(onNode.includes(row.public_key), 'the new device stays on the node');
     });
 
     it('skips offline nodes and leaves deploying servers to their deploy', async () => {
       const s1 = server(0);
-      await driver.changePeers(s1.id, [{ publicKey: generateKeyPair().publicKey, allowedIp: '0.0.0.0/0', speedLimitKbps: 0 }], []);
+      const planted = { publicKey: generateKeyPair().publicKey, allowedIp: '0.0.0.0/0', speedLimitKbps: 0 };
+      await driver.changePeers(s1.id, [planted], []);
       await suite.store.db.updateTable('nodes').set({ status: 'offline' }).where('id', '=', node.id).execute();
       await worker.checkAll();
       assert.equal(connection.digests, 0, 'an offline node is not asked');
@@ -182,7 +206,7 @@ for (const kind of DATABASE_KINDS) {
       await suite.store.db.updateTable('servers').set({ status: 'deploying' }).where('id', '=', s1.id).execute();
       await worker.checkAll();
       await worker.checkAll();
-      assert.deepEqual([connection.applied, connection.removed], [[], []], 'a deploying server is neither applied nor removed');
+      assert.deepEqual([connection.applied, connection.removed], [[], []], 'a deploying server is left alone');
     });
   });
 }
