@@ -115,6 +115,6 @@ ${rows.join('\n')}
 
 A round reads every device row of the node and hashes it (one SHA-256 per server); at the default 15 s interval that
 is about the figure above every 15 s. Only a server whose digest differs gets its full desired state sent. The rows
-are read without their private keys (\`listPeerRowsOfServer\`), so no sealed key is opened. Measured while five other
-engineers' tests loaded the 2-core machine (load average about 15): wall times are inflated, CPU times less so.`,
+are read without their private keys (\`listPeerRowsOfServer\`), so no sealed key is opened. The machine is shared with
+other work: wall times vary with its load (a run under a load average of 15 took 2.7 s on SQLite), CPU times less.`,
 );
