@@ -105,6 +105,10 @@ class TimedDriver implements Driver {
     return this.#inner.readCounters(serverId);
   }
 
+  inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
+    return this.#inner.inspect(spec, peers);
+  }
+
   down(serverId: number): Promise<void> {
     return this.#inner.down(serverId);
   }

@@ -1,7 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../domain/clock.ts';
-import { type Driver, DriverError, type PeerSpec, type ServerState } from './driver.ts';
-import type { AgentPeer, AgentStatus, DesiredServer, NodePeers, PeerChange, ResyncReport, UsageAck, UsageReport } from './protocol.ts';
+import { type Driver, DriverError, type PeerSpec, type ServerSpec, type ServerState } from './driver.ts';
+import {
+  type AgentPeer,
+  type AgentStatus,
+  type DesiredServer,
+  desiredDigest,
+  type NodeDigest,
+  type NodePeers,
+  type PeerChange,
+  type ResyncReport,
+  type UsageAck,
+  type UsageReport,
+} from './protocol.ts';
 import { MemoryJournal, UsageLedger } from './usage-ledger.ts';
 
 /** A desired peer and where its allowance started on this node's meter. */
@@ -22,6 +33,8 @@ export interface AgentOptions {
 
 /** Counters are read this often: a device over its limit or past its expiry is off within about this. */
 export const METER_INTERVAL_MS = 1000;
+/** Servers inspected at once by the drift check: each inspection runs a few commands. */
+const INSPECT_CONCURRENCY = 8;
 
 function specOf(peer: AgentPeer): PeerSpec {
   return { publicKey: peer.publicKey, allowedIp: peer.allowedIp, speedLimitKbps: peer.speedLimitKbps };
@@ -43,6 +56,8 @@ export class Agent {
   readonly #clock: Clock;
   readonly #meterIntervalMs: number;
   readonly #queues = new Map<number, Promise<unknown>>();
+  /** Each server's spec, as last applied. */
+  readonly #specs = new Map<number, ServerSpec>();
   /** Each server's desired peers by public key, as last applied. */
   readonly #peers = new Map<number, Map<string, PeerState>>();
   /** The public keys each server's interface holds: the desired peers that are not cut off. */
@@ -78,6 +93,7 @@ export class Agent {
       // What the interface counted so far is booked before up() may make it anew.
       if ((await this.#driver.list()).includes(serverId)) await this.#meter(serverId).catch(() => undefined);
       const state = await this.#driver.up(desired.server);
+      this.#specs.set(serverId, desired.server);
       const before = this.#peers.get(serverId);
       const peers = new Map(desired.peers.map((p) => [p.publicKey, this.#stateOf(p, before?.get(p.publicKey))]));
       this.#peers.set(serverId, peers);
@@ -126,6 +142,7 @@ export class Agent {
     return this.#serial(serverId, async () => {
       await this.#meter(serverId).catch(() => undefined);
       await this.#driver.down(serverId);
+      this.#specs.delete(serverId);
       this.#peers.delete(serverId);
       this.#admitted.delete(serverId);
       this.#ledger.forgetServer(serverId);
@@ -151,6 +168,35 @@ export class Agent {
       );
     }
     return report;
+  }
+
+  /**
+   * The drift check (GET /v1/digest): per server applied or on the host, the digest of the desired
+   * state this agent holds and what the host differs in from what it applied (Driver.inspect). Each
+   * server is read inside its queue, so no change of the agent's own is half seen.
+   */
+  async digest(): Promise<NodeDigest> {
+    const ids = [...new Set([...(await this.#driver.list()), ...this.#specs.keys()])].sort((a, b) => a - b);
+    const servers: NodeDigest['servers'] = [];
+    for (let i = 0; i < ids.length; i += INSPECT_CONCURRENCY) {
+      const batch = ids.slice(i, i + INSPECT_CONCURRENCY);
+      servers.push(...(await Promise.all(batch.map((id) => this.#serial(id, () => this.#digestOf(id))))));
+    }
+    return { servers };
+  }
+
+  async #digestOf(serverId: number): Promise<NodeDigest['servers'][number]> {
+    const spec = this.#specs.get(serverId);
+    const peers = this.#peers.get(serverId);
+    const admitted = this.#admitted.get(serverId);
+    if (!spec || !peers || !admitted) {
+      return { serverId, digest: null, discrepancies: ['on the host, but not applied since the agent started'] };
+    }
+    const onInterface = [...peers.values()].filter((s) => admitted.has(s.peer.publicKey)).map((s) => specOf(s.peer));
+    const unreadable = (error: unknown) => [`cannot be inspected: ${describe(error)}`];
+    const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
+    const digest = desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) });
+    return { serverId, digest, discrepancies };
   }
 
   /** The peers each server's interface holds now, as the driver reads them; a server that cannot be read is left out. */

@@ -10,6 +10,8 @@ import {
   type AgentStatus,
   AgentStatusSchema,
   type DesiredServer,
+  type NodeDigest,
+  NodeDigestSchema,
   type PeerChange,
   type ResyncReport,
   ResyncReportSchema,
@@ -28,6 +30,8 @@ export interface NodeConnection {
   collectUsage(ack: UsageAck | null): Promise<UsageReport>;
   removeServer(serverId: number): Promise<void>;
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport>;
+  /** The drift check: each server's desired-state digest and what its host differs in (Agent.digest). */
+  digest(): Promise<NodeDigest>;
 }
 
 export class LocalNodeConnection implements NodeConnection {
@@ -52,6 +56,9 @@ export class LocalNodeConnection implements NodeConnection {
   }
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport> {
     return this.#agent.resync(servers);
+  }
+  digest(): Promise<NodeDigest> {
+    return this.#agent.digest();
   }
 }
 
@@ -115,6 +122,8 @@ function pinnedDispatcher(pin: string): Dispatcher {
 const STATUS_TIMEOUT_MS = 5_000;
 /** Applying a server may start wireguard-go and set thousands of peers. */
 const APPLY_TIMEOUT_MS = 60_000;
+/** The drift check inspects every server of the node; well within the 60 s in which drift is repaired. */
+const DIGEST_TIMEOUT_MS = 20_000;
 
 export interface RemoteNode {
   /** The node's name in the panel: what error messages call it. */
@@ -156,6 +165,9 @@ export class HttpNodeConnection implements NodeConnection {
   }
   resync(servers: readonly DesiredServer[]): Promise<ResyncReport> {
     return this.#call('PUT', '/v1/state', { servers }, APPLY_TIMEOUT_MS * 5, ResyncReportSchema);
+  }
+  digest(): Promise<NodeDigest> {
+    return this.#call('GET', '/v1/digest', undefined, DIGEST_TIMEOUT_MS, NodeDigestSchema);
   }
 
   async #call<S extends TSchema | undefined>(

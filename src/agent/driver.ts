@@ -76,6 +76,12 @@ export interface Driver {
   readCounters(serverId: number): Promise<CounterReading>;
   /** Removes the server and everything it made on the host; a missing server is not an error. */
   down(serverId: number): Promise<void>;
+  /**
+   * What the host differs in from `spec` and `peers` (what was applied last: the peers that are on the
+   * interface), read without changing anything: the drift check. Each difference is one readable line;
+   * none when the host matches. up() and setPeers() with the same input repair every one of them.
+   */
+  inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]>;
   /** Ids of the servers this driver has on the host (to resync or clean up after a restart). */
   list(): Promise<number[]>;
   /** The host's own interface addresses as CIDRs (`192.0.2.2/24`, `fd00::2/64`); throws when it cannot read them. */

@@ -60,6 +60,28 @@ export class DryRunDriver implements Driver {
     return Promise.resolve({ instance: server.instance, peers });
   }
 
+  inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
+    const server = this.#servers.get(spec.serverId);
+    if (server === undefined) return Promise.resolve([`server ${spec.serverId} is not up`]);
+    const found: string[] = [];
+    const held = server.spec;
+    for (const field of ['privateKey', 'listenPort', 'address', 'mtu'] as const) {
+      if (held[field] !== spec[field]) found.push(`server ${spec.serverId}: ${field} differs from what was applied`);
+    }
+    const wanted = new Map(peers.map((p) => [p.publicKey, p]));
+    for (const [key, peer] of server.peers) {
+      const want = wanted.get(key);
+      if (want === undefined) found.push(`peer ${key} is on the server but was not applied`);
+      else if (want.allowedIp !== peer.allowedIp) {
+        found.push(`peer ${key} has allowed ip ${peer.allowedIp}, not ${want.allowedIp}`);
+      } else if (want.speedLimitKbps !== peer.speedLimitKbps) {
+        found.push(`peer ${key} has speed limit ${peer.speedLimitKbps} kbit/s, not ${want.speedLimitKbps}`);
+      }
+    }
+    for (const key of wanted.keys()) if (!server.peers.has(key)) found.push(`peer ${key} is missing`);
+    return Promise.resolve(found);
+  }
+
   down(serverId: number): Promise<void> {
     this.#servers.delete(serverId);
     return Promise.resolve();

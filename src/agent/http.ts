@@ -10,6 +10,7 @@ import {
   AgentStatusSchema,
   DesiredServerSchema,
   DesiredStateSchema,
+  NodeDigestSchema,
   NodePeersSchema,
   PeerChangeSchema,
   ResyncReportSchema,
@@ -51,6 +52,7 @@ export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyI
 
   const ServerIdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) });
   api.get('/v1/status', { schema: { response: { 200: AgentStatusSchema } } }, () => options.agent.status());
+  api.get('/v1/digest', { schema: { response: { 200: NodeDigestSchema } } }, () => options.agent.digest());
   api.get('/v1/peers', { schema: { response: { 200: NodePeersSchema } } }, () => options.agent.peersOnNode());
   api.post('/v1/usage', { schema: { body: UsageCollectSchema, response: { 200: UsageReportSchema } } }, (request) => options.agent.collectUsage(request.body.ack));
   api.put('/v1/servers/:id', { schema: { params: ServerIdParams, body: DesiredServerSchema, response: { 200: ServerStateSchema, 400: AgentErrorSchema } } }, async (request, reply) => {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import Type, { type Static, type TSchema } from 'typebox';
 import { SPEED_LIMIT_MAX_KBPS } from '../domain/devices.ts';
 
@@ -119,6 +120,21 @@ export const NodePeersSchema = Type.Object({
   servers: Type.Array(Type.Object({ serverId: Type.Integer(), peers: Type.Array(Type.String()) })),
 });
 
+/**
+ * The drift check's answer: per server the agent runs (applied, or found on the host), the digest of
+ * the desired state it holds (null when it holds none: not applied since the agent started) and what
+ * the host differs in from what the agent applied (empty when the host matches).
+ */
+export const NodeDigestSchema = Type.Object({
+  servers: Type.Array(
+    Type.Object({
+      serverId: Type.Integer(),
+      digest: Nullable(Type.String()),
+      discrepancies: Type.Array(Type.String()),
+    }),
+  ),
+});
+
 export const AgentErrorSchema = Type.Object({ error: Type.String(), failures: Type.Array(Type.String()) });
 
 export type DesiredServer = Static<typeof DesiredServerSchema>;
@@ -131,3 +147,28 @@ export type UsageReport = Static<typeof UsageReportSchema>;
 export type NodePeers = Static<typeof NodePeersSchema>;
 export type AgentStatus = Static<typeof AgentStatusSchema>;
 export type ResyncReport = Static<typeof ResyncReportSchema>;
+export type NodeDigest = Static<typeof NodeDigestSchema>;
+
+/**
+ * A server's desired state in 43 characters, computed alike by the panel (from the database) and the
+ * agent (from what it was sent), so the two compare without sending the state. Peer order does not
+ * count. Left out are the limit fields that differ between the two sides as usage goes on: the
+ * remaining bytes, the meter and its journal. What is in it stays equal until the panel changes it:
+ * the whole server spec, each peer's key, device, address and speed limit, its data limit and
+ * whether it has one (a node told "no limit" differs), the end of its monthly period (it changes at
+ * a month's start, when the panel resyncs every node) and its expiry.
+ */
+export function desiredDigest(desired: DesiredServer): string {
+  const { serverId, privateKey, listenPort, address, mtu, clientToClient, dnsOnServer } = desired.server;
+  const peers = desired.peers
+    .map((p) => {
+      const l = p.limits;
+      const limits = [l.dataLimit, l.remainingBytes === null, l.periodEndsAtMs, l.expiresAtMs];
+      return JSON.stringify([p.publicKey, p.deviceId, p.allowedIp, p.speedLimitKbps, ...limits]);
+    })
+    .sort();
+  // Absent isolation switches mean off (an older panel's spec): the same digest as false.
+  const isolation = [clientToClient === true, dnsOnServer === true];
+  const text = JSON.stringify([serverId, privateKey, listenPort, address, mtu, ...isolation, peers]);
+  return createHash('sha256').update(text).digest('base64url');
+}

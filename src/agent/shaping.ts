@@ -320,6 +320,44 @@ export class Shaper {
   }
 
   /**
+   * The drift check: how the host's shaping differs from the limits of `peers` (allowed ips as `wg`
+   * prints them), read without changing anything. A server with no limited peer, to which this process
+   * applied none, is not read (its shaping costs nothing, its check neither).
+   */
+  async inspect(serverId: number, place: ShapingPlace, peers: readonly PeerSpec[]): Promise<string[]> {
+    const want = new Map<string, number>();
+    for (const peer of peers) {
+      const limit = limitOf(peer);
+      if (limit !== null && typeof limit !== 'string') want.set(limit.ip, limit.kbps);
+    }
+    if (want.size === 0 && (this.#known.get(serverId)?.size ?? 0) === 0) return [];
+    const state = await this.#read(place);
+    const found: string[] = [];
+    if (state.table !== 'ok') found.push(`nft table ${SHAPING_TABLE} is ${state.table}`);
+    const wantedMinors = new Set([...want.keys()].map(classMinor));
+    for (const [dev, device] of [[place.wg, state.wg], [place.uplink, state.uplink]] as const) {
+      for (const [ip, kbps] of want) {
+        const current = device.classes.get(classMinor(ip));
+        const printed = printedRate(kbps);
+        const name = `speed limit of ${ip}: class ${classId(ip)}`;
+        if (current === undefined) found.push(`${name} is missing on ${dev}`);
+        else if (current.rate !== printed || current.ceil !== printed) {
+          found.push(`${name} on ${dev} is ${current.rate}, not ${printed}`);
+        } else if (!current.leaf) found.push(`${name} on ${dev} has lost its queue`);
+      }
+      for (const minor of device.classes.keys()) {
+        if (!wantedMinors.has(minor)) found.push(`class 1:${minor.toString(16)} on ${dev} is of no limited peer`);
+      }
+    }
+    for (const ip of want.keys()) {
+      const entry = state.elements.get(ip);
+      if (state.table === 'ok' && entry !== classId(ip)) found.push(`speed limit of ${ip}: no map entry`);
+    }
+    for (const ip of state.elements.keys()) if (!want.has(ip)) found.push(`map entry ${ip} is of no limited peer`);
+    return found;
+  }
+
+  /**
    * changePeers: applies the limits of `upsert` and removes those of the keys in `remove`, touching
    * only peers whose limit differs from what was applied; reads nothing from the host unless this
    * process has not seen the server yet (`peersOnHost` then gives public key → allowed ip).

@@ -176,6 +176,66 @@ export class WireGuardDriver implements Driver {
     return this.#serial(spec.serverId, () => isolationProblems(this.#runner, place, policy));
   }
 
+  /**
+   * The drift check: reads the interface, its peers, links, NAT tables and speed limits and lists what
+   * differs from `spec` and `peers`; changes nothing. Costs a `wg show dump` (which metering reads every
+   * second anyway), two `ip` and two `nft list tables`, and the shaper's reads only where a peer is limited.
+   */
+  inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
+    return this.#serial(spec.serverId, async () => {
+      const n = this.names(spec.serverId);
+      const { desired, untouchable } = validPeers(peers);
+      const [dump, links, serverTables, hostTables] = await Promise.all([
+        this.#readDump(n).catch(() => null),
+        this.#links(n.netns),
+        this.#nftTables(n.netns),
+        this.#nftTables(this.#hostNetns),
+      ]);
+      const found: string[] = [];
+      if (dump === null) found.push(`interface ${n.iface} does not answer`);
+      else {
+        if (dump.listenPort !== spec.listenPort) {
+          found.push(`interface ${n.iface} listens on ${dump.listenPort}, not ${spec.listenPort}`);
+        }
+        if (dump.privateKey !== spec.privateKey) found.push(`interface ${n.iface} has another private key`);
+        const onHost = new Map(dump.peers.map((p) => [p.publicKey, p.allowedIps]));
+        for (const [key, allowedIps] of onHost) {
+          const want = desired.get(key);
+          const shown = allowedIps || '(none)';
+          if (want === undefined && !untouchable.has(key)) {
+            found.push(`peer ${key} (${shown}) is on ${n.iface} but was not applied`);
+          } else if (want !== undefined && want.allowedIp !== allowedIps) {
+            found.push(`peer ${key} has allowed ips ${shown}, not ${want.allowedIp}`);
+          }
+        }
+        for (const key of desired.keys()) if (!onHost.has(key)) found.push(`peer ${key} is missing from ${n.iface}`);
+      }
+      const iface = links.get(n.iface);
+      if (iface === undefined) found.push(`link ${n.iface} is missing from namespace ${n.netns}`);
+      else {
+        const addresses = iface.addrs.join(',');
+        if (!iface.up) found.push(`link ${n.iface} is down`);
+        if (iface.mtu !== spec.mtu) found.push(`link ${n.iface} has MTU ${iface.mtu}, not ${spec.mtu}`);
+        if (addresses !== spec.address) {
+          found.push(`link ${n.iface} has addresses ${addresses || '(none)'}, not ${spec.address}`);
+        }
+      }
+      const veth = links.get(n.vethServer);
+      if (veth === undefined || !veth.up || !veth.addrs.includes(`${n.serverIp}/30`)) {
+        found.push(`uplink ${n.vethServer} is missing, down or without its address`);
+      }
+      if (!serverTables.has(`ip ${SERVER_NFT_TABLE}`)) {
+        found.push(`nft table ${SERVER_NFT_TABLE} is missing from namespace ${n.netns}`);
+      }
+      if (!hostTables.has(`ip ${n.hostTable}`)) {
+        found.push(`nft table ${n.hostTable} is missing from the host namespace`);
+      }
+      found.push(...(await this.#shaper.inspect(spec.serverId, this.#place(n), [...desired.values()])));
+      found.push(...(await isolationProblems(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec))));
+      return collapse(found);
+    });
+  }
+
   async list(): Promise<number[]> {
     const [namespaces, hostLinks] = await Promise.all([this.#netnsNames(), this.#links(this.#hostNetns)]);
     const ids = new Set<number>();

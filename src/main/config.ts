@@ -3,6 +3,7 @@ import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { type Cidr, parseAllowCidrs } from '../agent/isolation.ts';
 import { parseSecret } from '../store/encryption.ts';
+import { DRIFT_CHECK_INTERVAL_MS } from '../workers/drift-repair.ts';
 
 /** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
 export interface PanelConfig {
@@ -31,6 +32,8 @@ export interface PanelConfig {
   webhookRetryScheduleMs: number[] | undefined;
   /** Delays before each retry of a notification mail; unset = MAIL_RETRY_SCHEDULE_MS. */
   mailRetryScheduleMs: number[] | undefined;
+  /** `DRIFT_CHECK_INTERVAL`: how often nodes are compared with the database; null = never (tests that plant peers). */
+  driftCheckIntervalMs: number | null;
   logLevel: LogLevel;
   /** `TRUST_PROXY`: the peers whose X-Forwarded-For names the client (Fastify's trustProxy); false = none. */
   trustProxy: TrustProxy;
@@ -159,6 +162,21 @@ function retrySchedule(env: Env, name: string): number[] | undefined {
   return seconds.map((n) => Math.round(n * 1000));
 }
 
+/** Longest DRIFT_CHECK_INTERVAL: two rounds and a repair must fit in the 60 s within which drift is repaired. */
+const MAX_DRIFT_CHECK_SECONDS = 20;
+
+/** `DRIFT_CHECK_INTERVAL`: seconds, or `off`; unset = the default. */
+function driftCheckInterval(env: Env, fallbackMs: number): number | null {
+  const v = value(env, 'DRIFT_CHECK_INTERVAL');
+  if (v === undefined) return fallbackMs;
+  if (v.toLowerCase() === 'off') return null;
+  const seconds = Number(v);
+  if (!/^[0-9]+(\.[0-9]+)?$/.test(v) || seconds < 1 || seconds > MAX_DRIFT_CHECK_SECONDS) {
+    throw new ConfigError('DRIFT_CHECK_INTERVAL', `must be 1-${MAX_DRIFT_CHECK_SECONDS} seconds or off (got '${v}')`);
+  }
+  return Math.round(seconds * 1000);
+}
+
 function timezone(env: Env): string {
   const v = value(env, 'PANEL_TIMEZONE') ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
   try {
@@ -257,6 +275,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     webhookAllowPrivate: flag(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetryScheduleMs: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
     mailRetryScheduleMs: retrySchedule(env, 'MAIL_RETRY_SCHEDULE'),
+    driftCheckIntervalMs: driftCheckInterval(env, DRIFT_CHECK_INTERVAL_MS),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     trustProxy: trustProxy(env),
     maxConnections: count(env, 'HTTP_MAX_CONNECTIONS', 1024, 1_000_000),

@@ -30,6 +30,7 @@ import { holdPanelLock } from '../store/panel-lock.ts';
 import { unlockSecrets } from '../store/panel-secret.ts';
 import { Housekeeping } from '../workers/housekeeping.ts';
 import { NODE_MONITOR_DEFAULTS, NodeMonitor } from '../workers/node-monitor.ts';
+import { DriftRepair } from '../workers/drift-repair.ts';
 import type { PanelConfig, StoreConfig } from './config.ts';
 import { createLogger } from './logging.ts';
 import { makeAgent } from './node-driver.ts';
@@ -152,6 +153,8 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   const housekeeping = new Housekeeping(store.db, clock, log);
   const monitor = new NodeMonitor(store.db, clock, connections, usage, log, NODE_MONITOR_DEFAULTS);
   const expiry = new ExpiryWatch(store.db, clock, log);
+  const driftOptions = config.driftCheckIntervalMs === null ? undefined : { intervalMs: config.driftCheckIntervalMs };
+  const drift = driftOptions && new DriftRepair(store.db, clock, connections, usage, log, driftOptions);
   return {
     app,
     store,
@@ -162,6 +165,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       housekeeping.start();
       localAgent?.start((err: unknown) => log.error({ err }, 'usage metering failed'));
       monitor.start();
+      drift?.start();
       expiry.start();
       sender.start();
       mailer.start();
@@ -169,6 +173,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     async stop() {
       housekeeping.stop();
       await monitor.stop();
+      await drift?.stop();
       await expiry.stop();
       await localAgent?.stop();
       await sender.stop();

@@ -1,6 +1,6 @@
 import type { DesiredServer, PeerChange } from '../agent/protocol.ts';
 import type { Queryable } from '../store/db.ts';
-import { type DeviceRow, listDevicesOfServer } from '../store/devices.ts';
+import { type DeviceRow, listPeerRowsOfServer, type PeerRow } from '../store/devices.ts';
 import { listServersOfNode, type ServerRow } from '../store/servers.ts';
 import type { UsageService } from './usage.ts';
 
@@ -13,7 +13,7 @@ export function onNode(device: Pick<DeviceRow, 'enabled'>): boolean {
 }
 
 /** What the node must run for one server: its interface and every enabled device as a peer. */
-export function desiredServer(row: ServerRow, devices: readonly DeviceRow[], usage: UsageService): DesiredServer {
+export function desiredServer(row: ServerRow, devices: readonly PeerRow[], usage: UsageService): DesiredServer {
   return {
     server: {
       serverId: row.id,
@@ -30,7 +30,7 @@ export function desiredServer(row: ServerRow, devices: readonly DeviceRow[], usa
 
 /** One server's desired state, read from the database. */
 export async function desiredStateOfServer(db: Queryable, row: ServerRow, usage: UsageService): Promise<DesiredServer> {
-  return desiredServer(row, await listDevicesOfServer(db, row.id), usage);
+  return desiredServer(row, await listPeerRowsOfServer(db, row.id), usage);
 }
 
 /** Everything a node must run: sent whole after either side restarts. */

@@ -12,7 +12,7 @@ import {
   type Usage,
 } from '../domain/usage.ts';
 import { type Db, type Tx, write } from '../store/db.ts';
-import type { DeviceRow } from '../store/devices.ts';
+import type { DeviceRow, PeerRow } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
 import { findServer } from '../store/servers.ts';
 import {
@@ -44,7 +44,9 @@ export interface UsageReportView {
 const DAILY_DAYS = 90;
 const MONTHLY_MONTHS = 24;
 
-export function usageState(row: DeviceRow): DeviceUsageState {
+type UsageColumns = 'data_limit' | 'limit_period' | 'usage_month' | 'month_rx' | 'month_tx' | 'period_rx' | 'period_tx';
+
+export function usageState(row: Pick<DeviceRow, UsageColumns>): DeviceUsageState {
   return {
     dataLimit: row.data_limit,
     limitPeriod: row.limit_period,
@@ -94,7 +96,7 @@ export class UsageService {
   }
 
   /** What the device's node must enforce: its remaining allowance as of the meter the panel counted, its expiry. */
-  limitsOf(row: DeviceRow): PeerLimits {
+  limitsOf(row: PeerRow): PeerLimits {
     const nowMs = this.#clock.nowMs();
     return {
       remainingBytes: remainingAllowance(usageState(row), this.calendar.month(nowMs)),
@@ -107,7 +109,7 @@ export class UsageService {
   }
 
   /** The device as a peer of its server, with its limits. */
-  peerOf(row: DeviceRow): AgentPeer {
+  peerOf(row: PeerRow): AgentPeer {
     return { deviceId: row.id, publicKey: row.public_key, allowedIp: `${row.address}/32`, speedLimitKbps: row.speed_limit, limits: this.limitsOf(row) };
   }
 

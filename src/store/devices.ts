@@ -57,6 +57,18 @@ export async function namesStartingWith(db: Queryable, serverId: number, prefix:
   return new Set(rows.map((r) => r.name));
 }
 
+/** What a device's peer and its limits are made of (desired-state.ts): no private key to open, no metadata. */
+const PEER_COLUMNS = [
+  'id', 'public_key', 'address', 'enabled', 'speed_limit', 'data_limit', 'limit_period', 'usage_month',
+  'month_rx', 'month_tx', 'period_rx', 'period_tx', 'meter', 'meter_journal', 'expires_at',
+] as const;
+export type PeerRow = Pick<DeviceRow, (typeof PEER_COLUMNS)[number]>;
+
+/** A server's devices as peers, read for every server of a node at each resync and drift check. */
+export function listPeerRowsOfServer(db: Queryable, serverId: number): Promise<PeerRow[]> {
+  return db.selectFrom('devices').select(PEER_COLUMNS).where('server_id', '=', serverId).orderBy('id').execute();
+}
+
 export function listDevicesOfServer(db: Queryable, serverId: number): Promise<DeviceRow[]> {
   return db.selectFrom('devices').selectAll().where('server_id', '=', serverId).orderBy('id').execute();
 }

@@ -10,6 +10,8 @@
  * that recreates it, a resync after an agent or panel restart) the node converges to the desired
  * peers, the server's devices, none here; so the hand-added peer is removed and the test adds it
  * again. Every such point is marked below. (Devices end to end: test/e2e/devices-wireguard.test.ts.)
+ * The panels here run without the drift repair (DRIFT_CHECK_INTERVAL=off), which would remove the
+ * hand-added peer within seconds (test/e2e/drift-wireguard.test.ts is about that).
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -165,6 +167,7 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       lab = await NetLab.create();
       db = await createTestDatabase(kind);
       panelEnv = { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: lab.prefix, PUBLIC_HOST: lab.hostIp };
+      panelEnv.DRIFT_CHECK_INTERVAL = 'off';
       panel = await startPanel({ database: db, env: panelEnv });
       key = await panel.createKey('e2e', 'all', ['--no-rate-limit']);
       api = panel.client(key);
@@ -423,7 +426,8 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     };
     let panelPrefix = randomPrefix();
     while (panelPrefix === lab.prefix) panelPrefix = randomPrefix();
-    panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off', NODE_NAME_PREFIX: panelPrefix } });
+    const panelEnv = { LOCAL_NODE: 'off', NODE_NAME_PREFIX: panelPrefix, DRIFT_CHECK_INTERVAL: 'off' };
+    panel = await startPanel({ database: db, env: panelEnv });
     api = panel.client(await panel.createKey('e2e', 'all', ['--no-rate-limit']));
   });
 

@@ -158,7 +158,7 @@ export function clientAddressIn(subnet: string, serverAddress: string): { ip: st
 /**
  * 4 characters, a letter first and last (NODE_NAME_PREFIX rules), starting with `letter`: `e` by default;
  * test files that run at the same time keep a letter of their own (the driver's test `t`, devices `d`,
- * speed limits `k` and `r`).
+ * speed limits `k` and `r`, drift `g`).
  */
 export function randomPrefix(letter = 'e'): string {
   const alnum = 'abcdefghijklmnopqrstuvwxyz0123456789';

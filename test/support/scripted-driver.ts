@@ -35,6 +35,10 @@ export class ScriptedDriver implements Driver {
     const peers = [...server.peers].map(([publicKey, c]) => ({ publicKey, rxBytes: c.rx, txBytes: c.tx, lastHandshakeMs: 0 }));
     return Promise.resolve({ instance: String(server.instance), peers });
   }
+  /** The host never drifts here: tests of drift use the dry-run driver. */
+  inspect(): Promise<string[]> {
+    return Promise.resolve([]);
+  }
   down(serverId: number): Promise<void> {
     this.servers.delete(serverId);
     return Promise.resolve();

@@ -1,0 +1,183 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { describe } from '../agent/agent.ts';
+import { type DesiredServer, desiredDigest, type NodeDigest } from '../agent/protocol.ts';
+import type { Clock } from '../domain/clock.ts';
+import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { recordActivity } from '../services/activity.ts';
+import { desiredStateOfServer } from '../services/desired-state.ts';
+import type { NodeConnections } from '../services/nodes.ts';
+import type { UsageService } from '../services/usage.ts';
+import { type Db, write } from '../store/db.ts';
+import { listNodes, type NodeRow } from '../store/nodes.ts';
+import { listServersOfNode } from '../store/servers.ts';
+
+/**
+ * Every node is compared this often. Drift of the host alone is repaired at the next round (within
+ * one interval and the round's time); drift of what the agent was told waits for a second round
+ * (see compareServer), so both are repaired well within 60 s.
+ */
+export const DRIFT_CHECK_INTERVAL_MS = 15_000;
+
+export interface DriftRepairOptions {
+  intervalMs: number;
+}
+
+/** One server as the node reports it, absent when the node does not run it. */
+type Reported = NodeDigest['servers'][number] | undefined;
+
+export interface Comparison {
+  /** What differs, readable; empty when the node matches the database. */
+  differences: string[];
+  /**
+   * True when the agent holds exactly the database's desired state and only its host differs: no
+   * change of the panel can be under way, so the server is repaired at once. Otherwise the difference
+   * may be a change the API is applying right now (a device is created on the node before its row
+   * commits, updated on the node after), so it is repaired only when a second round sees it unchanged.
+   */
+  hostOnly: boolean;
+  /** Both sides' digests: a second round that sees the same is not looking at a change in flight. */
+  observation: string;
+}
+
+/** Compares one server of a node with the database (`desired` undefined: the panel does not want it there). */
+export function compareServer(serverId: number, reported: Reported, desired: DesiredServer | undefined): Comparison {
+  const wanted = desired === undefined ? null : desiredDigest(desired);
+  const differences: string[] = [];
+  if (desired === undefined) {
+    differences.push(`the node runs server ${serverId}, which the database does not place on it`);
+  } else if (reported === undefined) differences.push(`the node does not run server ${serverId}`);
+  else if (reported.digest !== null && reported.digest !== wanted) {
+    differences.push('the desired state the agent holds differs from the database');
+  }
+  differences.push(...(reported?.discrepancies ?? []));
+  return {
+    differences,
+    hostOnly: reported !== undefined && reported.digest !== null && reported.digest === wanted,
+    observation: JSON.stringify([reported?.digest ?? 'absent', wanted ?? 'absent']),
+  };
+}
+
+/**
+ * The drift repair loop: asks every online node for each server's digest and host check (GET
+ * /v1/digest) and compares them with the database; a server that differs gets its whole desired
+ * state again (applyServer), one the panel does not place on the node is removed. Matching servers
+ * cost a digest on each side and nothing is sent. Each repair is a warn line and an activity entry
+ * by `system`. Servers still deploying are left to their deploy.
+ */
+export class DriftRepair {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #connections: NodeConnections;
+  readonly #usage: UsageService;
+  readonly #log: FastifyBaseLogger;
+  readonly #options: DriftRepairOptions;
+  /** Per node, the observation of each server that differed last round and was not repaired. */
+  #pending = new Map<number, Map<number, string>>();
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+
+  constructor(
+    db: Db,
+    clock: Clock,
+    connections: NodeConnections,
+    usage: UsageService,
+    log: FastifyBaseLogger,
+    options: DriftRepairOptions,
+  ) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#connections = connections;
+    this.#usage = usage;
+    this.#log = log;
+    this.#options = options;
+  }
+
+  /** One round over every online node; concurrent calls share the round in progress. */
+  checkAll(): Promise<void> {
+    this.#running ??= (async () => {
+      try {
+        const nodes = await listNodes(this.#db);
+        const online = nodes.filter((node) => node.status === 'online');
+        this.#pending = new Map([...this.#pending].filter(([id]) => online.some((n) => n.id === id)));
+        const failed = (node: NodeRow) => (error: unknown) => {
+          this.#log.warn({ node: node.name, err: describe(error) }, 'drift check failed');
+        };
+        await Promise.all(online.map((node) => this.#check(node).catch(failed(node))));
+      } finally {
+        this.#running = undefined;
+      }
+    })();
+    return this.#running;
+  }
+
+  async #check(node: NodeRow): Promise<void> {
+    const connection = this.#connections.for(node);
+    // The node first, the database second: a change committed in between reads as a difference
+    // and waits for the next round instead of being undone.
+    const reported = new Map((await connection.digest()).servers.map((s) => [s.serverId, s]));
+    const rows = await listServersOfNode(this.#db, node.id);
+    const deploying = new Set(rows.filter((r) => r.status === 'deploying').map((r) => r.id));
+    const running = rows.filter((r) => r.status !== 'deploying');
+    const names = new Map(running.map((r) => [r.id, r.name]));
+    const states = await Promise.all(running.map((r) => desiredStateOfServer(this.#db, r, this.#usage)));
+    const desired = new Map(states.map((d) => [d.server.serverId, d]));
+    const before = this.#pending.get(node.id);
+    const pending = new Map<number, string>();
+    for (const serverId of new Set([...reported.keys(), ...desired.keys()])) {
+      if (deploying.has(serverId)) continue;
+      const want = desired.get(serverId);
+      const comparison = compareServer(serverId, reported.get(serverId), want);
+      if (comparison.differences.length === 0) continue;
+      if (!comparison.hostOnly && before?.get(serverId) !== comparison.observation) {
+        pending.set(serverId, comparison.observation);
+        continue;
+      }
+      await this.#repair(node, serverId, names.get(serverId), want, comparison.differences);
+    }
+    this.#pending.set(node.id, pending);
+  }
+
+  async #repair(
+    node: NodeRow,
+    serverId: number,
+    name: string | undefined,
+    want: DesiredServer | undefined,
+    differences: string[],
+  ): Promise<void> {
+    const connection = this.#connections.for(node);
+    const server = name === undefined ? `server ${serverId}` : `server ${name} (${serverId})`;
+    try {
+      if (want === undefined) await connection.removeServer(serverId);
+      else await connection.applyServer(want);
+    } catch (error) {
+      const fields = { node: node.name, server: serverId, differences, err: describe(error) };
+      this.#log.warn(fields, 'drift repair failed; tried again next round');
+      return;
+    }
+    const done = want === undefined ? 'removed from the node' : 'applied again';
+    this.#log.warn({ node: node.name, server: serverId, differences }, `drift repaired: ${server} ${done}`);
+    await write(this.#db, (tx) =>
+      recordActivity(tx, this.#clock, {
+        resource: 'server',
+        resourceId: serverId,
+        verb: 'drift_repaired',
+        summary: `${server} on node ${node.name} differed from the database and was ${done}: ${differences.join('; ')}`,
+        actor: SYSTEM_ACTOR,
+        before: { drift: differences },
+        after: { drift: [] },
+      }),
+    );
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => {
+      this.checkAll().catch((err: unknown) => this.#log.error({ err }, 'drift check round failed'));
+    }, this.#options.intervalMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#running;
+  }
+}
