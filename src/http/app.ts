@@ -129,7 +129,11 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     requestTimeout: REQUEST_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS },
-    clientErrorHandler: sendClientError,
+    // Logged at trace as Fastify's own handler does (without the raw bytes: see src/main/logging.ts).
+    clientErrorHandler: (error, socket) => {
+      app.log.trace({ err: error }, 'client error');
+      sendClientError(error, socket);
+    },
     requestIdHeader: false,
     childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
     genReqId: (req) => {
