@@ -14,6 +14,7 @@ import {
   type UsageReport,
 } from './protocol.ts';
 import { MemoryJournal, UsageLedger } from './usage-ledger.ts';
+import { KeyedQueue } from './keyed-queue.ts';
 
 /** A desired peer and where its allowance started on this node's meter. */
 interface PeerState {
@@ -55,7 +56,8 @@ export class Agent {
   readonly #ledger: UsageLedger;
   readonly #clock: Clock;
   readonly #meterIntervalMs: number;
-  readonly #queues = new Map<number, Promise<unknown>>();
+  /** One operation per server at a time. */
+  readonly #serial = new KeyedQueue<number>();
   /** Each server's spec, as last applied. */
   readonly #specs = new Map<number, ServerSpec>();
   /** Each server's desired peers by public key, as last applied. */
@@ -89,7 +91,7 @@ export class Agent {
 
   applyServer(desired: DesiredServer): Promise<ServerState> {
     const serverId = desired.server.serverId;
-    return this.#serial(serverId, async () => {
+    return this.#serial.run(serverId, async () => {
       // What the interface counted so far is booked before up() may make it anew.
       if ((await this.#driver.list()).includes(serverId)) await this.#meter(serverId).catch(() => undefined);
       const state = await this.#driver.up(desired.server);
@@ -114,7 +116,7 @@ export class Agent {
    * applied since this agent started (the panel resyncs a restarted agent first).
    */
   changePeers(serverId: number, change: PeerChange): Promise<void> {
-    return this.#serial(serverId, async () => {
+    return this.#serial.run(serverId, async () => {
       const peers = this.#peers.get(serverId);
       const admitted = this.#admitted.get(serverId);
       if (!peers || !admitted) throw new DriverError(`change peers of server ${serverId}`, ['the agent does not run this server yet; the panel resyncs it']);
@@ -139,7 +141,7 @@ export class Agent {
   }
 
   removeServer(serverId: number): Promise<void> {
-    return this.#serial(serverId, async () => {
+    return this.#serial.run(serverId, async () => {
       await this.#meter(serverId).catch(() => undefined);
       await this.#driver.down(serverId);
       this.#specs.delete(serverId);
@@ -180,7 +182,7 @@ export class Agent {
     const servers: NodeDigest['servers'] = [];
     for (let i = 0; i < ids.length; i += INSPECT_CONCURRENCY) {
       const batch = ids.slice(i, i + INSPECT_CONCURRENCY);
-      servers.push(...(await Promise.all(batch.map((id) => this.#serial(id, () => this.#digestOf(id))))));
+      servers.push(...(await Promise.all(batch.map((id) => this.#serial.run(id, () => this.#digestOf(id))))));
     }
     return { servers };
   }
@@ -221,7 +223,7 @@ export class Agent {
   meterAll(): Promise<void> {
     this.#metering ??= (async () => {
       try {
-        await Promise.all([...this.#peers.keys()].map((serverId) => this.#serial(serverId, () => this.#enforce(serverId)).catch(() => undefined)));
+        await Promise.all([...this.#peers.keys()].map((serverId) => this.#serial.run(serverId, () => this.#enforce(serverId)).catch(() => undefined)));
         this.#ledger.flush();
       } finally {
         this.#metering = undefined;
@@ -288,20 +290,6 @@ export class Agent {
       return meter - state.rolloverMeter >= limits.dataLimit;
     }
     return meter - state.grantMeter >= limits.remainingBytes;
-  }
-
-  #serial<T>(serverId: number, work: () => Promise<T>): Promise<T> {
-    const previous = this.#queues.get(serverId) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#queues.set(serverId, settled);
-    void settled.then(() => {
-      if (this.#queues.get(serverId) === settled) this.#queues.delete(serverId);
-    });
-    return next;
   }
 }
 

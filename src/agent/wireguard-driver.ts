@@ -16,6 +16,7 @@
 import { DriverError } from './driver.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import type { ChildHandle, CommandRunner, RunOptions } from './commands.ts';
+import { KeyedQueue } from './keyed-queue.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
 import { SPEED_LIMIT_MAX_KBPS } from '../domain/devices.ts';
 import { Shaper, type ShapingPlace } from './shaping.ts';
@@ -97,8 +98,8 @@ export class WireGuardDriver implements Driver {
   #implementation: WireGuardImplementation | undefined;
   /** wireguard-go children this driver started, by server id. */
   readonly #children = new Map<number, ChildHandle>();
-  /** One operation per server at a time: the tail of each server's queue. */
-  readonly #queues = new Map<number, Promise<unknown>>();
+  /** One operation per server at a time. */
+  readonly #serial = new KeyedQueue<number>();
   readonly #shaper: Shaper;
   readonly #allowCidrs: readonly Cidr[];
 
@@ -138,16 +139,16 @@ export class WireGuardDriver implements Driver {
   }
 
   up(spec: ServerSpec): Promise<ServerState> {
-    return this.#serial(spec.serverId, () => this.#up(spec));
+    return this.#serial.run(spec.serverId, () => this.#up(spec));
   }
 
   setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
-    return this.#serial(serverId, () => this.#setPeers(serverId, peers));
+    return this.#serial.run(serverId, () => this.#setPeers(serverId, peers));
   }
 
   /** The interface's index is its instance: an interface made anew gets another one. */
   readCounters(serverId: number): Promise<CounterReading> {
-    return this.#serial(serverId, async () => {
+    return this.#serial.run(serverId, async () => {
       const n = this.names(serverId);
       const [dump, link] = await Promise.all([this.#readDump(n), this.#runner.run('ip', ['-n', n.netns, '-o', 'link', 'show', 'dev', n.iface])]).catch(
         (error: unknown) => {
@@ -163,7 +164,7 @@ export class WireGuardDriver implements Driver {
   }
 
   down(serverId: number): Promise<void> {
-    return this.#serial(serverId, () => this.#down(serverId));
+    return this.#serial.run(serverId, () => this.#down(serverId));
   }
 
   /**
@@ -173,7 +174,7 @@ export class WireGuardDriver implements Driver {
    */
   async isolationProblems(spec: ServerSpec): Promise<string[]> {
     const [place, policy] = [this.#isolationPlace(spec), this.#isolationPolicy(spec)];
-    return this.#serial(spec.serverId, () => isolationProblems(this.#runner, place, policy));
+    return this.#serial.run(spec.serverId, () => isolationProblems(this.#runner, place, policy));
   }
 
   /**
@@ -182,7 +183,7 @@ export class WireGuardDriver implements Driver {
    * second anyway), two `ip` and two `nft list tables`, and the shaper's reads only where a peer is limited.
    */
   inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
-    return this.#serial(spec.serverId, async () => {
+    return this.#serial.run(spec.serverId, async () => {
       const n = this.names(spec.serverId);
       const { desired, untouchable } = validPeers(peers);
       const [dump, links, serverTables, hostTables] = await Promise.all([
@@ -400,7 +401,7 @@ export class WireGuardDriver implements Driver {
   }
 
   changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
-    return this.#serial(serverId, async () => {
+    return this.#serial.run(serverId, async () => {
       const n = this.names(serverId);
       const { desired, untouchable, failures } = validPeers(upsert);
       const removes = remove.filter((k) => !desired.has(k) && !untouchable.has(k));
@@ -582,16 +583,6 @@ export class WireGuardDriver implements Driver {
         return false;
       }
     };
-  }
-
-  #serial<T>(serverId: number, operation: () => Promise<T>): Promise<T> {
-    const result = (this.#queues.get(serverId) ?? Promise.resolve()).then(operation);
-    const tail = result.then(() => undefined, () => undefined);
-    this.#queues.set(serverId, tail);
-    void tail.then(() => {
-      if (this.#queues.get(serverId) === tail) this.#queues.delete(serverId);
-    });
-    return result;
   }
 }
 

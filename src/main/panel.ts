@@ -171,7 +171,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
       mailer.start();
     },
     async stop() {
-      housekeeping.stop();
+      await housekeeping.stop();
       await monitor.stop();
       await drift?.stop();
       await expiry.stop();

@@ -10,6 +10,7 @@ import type { UsageService } from '../services/usage.ts';
 import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow } from '../store/nodes.ts';
 import { listServersOfNode } from '../store/servers.ts';
+import { WorkerLoop } from './loop.ts';
 
 /**
  * Every node is compared this often. Drift of the host alone is repaired at the next round (within
@@ -70,11 +71,9 @@ export class DriftRepair {
   readonly #connections: NodeConnections;
   readonly #usage: UsageService;
   readonly #log: FastifyBaseLogger;
-  readonly #options: DriftRepairOptions;
   /** Per node, the observation of each server that differed last round and was not repaired. */
   #pending = new Map<number, Map<number, string>>();
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  readonly #loop: WorkerLoop<void>;
 
   constructor(
     db: Db,
@@ -89,25 +88,25 @@ export class DriftRepair {
     this.#connections = connections;
     this.#usage = usage;
     this.#log = log;
-    this.#options = options;
+    this.#loop = new WorkerLoop(() => this.#checkAll(), {
+      intervalMs: options.intervalMs,
+      onError: (err) => this.#log.error({ err }, 'drift check round failed'),
+    });
   }
 
   /** One round over every online node; concurrent calls share the round in progress. */
   checkAll(): Promise<void> {
-    this.#running ??= (async () => {
-      try {
-        const nodes = await listNodes(this.#db);
-        const online = nodes.filter((node) => node.status === 'online');
-        this.#pending = new Map([...this.#pending].filter(([id]) => online.some((n) => n.id === id)));
-        const failed = (node: NodeRow) => (error: unknown) => {
-          this.#log.warn({ node: node.name, err: describe(error) }, 'drift check failed');
-        };
-        await Promise.all(online.map((node) => this.#check(node).catch(failed(node))));
-      } finally {
-        this.#running = undefined;
-      }
-    })();
-    return this.#running;
+    return this.#loop.runOnce();
+  }
+
+  async #checkAll(): Promise<void> {
+    const nodes = await listNodes(this.#db);
+    const online = nodes.filter((node) => node.status === 'online');
+    this.#pending = new Map([...this.#pending].filter(([id]) => online.some((n) => n.id === id)));
+    const failed = (node: NodeRow) => (error: unknown) => {
+      this.#log.warn({ node: node.name, err: describe(error) }, 'drift check failed');
+    };
+    await Promise.all(online.map((node) => this.#check(node).catch(failed(node))));
   }
 
   async #check(node: NodeRow): Promise<void> {
@@ -170,14 +169,10 @@ export class DriftRepair {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.checkAll().catch((err: unknown) => this.#log.error({ err }, 'drift check round failed'));
-    }, this.#options.intervalMs);
-    this.#timer.unref();
+    this.#loop.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#loop.stop();
   }
 }

@@ -7,6 +7,7 @@ import { type Db, write } from '../store/db.ts';
 import { clearExpiryDue, listExpiryDue } from '../store/devices.ts';
 import { findNode } from '../store/nodes.ts';
 import { findServer } from '../store/servers.ts';
+import { WorkerLoop } from './loop.ts';
 
 /** Expiries are looked for this often; nodes cut the devices off on their own clocks meanwhile. */
 const INTERVAL_MS = 1000;
@@ -20,21 +21,21 @@ export class ExpiryWatch {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly #log: FastifyBaseLogger;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<number> | undefined;
+  readonly #loop: WorkerLoop<number>;
 
   constructor(db: Db, clock: Clock, log: FastifyBaseLogger) {
     this.#db = db;
     this.#clock = clock;
     this.#log = log;
+    this.#loop = new WorkerLoop(() => this.#postDue(), {
+      intervalMs: INTERVAL_MS,
+      onError: (err) => this.#log.error({ err }, 'expiry watch failed'),
+    });
   }
 
-  /** Posts the events of every expiry due now; returns how many. */
+  /** Posts the events of every expiry due now; returns how many. Concurrent calls share the round. */
   runOnce(): Promise<number> {
-    this.#running ??= this.#postDue().finally(() => {
-      this.#running = undefined;
-    });
-    return this.#running;
+    return this.#loop.runOnce();
   }
 
   async #postDue(): Promise<number> {
@@ -60,14 +61,10 @@ export class ExpiryWatch {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.runOnce().catch((err: unknown) => this.#log.error({ err }, 'expiry watch failed'));
-    }, INTERVAL_MS);
-    this.#timer.unref();
+    this.#loop.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#loop.stop();
   }
 }

@@ -12,6 +12,7 @@ const USAGE_BATCH_MEMORY_MS = 7 * 24 * 3600 * 1000;
 import { ACTIVITY_RETENTION_MS } from '../domain/activity.ts';
 import { pruneActivity } from '../store/activity.ts';
 import { pruneMail } from '../store/mail.ts';
+import { WorkerLoop } from './loop.ts';
 
 const INTERVAL_MS = 10 * 60 * 1000;
 /** Sent and failed notification mails are kept this long, for looking into a mail that did not arrive. */
@@ -26,15 +27,24 @@ export class Housekeeping {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly #log: FastifyBaseLogger;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #loop: WorkerLoop<void>;
 
   constructor(db: Db, clock: Clock, log: FastifyBaseLogger) {
     this.#db = db;
     this.#clock = clock;
     this.#log = log;
+    this.#loop = new WorkerLoop(() => this.#prune(), {
+      intervalMs: INTERVAL_MS,
+      onError: (err) => this.#log.error({ err }, 'housekeeping failed'),
+    });
   }
 
-  async runOnce(): Promise<void> {
+  /** Prunes everything past its retention now; concurrent calls share the round. */
+  runOnce(): Promise<void> {
+    return this.#loop.runOnce();
+  }
+
+  async #prune(): Promise<void> {
     const nowMs = this.#clock.nowMs();
     await pruneIdempotencyKeys(this.#db, isoAt(nowMs - IDEMPOTENCY_TTL_MS));
     await pruneEvents(this.#db, isoAt(nowMs - EVENT_RETENTION_MS));
@@ -44,13 +54,10 @@ export class Housekeeping {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.runOnce().catch((err: unknown) => this.#log.error({ err }, 'housekeeping failed'));
-    }, INTERVAL_MS);
-    this.#timer.unref();
+    this.#loop.start();
   }
 
-  stop(): void {
-    clearInterval(this.#timer);
+  stop(): Promise<void> {
+    return this.#loop.stop();
   }
 }

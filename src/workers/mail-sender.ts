@@ -5,6 +5,7 @@ import { nextAttemptDelayMs } from '../domain/webhooks.ts';
 import { composeDigest } from '../services/notifications.ts';
 import type { Db } from '../store/db.ts';
 import { claimDueMails, dropUnsentMail, hasUnsentMail, type MailRow, recordMailAttempt } from '../store/mail.ts';
+import { WorkerLoop } from './loop.ts';
 
 /** SMTP_URL and NOTIFY_EMAIL; mail is sent only when both are set. */
 export interface MailSettings {
@@ -39,8 +40,7 @@ export class MailSender {
   readonly #log: FastifyBaseLogger;
   readonly #options: MailSenderOptions;
   readonly #transport: Mail | undefined;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<number> | undefined;
+  readonly #loop: WorkerLoop<number>;
 
   constructor(db: Db, clock: Clock, log: FastifyBaseLogger, options: MailSenderOptions) {
     this.#db = db;
@@ -54,27 +54,27 @@ export class MailSender {
         { url: settings.smtpUrl, connectionTimeout: timeoutMs, greetingTimeout: timeoutMs, socketTimeout: 3 * timeoutMs },
         { from: { name: 'vpn-panel', address: settings.to }, to: settings.to },
       );
+    this.#loop = new WorkerLoop(() => this.#round(), {
+      intervalMs: options.pollIntervalMs,
+      onError: (err) => this.#log.error({ err }, 'mail sender round failed'),
+    });
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.runOnce().catch((err: unknown) => this.#log.error({ err }, 'mail sender round failed'));
-    }, this.#options.pollIntervalMs);
-    this.#timer.unref();
+    this.#loop.start();
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#running?.catch(() => undefined);
+    await this.#loop.stop();
     this.#transport?.close();
   }
 
-  /** One round: makes a digest if one is due, then sends what is due; returns how many attempts it made. Concurrent calls share the round. */
+  /**
+   * One round: makes a digest if one is due, then sends what is due; returns how many attempts it
+   * made. Concurrent calls share the round.
+   */
   runOnce(): Promise<number> {
-    this.#running ??= this.#round().finally(() => {
-      this.#running = undefined;
-    });
-    return this.#running;
+    return this.#loop.runOnce();
   }
 
   async #round(): Promise<number> {

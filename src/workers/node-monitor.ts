@@ -11,6 +11,7 @@ import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
 import type { UsageAck } from '../agent/protocol.ts';
 import type { UsageService } from '../services/usage.ts';
+import { WorkerLoop } from './loop.ts';
 
 export interface NodeMonitorOptions {
   intervalMs: number;
@@ -37,8 +38,7 @@ export class NodeMonitor {
   /** What each node is told at its next collection that the panel stored. */
   readonly #acks = new Map<number, UsageAck>();
   #month: string | undefined;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  readonly #loop: WorkerLoop<void>;
 
   constructor(db: Db, clock: Clock, connections: NodeConnections, usage: UsageService, log: FastifyBaseLogger, options: NodeMonitorOptions) {
     this.#db = db;
@@ -47,23 +47,24 @@ export class NodeMonitor {
     this.#connections = connections;
     this.#log = log;
     this.#options = options;
+    this.#loop = new WorkerLoop(() => this.#checkAll(), {
+      intervalMs: options.intervalMs,
+      onError: (err) => this.#log.error({ err }, 'node monitor round failed'),
+    });
   }
 
   /** One round over every node; concurrent calls share the round in progress. */
   checkAll(): Promise<void> {
-    this.#running ??= (async () => {
-      try {
-        const month = this.#usage.currentMonth();
-        // A new month: monthly counts restart, so every node gets allowances that end at the next 1st.
-        if (this.#month !== month) this.#syncedBootIds.clear();
-        this.#month = month;
-        const nodes = await listNodes(this.#db);
-        await Promise.all(nodes.map((node) => this.#check(node)));
-      } finally {
-        this.#running = undefined;
-      }
-    })();
-    return this.#running;
+    return this.#loop.runOnce();
+  }
+
+  async #checkAll(): Promise<void> {
+    const month = this.#usage.currentMonth();
+    // A new month: monthly counts restart, so every node gets allowances that end at the next 1st.
+    if (this.#month !== month) this.#syncedBootIds.clear();
+    this.#month = month;
+    const nodes = await listNodes(this.#db);
+    await Promise.all(nodes.map((node) => this.#check(node)));
   }
 
   async #check(node: NodeRow): Promise<void> {
@@ -115,14 +116,10 @@ export class NodeMonitor {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.checkAll().catch((err: unknown) => this.#log.error({ err }, 'node monitor round failed'));
-    }, this.#options.intervalMs);
-    this.#timer.unref();
+    this.#loop.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#loop.stop();
   }
 }

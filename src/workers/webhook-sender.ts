@@ -17,6 +17,7 @@ import {
   updateWebhook,
   type WebhookRow,
 } from '../store/webhooks.ts';
+import { WorkerLoop } from './loop.ts';
 
 export interface WebhookSenderOptions {
   /** Waits before each retry: RETRY_SCHEDULE_MS in production. */
@@ -72,13 +73,11 @@ export class WebhookSender {
   readonly #options: WebhookSenderOptions;
   readonly #perWebhookCap: number;
   #dispatcher: Agent | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  /** Runs #fill, one at a time; a nudge while one runs makes it go round once more. */
+  readonly #pump: WorkerLoop<void>;
   #stopping = false;
   /** A claim found less due work than it asked for: no more claims until the poll timer or nudge() clears it. */
   #drained = false;
-  #pumping: Promise<void> | undefined;
-  #pumpAgain = false;
-  #pumpScheduled = false;
   readonly #attempts = new Set<Promise<void>>();
   readonly #activeByWebhook = new Map<number, number>();
   /** performance.now() when a webhook's attempt last finished, or its first one started. */
@@ -96,19 +95,24 @@ export class WebhookSender {
     this.#log = log;
     this.#options = options;
     this.#perWebhookCap = Math.max(1, Math.floor(options.concurrency / 4));
+    this.#pump = new WorkerLoop(() => this.#fill(), {
+      intervalMs: options.pollIntervalMs,
+      onError: (err) => this.#log.error({ err }, 'webhook sender round failed'),
+      // The poll clears #drained, so a tick is a nudge: due retries are claimed even if a round runs.
+      onTick: () => this.nudge(),
+    });
   }
 
   start(): void {
     this.#stopping = false;
-    this.#timer = setInterval(() => this.nudge(), this.#options.pollIntervalMs);
-    this.#timer.unref();
+    this.#pump.start();
     this.nudge();
   }
 
   /** Stops taking work, waits for the attempts in flight and their records. Queued deliveries stay locked until their lock lapses. */
   async stop(): Promise<void> {
     this.#stopping = true;
-    clearInterval(this.#timer);
+    await this.#pump.stop();
     await this.#settled();
     for (const queue of this.#queues.values()) for (const held of queue) this.#heldIds.delete(held.delivery.id);
     this.#queues.clear();
@@ -119,45 +123,18 @@ export class WebhookSender {
   /** Looks for due deliveries soon, e.g. after an event was recorded; the work it starts belongs to no request. */
   nudge(): void {
     this.#drained = false;
-    outsideRequest(() => this.#schedulePump());
+    outsideRequest(() => this.#pump.nudge());
   }
 
   /** Sends everything due now and waits until those attempts are recorded; returns how many attempts were made. */
   async runOnce(): Promise<number> {
     const before = this.#attemptsMade;
     this.#drained = false;
-    await this.#pump();
+    // A round in flight may have claimed before this call: it goes round once more.
+    if (this.#pump.busy) this.#pump.nudge();
+    await this.#pump.runOnce();
     await this.#settled();
     return this.#attemptsMade - before;
-  }
-
-  #schedulePump(): void {
-    if (this.#pumpScheduled) return;
-    this.#pumpScheduled = true;
-    // Attempts finishing in the same turn share one pump, hence one claim.
-    setImmediate(() => {
-      this.#pumpScheduled = false;
-      this.#pump().catch((err: unknown) => this.#log.error({ err }, 'webhook sender round failed'));
-    });
-  }
-
-  /** One pump at a time; a call while one runs makes it go round once more. */
-  #pump(): Promise<void> {
-    if (this.#pumping) {
-      this.#pumpAgain = true;
-      return this.#pumping;
-    }
-    const run = async (): Promise<void> => {
-      do {
-        this.#pumpAgain = false;
-        await this.#fill();
-      } while (this.#pumpAgain);
-    };
-    const pumping = run().finally(() => {
-      this.#pumping = undefined;
-    });
-    this.#pumping = pumping;
-    return pumping;
   }
 
   /**
@@ -267,7 +244,8 @@ export class WebhookSender {
           this.#progressAtMs.set(webhookId, performance.now());
         }
         this.#attemptsMade += 1;
-        this.#schedulePump();
+        // Attempts finishing in the same turn share one round, hence one claim.
+        this.#pump.nudge();
       });
     this.#attempts.add(attempt);
   }
@@ -403,10 +381,9 @@ export class WebhookSender {
   /** Resolves once nothing is in flight, queued to start, or waiting to be written. */
   async #settled(): Promise<void> {
     for (;;) {
-      const busy = [...this.#attempts, this.#pumping, this.#flushing].filter((p): p is Promise<void> => p !== undefined);
-      if (busy.length === 0 && !this.#pumpScheduled) return;
-      if (busy.length === 0) await new Promise((resolve) => setImmediate(resolve));
-      else await Promise.allSettled(busy);
+      const busy = [...this.#attempts, this.#flushing].filter((p): p is Promise<void> => p !== undefined);
+      if (busy.length === 0 && !this.#pump.busy) return;
+      await Promise.allSettled([...busy, this.#pump.idle()]);
     }
   }
 }
