@@ -103,10 +103,8 @@ async function measure(label: string, cli: string): Promise<Figures> {
   const receiver = await startReceiver();
   let panel: ChildProcess | undefined;
   try {
-    const key = execFileSync(process.execPath, [cli, 'keys', 'create', '--name', 'bench', '--scopes', 'all', '--no-rate-limit'], {
-      env,
-      encoding: 'utf8',
-    })
+    const keyArgs = [cli, 'keys', 'create', '--name', 'bench', '--scopes', 'all', '--no-rate-limit'];
+    const key = execFileSync(process.execPath, keyArgs, { env, encoding: 'utf8' })
       .trim()
       .split('\n')
       .at(-1);
@@ -129,7 +127,8 @@ async function measure(label: string, cli: string): Promise<Figures> {
       });
       const json: unknown = await response.json();
       if (!response.ok) throw new Error(`POST ${path}: ${response.status} ${JSON.stringify(json).slice(0, 300)}`);
-      if (typeof json === 'object' && json !== null && 'id' in json && typeof json.id === 'number') return { id: json.id };
+      const id = typeof json === 'object' && json !== null && 'id' in json ? json.id : undefined;
+      if (typeof id === 'number') return { id };
       throw new Error(`no id in ${JSON.stringify(json).slice(0, 200)}`);
     };
     const server = await api('/api/v1/servers', { name: 'bench', address: '10.200.0.1/16' });
@@ -162,17 +161,18 @@ const runs: Figures[] = [];
 if (process.env.BASE_CLI !== undefined) runs.push(await measure('before (BASE_CLI)', process.env.BASE_CLI));
 runs.push(await measure('this checkout', CLI));
 const loadEnd = loadavg().map((l) => l.toFixed(2)).join(' / ');
-const rows = runs.map((f) => `| ${f.label} | ${ms(f.median)} ms | ${ms(f.p95)} ms | ${ms(f.p99)} ms | ${ms(f.max)} ms |`);
-const body = `Command: \`node bench/event-delivery.ts\` (DEVICES=${DEVICES}${process.env.BASE_CLI === undefined ? '' : ', BASE_CLI set'}). \
-Machine: ${machine()}. Load average (1/5/15 min) at the start: ${loadStart}; at the end: ${loadEnd}.
+const rows = runs.map((f) => `| ${f.label} | ${ms(f.median)} | ${ms(f.p95)} | ${ms(f.p99)} | ${ms(f.max)} |`);
+const settings = `DEVICES=${DEVICES}${process.env.BASE_CLI === undefined ? '' : ', BASE_CLI set'}`;
+const body = `Command: \`node bench/event-delivery.ts\` (${settings}). Machine: ${machine()}. \
+Load average (1/5/15 min) at the start: ${loadStart}; at the end: ${loadEnd}.
 
-\`vpn-panel serve\` as its own process (SQLite in a temp \`DATA_DIR\`, \`NODE_DRIVER=dry-run\`, \`WEBHOOK_ALLOW_PRIVATE=1\`, \
-\`LOG_LEVEL=warn\`, poll 500 ms), one webhook subscribed to \`device.created\` pointing at a receiver on 127.0.0.1 in the \
-bench process (answers 204 at once). ${DEVICES} devices made one after another through the API; each figure is the time \
-from the API's answer to a create until the receiver has that device's \`device.created\` delivery. Target: p99 under \
-${TARGET_P99_MS} ms.
+\`vpn-panel serve\` as its own process (SQLite in a temp \`DATA_DIR\`, \`NODE_DRIVER=dry-run\`, \
+\`WEBHOOK_ALLOW_PRIVATE=1\`, \`LOG_LEVEL=warn\`, poll 500 ms), one webhook subscribed to \`device.created\` \
+pointing at a receiver on 127.0.0.1 in the bench process (answers 204 at once). ${DEVICES} devices made one after \
+another through the API; each figure is the time from the API's answer to a create until the receiver has that \
+device's \`device.created\` delivery. Target: p99 under ${TARGET_P99_MS} ms.
 
-| panel | median | p95 | p99 | max |
+| panel | median (ms) | p95 (ms) | p99 (ms) | max (ms) |
 |---|---|---|---|---|
 ${rows.join('\n')}
 `;
