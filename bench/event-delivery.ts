@@ -8,10 +8,10 @@
  *
  * BASE_CLI (optional): the `bin/vpn-panel.js` of another checkout (e.g. the branch's base, exported
  * with `git archive`); then both panels are measured in the same run, the base first, and the
- * section shows both.
+ * section shows both. BASE_LABEL names that row (e.g. the base commit).
  *
  * Run: node bench/event-delivery.ts
- * Environment: DEVICES (200), BASE_CLI (unset), NO_WRITE (set: print the section, leave
+ * Environment: DEVICES (200), BASE_CLI (unset), BASE_LABEL ('before'), NO_WRITE (set: print the section, leave
  * docs/benchmarks.md alone).
  * Writes the section "## Event to first webhook delivery attempt".
  */
@@ -158,7 +158,7 @@ async function measure(label: string, cli: string): Promise<Figures> {
 const ms = (v: number): string => v.toFixed(1);
 const loadStart = loadavg().map((l) => l.toFixed(2)).join(' / ');
 const runs: Figures[] = [];
-if (process.env.BASE_CLI !== undefined) runs.push(await measure('before (BASE_CLI)', process.env.BASE_CLI));
+if (process.env.BASE_CLI !== undefined) runs.push(await measure(process.env.BASE_LABEL ?? 'before', process.env.BASE_CLI));
 runs.push(await measure('this checkout', CLI));
 const loadEnd = loadavg().map((l) => l.toFixed(2)).join(' / ');
 const rows = runs.map((f) => `| ${f.label} | ${ms(f.median)} | ${ms(f.p95)} | ${ms(f.p99)} | ${ms(f.max)} |`);
