@@ -12,6 +12,7 @@ import {
   RedisRateLimiter,
 } from '../http/rate-limiter.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
+import { ChangePublisher } from '../services/changes.ts';
 import { DeviceService } from '../services/devices.ts';
 import { GroupService } from '../services/groups.ts';
 import { ShareLinkService } from '../services/share-links.ts';
@@ -113,9 +114,6 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   const nodes = new NodeService(store.db, clock);
   if (config.localNode) await nodes.ensureLocal(config.publicHost);
   const usage = new UsageService(store.db, clock, new Calendar(config.timezone));
-  const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open(), usage);
-  await servers.discardUnfinishedDeploys();
-  const devices = new DeviceService(store, clock, connections, usage);
   const sender = new WebhookSender(store.db, clock, log, {
     scheduleMs: config.webhookRetryScheduleMs ?? RETRY_SCHEDULE_MS,
     timeoutMs: WEBHOOK_TIMEOUT_MS,
@@ -123,6 +121,11 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     pollIntervalMs: WEBHOOK_POLL_MS,
     allowPrivate: config.webhookAllowPrivate,
   });
+  // Every API change lands through this: recorded in its transaction, then the sender nudged.
+  const changes = new ChangePublisher(store.db, clock, connections, { nudgeWebhooks: () => sender.nudge() });
+  const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open(), usage, changes);
+  await servers.discardUnfinishedDeploys();
+  const devices = new DeviceService(store, clock, usage, changes);
 
   const app = await buildApp({
     db: store.db,
@@ -133,8 +136,8 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     servers,
     nodes,
     devices,
-    groups: new GroupService(store, clock, connections, devices),
-    shareLinks: new ShareLinkService(store, clock, devices, config.panelUrl),
+    groups: new GroupService(store, devices, changes),
+    shareLinks: new ShareLinkService(store, clock, devices, config.panelUrl, changes),
     webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, () => sender.nudge()),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);

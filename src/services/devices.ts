@@ -15,7 +15,7 @@ import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
 import type { Usage } from '../domain/usage.ts';
-import { type Db, isUniqueViolation, type Store, type Tx, violationText, write } from '../store/db.ts';
+import { type Db, isUniqueViolation, type Store, type Tx, violationText } from '../store/db.ts';
 import { AddressAllocator } from './address-allocator.ts';
 import {
   countDevicesByServer,
@@ -31,16 +31,13 @@ import {
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
-import type { PeerChange } from '../agent/protocol.ts';
 import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
 import { peerChange } from './desired-state.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
-import { recordActivity } from './activity.ts';
-import { recordDeviceEvent } from './events.ts';
-import { applyOrFail } from './nodes.ts';
-import type { NodeConnections } from './nodes.ts';
-import { type CommitHook, stringArray } from './servers.ts';
+import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges, type PeerPush } from './changes.ts';
+import { deviceEventDraft } from './events.ts';
+import { stringArray } from './servers.ts';
 import { renderClientConfig } from '../domain/client-config.ts';
 
 /** A device as spec §2.1 shows it, without its config (routes add it). */
@@ -134,15 +131,15 @@ function parseMetadata(text: string | null): Record<string, unknown> | null {
 export class DeviceService {
   readonly #store: Store;
   readonly #clock: Clock;
-  readonly #connections: NodeConnections;
   readonly #usage: UsageService;
+  readonly #changes: ChangePublisher;
   readonly #addresses = new AddressAllocator();
 
-  constructor(store: Store, clock: Clock, connections: NodeConnections, usage: UsageService) {
+  constructor(store: Store, clock: Clock, usage: UsageService, changes: ChangePublisher) {
     this.#store = store;
     this.#clock = clock;
-    this.#connections = connections;
     this.#usage = usage;
+    this.#changes = changes;
   }
 
   /** Devices of the server were removed elsewhere (a group delete): its addresses are read again. */
@@ -312,7 +309,7 @@ export class DeviceService {
   async #insertDevice(plan: NewDevicePlan): Promise<PlacedDevice> {
     const { input, server, node, subnet, keys, metadata, expiresAt, actor, onCommit } = plan;
     const now = isoAt(this.#clock.nowMs());
-    return write(this.#db, async (tx) => {
+    return this.#changes.commit(async (tx) => {
       const address = await this.#claimSlot(tx, server, subnet, { name: input.name, publicKey: keys.publicKey });
       // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
       const names = input.name === undefined && input.externalId !== undefined ? await namesStartingWith(tx, server.id, input.externalId.slice(0, NAME_MAX - SUFFIX_ROOM)) : new Set<string>();
@@ -339,14 +336,20 @@ export class DeviceService {
       if (input.name === undefined && input.externalId === undefined) {
         row = await updateDevice(tx, row.id, { name: nameFromExternalId(`device-${row.id}`, await namesStartingWith(tx, server.id, `device-${row.id}`)) });
       }
-      await recordDeviceEvent(tx, this.#clock, 'device.created', row, server, node, actor, `device ${row.name} created on server ${server.name}`);
-      row = await this.#usage.settleLimit(tx, row, actor);
-      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'created', summary: `device ${row.name} created on server ${server.name}`, actor, before: null, after: row });
-      await this.#apply(node, server.id, undefined, row, 'deploy_failed');
-      const placed: PlacedDevice = { device: this.view(row), row, server, node };
-      await onCommit?.(tx, placed);
-      return placed;
-    });
+      const summary = `device ${row.name} created on server ${server.name}`;
+      const created = deviceEventDraft('device.created', row, server, node, actor, summary);
+      const settled = await this.#usage.settleLimit(tx, row, actor);
+      row = settled.row;
+      const result: PlacedDevice = { device: this.view(row), row, server, node };
+      const own = change({
+        activity: [
+          { resource: 'device', resourceId: row.id, verb: 'created', summary, actor, before: null, after: row },
+        ],
+        // The peer is on the node before the row commits: a node that cannot take it saves nothing.
+        deploy: this.#peers(node, server.id, undefined, row),
+      });
+      return { result, change: mergeChanges([change({ events: [created] }), settled.change, own]) };
+    }, onCommit);
   }
 
   /**
@@ -373,22 +376,30 @@ export class DeviceService {
    */
   async update(id: number, patch: DevicePatch, actor: string): Promise<PlacedDevice> {
     const before = await this.get(id);
-    let row: DeviceRow;
     try {
-      row = await write(this.#db, (tx) => this.updateIn(tx, before, patch, actor, (changed, kind) => `device ${changed.name}: ${kind}`));
+      return await this.#changes.commit(async (tx) => {
+        const detail = (changed: DeviceRow, kind: string) => `device ${changed.name}: ${kind}`;
+        const updated = await this.updateIn(tx, before, patch, actor, detail);
+        return { result: { ...before, row: updated.row, device: this.view(updated.row) }, change: updated.change };
+      });
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
       throw new AppError('name_taken', `a device named ${patch.name ?? ''} is on this server already`, { name: 'taken on this server' });
     }
-    await this.#apply(before.node, before.server.id, before.row, row, 'apply_failed');
-    return { ...before, row, device: this.view(row) };
   }
 
   /**
-   * One device's change inside a transaction, with its events and its limit mark: a group changes
-   * all of its devices in one. `detail` words an event of the kind (`updated`, `enabled`…).
+   * One device's change inside a transaction, with its limit mark, returning what changed (events,
+   * activity, the peer its node needs after commit): a group changes all of its devices in one.
+   * `detail` words an event of the kind (`updated`, `enabled`…).
    */
-  async updateIn(tx: Tx, before: PlacedDevice, patch: DevicePatch, actor: string, detail: (row: DeviceRow, kind: string) => string): Promise<DeviceRow> {
+  async updateIn(
+    tx: Tx,
+    before: PlacedDevice,
+    patch: DevicePatch,
+    actor: string,
+    detail: (row: DeviceRow, kind: string) => string,
+  ): Promise<{ row: DeviceRow; change: Change }> {
     const expiresAt = patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt, 'expires_at');
     const changed = await updateDevice(tx, before.row.id, {
       name: patch.name,
@@ -405,10 +416,19 @@ export class DeviceService {
     });
     const kinds: EventKind[] = ['device.updated'];
     if (before.row.enabled !== changed.enabled) kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
-    for (const kind of kinds) await recordDeviceEvent(tx, this.#clock, kind, changed, before.server, before.node, actor, detail(changed, kind.slice('device.'.length)));
-    const settled = await this.#usage.settleLimit(tx, changed, actor);
-    await recordActivity(tx, this.#clock, { resource: 'device', resourceId: settled.id, verb: 'updated', summary: detail(settled, 'updated'), actor, before: before.row, after: settled });
-    return settled;
+    const events = kinds.map((kind) => {
+      const words = detail(changed, kind.slice('device.'.length));
+      return deviceEventDraft(kind, changed, before.server, before.node, actor, words);
+    });
+    const { row: settled, change: limit } = await this.#usage.settleLimit(tx, changed, actor);
+    const own = change({
+      activity: [{
+        resource: 'device', resourceId: settled.id, verb: 'updated', summary: detail(settled, 'updated'), actor,
+        before: before.row, after: settled,
+      }],
+      apply: this.#peers(before.node, before.server.id, before.row, settled),
+    });
+    return { row: settled, change: mergeChanges([change({ events }), limit, own]) };
   }
 
   /**
@@ -417,33 +437,37 @@ export class DeviceService {
    */
   async resetUsage(id: number, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
     const before = await this.get(id);
-    const placed = await write(this.#db, async (tx) => {
-      const row = await this.resetUsageIn(tx, before, actor, `usage of device ${before.row.name} reset`);
-      const placed = { ...before, row, device: this.view(row) };
-      await onCommit?.(tx, placed);
-      return placed;
-    });
-    await this.#apply(before.node, before.server.id, before.row, placed.row, 'apply_failed');
-    return placed;
+    return this.#changes.commit(async (tx) => {
+      const reset = await this.resetUsageIn(tx, before, actor, `usage of device ${before.row.name} reset`);
+      return { result: { ...before, row: reset.row, device: this.view(reset.row) }, change: reset.change };
+    }, onCommit);
   }
 
-  /** The reset of one device inside a transaction (a group resets all of its devices in one). */
-  async resetUsageIn(tx: Tx, placed: PlacedDevice, actor: string, detail: string): Promise<DeviceRow> {
+  /** The reset of one device inside a transaction, returning what changed (a group resets all its devices in one). */
+  async resetUsageIn(
+    tx: Tx,
+    placed: PlacedDevice,
+    actor: string,
+    detail: string,
+  ): Promise<{ row: DeviceRow; change: Change }> {
     const row = await updateDevice(tx, placed.row.id, { usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null });
-    await recordDeviceEvent(tx, this.#clock, 'device.usage_reset', row, placed.server, placed.node, actor, detail);
-    await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'usage_reset', summary: detail, actor, before: placed.row, after: row });
-    return row;
+    return {
+      row,
+      change: change({
+        events: [deviceEventDraft('device.usage_reset', row, placed.server, placed.node, actor, detail)],
+        activity: [{
+          resource: 'device', resourceId: row.id, verb: 'usage_reset', summary: detail, actor,
+          before: placed.row, after: row,
+        }],
+        apply: this.#peers(placed.node, placed.server.id, placed.row, row),
+      }),
+    };
   }
 
-  /** The change a device's node needs after `before` became `after`, on the node of its server. */
-  async #apply(node: NodeRow, serverId: number, before: DeviceRow | undefined, after: DeviceRow, failure: 'apply_failed' | 'deploy_failed'): Promise<void> {
-    const change = peerChange(before, after, this.#usage);
-    if (change) await applyOrFail(this.#connections, node, serverId, change, failure);
-  }
-
-  /** A device's peer as its node needs it (groups batch these per server). */
-  peerChange(before: DeviceRow | undefined, after: DeviceRow): PeerChange | undefined {
-    return peerChange(before, after, this.#usage);
+  /** The peer change a device's node needs after `before` became `after`, if any. */
+  #peers(node: NodeRow, serverId: number, before: DeviceRow | undefined, after: DeviceRow): PeerPush[] {
+    const peers = peerChange(before, after, this.#usage);
+    return peers ? [{ node, serverId, change: peers }] : [];
   }
 
   /** Places rows already read (a group's devices) on their servers and nodes. */
@@ -464,35 +488,69 @@ export class DeviceService {
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const subnet = parseSubnet(server.subnet);
-    const moved = await write(this.#db, async (tx) => {
+    const moved = await this.#changes.commit(async (tx) => {
       const address = await this.#claimSlot(tx, server, subnet, { name: before.row.name, publicKey: before.row.public_key });
       const row = await updateDevice(tx, id, { server_id: server.id, address: intToIp(address), updated_at: isoAt(this.#clock.nowMs()) });
       this.#addresses.taken(server.id, subnet, address);
-      await recordDeviceEvent(tx, this.#clock, 'device.moved', row, server, node, actor, `device ${row.name} moved from server ${before.server.name} to ${server.name}`);
-      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: id, verb: 'moved', summary: `device ${row.name} moved from server ${before.server.name} to ${server.name}`, actor, before: before.row, after: row });
-      await this.#apply(node, server.id, undefined, row, 'deploy_failed');
-      const placed: PlacedDevice = { device: this.view(row), row, server, node };
-      await onCommit?.(tx, placed);
-      return placed;
-    }).catch((error: unknown) => {
+      const summary = `device ${row.name} moved from server ${before.server.name} to ${server.name}`;
+      const result: PlacedDevice = { device: this.view(row), row, server, node };
+      return {
+        result,
+        change: change({
+          events: [deviceEventDraft('device.moved', row, server, node, actor, summary)],
+          activity: [{
+            resource: 'device', resourceId: id, verb: 'moved', summary, actor, before: before.row, after: row,
+          }],
+          deploy: this.#peers(node, server.id, undefined, row),
+          // A node that misses this removal drops the peer at its next resync.
+          remove: [{
+            node: before.node, serverId: before.server.id, change: { upsert: [], remove: [before.row.public_key] },
+          }],
+        }),
+      };
+    }, onCommit).catch((error: unknown) => {
       this.#addresses.forget(server.id);
       throw error;
     });
     this.#addresses.forget(before.server.id);
-    await this.#connections.for(before.node).changePeers(before.server.id, { upsert: [], remove: [before.row.public_key] }).catch(() => undefined);
     return moved;
   }
 
   async delete(id: number, actor: string): Promise<void> {
-    const { row, server, node } = await this.get(id);
-    await write(this.#db, async (tx) => {
-      await deleteDevice(tx, id);
-      await deleteDeviceUsage(tx, [id]);
-      await recordDeviceEvent(tx, this.#clock, 'device.deleted', row, server, node, actor, `device ${row.name} deleted`);
-      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: id, verb: 'deleted', summary: `device ${row.name} deleted from server ${server.name}`, actor, before: row, after: null });
-    });
+    const placed = await this.get(id);
+    const { row, server } = placed;
+    const words = {
+      detail: `device ${row.name} deleted`,
+      summary: `device ${row.name} deleted from server ${server.name}`,
+    };
+    await this.#changes.commit(async (tx) => ({
+      result: undefined,
+      change: await this.deleteIn(tx, placed, actor, words),
+    }));
     this.#addresses.forget(server.id);
-    // A node that misses this removal drops the peer at its next resync.
-    await this.#connections.for(node).changePeers(server.id, { upsert: [], remove: [row.public_key], deleted: true }).catch(() => undefined);
+  }
+
+  /**
+   * One device's delete inside a transaction (a group deletes all of its devices in one), returning
+   * what changed: `detail` words its event, `summary` its activity row. Its peer leaves the node
+   * after commit, best effort: a node that misses the removal drops the peer at its next resync.
+   */
+  async deleteIn(
+    tx: Tx,
+    placed: PlacedDevice,
+    actor: string,
+    words: { detail: string; summary: string },
+  ): Promise<Change> {
+    const { row, server, node } = placed;
+    await deleteDevice(tx, row.id);
+    await deleteDeviceUsage(tx, [row.id]);
+    return change({
+      events: [deviceEventDraft('device.deleted', row, server, node, actor, words.detail)],
+      activity: [{
+        resource: 'device', resourceId: row.id, verb: 'deleted', summary: words.summary, actor,
+        before: row, after: null,
+      }],
+      remove: [{ node, serverId: server.id, change: { upsert: [], remove: [row.public_key], deleted: true } }],
+    });
   }
 }

@@ -70,6 +70,21 @@ export async function eventPage(db: Db, filter: EventFilter, page: PageRequest):
 }
 
 /** An event about a device, with its server and node filled in. */
+export function deviceEventDraft(
+  kind: EventKind,
+  row: DeviceRow,
+  server: Pick<ServerRow, 'id' | 'name' | 'country'>,
+  node: Pick<NodeRow, 'name'>,
+  actor: string,
+  detail: string,
+): EventDraft {
+  return eventDraft({
+    kind, device_id: row.id, device_name: row.name, server_id: server.id, server_name: server.name,
+    node_name: node.name, ip: row.address, country: server.country, detail, actor,
+  });
+}
+
+/** Records an event about a device (see deviceEventDraft). */
 export function recordDeviceEvent(
   tx: Tx,
   clock: Clock,
@@ -80,7 +95,5 @@ export function recordDeviceEvent(
   actor: string,
   detail: string,
 ): Promise<PanelEvent> {
-  return recordEvent(tx, clock, eventDraft({
-    kind, device_id: row.id, device_name: row.name, server_id: server.id, server_name: server.name, node_name: node.name, ip: row.address, country: server.country, detail, actor,
-  }));
+  return recordEvent(tx, clock, deviceEventDraft(kind, row, server, node, actor, detail));
 }

@@ -1,17 +1,10 @@
-import type { PeerChange } from '../agent/protocol.ts';
-import type { Clock } from '../domain/clock.ts';
 import { metadataText, type LimitPeriod } from '../domain/devices.ts';
 import { AppError } from '../domain/errors.ts';
 import { type Usage, usageOf } from '../domain/usage.ts';
-import { type Store, type Tx, write } from '../store/db.ts';
-import { deleteDevice, type DeviceRow, listDevicesOfGroup } from '../store/devices.ts';
-import { deleteDeviceUsage } from '../store/usage.ts';
+import type { Store } from '../store/db.ts';
+import { listDevicesOfGroup } from '../store/devices.ts';
+import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
 import type { DeviceService, PlacedDevice } from './devices.ts';
-import { recordActivity } from './activity.ts';
-import { recordDeviceEvent } from './events.ts';
-import { notifyChange } from './notifications.ts';
-import { applyOrFail, type NodeConnections } from './nodes.ts';
-import type { CommitHook } from './servers.ts';
 
 /** A group as spec §2.2 shows it. */
 export interface GroupView {
@@ -40,18 +33,20 @@ function sumUsage(devices: readonly PlacedDevice[]): Usage {
   return usageOf(rx, tx);
 }
 
-/** Every device sharing an external_id, read and changed as one (spec §4.3). */
+/**
+ * Every device sharing an external_id, read and changed as one (spec §4.3): each operation runs the
+ * device's own path (`updateIn`, `resetUsageIn`, `deleteIn`) for every member in one transaction,
+ * and the change publisher pushes one peer change per server after commit.
+ */
 export class GroupService {
   readonly #store: Store;
-  readonly #clock: Clock;
-  readonly #connections: NodeConnections;
   readonly #devices: DeviceService;
+  readonly #changes: ChangePublisher;
 
-  constructor(store: Store, clock: Clock, connections: NodeConnections, devices: DeviceService) {
+  constructor(store: Store, devices: DeviceService, changes: ChangePublisher) {
     this.#store = store;
-    this.#clock = clock;
-    this.#connections = connections;
     this.#devices = devices;
+    this.#changes = changes;
   }
 
   async #members(externalId: string): Promise<PlacedDevice[]> {
@@ -74,79 +69,48 @@ export class GroupService {
     const members = await this.#members(externalId);
     // Checked once before the transaction, so a too-large value is refused before anything changes.
     if (patch.metadata !== undefined) metadataText(patch.metadata);
-    const changed = await this.#eachInOneTransaction(members, (tx, member) =>
-      this.#devices.updateIn(tx, member, patch, actor, (row, kind) => `group ${externalId}: device ${row.name} ${kind}`),
-    );
-    await this.#applyPeerChanges(members, changed);
+    await this.#changes.commit(async (tx) => {
+      const changes: Change[] = [];
+      for (const member of members) {
+        const detail = (row: { name: string }, kind: string) => `group ${externalId}: device ${row.name} ${kind}`;
+        changes.push((await this.#devices.updateIn(tx, member, patch, actor, detail)).change);
+      }
+      return { result: undefined, change: mergeChanges(changes) };
+    });
     return this.get(externalId);
   }
 
   async resetUsage(externalId: string, actor: string, onCommit?: CommitHook<GroupView>): Promise<GroupView> {
     const members = await this.#members(externalId);
-    const view = await write(this.#store.db, async (tx) => {
+    return this.#changes.commit(async (tx) => {
       const devices: PlacedDevice[] = [];
+      const changes: Change[] = [];
       for (const member of members) {
-        const row = await this.#devices.resetUsageIn(tx, member, actor, `group ${externalId}: usage of device ${member.row.name} reset`);
+        const detail = `group ${externalId}: usage of device ${member.row.name} reset`;
+        const { row, change: reset } = await this.#devices.resetUsageIn(tx, member, actor, detail);
         devices.push({ ...member, row, device: this.#devices.view(row) });
+        changes.push(reset);
       }
       const view: GroupView = { external_id: externalId, device_count: devices.length, month_usage: sumUsage(devices), devices };
-      await onCommit?.(tx, view);
-      return view;
-    });
-    await this.#applyPeerChanges(members, view.devices.map((d) => d.row));
-    return view;
+      return { result: view, change: mergeChanges(changes) };
+    }, onCommit);
   }
 
   async delete(externalId: string, actor: string): Promise<void> {
     const members = await this.#members(externalId);
-    await write(this.#store.db, async (tx) => {
+    await this.#changes.commit(async (tx) => {
+      const changes: Change[] = [];
       for (const member of members) {
-        await deleteDevice(tx, member.row.id);
-        await deleteDeviceUsage(tx, [member.row.id]);
-        await recordDeviceEvent(tx, this.#clock, 'device.deleted', member.row, member.server, member.node, actor, `group ${externalId} deleted`);
-        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: member.row.id, verb: 'deleted', summary: `group ${externalId} deleted: device ${member.row.name} on server ${member.server.name}`, actor, before: member.row, after: null });
+        const summary = `group ${externalId} deleted: device ${member.row.name} on server ${member.server.name}`;
+        const words = { detail: `group ${externalId} deleted`, summary };
+        changes.push(await this.#devices.deleteIn(tx, member, actor, words));
       }
       const named = members.slice(0, MAILED_DEVICE_NAMES).map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
       const more = members.length > named.length ? ` and ${members.length - named.length} more` : '';
-      await notifyChange(tx, this.#clock, { headline: `group ${externalId} deleted with ${members.length} device(s)`, details: [`Devices: ${named.join(', ')}${more}`], actor });
+      const headline = `group ${externalId} deleted with ${members.length} device(s)`;
+      changes.push(change({ mail: [{ headline, details: [`Devices: ${named.join(', ')}${more}`], actor }] }));
+      return { result: undefined, change: mergeChanges(changes) };
     });
     for (const member of members) this.#devices.addressesFreed(member.server.id);
-    // Nodes that miss a removal drop the peers at their next resync.
-    for (const [member, change] of this.#changesByServer(members.map((m) => [m, { upsert: [], remove: [m.row.public_key], deleted: true }]))) {
-      await this.#connections.for(member.node).changePeers(member.server.id, change).catch(() => undefined);
-    }
-  }
-
-  async #eachInOneTransaction(members: readonly PlacedDevice[], work: (tx: Tx, member: PlacedDevice) => Promise<DeviceRow>): Promise<DeviceRow[]> {
-    return write(this.#store.db, async (tx) => {
-      const rows: DeviceRow[] = [];
-      for (const member of members) rows.push(await work(tx, member));
-      return rows;
-    });
-  }
-
-  /** Each node gets its devices' new peers, one change per server; a node that cannot is apply_failed (saved). */
-  async #applyPeerChanges(members: readonly PlacedDevice[], changed: readonly DeviceRow[]): Promise<void> {
-    const pairs: [PlacedDevice, PeerChange][] = [];
-    members.forEach((member, i) => {
-      const row = changed[i];
-      const change = row && this.#devices.peerChange(member.row, row);
-      if (change) pairs.push([member, change]);
-    });
-    for (const [member, change] of this.#changesByServer(pairs)) {
-      await applyOrFail(this.#connections, member.node, member.server.id, change, 'apply_failed');
-    }
-  }
-
-  /** Merges per-device changes into one change per server. */
-  #changesByServer(pairs: readonly [PlacedDevice, PeerChange][]): [PlacedDevice, PeerChange][] {
-    const byServer = new Map<number, [PlacedDevice, PeerChange]>();
-    for (const [member, change] of pairs) {
-      const entry = byServer.get(member.server.id) ?? [member, { upsert: [], remove: [], deleted: change.deleted }];
-      entry[1].upsert.push(...change.upsert);
-      entry[1].remove.push(...change.remove);
-      byServer.set(member.server.id, entry);
-    }
-    return [...byServer.values()];
   }
 }

@@ -6,7 +6,7 @@ import { toPage } from '../domain/paging.ts';
 import { type ServerCreateInput, type ServerStatus, effectiveServerStatus, planServer, SERVER_DEFAULTS } from '../domain/servers.ts';
 import { deviceRoom, ipv4Networks, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair } from '../domain/wireguard-keys.ts';
-import { type Db, isUniqueViolation, type Tx, write } from '../store/db.ts';
+import { type Db, isUniqueViolation } from '../store/db.ts';
 import { findLocalNode, findNode, listNodes, type NodeRow } from '../store/nodes.ts';
 import { deleteDevicesOfServer, listDevicesOfServer } from '../store/devices.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
@@ -22,9 +22,9 @@ import {
   type ServerRow,
   updateServer,
 } from '../store/servers.ts';
-import { recordActivity } from './activity.ts';
+import { type ChangePublisher, type CommitHook, change } from './changes.ts';
 import { desiredServer, desiredStateOfServer } from './desired-state.ts';
-import { eventDraft, recordEvent } from './events.ts';
+import { eventDraft } from './events.ts';
 import type { CountryLookup } from './geo.ts';
 import type { NodeConnections } from './nodes.ts';
 
@@ -66,9 +66,6 @@ export interface ServerPatch {
   city?: string;
 }
 
-/** Runs inside the transaction that commits a change, with its result (e.g. to store an idempotent reply). */
-export type CommitHook<T> = (tx: Tx, result: T) => Promise<void>;
-
 /** A JSON array of strings as stored (dns, client_allowed_ips). */
 export function stringArray(json: string): string[] {
   const value: unknown = JSON.parse(json);
@@ -87,13 +84,22 @@ export class ServerService {
   readonly #connections: NodeConnections;
   readonly #countries: CountryLookup;
   readonly #usage: UsageService;
+  readonly #changes: ChangePublisher;
 
-  constructor(db: Db, clock: Clock, connections: NodeConnections, countries: CountryLookup, usage: UsageService) {
+  constructor(
+    db: Db,
+    clock: Clock,
+    connections: NodeConnections,
+    countries: CountryLookup,
+    usage: UsageService,
+    changes: ChangePublisher,
+  ) {
     this.#db = db;
     this.#clock = clock;
     this.#connections = connections;
     this.#countries = countries;
     this.#usage = usage;
+    this.#changes = changes;
   }
 
   view(row: ServerRow, node: Pick<NodeRow, 'id' | 'name' | 'status'>, deviceCount: number | null): ServerView {
@@ -230,16 +236,22 @@ export class ServerService {
       const message = `deploying server ${input.name} on node '${node.name}' failed: ${describe(error)}`;
       throw new AppError('deploy_failed', message, {}, undefined, error);
     }
-    return write(this.#db, async (tx) => {
+    return this.#changes.commit(async (tx) => {
       const running = await updateServer(tx, row.id, { status: 'running' });
-      await recordEvent(tx, this.#clock, eventDraft({
-        kind: 'server.created', server_id: row.id, server_name: row.name, node_name: node.name, ip: endpoint, country, detail: `server ${row.name} created on node ${node.name}`, actor,
-      }));
-      await recordActivity(tx, this.#clock, { resource: 'server', resourceId: row.id, verb: 'created', summary: `server ${row.name} created on node ${node.name}`, actor, before: null, after: running });
-      const view = this.view(running, node, 0);
-      await onCommit?.(tx, view);
-      return view;
-    });
+      const summary = `server ${row.name} created on node ${node.name}`;
+      return {
+        result: this.view(running, node, 0),
+        change: change({
+          events: [eventDraft({
+            kind: 'server.created', server_id: row.id, server_name: row.name, node_name: node.name, ip: endpoint,
+            country, detail: summary, actor,
+          })],
+          activity: [{
+            resource: 'server', resourceId: row.id, verb: 'created', summary, actor, before: null, after: running,
+          }],
+        }),
+      };
+    }, onCommit);
   }
 
   /**
@@ -264,7 +276,7 @@ export class ServerService {
     const recreate = (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
     const clientToClient = patch.clientToClient === undefined ? undefined : patch.clientToClient ? 1 : 0;
     const apply = recreate || (clientToClient !== undefined && clientToClient !== current.client_to_client);
-    const updated = await write(this.#db, async (tx) => {
+    const updated = await this.#changes.commit(async (tx) => {
       let row: ServerRow;
       try {
         row = await updateServer(tx, id, {
@@ -285,11 +297,19 @@ export class ServerService {
         if (!isUniqueViolation(error)) throw error;
         throw new AppError('validation_failed', `listen port ${patch.listenPort} is used by another server on this node`, { listen_port: 'in use on this node' });
       }
-      await recordEvent(tx, this.#clock, eventDraft({
-        kind: 'server.updated', server_id: id, server_name: row.name, node_name: node.name, ip: row.endpoint, country: row.country, detail: `server ${row.name} changed`, actor,
-      }));
-      await recordActivity(tx, this.#clock, { resource: 'server', resourceId: id, verb: 'updated', summary: `server ${row.name} updated`, actor, before: current, after: row });
-      return row;
+      return {
+        result: row,
+        change: change({
+          events: [eventDraft({
+            kind: 'server.updated', server_id: id, server_name: row.name, node_name: node.name, ip: row.endpoint,
+            country: row.country, detail: `server ${row.name} changed`, actor,
+          })],
+          activity: [{
+            resource: 'server', resourceId: id, verb: 'updated', summary: `server ${row.name} updated`, actor,
+            before: current, after: row,
+          }],
+        }),
+      };
     });
     if (apply) {
       try {
@@ -309,21 +329,32 @@ export class ServerService {
       throw new AppError('server_has_devices', `server ${id} has ${server.device_count} device(s); move them or delete with force=true`);
     }
     const node = await findNode(this.#db, server.node.id);
-    await write(this.#db, async (tx) => {
+    await this.#changes.commit(async (tx) => {
       const row = await findServer(tx, id);
-      for (const device of await listDevicesOfServer(tx, id)) {
-        await recordEvent(tx, this.#clock, eventDraft({
-          kind: 'device.deleted', device_id: device.id, device_name: device.name, server_id: id, server_name: server.name, node_name: server.node.name, ip: device.address, country: server.country, detail: `device ${device.name} deleted with server ${server.name}`, actor,
+      const devices = await listDevicesOfServer(tx, id);
+      const deleted = change({});
+      for (const device of devices) {
+        const summary = `device ${device.name} deleted with server ${server.name}`;
+        deleted.events.push(eventDraft({
+          kind: 'device.deleted', device_id: device.id, device_name: device.name, server_id: id,
+          server_name: server.name, node_name: server.node.name, ip: device.address, country: server.country,
+          detail: summary, actor,
         }));
-        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: device.id, verb: 'deleted', summary: `device ${device.name} deleted with server ${server.name}`, actor, before: device, after: null });
+        deleted.activity.push({
+          resource: 'device', resourceId: device.id, verb: 'deleted', summary, actor, before: device, after: null,
+        });
       }
-      await deleteDeviceUsage(tx, (await listDevicesOfServer(tx, id)).map((d) => d.id));
+      await deleteDeviceUsage(tx, devices.map((d) => d.id));
       await deleteDevicesOfServer(tx, id);
       await deleteServer(tx, id);
-      await recordEvent(tx, this.#clock, eventDraft({
+      deleted.events.push(eventDraft({
         kind: 'server.deleted', server_id: id, server_name: server.name, node_name: server.node.name, ip: server.endpoint, country: server.country, detail: `server ${server.name} deleted`, actor,
       }));
-      await recordActivity(tx, this.#clock, { resource: 'server', resourceId: id, verb: 'deleted', summary: `server ${server.name} deleted`, actor, before: row ?? null, after: null });
+      deleted.activity.push({
+        resource: 'server', resourceId: id, verb: 'deleted', summary: `server ${server.name} deleted`, actor,
+        before: row ?? null, after: null,
+      });
+      return { result: undefined, change: deleted };
     });
     // A node that is down now drops the server at its next resync, which removes servers it should not run.
     if (node) await this.#connections.for(node).removeServer(id).catch(() => undefined);

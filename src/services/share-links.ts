@@ -1,7 +1,7 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
 import { generateShareToken, hashShareToken, isShareTokenShape } from '../domain/share-links.ts';
-import { type Store, write } from '../store/db.ts';
+import type { Store } from '../store/db.ts';
 import { findDevice } from '../store/devices.ts';
 import {
   deleteShareLink,
@@ -11,8 +11,8 @@ import {
   type ShareLinkRow,
 } from '../store/share-links.ts';
 import type { DeviceService, PlacedDevice } from './devices.ts';
-import { recordActivity } from './activity.ts';
-import { recordDeviceEvent } from './events.ts';
+import { type ChangePublisher, change } from './changes.ts';
+import { deviceEventDraft } from './events.ts';
 
 /** A share link as spec §2.5 shows it. */
 export interface ShareLinkView {
@@ -36,12 +36,14 @@ export class ShareLinkService {
   readonly #clock: Clock;
   readonly #devices: DeviceService;
   readonly #panelUrl: string;
+  readonly #changes: ChangePublisher;
 
-  constructor(store: Store, clock: Clock, devices: DeviceService, panelUrl: string) {
+  constructor(store: Store, clock: Clock, devices: DeviceService, panelUrl: string, changes: ChangePublisher) {
     this.#store = store;
     this.#clock = clock;
     this.#devices = devices;
     this.#panelUrl = panelUrl;
+    this.#changes = changes;
   }
 
   #view(token: string, link: ShareLinkRow): ShareLinkView {
@@ -61,13 +63,21 @@ export class ShareLinkService {
       expires_at: expires,
       created_at: isoAt(nowMs),
     };
-    await write(this.#store.db, async (tx) => {
+    await this.#changes.commit(async (tx) => {
       const replaced = await findShareLinkOfDevice(tx, deviceId);
       await replaceShareLink(tx, link);
-      await recordDeviceEvent(tx, this.#clock, 'device.share_created', placed.row, placed.server, placed.node, actor, `share link for device ${placed.row.name} created`);
-      await recordActivity(tx, this.#clock, {
-        resource: 'device', resourceId: deviceId, verb: 'share_created', summary: `share link for device ${placed.row.name} ${replaced ? 'replaced' : 'created'}`, actor, before: shareFields(replaced), after: shareFields(link),
-      });
+      const detail = `share link for device ${placed.row.name} created`;
+      return {
+        result: undefined,
+        change: change({
+          events: [deviceEventDraft('device.share_created', placed.row, placed.server, placed.node, actor, detail)],
+          activity: [{
+            resource: 'device', resourceId: deviceId, verb: 'share_created',
+            summary: `share link for device ${placed.row.name} ${replaced ? 'replaced' : 'created'}`, actor,
+            before: shareFields(replaced), after: shareFields(link),
+          }],
+        }),
+      };
     });
     return this.#view(token, link);
   }
@@ -82,12 +92,20 @@ export class ShareLinkService {
   /** Removing a missing link also succeeds (spec §4.2). */
   async delete(deviceId: number, actor: string): Promise<void> {
     const placed = await this.#devices.get(deviceId);
-    await write(this.#store.db, async (tx) => {
+    await this.#changes.commit(async (tx) => {
       const link = await findShareLinkOfDevice(tx, deviceId);
-      if (link && (await deleteShareLink(tx, deviceId))) {
-        await recordDeviceEvent(tx, this.#clock, 'device.share_deleted', placed.row, placed.server, placed.node, actor, `share link for device ${placed.row.name} deleted`);
-        await recordActivity(tx, this.#clock, { resource: 'device', resourceId: deviceId, verb: 'share_deleted', summary: `share link for device ${placed.row.name} deleted`, actor, before: shareFields(link), after: null });
-      }
+      if (!link || !(await deleteShareLink(tx, deviceId))) return { result: undefined, change: change({}) };
+      const detail = `share link for device ${placed.row.name} deleted`;
+      return {
+        result: undefined,
+        change: change({
+          events: [deviceEventDraft('device.share_deleted', placed.row, placed.server, placed.node, actor, detail)],
+          activity: [{
+            resource: 'device', resourceId: deviceId, verb: 'share_deleted', summary: detail, actor,
+            before: shareFields(link), after: null,
+          }],
+        }),
+      };
     });
   }
 

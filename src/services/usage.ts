@@ -25,8 +25,8 @@ import {
   type UsageBucket,
   type UsageDelta,
 } from '../store/usage.ts';
-import { recordActivity } from './activity.ts';
-import { recordDeviceEvent } from './events.ts';
+import { type Change, change, recordChange } from './changes.ts';
+import { deviceEventDraft } from './events.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 
 /** Spec §2.4. */
@@ -129,7 +129,8 @@ export class UsageService {
         const stored = deltas.filter((d) => existing.has(d.deviceId));
         await addToBuckets(tx, 'usage_daily', this.calendar.day(batch.slotStartMs), stored);
         await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
-        await this.#postLimitReached(tx, await markLimitReached(tx, [...existing], this.calendar.month(nowMs), isoAt(nowMs)));
+        const marked = await markLimitReached(tx, [...existing], this.calendar.month(nowMs), isoAt(nowMs));
+        await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
       });
       ack = { journalId: report.journalId, seq: batch.seq };
     }
@@ -143,32 +144,37 @@ export class UsageService {
    * After a change of limits or usage (PATCH, reset): marks a device that is now over its limit (and
    * posts the event once per period) or unmarks one that is not. Returns the row as stored.
    */
-  async settleLimit(tx: Tx, row: DeviceRow, actor: string): Promise<DeviceRow> {
+  async settleLimit(tx: Tx, row: DeviceRow, actor: string): Promise<{ row: DeviceRow; change: Change }> {
     const nowMs = this.#clock.nowMs();
     const reached = this.isLimitReached(row);
     if (!reached && row.limit_reached_at !== null) {
-      return tx.updateTable('devices').set({ limit_reached_at: null }).where('id', '=', row.id).returningAll().executeTakeFirstOrThrow();
+      const unmarked = await tx.updateTable('devices').set({ limit_reached_at: null }).where('id', '=', row.id)
+        .returningAll().executeTakeFirstOrThrow();
+      return { row: unmarked, change: change({}) };
     }
     if (reached && row.limit_reached_at === null) {
       const [marked] = await markLimitReached(tx, [row.id], this.calendar.month(nowMs), isoAt(nowMs));
-      if (marked) {
-        await this.#postLimitReached(tx, [marked], actor);
-        return marked;
-      }
+      if (marked) return { row: marked, change: await this.#limitReached(tx, [marked], actor) };
     }
-    return row;
+    return { row, change: change({}) };
   }
 
-  async #postLimitReached(tx: Tx, rows: readonly DeviceRow[], actor: string = SYSTEM_ACTOR): Promise<void> {
+  /** The event and activity row of each device that just reached its limit. */
+  async #limitReached(tx: Tx, rows: readonly DeviceRow[], actor: string = SYSTEM_ACTOR): Promise<Change> {
+    const reached = change({});
     for (const row of rows) {
       const server = await findServer(tx, row.server_id);
       const node = server && (await findNode(tx, server.node_id));
       if (!server || !node) continue;
       const used = periodUsage(usageState(row), this.currentMonth()).total_bytes;
       const detail = `device ${row.name} used ${used} of its ${row.data_limit} bytes`;
-      await recordDeviceEvent(tx, this.#clock, 'device.limit_reached', row, server, node, actor, detail);
-      await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'limit_reached', summary: detail, actor, before: { limit_reached_at: null }, after: { limit_reached_at: row.limit_reached_at } });
+      reached.events.push(deviceEventDraft('device.limit_reached', row, server, node, actor, detail));
+      reached.activity.push({
+        resource: 'device', resourceId: row.id, verb: 'limit_reached', summary: detail, actor,
+        before: { limit_reached_at: null }, after: { limit_reached_at: row.limit_reached_at },
+      });
     }
+    return reached;
   }
 
   /** Spec §2.4: the counts, and the daily and monthly history (kept across resets). */

@@ -1,0 +1,144 @@
+import type { PeerChange } from '../agent/protocol.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { ChangeNotice } from '../domain/notifications.ts';
+import type { EventDraft } from '../domain/events.ts';
+import { type Db, type Tx, write } from '../store/db.ts';
+import type { NodeRow } from '../store/nodes.ts';
+import { type ActivityDraft, recordActivity } from './activity.ts';
+import { recordEvent } from './events.ts';
+import { notifyChange } from './notifications.ts';
+import { applyOrFail, type NodeConnections } from './nodes.ts';
+
+/** Runs inside the transaction that commits a change, with its result (e.g. to store an idempotent reply). */
+export type CommitHook<T> = (tx: Tx, result: T) => Promise<void>;
+
+/** One server's peers to change on its node. */
+export interface PeerPush {
+  node: NodeRow;
+  serverId: number;
+  change: PeerChange;
+}
+
+/**
+ * What a mutation changed, in the order it happened: the events (each with its webhook outbox rows
+ * and mail), the activity rows and change mails to record in its transaction, and the peers its
+ * nodes must get.
+ */
+export interface Change {
+  events: EventDraft[];
+  activity: ActivityDraft[];
+  mail: Pick<ChangeNotice, 'headline' | 'details' | 'actor'>[];
+  /** On the node before the transaction commits, or nothing is saved (deploy_failed): a peer that must exist. */
+  deploy: PeerPush[];
+  /** After commit; a node that cannot is apply_failed (the change is saved, its next resync converges it). */
+  apply: PeerPush[];
+  /** After commit, best effort: a node that misses these drops the peers at its next resync. */
+  remove: PeerPush[];
+}
+
+/** A change with the given parts, the others empty. */
+export function change(parts: Partial<Change>): Change {
+  return { events: [], activity: [], mail: [], deploy: [], apply: [], remove: [], ...parts };
+}
+
+/** Several changes as one, in order. */
+export function mergeChanges(changes: readonly Change[]): Change {
+  return {
+    events: changes.flatMap((c) => c.events),
+    activity: changes.flatMap((c) => c.activity),
+    mail: changes.flatMap((c) => c.mail),
+    deploy: changes.flatMap((c) => c.deploy),
+    apply: changes.flatMap((c) => c.apply),
+    remove: changes.flatMap((c) => c.remove),
+  };
+}
+
+/**
+ * Records a change inside its transaction: each event with its webhook outbox rows and mail, then
+ * each activity row, then the change mails. The change and its records all land, or none do.
+ */
+export async function recordChange(tx: Tx, clock: Clock, change: Change): Promise<void> {
+  for (const draft of change.events) await recordEvent(tx, clock, draft);
+  for (const entry of change.activity) await recordActivity(tx, clock, entry);
+  for (const mail of change.mail) await notifyChange(tx, clock, mail);
+}
+
+/** Merges per-device pushes into one per server, in the order servers first appear. */
+function perServer(pushes: readonly PeerPush[]): PeerPush[] {
+  const byServer = new Map<number, PeerPush>();
+  for (const push of pushes) {
+    const merged = byServer.get(push.serverId);
+    if (merged === undefined) {
+      const own = { ...push.change, upsert: [...push.change.upsert], remove: [...push.change.remove] };
+      byServer.set(push.serverId, { ...push, change: own });
+    } else {
+      merged.change.upsert.push(...push.change.upsert);
+      merged.change.remove.push(...push.change.remove);
+    }
+  }
+  return [...byServer.values()];
+}
+
+/** Whom to tell that new outbox rows are committed, so they go out at once rather than at the next poll. */
+export interface Senders {
+  nudgeWebhooks(): void;
+}
+
+/**
+ * The one path by which a mutation's change lands: recorded in its transaction, the peers it needs
+ * before commit applied there, then published after commit (the senders nudged, peers pushed per
+ * server).
+ */
+export class ChangePublisher {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #connections: NodeConnections;
+  readonly #senders: Senders;
+
+  constructor(db: Db, clock: Clock, connections: NodeConnections, senders: Senders) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#connections = connections;
+    this.#senders = senders;
+  }
+
+  /**
+   * Runs `work` in a transaction and commits what it changed: records it, applies its `deploy`
+   * peers before commit, runs `onCommit` in the same transaction, and publishes after commit.
+   */
+  async commit<T>(work: (tx: Tx) => Promise<{ result: T; change: Change }>, onCommit?: CommitHook<T>): Promise<T> {
+    const { result, change } = await write(this.#db, async (tx) => {
+      const done = await work(tx);
+      await recordChange(tx, this.#clock, done.change);
+      await this.applyBeforeCommit(done.change);
+      await onCommit?.(tx, done.result);
+      return done;
+    });
+    await this.publish(change);
+    return result;
+  }
+
+  /**
+   * The peers a change needs on their nodes before its transaction commits (a new or moved
+   * device): a node that cannot take them is deploy_failed, and the caller's transaction rolls back.
+   */
+  async applyBeforeCommit(change: Change): Promise<void> {
+    for (const push of perServer(change.deploy)) {
+      await applyOrFail(this.#connections, push.node, push.serverId, push.change, 'deploy_failed');
+    }
+  }
+
+  /**
+   * After commit: the senders are nudged (deliveries start at once), then each server's node gets
+   * one peer change; the first that cannot apply is apply_failed (saved), removals are best effort.
+   */
+  async publish(change: Change): Promise<void> {
+    if (change.events.length > 0) this.#senders.nudgeWebhooks();
+    for (const push of perServer(change.remove)) {
+      await this.#connections.for(push.node).changePeers(push.serverId, push.change).catch(() => undefined);
+    }
+    for (const push of perServer(change.apply)) {
+      await applyOrFail(this.#connections, push.node, push.serverId, push.change, 'apply_failed');
+    }
+  }
+}
