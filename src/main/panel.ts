@@ -1,5 +1,4 @@
 import { sql } from 'kysely';
-import pkg from '../../package.json' with { type: 'json' };
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { REQUEST_RATE, UNAUTHENTICATED_RATE } from '../domain/rate-limit.ts';
@@ -36,9 +35,8 @@ import { createLogger } from './logging.ts';
 import { makeAgent } from './node-driver.ts';
 import { Calendar } from '../domain/usage.ts';
 import { UsageService } from '../services/usage.ts';
+import { VERSION } from './version.ts';
 import { ExpiryWatch } from '../workers/expiry-watch.ts';
-
-export const VERSION: string = pkg.version;
 
 /** DESIGN §3: an attempt may take 15 s; a dead receiver holds one slot that long, never the API. */
 const WEBHOOK_TIMEOUT_MS = 15_000;

@@ -1,6 +1,5 @@
-import { describe } from '../agent/agent.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { AppError } from '../domain/errors.ts';
+import { AppError, messageOf } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { toPage } from '../domain/paging.ts';
 import { type ServerCreateInput, type ServerStatus, effectiveServerStatus, planServer, SERVER_DEFAULTS } from '../domain/servers.ts';
@@ -145,7 +144,7 @@ export class ServerService {
     try {
       ({ networks } = await this.#connections.for(node).status());
     } catch (error) {
-      const message = `node ${node.name} did not answer, so nothing was made: ${describe(error)}`;
+      const message = `node ${node.name} did not answer, so nothing was made: ${messageOf(error)}`;
       throw new AppError('deploy_failed', message, {}, undefined, error);
     }
     if (networks === undefined) {
@@ -227,7 +226,7 @@ export class ServerService {
     } catch (error) {
       await connection.removeServer(row.id).catch(() => undefined);
       await deleteServer(this.#db, row.id);
-      const message = `deploying server ${input.name} on node '${node.name}' failed: ${describe(error)}`;
+      const message = `deploying server ${input.name} on node '${node.name}' failed: ${messageOf(error)}`;
       throw new AppError('deploy_failed', message, {}, undefined, error);
     }
     return write(this.#db, async (tx) => {
@@ -295,7 +294,7 @@ export class ServerService {
       try {
         await this.#connections.for(node).applyServer(await desiredStateOfServer(this.#db, updated, this.#usage));
       } catch (error) {
-        const message = `the change was saved, but node '${node.name}' could not apply it yet: ${describe(error)}`;
+        const message = `the change was saved, but node '${node.name}' could not apply it yet: ${messageOf(error)}`;
         throw new AppError('apply_failed', message, {}, undefined, error);
       }
     }

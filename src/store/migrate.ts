@@ -1,3 +1,4 @@
+import { messageOf } from '../domain/errors.ts';
 import type { ColumnDefinitionBuilder, Kysely } from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
 import type { Dialect, Store } from './db.ts';
@@ -71,6 +72,6 @@ export async function migrate(store: Store, upTo?: string): Promise<void> {
   const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName;
-    throw new Error(`database migration ${failed ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);
+    throw new Error(`database migration ${failed ?? ''} failed: ${messageOf(error)}`);
   }
 }
