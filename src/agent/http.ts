@@ -3,9 +3,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import Type from 'typebox';
-import { validatorCompiler } from '../http/validation.ts';
 import type { Agent } from './agent.ts';
 import { DriverError } from './driver.ts';
+import { jsonValidatorCompiler } from './validation.ts';
 import {
   AgentErrorSchema,
   AgentStatusSchema,
@@ -35,7 +35,7 @@ function digest(text: string): Buffer {
 export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: options.logger, bodyLimit: 64 * 1024 * 1024, ...(options.https ? { https: options.https } : {}) });
   // Bodies are checked without type coercion: a null limit must never turn into 0 (or 0 into null).
-  app.setValidatorCompiler(validatorCompiler);
+  app.setValidatorCompiler(jsonValidatorCompiler());
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   const expected = digest(options.token);
 
