@@ -16,6 +16,7 @@ import {
 import type { ApiKeyService, Principal } from '../services/api-keys.ts';
 import type { DeviceService } from '../services/devices.ts';
 import type { GroupService } from '../services/groups.ts';
+import type { IdempotencyService } from '../services/idempotency.ts';
 import type { ShareLinkService } from '../services/share-links.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
@@ -23,7 +24,7 @@ import type { ServerService } from '../services/servers.ts';
 import { withRequestId } from '../services/request-context.ts';
 import type { Db } from '../store/db.ts';
 import { sendClientError, sendError } from './errors.ts';
-import { IdempotencyGuard } from './idempotency.ts';
+import { requestFingerprint, sendReplay } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { RequestLogger } from './request-log.ts';
 import { ErrorSchema } from './schemas/common.ts';
@@ -56,7 +57,7 @@ export interface AppDeps {
   rateLimiter: RateLimiter;
   /** Per client address, for requests without a key known valid (UNAUTHENTICATED_RATE). */
   unauthenticatedLimiter: RateLimiter;
-  idempotency: IdempotencyGuard;
+  idempotency: IdempotencyService;
   /** Checks the database answers, for `/healthz`. */
   checkHealth: () => Promise<void>;
   version: string;
@@ -221,8 +222,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   const beginIdempotency = async (request: FastifyRequest, reply: FastifyReply) => {
     const key = request.headers['idempotency-key'];
     if (request.principal === null || typeof key !== 'string') return;
-    const begun = await deps.idempotency.begin(request.principal.keyId, key, request);
-    if (begun.kind === 'replay') return IdempotencyGuard.replay(reply, begun.statusCode, begun.body);
+    const begun = await deps.idempotency.begin(request.principal.keyId, key, requestFingerprint(request));
+    if (begun.kind === 'replay') return sendReplay(reply, begun.statusCode, begun.body);
     request.idempotencyClaim = begun.claim;
   };
   const finishIdempotency = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {

@@ -3,7 +3,6 @@ import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { REQUEST_RATE, UNAUTHENTICATED_RATE } from '../domain/rate-limit.ts';
 import { type Api, buildApp } from '../http/app.ts';
-import { IdempotencyGuard } from '../http/idempotency.ts';
 import {
   connectRateLimitRedis,
   InProcessRateLimiter,
@@ -13,6 +12,7 @@ import {
 import { ApiKeyService } from '../services/api-keys.ts';
 import { DeviceService } from '../services/devices.ts';
 import { GroupService } from '../services/groups.ts';
+import { IdempotencyService } from '../services/idempotency.ts';
 import { ShareLinkService } from '../services/share-links.ts';
 import { WebhookService } from '../services/webhooks.ts';
 import { RETRY_SCHEDULE_MS } from '../domain/webhooks.ts';
@@ -127,7 +127,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     apiKeys: new ApiKeyService(store, clock),
     rateLimiter: rateLimiters.requests,
     unauthenticatedLimiter: rateLimiters.unauthenticated,
-    idempotency: new IdempotencyGuard(store.db, clock),
+    idempotency: new IdempotencyService(store.db, clock),
     servers,
     nodes,
     devices,
