@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RawServerDefault } from 'fastify';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import { pathBeyondDepth } from '../domain/json-depth.ts';
 import type { Scope } from '../domain/api-keys.ts';
@@ -23,6 +22,7 @@ import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
 import { withRequestId } from '../services/request-context.ts';
 import type { Db } from '../store/db.ts';
+import type { Api } from './api.ts';
 import { sendClientError, sendError } from './errors.ts';
 import { requestFingerprint, sendReplay } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
@@ -41,8 +41,6 @@ import { serverRoutes } from './routes/servers.ts';
 import { shareLinkRoutes } from './routes/share-links.ts';
 import { sharePageRoutes } from './routes/share-page.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
-
-export type Api = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
 export interface AppDeps {
   db: Db;

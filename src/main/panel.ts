@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { REQUEST_RATE, UNAUTHENTICATED_RATE } from '../domain/rate-limit.ts';
-import { type Api, buildApp } from '../http/app.ts';
+import type { Api } from '../http/api.ts';
+import { buildApp } from '../http/app.ts';
 import {
   connectRateLimitRedis,
   InProcessRateLimiter,

@@ -2,7 +2,7 @@ import Type from 'typebox';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
 import type { DevicePatch, DeviceService, PlacedDevice } from '../../services/devices.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';

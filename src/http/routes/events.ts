@@ -3,7 +3,7 @@ import { AppError } from '../../domain/errors.ts';
 import { EVENT_KINDS, isEventKind } from '../../domain/events.ts';
 import type { Db } from '../../store/db.ts';
 import { eventPage } from '../../services/events.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { Id, Page, PlainText } from '../schemas/common.ts';

@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
 import type { GroupService, GroupView } from '../../services/groups.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { deviceBody } from './devices.ts';
