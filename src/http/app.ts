@@ -14,6 +14,7 @@ import {
 } from '../domain/rate-limit.ts';
 import type { ApiKeyService, Principal } from '../services/api-keys.ts';
 import type { DeviceService } from '../services/devices.ts';
+import type { EventService } from '../services/events.ts';
 import type { GroupService } from '../services/groups.ts';
 import type { IdempotencyService } from '../services/idempotency.ts';
 import type { ShareLinkService } from '../services/share-links.ts';
@@ -21,7 +22,6 @@ import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
 import { withRequestId } from '../services/request-context.ts';
-import type { Db } from '../store/db.ts';
 import type { Api } from './api.ts';
 import { sendClientError, sendError } from './errors.ts';
 import { requestFingerprint, sendReplay } from './idempotency.ts';
@@ -43,7 +43,7 @@ import { sharePageRoutes } from './routes/share-page.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 
 export interface AppDeps {
-  db: Db;
+  events: EventService;
   apiKeys: ApiKeyService;
   servers: ServerService;
   nodes: NodeService;
@@ -280,7 +280,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       groupRoutes(api, deps);
       shareLinkRoutes(api, deps.shareLinks);
       webhookRoutes(api, deps.webhooks);
-      eventRoutes(api, deps.db);
+      eventRoutes(api, deps.events);
     },
     { prefix: '/api/v1' },
   );

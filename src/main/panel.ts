@@ -12,6 +12,7 @@ import {
 } from '../http/rate-limiter.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
 import { DeviceService } from '../services/devices.ts';
+import { EventService } from '../services/events.ts';
 import { GroupService } from '../services/groups.ts';
 import { IdempotencyService } from '../services/idempotency.ts';
 import { ShareLinkService } from '../services/share-links.ts';
@@ -124,7 +125,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   });
 
   const app = await buildApp({
-    db: store.db,
+    events: new EventService(store.db),
     apiKeys: new ApiKeyService(store, clock),
     rateLimiter: rateLimiters.requests,
     unauthenticatedLimiter: rateLimiters.unauthenticated,
