@@ -134,6 +134,29 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     },
   );
 
+  api.post(
+    '/devices/:id/usage/reset',
+    operation(
+      'devices:write',
+      {
+        summary: 'Restart the count toward the data limit from now; history stays',
+        tags: ['devices'],
+        params: IdParams,
+        response: { 200: DeviceRef },
+      },
+      { idempotent: true },
+    ),
+    async (request) => {
+      const claim = request.idempotencyClaim;
+      const placed = await devices.resetUsage(
+        request.params.id,
+        actorOf(request),
+        claim ? (tx, result) => claim.storeReply(tx, 200, withConfig(result)) : undefined,
+      );
+      return withConfig(placed);
+    },
+  );
+
   api.delete(
     '/devices/:id',
     operation('devices:write', { summary: 'Delete a device', tags: ['devices'], params: IdParams, response: { 204: Type.Null() } }),
