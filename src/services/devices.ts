@@ -32,7 +32,7 @@ import {
 } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
 import type { PeerChange } from '../agent/protocol.ts';
-import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
+import { findServer, listRunningServers, lockServer, type ServerRow, stringArray } from '../store/servers.ts';
 import { peerChange } from './desired-state.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
@@ -40,7 +40,7 @@ import { recordActivity } from './activity.ts';
 import { recordDeviceEvent } from './events.ts';
 import { applyOrFail } from './nodes.ts';
 import type { NodeConnections } from './nodes.ts';
-import { type CommitHook, stringArray } from './servers.ts';
+import type { CommitHook } from './servers.ts';
 import { renderClientConfig } from '../domain/client-config.ts';
 
 /** A device as spec §2.1 shows it, without its config (routes add it). */

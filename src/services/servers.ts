@@ -19,6 +19,7 @@ import {
   listServerAllocations,
   listServers,
   type ServerRow,
+  stringArray,
   updateServer,
 } from '../store/servers.ts';
 import { recordActivity } from './activity.ts';
@@ -67,12 +68,6 @@ export interface ServerPatch {
 
 /** Runs inside the transaction that commits a change, with its result (e.g. to store an idempotent reply). */
 export type CommitHook<T> = (tx: Tx, result: T) => Promise<void>;
-
-/** A JSON array of strings as stored (dns, client_allowed_ips). */
-export function stringArray(json: string): string[] {
-  const value: unknown = JSON.parse(json);
-  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
-}
 
 function normaliseCountry(country: string): string {
   const code = country.toUpperCase();
