@@ -38,7 +38,9 @@ export class IdempotencyClaim {
   }
 }
 
-export type Begin = { kind: 'claimed'; claim: IdempotencyClaim } | { kind: 'replay'; statusCode: number; body: unknown };
+export type Begin =
+  | { kind: 'claimed'; claim: IdempotencyClaim }
+  | { kind: 'replay'; statusCode: number; body: unknown };
 
 /**
  * Spec §4.1 and §8: a request under an Idempotency-Key runs once; a retry with the same request gets the

@@ -184,7 +184,7 @@ describe('imports run one way (domain <- store/agent <- services <- http/workers
 });
 
 describe('the node agent loads no panel module', () => {
-  it('src/cli/node.ts, and what it imports, reach no store, service, http, worker or panel file nor a database driver', () => {
+  it('src/cli/node.ts and what it imports reach no store, service, http, worker or panel file, no database driver', () => {
     const reached = panelReachedFrom('cli/node.ts');
     assert.deepEqual(reached, [], `the node agent loads the panel:\n  ${reached.join('\n  ')}`);
   });
@@ -203,7 +203,8 @@ describe('the node agent loads no panel module', () => {
       // An unknown option stops the command once its modules are loaded, before it configures anything.
       const stderr = await new Promise<string>((done) => {
         const env = { ...process.env, RECORD_LOADS_FILE: record };
-        execFile(process.execPath, ['--import', hook, cli, 'node', '--no-such-option'], { env, cwd: ROOT }, (_e, _o, err) => done(err));
+        const args = ['--import', hook, cli, 'node', '--no-such-option'];
+        execFile(process.execPath, args, { env, cwd: ROOT }, (_error, _stdout, stderr) => done(stderr));
       });
       assert.match(stderr, /no-such-option/, 'the node command ran and refused the option');
       const loaded = readFileSync(record, 'utf8').split('\n').filter((url) => url.startsWith('file:'));

@@ -34,8 +34,8 @@ export function eventRoutes(api: Api, events: EventService): void {
       response: { 200: Page(Type.Ref('Event')) },
     }),
     (request) => {
-      const filter = { serverId: request.query.server_id, deviceId: request.query.device_id, kinds: parseKinds(request.query.kind) };
-      return events.page(filter, pageRequest(request.query));
+      const { server_id: serverId, device_id: deviceId, kind } = request.query;
+      return events.page({ serverId, deviceId, kinds: parseKinds(kind) }, pageRequest(request.query));
     },
   );
 }
