@@ -1,3 +1,4 @@
+import { messageOf } from '../domain/errors.ts';
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { type Driver, DriverError, type PeerSpec, type ServerSpec, type ServerState } from './driver.ts';
@@ -160,13 +161,13 @@ export class Agent {
       if (wanted.has(id)) continue;
       await this.removeServer(id).then(
         () => report.removed.push(id),
-        (error: unknown) => report.failures.push(`remove server ${id}: ${describe(error)}`),
+        (error: unknown) => report.failures.push(`remove server ${id}: ${messageOf(error)}`),
       );
     }
     for (const desired of servers) {
       await this.applyServer(desired).then(
         () => report.applied.push(desired.server.serverId),
-        (error: unknown) => report.failures.push(`server ${desired.server.serverId}: ${describe(error)}`),
+        (error: unknown) => report.failures.push(`server ${desired.server.serverId}: ${messageOf(error)}`),
       );
     }
     return report;
@@ -195,7 +196,7 @@ export class Agent {
       return { serverId, digest: null, discrepancies: ['on the host, but not applied since the agent started'] };
     }
     const onInterface = [...peers.values()].filter((s) => admitted.has(s.peer.publicKey)).map((s) => specOf(s.peer));
-    const unreadable = (error: unknown) => [`cannot be inspected: ${describe(error)}`];
+    const unreadable = (error: unknown) => [`cannot be inspected: ${messageOf(error)}`];
     const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
     const digest = desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) });
     return { serverId, digest, discrepancies };
@@ -291,9 +292,4 @@ export class Agent {
     }
     return meter - state.grantMeter >= limits.remainingBytes;
   }
-}
-
-export function describe(error: unknown): string {
-  if (error instanceof DriverError) return error.failures.join('; ');
-  return error instanceof Error ? error.message : String(error);
 }

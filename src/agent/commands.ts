@@ -3,6 +3,7 @@
  * `ExecRunner` runs them for real; `RecordingRunner` records them for tests and answers from a
  * scripted table (it records, it does not simulate `ip` or `wg`).
  */
+import { messageOf } from '../domain/errors.ts';
 import { execFile, spawn } from 'node:child_process';
 import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -168,7 +169,7 @@ export class ExecRunner implements CommandRunner {
       privateLogDir(this.#childLogDir);
       log = createChildLog(logFile);
     } catch (error) {
-      const why = error instanceof Error ? error.message : String(error);
+      const why = messageOf(error);
       return unstartedChild(`cannot make the log ${logFile}: ${why}`);
     }
     const child = spawn(file, argv, { env: { ...BASE_ENV, ...opts.env }, stdio: ['ignore', 'ignore', log], detached: true });

@@ -1,3 +1,5 @@
+import { FailureListError } from '../domain/errors.ts';
+
 /**
  * What a node driver does to a VPN host: bring a server up, set its peers, read their counters,
  * take it down. Every method is idempotent: it compares the desired state with what the host has
@@ -88,11 +90,9 @@ export interface Driver {
   hostNetworks(): Promise<string[]>;
 }
 
-export class DriverError extends Error {
-  readonly failures: readonly string[];
+export class DriverError extends FailureListError {
   constructor(action: string, failures: readonly string[]) {
-    super(`${action}: ${failures.join('; ')}`);
+    super(`${action}: ${failures.join('; ')}`, failures);
     this.name = 'DriverError';
-    this.failures = failures;
   }
 }

@@ -1,10 +1,11 @@
+import { messageOf } from '../domain/errors.ts';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import Type from 'typebox';
-import { validatorCompiler } from '../http/validation.ts';
-import { type Agent, describe } from './agent.ts';
+import type { Agent } from './agent.ts';
 import { DriverError } from './driver.ts';
+import { jsonValidatorCompiler } from './validation.ts';
 import {
   AgentErrorSchema,
   AgentStatusSchema,
@@ -34,7 +35,7 @@ function digest(text: string): Buffer {
 export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: options.logger, bodyLimit: 64 * 1024 * 1024, ...(options.https ? { https: options.https } : {}) });
   // Bodies are checked without type coercion: a null limit must never turn into 0 (or 0 into null).
-  app.setValidatorCompiler(validatorCompiler);
+  app.setValidatorCompiler(jsonValidatorCompiler());
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   const expected = digest(options.token);
 
@@ -47,7 +48,7 @@ export async function buildAgentApp(options: AgentHttpOptions): Promise<FastifyI
     if (error instanceof DriverError) return reply.code(500).send({ error: error.message, failures: error.failures });
     const status = typeof error === 'object' && error !== null && 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error }, 'agent request failed');
-    return reply.code(status).send({ error: describe(error), failures: [] });
+    return reply.code(status).send({ error: messageOf(error), failures: [] });
   });
 
   const ServerIdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) });

@@ -14,6 +14,7 @@
  * the expected ones is read from `nft list table`, compared with the text this file would load after
  * normalising what nft prints differently (whitespace, element order, `/32` written as a bare address).
  */
+import { messageOf } from '../domain/errors.ts';
 import type { CommandRunner } from './commands.ts';
 
 export const SERVER_ISOLATION_TABLE = 'vpnpanel_iso';
@@ -330,7 +331,7 @@ export async function ensureIsolation(
     if ((await stateOf(runner, table)) === 'ok') continue;
     const input = replaceScript(table.text);
     await runner.run('nft', ['-f', '-'], { netns: table.netns, input }).catch((error: unknown) => {
-      failures.push(error instanceof Error ? error.message : String(error));
+      failures.push(messageOf(error));
     });
   }
 }

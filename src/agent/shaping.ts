@@ -13,6 +13,7 @@
  * Changes are incremental: a class is added, changed or deleted only for a peer whose limit differs,
  * never by rebuilding the tree (HTB's install time grows with the number of classes).
  */
+import { messageOf } from '../domain/errors.ts';
 import { CommandError, type CommandRunner } from './commands.ts';
 import type { PeerSpec } from './driver.ts';
 
@@ -509,7 +510,7 @@ export class Shaper {
     } catch (error) {
       const byLine = error instanceof CommandError ? batchFailures(error.stderr) : new Map<number, string>();
       if (byLine.size === 0) {
-        failures.push(error instanceof Error ? error.message : String(error));
+        failures.push(messageOf(error));
         for (const line of lines) if (line.ip !== null) failed.add(line.ip);
         return failed;
       }
@@ -529,7 +530,7 @@ export class Shaper {
       await this.#runner.run('nft', ['-f', '-'], { netns: place.netns, input: script });
       return true;
     } catch (error) {
-      failures?.push(error instanceof Error ? error.message : String(error));
+      failures?.push(messageOf(error));
       return false;
     }
   }

@@ -13,6 +13,7 @@
  * classes and an nft map inside the server's namespace (shaping.ts); what clients may reach is nft
  * tables in the server's and the host namespace (isolation.ts).
  */
+import { messageOf } from '../domain/errors.ts';
 import { DriverError } from './driver.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import type { ChildHandle, CommandRunner, RunOptions } from './commands.ts';
@@ -757,8 +758,4 @@ function chunk<T>(items: readonly T[], size: number): T[][] {
 function collapse(failures: readonly string[]): string[] {
   if (failures.length <= MAX_REPORTED_FAILURES) return [...failures];
   return [...failures.slice(0, MAX_REPORTED_FAILURES), `… and ${failures.length - MAX_REPORTED_FAILURES} more`];
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

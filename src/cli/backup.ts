@@ -1,3 +1,4 @@
+import { messageOf } from '../domain/errors.ts';
 import { resolve } from 'node:path';
 import { isoAt, systemClock } from '../domain/clock.ts';
 import { storeConfig } from '../main/config.ts';
@@ -66,6 +67,6 @@ async function refusing<T>(step: () => Promise<T>): Promise<T> {
   try {
     return await step();
   } catch (error) {
-    throw new BackupError(`nothing was restored: ${error instanceof Error ? error.message : String(error)}`);
+    throw new BackupError(`nothing was restored: ${messageOf(error)}`);
   }
 }

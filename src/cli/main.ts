@@ -1,11 +1,5 @@
-import { AppError } from '../domain/errors.ts';
-import { activityCommand } from './activity.ts';
+import { AppError, messageOf } from '../domain/errors.ts';
 import { ConfigError } from '../main/config.ts';
-import { backupCommand, restoreCommand } from './backup.ts';
-import { keysCommand } from './keys.ts';
-import { nodeCommand } from './node.ts';
-import { nodesCommand } from './nodes.ts';
-import { serveCommand } from './serve.ts';
 import { UsageError } from './usage.ts';
 
 const USAGE = `usage: vpn-panel <command>
@@ -27,23 +21,27 @@ const USAGE = `usage: vpn-panel <command>
 
 Configuration comes from the environment; see README.md.`;
 
+/**
+ * Each command's module is loaded when it runs, so a command loads only what it uses: `node` (the agent
+ * on a VPN host) never loads the panel, its store or its database drivers (test/architecture/imports.test.ts).
+ */
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case 'serve':
-      return serveCommand(rest);
+      return (await import('./serve.ts')).serveCommand(rest);
     case 'node':
-      return nodeCommand(rest);
+      return (await import('./node.ts')).nodeCommand(rest);
     case 'nodes':
-      return nodesCommand(rest);
+      return (await import('./nodes.ts')).nodesCommand(rest);
     case 'keys':
-      return keysCommand(rest);
+      return (await import('./keys.ts')).keysCommand(rest);
     case 'activity':
-      return activityCommand(rest);
+      return (await import('./activity.ts')).activityCommand(rest);
     case 'backup':
-      return backupCommand(rest);
+      return (await import('./backup.ts')).backupCommand(rest);
     case 'restore':
-      return restoreCommand(rest);
+      return (await import('./backup.ts')).restoreCommand(rest);
     case undefined:
     case 'help':
     case '--help':
@@ -65,7 +63,7 @@ try {
     console.error(`vpn-panel: ${error.message}`);
     process.exitCode = 1;
   } else {
-    console.error(`vpn-panel: ${error instanceof Error ? error.message : String(error)}`);
+    console.error(`vpn-panel: ${messageOf(error)}`);
     process.exitCode = 1;
   }
 }

@@ -3,7 +3,7 @@ import { buildAgentApp } from '../agent/http.ts';
 import { type AgentConfig, loadAgentConfig } from '../main/config.ts';
 import { createLogger } from '../main/logging.ts';
 import { makeAgent } from '../main/node-driver.ts';
-import { VERSION } from '../main/panel.ts';
+import { VERSION } from '../main/version.ts';
 import { parseCommandArgs } from './usage.ts';
 
 /** `vpn-panel node`: the agent alone on a VPN host, until SIGTERM or SIGINT. */

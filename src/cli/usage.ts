@@ -1,3 +1,4 @@
+import { messageOf } from '../domain/errors.ts';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 
 /** Wrong words on the command line: printed with the usage text, exit code 2. */
@@ -7,6 +8,6 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(args: string[
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError(error instanceof Error ? error.message : String(error));
+    throw new UsageError(messageOf(error));
   }
 }

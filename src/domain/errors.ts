@@ -39,3 +39,19 @@ export class AppError extends Error {
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }
+
+/** Several steps that failed at once (a node driver's): `failures` lists each, without the action around them. */
+export class FailureListError extends Error {
+  readonly failures: readonly string[];
+
+  constructor(message: string, failures: readonly string[]) {
+    super(message);
+    this.failures = failures;
+  }
+}
+
+/** What went wrong, as one line for a message or the log: the failures of a list, else the error's message. */
+export function messageOf(error: unknown): string {
+  if (error instanceof FailureListError) return error.failures.join('; ');
+  return error instanceof Error ? error.message : String(error);
+}

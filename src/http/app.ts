@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RawServerDefault } from 'fastify';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import { pathBeyondDepth } from '../domain/json-depth.ts';
 import type { Scope } from '../domain/api-keys.ts';
@@ -15,15 +14,17 @@ import {
 } from '../domain/rate-limit.ts';
 import type { ApiKeyService, Principal } from '../services/api-keys.ts';
 import type { DeviceService } from '../services/devices.ts';
+import type { EventService } from '../services/events.ts';
 import type { GroupService } from '../services/groups.ts';
+import type { IdempotencyService } from '../services/idempotency.ts';
 import type { ShareLinkService } from '../services/share-links.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
 import { withRequestId } from '../services/request-context.ts';
-import type { Db } from '../store/db.ts';
+import type { Api } from './api.ts';
 import { sendClientError, sendError } from './errors.ts';
-import { IdempotencyGuard } from './idempotency.ts';
+import { requestFingerprint, sendReplay } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { RequestLogger } from './request-log.ts';
 import { ErrorSchema } from './schemas/common.ts';
@@ -41,10 +42,8 @@ import { shareLinkRoutes } from './routes/share-links.ts';
 import { sharePageRoutes } from './routes/share-page.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 
-export type Api = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
-
 export interface AppDeps {
-  db: Db;
+  events: EventService;
   apiKeys: ApiKeyService;
   servers: ServerService;
   nodes: NodeService;
@@ -56,7 +55,7 @@ export interface AppDeps {
   rateLimiter: RateLimiter;
   /** Per client address, for requests without a key known valid (UNAUTHENTICATED_RATE). */
   unauthenticatedLimiter: RateLimiter;
-  idempotency: IdempotencyGuard;
+  idempotency: IdempotencyService;
   /** Checks the database answers, for `/healthz`. */
   checkHealth: () => Promise<void>;
   version: string;
@@ -225,8 +224,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   const beginIdempotency = async (request: FastifyRequest, reply: FastifyReply) => {
     const key = request.headers['idempotency-key'];
     if (request.principal === null || typeof key !== 'string') return;
-    const begun = await deps.idempotency.begin(request.principal.keyId, key, request);
-    if (begun.kind === 'replay') return IdempotencyGuard.replay(reply, begun.statusCode, begun.body);
+    const begun = await deps.idempotency.begin(request.principal.keyId, key, requestFingerprint(request));
+    if (begun.kind === 'replay') return sendReplay(reply, begun.statusCode, begun.body);
     request.idempotencyClaim = begun.claim;
   };
   const finishIdempotency = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
@@ -285,7 +284,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       groupRoutes(api, deps);
       shareLinkRoutes(api, deps.shareLinks);
       webhookRoutes(api, deps.webhooks);
-      eventRoutes(api, deps.db);
+      eventRoutes(api, deps.events);
     },
     { prefix: '/api/v1' },
   );

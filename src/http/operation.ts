@@ -2,7 +2,7 @@ import type { FastifySchema } from 'fastify';
 import Type, { type TSchema } from 'typebox';
 import type { Scope } from '../domain/api-keys.ts';
 import type { Principal } from '../services/api-keys.ts';
-import type { IdempotencyClaim } from './idempotency.ts';
+import type { IdempotencyClaim } from '../services/idempotency.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -2,8 +2,7 @@ import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { type Cidr, parseAllowCidrs } from '../agent/isolation.ts';
-import { parseSecret } from '../store/encryption.ts';
-import { DRIFT_CHECK_INTERVAL_MS } from '../workers/drift-repair.ts';
+import { parseSecret } from '../domain/panel-secret.ts';
 
 /** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
 export interface PanelConfig {
@@ -162,6 +161,12 @@ function retrySchedule(env: Env, name: string): number[] | undefined {
   return seconds.map((n) => Math.round(n * 1000));
 }
 
+/**
+ * Every node is compared this often unless DRIFT_CHECK_INTERVAL says otherwise. Drift of the host alone is
+ * repaired at the next round (within one interval and the round's time); drift of what the agent was told
+ * waits for a second round (see compareServer in workers/drift-repair.ts), so both are repaired well within 60 s.
+ */
+const DRIFT_CHECK_INTERVAL_MS = 15_000;
 /** Longest DRIFT_CHECK_INTERVAL: two rounds and a repair must fit in the 60 s within which drift is repaired. */
 const MAX_DRIFT_CHECK_SECONDS = 20;
 

@@ -6,7 +6,7 @@ import type { Driver } from '../agent/driver.ts';
 import { DryRunDriver } from '../agent/dry-run-driver.ts';
 import { JournalFile, UsageLedger } from '../agent/usage-ledger.ts';
 import { canRunWireGuard, WireGuardDriver } from '../agent/wireguard-driver.ts';
-import { preparePrivateDir } from '../store/private-files.ts';
+import { preparePrivateDir } from '../agent/private-files.ts';
 import { ConfigError, type NodeDriverConfig } from './config.ts';
 
 /** What a node keeps on disk: its usage journal and its children's logs (`children/`), under DATA_DIR. */

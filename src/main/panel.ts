@@ -1,10 +1,9 @@
 import { sql } from 'kysely';
-import pkg from '../../package.json' with { type: 'json' };
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { REQUEST_RATE, UNAUTHENTICATED_RATE } from '../domain/rate-limit.ts';
-import { type Api, buildApp } from '../http/app.ts';
-import { IdempotencyGuard } from '../http/idempotency.ts';
+import type { Api } from '../http/api.ts';
+import { buildApp } from '../http/app.ts';
 import {
   connectRateLimitRedis,
   InProcessRateLimiter,
@@ -14,7 +13,9 @@ import {
 import { ApiKeyService } from '../services/api-keys.ts';
 import { ChangePublisher } from '../services/changes.ts';
 import { DeviceService } from '../services/devices.ts';
+import { EventService } from '../services/events.ts';
 import { GroupService } from '../services/groups.ts';
+import { IdempotencyService } from '../services/idempotency.ts';
 import { ShareLinkService } from '../services/share-links.ts';
 import { WebhookService } from '../services/webhooks.ts';
 import { RETRY_SCHEDULE_MS } from '../domain/webhooks.ts';
@@ -37,9 +38,8 @@ import { createLogger } from './logging.ts';
 import { makeAgent } from './node-driver.ts';
 import { Calendar } from '../domain/usage.ts';
 import { UsageService } from '../services/usage.ts';
+import { VERSION } from './version.ts';
 import { ExpiryWatch } from '../workers/expiry-watch.ts';
-
-export const VERSION: string = pkg.version;
 
 /** DESIGN §3: an attempt may take 15 s; a dead receiver holds one slot that long, never the API. */
 const WEBHOOK_TIMEOUT_MS = 15_000;
@@ -128,11 +128,11 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
   const devices = new DeviceService(store, clock, usage, changes);
 
   const app = await buildApp({
-    db: store.db,
+    events: new EventService(store.db),
     apiKeys: new ApiKeyService(store, clock),
     rateLimiter: rateLimiters.requests,
     unauthenticatedLimiter: rateLimiters.unauthenticated,
-    idempotency: new IdempotencyGuard(store.db, clock),
+    idempotency: new IdempotencyService(store.db, clock),
     servers,
     nodes,
     devices,

@@ -31,13 +31,12 @@ import {
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
-import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
+import { findServer, listRunningServers, lockServer, type ServerRow, stringArray } from '../store/servers.ts';
 import { peerChange } from './desired-state.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
 import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges, type PeerPush } from './changes.ts';
 import { deviceEventDraft } from './events.ts';
-import { stringArray } from './servers.ts';
 import { renderClientConfig } from '../domain/client-config.ts';
 
 /** A device as spec §2.1 shows it, without its config (routes add it). */

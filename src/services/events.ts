@@ -64,9 +64,18 @@ export function eventDraft(fields: Pick<EventDraft, 'kind' | 'detail' | 'actor'>
   };
 }
 
-/** Events matching the filter after the cursor, oldest first. */
-export async function eventPage(db: Db, filter: EventFilter, page: PageRequest): Promise<Page<PanelEvent>> {
-  return toPage(await listEvents(db, filter, page), page);
+/** The event feed as clients read it (GET /events). */
+export class EventService {
+  readonly #db: Db;
+
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  /** Events matching the filter after the cursor, oldest first. */
+  async page(filter: EventFilter, page: PageRequest): Promise<Page<PanelEvent>> {
+    return toPage(await listEvents(this.#db, filter, page), page);
+  }
 }
 
 /** An event about a device, with its server and node filled in. */

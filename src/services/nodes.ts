@@ -1,8 +1,7 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { isHost } from '../domain/addresses.ts';
-import { AppError } from '../domain/errors.ts';
+import { AppError, messageOf } from '../domain/errors.ts';
 import { requirePlainText } from '../domain/text.ts';
-import { describe } from '../agent/agent.ts';
 import { parseCertSha256 } from '../agent/certificate.ts';
 import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
 import type { PeerChange } from '../agent/protocol.ts';
@@ -69,7 +68,7 @@ export async function applyOrFail(connections: NodeConnections, node: NodeRow, s
     await connections.for(node).changePeers(serverId, change);
   } catch (error) {
     const what = code === 'apply_failed' ? 'the change was saved, but' : 'nothing was saved:';
-    const message = `${what} node '${node.name}' could not apply it: ${describe(error)}`;
+    const message = `${what} node '${node.name}' could not apply it: ${messageOf(error)}`;
     throw new AppError(code, message, {}, undefined, error);
   }
 }

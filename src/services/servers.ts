@@ -1,6 +1,5 @@
-import { describe } from '../agent/agent.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { AppError } from '../domain/errors.ts';
+import { AppError, messageOf } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { toPage } from '../domain/paging.ts';
 import { type ServerCreateInput, type ServerStatus, effectiveServerStatus, planServer, SERVER_DEFAULTS } from '../domain/servers.ts';
@@ -20,6 +19,7 @@ import {
   listServerAllocations,
   listServers,
   type ServerRow,
+  stringArray,
   updateServer,
 } from '../store/servers.ts';
 import { type ChangePublisher, type CommitHook, change } from './changes.ts';
@@ -66,11 +66,6 @@ export interface ServerPatch {
   city?: string;
 }
 
-/** A JSON array of strings as stored (dns, client_allowed_ips). */
-export function stringArray(json: string): string[] {
-  const value: unknown = JSON.parse(json);
-  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
-}
 
 function normaliseCountry(country: string): string {
   const code = country.toUpperCase();
@@ -151,7 +146,7 @@ export class ServerService {
     try {
       ({ networks } = await this.#connections.for(node).status());
     } catch (error) {
-      const message = `node ${node.name} did not answer, so nothing was made: ${describe(error)}`;
+      const message = `node ${node.name} did not answer, so nothing was made: ${messageOf(error)}`;
       throw new AppError('deploy_failed', message, {}, undefined, error);
     }
     if (networks === undefined) {
@@ -233,7 +228,7 @@ export class ServerService {
     } catch (error) {
       await connection.removeServer(row.id).catch(() => undefined);
       await deleteServer(this.#db, row.id);
-      const message = `deploying server ${input.name} on node '${node.name}' failed: ${describe(error)}`;
+      const message = `deploying server ${input.name} on node '${node.name}' failed: ${messageOf(error)}`;
       throw new AppError('deploy_failed', message, {}, undefined, error);
     }
     return this.#changes.commit(async (tx) => {
@@ -315,7 +310,7 @@ export class ServerService {
       try {
         await this.#connections.for(node).applyServer(await desiredStateOfServer(this.#db, updated, this.#usage));
       } catch (error) {
-        const message = `the change was saved, but node '${node.name}' could not apply it yet: ${describe(error)}`;
+        const message = `the change was saved, but node '${node.name}' could not apply it yet: ${messageOf(error)}`;
         throw new AppError('apply_failed', message, {}, undefined, error);
       }
     }

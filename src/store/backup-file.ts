@@ -1,3 +1,4 @@
+import { messageOf } from '../domain/errors.ts';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
@@ -110,7 +111,7 @@ export async function writeBackupFile(path: string, chunks: AsyncIterable<string
 /** The digest the file's gzip header promises, or a BackupError when it is no backup of this format. */
 async function promisedDigest(path: string): Promise<string> {
   const file = await open(path, 'r').catch((error: unknown) => {
-    throw new BackupError(`cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`);
+    throw new BackupError(`cannot read ${path}: ${messageOf(error)}`);
   });
   try {
     const start = Buffer.alloc(HEADER_BYTES);

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { type Compilable, CompiledQuery, Kysely, PostgresAdapter, PostgresDialect, type RawBuilder, sql, Transaction } from 'kysely';
 import pg from 'pg';
-import { preparePrivateDir, preparePrivateFile, tightenIfPresent } from './private-files.ts';
+import { preparePrivateDir, preparePrivateFile, tightenIfPresent } from '../agent/private-files.ts';
 import type { Database } from './schema.ts';
 import { type ImmediateReads, sqliteDialect } from './sqlite-dialect.ts';
 

@@ -20,12 +20,10 @@ import {
   ValueNode,
   ValuesNode,
 } from 'kysely';
+import { SECRET_BYTES } from '../domain/panel-secret.ts';
 import type { Dialect, Queryable, Store } from './db.ts';
 import { describeTable } from './introspect.ts';
 import type { Database } from './schema.ts';
-
-/** The panel secret is 32 random bytes; PANEL_SECRET and DATA_DIR/panel.secret hold them in base64. */
-export const SECRET_BYTES = 32;
 
 /** Every value the database holds of these columns is sealed: no private key or credential is in it in plain. */
 export const ENCRYPTED_COLUMNS = {
@@ -48,14 +46,6 @@ const TAG_BYTES = 16;
  * configs would otherwise open 200 keys on every request. Sealed texts never repeat (random IV).
  */
 const OPENED_CACHE_SIZE = 20_000;
-
-export function parseSecret(text: string): Buffer | undefined {
-  return /^[A-Za-z0-9+/]{43}=$/.test(text) ? Buffer.from(text, 'base64') : undefined;
-}
-
-export function formatSecret(secret: Buffer): string {
-  return secret.toString('base64');
-}
 
 /** A sealed value that does not open: the secret is not the one it was sealed with, or the value was altered. */
 export class SealedValueError extends Error {}

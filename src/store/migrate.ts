@@ -1,6 +1,8 @@
-import type { ColumnDefinitionBuilder, Kysely } from 'kysely';
+import { messageOf } from '../domain/errors.ts';
+import type { Kysely } from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
 import type { Dialect, Store } from './db.ts';
+import type { MigrationContext } from './migration-context.ts';
 import * as m001 from './migrations/001-foundation.ts';
 import * as m002 from './migrations/002-nodes-servers-events.ts';
 import * as m003 from './migrations/003-devices.ts';
@@ -14,14 +16,6 @@ import * as m010 from './migrations/010-panel-settings.ts';
 import * as m011 from './migrations/011-server-client-to-client.ts';
 import * as m012 from './migrations/012-node-cert-pin.ts';
 import * as m013 from './migrations/013-share-token-hashes.ts';
-
-/** What a migration needs to know of the database it runs on. */
-export interface MigrationContext {
-  /** The type of an auto-numbered integer primary key column. */
-  idType: 'integer' | 'bigserial';
-  /** Makes that column the primary key; ids of deleted rows are never handed out again. */
-  id: (column: ColumnDefinitionBuilder) => ColumnDefinitionBuilder;
-}
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -71,6 +65,6 @@ export async function migrate(store: Store, upTo?: string): Promise<void> {
   const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName;
-    throw new Error(`database migration ${failed ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);
+    throw new Error(`database migration ${failed ?? ''} failed: ${messageOf(error)}`);
   }
 }

@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Queryable, type Store, write } from './db.ts';
-import { formatSecret, parseSecret, SECRET_BYTES, sealPlainValues, SecretBox } from './encryption.ts';
-import { preparePrivateDir, tightenIfPresent } from './private-files.ts';
+import { formatSecret, parseSecret, SECRET_BYTES } from '../domain/panel-secret.ts';
+import { sealPlainValues, SecretBox } from './encryption.ts';
+import { preparePrivateDir, tightenIfPresent } from '../agent/private-files.ts';
 
 /** Where the panel secret comes from: `PANEL_SECRET`, else this file in DATA_DIR. */
 export const SECRET_FILE = 'panel.secret';

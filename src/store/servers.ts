@@ -6,6 +6,12 @@ import type { ServerTable } from './schema.ts';
 
 export type ServerRow = Selectable<ServerTable>;
 
+/** A JSON array of strings as a server row stores it (dns, client_allowed_ips). */
+export function stringArray(json: string): string[] {
+  const value: unknown = JSON.parse(json);
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+}
+
 export async function insertServer(db: Queryable, server: Insertable<ServerTable>): Promise<ServerRow> {
   return db.insertInto('servers').values(server).returningAll().executeTakeFirstOrThrow();
 }

@@ -1,5 +1,5 @@
+import { messageOf } from '../domain/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
-import { describe } from '../agent/agent.ts';
 import { type DesiredServer, desiredDigest, type NodeDigest } from '../agent/protocol.ts';
 import type { Clock } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
@@ -11,13 +11,6 @@ import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow } from '../store/nodes.ts';
 import { listServersOfNode } from '../store/servers.ts';
 import { WorkerLoop } from './loop.ts';
-
-/**
- * Every node is compared this often. Drift of the host alone is repaired at the next round (within
- * one interval and the round's time); drift of what the agent was told waits for a second round
- * (see compareServer), so both are repaired well within 60 s.
- */
-export const DRIFT_CHECK_INTERVAL_MS = 15_000;
 
 export interface DriftRepairOptions {
   intervalMs: number;
@@ -104,7 +97,7 @@ export class DriftRepair {
     const online = nodes.filter((node) => node.status === 'online');
     this.#pending = new Map([...this.#pending].filter(([id]) => online.some((n) => n.id === id)));
     const failed = (node: NodeRow) => (error: unknown) => {
-      this.#log.warn({ node: node.name, err: describe(error) }, 'drift check failed');
+      this.#log.warn({ node: node.name, err: messageOf(error) }, 'drift check failed');
     };
     await Promise.all(online.map((node) => this.#check(node).catch(failed(node))));
   }
@@ -149,7 +142,7 @@ export class DriftRepair {
       if (want === undefined) await connection.removeServer(serverId);
       else await connection.applyServer(want);
     } catch (error) {
-      const fields = { node: node.name, server: serverId, differences, err: describe(error) };
+      const fields = { node: node.name, server: serverId, differences, err: messageOf(error) };
       this.#log.warn(fields, 'drift repair failed; tried again next round');
       return;
     }

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { IDEMPOTENCY_TTL_MS } from '../http/idempotency.ts';
+import { IDEMPOTENCY_TTL_MS } from '../domain/idempotency.ts';
 import type { Db } from '../store/db.ts';
 import { pruneIdempotencyKeys } from '../store/idempotency.ts';
 import { pruneEvents } from '../store/events.ts';

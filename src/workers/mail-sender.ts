@@ -1,3 +1,4 @@
+import { messageOf } from '../domain/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
 import { createTransport, type Mail } from 'nodemailer';
 import { type Clock, isoAt } from '../domain/clock.ts';
@@ -97,7 +98,7 @@ export class MailSender {
       await this.#transport?.sendMail({ subject: mail.subject, text: mail.text_body, html: mail.html_body });
       await recordMailAttempt(this.#db, mail.id, { state: 'sent', attempts, nextAttemptAt: null, lastError: null, sentAt: isoAt(this.#clock.nowMs()) });
     } catch (error) {
-      const lastError = (error instanceof Error ? error.message : String(error)).slice(0, ERROR_MAX_CHARS);
+      const lastError = (messageOf(error)).slice(0, ERROR_MAX_CHARS);
       const delayMs = nextAttemptDelayMs(attempts, this.#options.scheduleMs, undefined, Math.random);
       if (delayMs === undefined) this.#log.error({ mail: mail.id, subject: mail.subject, err: lastError }, 'notification mail failed for good');
       else this.#log.warn({ mail: mail.id, err: lastError, retryInMs: delayMs }, 'notification mail not sent; will retry');

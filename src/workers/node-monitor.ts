@@ -1,5 +1,5 @@
+import { messageOf } from '../domain/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
-import { describe } from '../agent/agent.ts';
 import { callDetail } from '../agent/connection.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
@@ -94,8 +94,8 @@ export class NodeMonitor {
       if (node.status === 'online' && nowMs - lastSeenMs >= this.#options.offlineAfterMs) {
         await write(this.#db, async (tx) => {
           await updateNode(tx, node.id, { status: 'offline' });
-          await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.offline', node_name: node.name, detail: `node ${node.name} is offline: ${describe(error)}`, actor: SYSTEM_ACTOR }));
-          await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'offline', summary: `node ${node.name} is offline: ${describe(error)}`, actor: SYSTEM_ACTOR, before: { status: 'online' }, after: { status: 'offline' } });
+          await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.offline', node_name: node.name, detail: `node ${node.name} is offline: ${messageOf(error)}`, actor: SYSTEM_ACTOR }));
+          await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'offline', summary: `node ${node.name} is offline: ${messageOf(error)}`, actor: SYSTEM_ACTOR, before: { status: 'online' }, after: { status: 'offline' } });
         });
       }
       return;

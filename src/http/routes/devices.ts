@@ -2,7 +2,7 @@ import Type from 'typebox';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
 import type { DevicePatch, DeviceService, PlacedDevice } from '../../services/devices.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
@@ -127,6 +127,29 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       const placed = await devices.move(
         request.params.id,
         request.body.server_id,
+        actorOf(request),
+        claim ? (tx, result) => claim.storeReply(tx, 200, withConfig(result)) : undefined,
+      );
+      return withConfig(placed);
+    },
+  );
+
+  api.post(
+    '/devices/:id/usage/reset',
+    operation(
+      'devices:write',
+      {
+        summary: 'Restart the count toward the data limit from now; history stays',
+        tags: ['devices'],
+        params: IdParams,
+        response: { 200: DeviceRef },
+      },
+      { idempotent: true },
+    ),
+    async (request) => {
+      const claim = request.idempotencyClaim;
+      const placed = await devices.resetUsage(
+        request.params.id,
         actorOf(request),
         claim ? (tx, result) => claim.storeReply(tx, 200, withConfig(result)) : undefined,
       );

@@ -1,9 +1,8 @@
 import Type from 'typebox';
 import { AppError } from '../../domain/errors.ts';
 import { EVENT_KINDS, isEventKind } from '../../domain/events.ts';
-import type { Db } from '../../store/db.ts';
-import { eventPage } from '../../services/events.ts';
-import type { Api } from '../app.ts';
+import type { EventService } from '../../services/events.ts';
+import type { Api } from '../api.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { Id, Page, PlainText } from '../schemas/common.ts';
@@ -16,7 +15,7 @@ function parseKinds(text: string | undefined) {
   return kinds.filter(isEventKind);
 }
 
-export function eventRoutes(api: Api, db: Db): void {
+export function eventRoutes(api: Api, events: EventService): void {
   api.get(
     '/events',
     operation('events:read', {
@@ -34,7 +33,9 @@ export function eventRoutes(api: Api, db: Db): void {
       ),
       response: { 200: Page(Type.Ref('Event')) },
     }),
-    (request) =>
-      eventPage(db, { serverId: request.query.server_id, deviceId: request.query.device_id, kinds: parseKinds(request.query.kind) }, pageRequest(request.query)),
+    (request) => {
+      const { server_id: serverId, device_id: deviceId, kind } = request.query;
+      return events.page({ serverId, deviceId, kinds: parseKinds(kind) }, pageRequest(request.query));
+    },
   );
 }

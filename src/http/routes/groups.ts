@@ -1,17 +1,15 @@
 import Type from 'typebox';
 import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
 import type { GroupService, GroupView } from '../../services/groups.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { deviceBody } from './devices.ts';
-import { IdParams } from '../schemas/common.ts';
 import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
 
 const GroupRef = Type.Ref('Group');
-const DeviceRef = Type.Ref('Device');
 
-/** Groups (spec §4.3) and per-device usage reset, which share the reset rule. */
+/** Groups (spec §4.3). */
 export function groupRoutes(api: Api, services: { groups: GroupService; devices: DeviceService }): void {
   const { groups, devices } = services;
   const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
@@ -60,16 +58,6 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
     async (request, reply) => {
       await groups.delete(request.params.external_id, actorOf(request));
       return reply.code(204).send(null);
-    },
-  );
-
-  api.post(
-    '/devices/:id/usage/reset',
-    operation('devices:write', { summary: 'Restart the count toward the data limit from now; history stays', tags: ['devices'], params: IdParams, response: { 200: DeviceRef } }, { idempotent: true }),
-    async (request) => {
-      const claim = request.idempotencyClaim;
-      const placed = await devices.resetUsage(request.params.id, actorOf(request), claim ? (tx, result) => claim.storeReply(tx, 200, withConfig(result)) : undefined);
-      return withConfig(placed);
     },
   );
 }

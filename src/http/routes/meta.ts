@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import type { Api, AppDeps } from '../app.ts';
+import type { Api } from '../api.ts';
 import { publicOperation } from '../operation.ts';
 
 /** The API description (spec §4.7), served under /api/v1 without a key. */
@@ -16,7 +16,7 @@ export function openApiRoute(api: Api): void {
 }
 
 /** `GET /healthz`: the process is up and its database answers; no key needed. */
-export function metaRoutes(app: Api, deps: Pick<AppDeps, 'checkHealth' | 'version'>): void {
+export function metaRoutes(app: Api, deps: { checkHealth: () => Promise<void>; version: string }): void {
   app.get(
     '/healthz',
     publicOperation({

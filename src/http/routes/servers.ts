@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import type { ServerService } from '../../services/servers.ts';
 import type { NodeService } from '../../services/nodes.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';

@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import type { ShareLinkService } from '../../services/share-links.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { DateTime, IdParams } from '../schemas/common.ts';

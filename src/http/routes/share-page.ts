@@ -5,7 +5,7 @@ import { AppError } from '../../domain/errors.ts';
 import { addressBucket } from '../../domain/rate-limit.ts';
 import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
 import type { ShareLinkService } from '../../services/share-links.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { toAppError } from '../errors.ts';
 import { renderQrPng } from '../qr.ts';
 import type { RateLimiter } from '../rate-limiter.ts';

@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import type { WebhookService } from '../../services/webhooks.ts';
-import type { Api } from '../app.ts';
+import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';

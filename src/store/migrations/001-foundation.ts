@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { MigrationContext } from '../migrate.ts';
+import type { MigrationContext } from '../migration-context.ts';
 
 export async function up(db: Kysely<unknown>, { idType, id }: MigrationContext): Promise<void> {
   await db.schema
