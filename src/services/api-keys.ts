@@ -84,6 +84,12 @@ export class ApiKeyService {
    * instead of spending the budget and looking the key up again (a client's first burst with a new key).
    */
   readonly #pending = new Map<string, Promise<Principal>>();
+  /**
+   * Keys found valid at their last lookup. When a change to the keys empties `#known`, these are looked
+   * up again without spending `admitUnknown`'s budget, which is for guesses: a valid key keeps working
+   * from an address that others flooded with bad keys. A lookup that fails takes a key out.
+   */
+  readonly #foundValid = new Set<string>();
   #watch: ChangeWatch | undefined;
 
   constructor(store: Store, clock: Clock) {
@@ -148,8 +154,8 @@ export class ApiKeyService {
    * the store's watch reports that another process (the CLI, another panel) changed keys; then every
    * key is looked up again, so a revoked key stops at the next request. The answer comes at once,
    * without a promise, unless the database is needed (a lookup, or last_used_at is due).
-   * Anything else (no key, a malformed, unknown or revoked one, or a valid key not seen since keys
-   * last changed) is first shown to `admitUnknown(context)`, which may refuse it (throw or reject)
+   * Anything else (no key, a malformed, unknown or revoked one, or a valid key never found valid by
+   * this panel) is first shown to `admitUnknown(context)`, which may refuse it (throw or reject)
    * before any lookup; `context` is passed through rather than closed over, so a known key costs
    * nothing. A refusal is an AppError `rate_limited`.
    */
@@ -178,7 +184,7 @@ export class ApiKeyService {
   }
 
   #admitAndLookUp<C>(key: string | undefined, admitUnknown: AdmitUnknown<C>, context: C): Promise<Principal> {
-    const admitted = admitUnknown(context);
+    const admitted = key !== undefined && this.#foundValid.has(key) ? undefined : admitUnknown(context);
     const principal = admitted instanceof Promise ? admitted.then(() => this.#lookUp(key)) : this.#lookUp(key);
     if (key === undefined) return principal;
     this.#pending.set(key, principal);
@@ -196,8 +202,12 @@ export class ApiKeyService {
 
   async #lookUp(key: string | undefined): Promise<Principal> {
     if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
-    const principal = await this.#principalOf(key);
+    const principal = await this.#principalOf(key).catch((error: unknown) => {
+      this.#foundValid.delete(key);
+      throw error;
+    });
     this.#known.set(key, principal);
+    this.#foundValid.add(key);
     await this.#touch(principal.keyId);
     return principal;
   }

@@ -252,6 +252,21 @@ describe('HTTP hardening', { concurrency: 2 }, () => {
       assert.equal((await servers(panel, { from: randomLoopback() })).status, 401, 'another address is not refused');
     });
 
+    it('keeps a key found valid working from a flooded address after the keys change (a key revoked)', async () => {
+      const from = randomLoopback();
+      const known = await panel.createKey('known-across-changes', 'servers:read');
+      assert.equal((await servers(panel, { key: known, from: randomLoopback() })).status, 200);
+      const revoked = await panel.createKey('revoked-meanwhile', 'servers:read');
+      assert.equal((await servers(panel, { key: revoked, from: randomLoopback() })).status, 200);
+      // A change to the keys empties the panel's memory of them (the flood's first request sees it), so the
+      // known key is looked up again, right after the flood emptied its address's budget.
+      assert.equal((await panel.cli(['keys', 'revoke', 'revoked-meanwhile'])).code, 0);
+      await flood(panel, UNAUTHENTICATED_BURST + 5, () => ({ from }));
+      assert.equal((await servers(panel, { key: known, from })).status, 200, 'the key found valid still passes');
+      const after = await servers(panel, { key: revoked, from: randomLoopback() });
+      assert.equal(after.status, 401, 'a revoked key found valid before is refused');
+    });
+
     it('looks up no key for a refused address: a valid key not seen yet waits, or passes once known', async () => {
       const from = randomLoopback();
       const fresh = await Promise.all(['fresh-1', 'fresh-2', 'fresh-3'].map((n) => panel.createKey(n, 'servers:read')));
