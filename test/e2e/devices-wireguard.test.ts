@@ -22,7 +22,8 @@ import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { hostOf, NetLab, requireRoot, run, sleep, unusedPrefix, waitFor, wgKeyPair } from '../support/netns.ts';
-import { type ApiClient, type PanelProcess, startPanel } from '../support/panel.ts';
+import { endLab, startLabPanel } from '../support/lab-panel.ts';
+import type { ApiClient, PanelProcess } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
 type Device = components['schemas']['Device'];
@@ -158,9 +159,7 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
     const prefix = await unusedPrefix('d');
     lab = await NetLab.create(prefix);
     db = await createTestDatabase('sqlite');
-    panel = await startPanel({ database: db, env: { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: prefix, PUBLIC_HOST: lab.hostIp } });
-    key = await panel.createKey('e2e-devices', 'all', ['--no-rate-limit']);
-    api = panel.client(key);
+    ({ panel, key, api } = await startLabPanel(lab, db, 'e2e-devices'));
     for (const name of ['dev-a', 'dev-b']) {
       const created = await api.POST('/api/v1/servers', { body: { name } });
       assert.equal(created.response.status, 201, JSON.stringify(created.error));
@@ -171,17 +170,7 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
   });
 
   after(async () => {
-    const problems: string[] = [];
-    if (panel !== undefined) {
-      const exited = await Promise.race([panel.stop('SIGTERM').then(() => true), sleep(5000).then(() => false)]);
-      if (!exited) {
-        await panel.stop('SIGKILL');
-        problems.push('vpn-panel serve did not exit within 5 s of SIGTERM; killed');
-      }
-    }
-    if (lab !== undefined) problems.push(...(await lab.cleanup()));
-    await db?.drop();
-    assert.deepEqual(problems, [], 'cleanup left nothing behind');
+    assert.deepEqual(await endLab({ panel, lab, database: db }), [], 'cleanup left nothing behind');
   });
 
   test('a device with panel-made keys: its config from GET /devices/{id}/config, up with wg-quick, pings the server', async (t) => {

@@ -20,7 +20,8 @@ import { randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { hostOf, NetLab, requireRoot, run, sleep, unusedPrefix, waitFor } from '../support/netns.ts';
+import { hostOf, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
+import { endLab, labNodeEnv, startLabPanel } from '../support/lab-panel.ts';
 import { type ApiClient, type PanelProcess, startPanel } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
@@ -48,7 +49,6 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
   let panel: PanelProcess | undefined;
   let api: ApiClient;
   let key: string;
-  let panelEnv: Record<string, string>;
   let server: Server | undefined;
   let device: Device | undefined;
   const iperfPort = 20_000 + randomInt(20_000);
@@ -78,10 +78,7 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
     const prefix = await unusedPrefix('k');
     lab = await NetLab.create(prefix);
     db = await createTestDatabase('sqlite');
-    panelEnv = { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: prefix, PUBLIC_HOST: lab.hostIp };
-    panel = await startPanel({ database: db, env: panelEnv });
-    key = await panel.createKey('e2e-speed', 'all', ['--no-rate-limit']);
-    api = panel.client(key);
+    ({ panel, key, api } = await startLabPanel(lab, db, 'e2e-speed'));
     const created = await api.POST('/api/v1/servers', { body: { name: 'speed' } });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
     server = created.data;
@@ -90,17 +87,7 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
   });
 
   after(async () => {
-    const problems: string[] = [];
-    if (panel !== undefined) {
-      const exited = await Promise.race([panel.stop('SIGTERM').then(() => true), sleep(5000).then(() => false)]);
-      if (!exited) {
-        await panel.stop('SIGKILL');
-        problems.push('vpn-panel serve did not exit within 5 s of SIGTERM; killed');
-      }
-    }
-    if (lab !== undefined) problems.push(...(await lab.cleanup()));
-    await db?.drop();
-    assert.deepEqual(problems, [], 'cleanup left nothing behind');
+    assert.deepEqual(await endLab({ panel, lab, database: db }), [], 'cleanup left nothing behind');
   });
 
   test('a device created with speed_limit 2000 measures 2 Mbit/s ±25 % each way through the tunnel', async (t) => {
@@ -126,7 +113,7 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
     for (const [pid, name] of l.wireguardGoProcesses()) if (name === n.iface) process.kill(pid, 'SIGKILL');
     await waitFor(`interface ${n.iface} to go`, async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true), 5000, 50);
 
-    panel = await startPanel({ database: need(db, 'the database'), env: panelEnv });
+    panel = await startPanel({ database: need(db, 'the database'), env: labNodeEnv(l) });
     api = panel.client(key);
     // The client would re-handshake by itself within about 15 s; bringing it up again is quicker.
     await l.wgQuickDown(`${l.prefix}-q1`);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type ApiAnswer, callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+import { type ApiAnswer, type ApiBody, type ApiMethod, type ApiPath, callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 interface Entry {
   id: number;
@@ -59,7 +59,7 @@ for (const kind of DATABASE_KINDS) {
     }
 
     /** One API call that must succeed and be logged as `changes` (resource ids may come from the answer). */
-    async function api(keyName: string, method: string, path: string, body: unknown, ...changes: ((answer: ApiAnswer) => Omit<Expected, 'actor' | 'request_id'>)[]): Promise<ApiAnswer> {
+    async function api<M extends ApiMethod, P extends ApiPath<M>>(keyName: string, method: M, path: P, body: ApiBody<M, P> | undefined, ...changes: ((answer: ApiAnswer) => Omit<Expected, 'actor' | 'request_id'>)[]): Promise<ApiAnswer> {
       const answer = await callApi(panel.url, keys.get(keyName), method, path, body);
       assert.ok(answer.status < 300, `${method} ${path}: ${answer.status} ${JSON.stringify(answer.json)}`);
       const requestId = answer.headers.get('x-request-id');

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SCOPES, type Scope } from '../../src/domain/api-keys.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+import { type ApiBody, type ApiMethod, type ApiPath, callApi, callApiUnchecked, type PanelProcess, startPanel } from '../support/panel.ts';
 
 /** Every guarded operation and the scope spec §5 gives it; each issue adds its routes here. */
-const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }[] = [
+const OPERATIONS: { method: ApiMethod; path: string; scope: Scope; body?: unknown }[] = [
   { method: 'GET', path: '/servers', scope: 'servers:read' },
   { method: 'GET', path: '/servers/1', scope: 'servers:read' },
   { method: 'POST', path: '/servers', scope: 'servers:write', body: { name: 'auth-matrix' } },
@@ -33,7 +33,13 @@ const OPERATIONS: { method: string; path: string; scope: Scope; body?: unknown }
 ];
 
 /** Paths here are under /api/v1, as in OPERATIONS. */
-function call(panel: PanelProcess, method: string, path: string, key: string | undefined, body?: unknown) {
+function call<M extends ApiMethod, P extends ApiPath<M>>(
+  panel: PanelProcess,
+  method: M,
+  path: P,
+  key: string | undefined,
+  body?: ApiBody<M, P>,
+) {
   return callApi(panel.url, key, method, path, body);
 }
 
@@ -70,7 +76,7 @@ for (const kind of DATABASE_KINDS) {
       for (const scope of SCOPES) {
         const only = await panel.createKey(`only-${scope.replace(':', '-')}`, scope, ['--no-rate-limit']);
         for (const op of OPERATIONS) {
-          const { status, json } = await call(panel, op.method, op.path, only, op.body);
+          const { status, json } = await callApiUnchecked(panel.url, only, op.method, op.path, op.body);
           if (op.scope === scope) {
             assert.ok(status !== 401 && status !== 403, `${op.method} ${op.path} with ${scope}: ${status} ${JSON.stringify(json)}`);
           } else {

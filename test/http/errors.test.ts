@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { logged, type PanelProcess, startPanel } from '../support/panel.ts';
 
 interface Case {
   name: string;
-  method: string;
+  method: 'GET' | 'POST' | 'PATCH';
   path: string;
   /** Raw body text; sent as JSON unless contentType says otherwise. */
   body?: string;
@@ -56,24 +57,24 @@ const CASES: Case[] = [
   { name: 'unknown event kind', method: 'GET', path: '/api/v1/events?kind=device.created,device.exploded', status: 400, code: 'bad_request' },
 ];
 
-describe('error bodies and codes', () => {
+describe('error bodies and codes (in process)', () => {
   let db: TestDatabase;
-  let panel: PanelProcess;
+  let panel: AppUnderTest;
   let key: string;
   before(async () => {
     db = await createTestDatabase('sqlite');
-    // At info, the production default, every request is logged: its lines must carry its id.
-    panel = await startPanel({ database: db, env: { LOG_LEVEL: 'info' } });
-    key = await panel.createKey('errors', 'all', ['--no-rate-limit']);
-    const created = await fetch(`${panel.url}/api/v1/servers`, {
+    panel = await buildTestApp(db);
+    key = await panel.createKey('errors', 'all', { rateLimitExempt: true });
+    const created = await panel.app.inject({
       method: 'POST',
+      url: '/api/v1/servers',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: '{"name":"existing"}',
+      payload: '{"name":"existing"}',
     });
-    assert.equal(created.status, 201);
+    assert.equal(created.statusCode, 201);
   });
   after(async () => {
-    await panel.stop();
+    await panel.close();
     await db.drop();
   });
 
@@ -82,10 +83,10 @@ describe('error bodies and codes', () => {
       const headers: Record<string, string> = {};
       if (!c.noKey) headers.authorization = `Bearer ${key}`;
       if (c.body !== undefined) headers['content-type'] = c.contentType ?? 'application/json';
-      const response = await fetch(panel.url + c.path, { method: c.method, headers, body: c.body });
-      const text = await response.text();
-      assert.equal(response.status, c.status, text);
-      assert.match(response.headers.get('content-type') ?? '', /^application\/json/);
+      const response = await panel.app.inject({ method: c.method, url: c.path, headers, payload: c.body });
+      const text = response.body;
+      assert.equal(response.statusCode, c.status, text);
+      assert.match(response.headers['content-type'] ?? '', /^application\/json/);
       const body = JSON.parse(text);
       assert.deepEqual(Object.keys(body), ['error']);
       assert.deepEqual(Object.keys(body.error).sort(), ['code', 'fields', 'message']);
@@ -98,13 +99,42 @@ describe('error bodies and codes', () => {
   }
 
   it('changes nothing on a refused request', async () => {
-    const list = async () => (await (await fetch(`${panel.url}/api/v1/servers`, { headers: { authorization: `Bearer ${key}` } })).json()).data.length;
+    const servers = panel.client(key);
+    const list = async () => (await servers.GET('/api/v1/servers')).data?.data.length;
     const before = await list();
-    await fetch(`${panel.url}/api/v1/servers`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"name":"x","bogus":1}' });
+    assert.equal(typeof before, 'number');
+    const refused = await panel.app.inject({
+      method: 'POST',
+      url: '/api/v1/servers',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      payload: '{"name":"x","bogus":1}',
+    });
+    assert.equal(refused.statusCode, 422);
     assert.equal(await list(), before);
   });
 
   it('gives every answer a request id, echoing a sane one given by the client', async () => {
+    const echoed = await panel.app.inject({ method: 'GET', url: '/api/v1/nope', headers: { 'x-request-id': 'shop-order-42' } });
+    assert.equal(echoed.headers['x-request-id'], 'shop-order-42');
+    const made = await panel.app.inject({ method: 'GET', url: '/api/v1/nope', headers: { 'x-request-id': 'bad id with spaces' } });
+    assert.match(String(made.headers['x-request-id']), /^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('request ids in the log of `vpn-panel serve`', () => {
+  let db: TestDatabase;
+  let panel: PanelProcess;
+  before(async () => {
+    db = await createTestDatabase('sqlite');
+    // At info, the production default, every request is logged: its lines must carry its id.
+    panel = await startPanel({ database: db, env: { LOG_LEVEL: 'info' } });
+  });
+  after(async () => {
+    await panel.stop();
+    await db.drop();
+  });
+
+  it('logs each request with its id, the one the client gave or a made one', async () => {
     const echoed = await fetch(`${panel.url}/api/v1/nope`, { headers: { 'x-request-id': 'shop-order-42' } });
     assert.equal(echoed.headers.get('x-request-id'), 'shop-order-42');
     const made = await fetch(`${panel.url}/api/v1/nope`, { headers: { 'x-request-id': 'bad id with spaces' } });

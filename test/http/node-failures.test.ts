@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 import { FakeAgent } from '../support/fake-agent.ts';
-import { callApi, freePort, logged, type PanelProcess, startPanel } from '../support/panel.ts';
+import { type ApiCall, callApi, freePort, logged, type PanelProcess, startPanel } from '../support/panel.ts';
 
 /** What the API answers when the node cannot apply a device change (spec §4.2, DESIGN §1). */
 for (const kind of DATABASE_KINDS) {
@@ -13,7 +13,7 @@ for (const kind of DATABASE_KINDS) {
     let key: string;
     let serverId: number;
 
-    const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+    const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
 
     before(async () => {
       db = await createTestDatabase(kind);
@@ -75,7 +75,7 @@ for (const kind of DATABASE_KINDS) {
       const device = await call('POST', '/devices', { server_id: serverId, name: 'shaped', external_id: 'speed-group', speed_limit: 2000 });
       assert.equal(device.status, 201);
       const peer = (kbps: number) => ({ publicKey: device.json.public_key, allowedIp: `${device.json.address}/32`, speedLimitKbps: kbps });
-      const path = `/devices/${device.json.id}`;
+      const path = `/devices/${Number(device.json.id)}` as const;
       for (const [body, status] of [
         [{ name: 'shaped-2' }, 200],
         [{ speed_limit: 5000 }, 200],
@@ -113,7 +113,7 @@ describe('an unreachable node in 502 answers', () => {
   let agent: FakeAgent;
   let key: string;
 
-  const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+  const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
   const nodeId = async (name: string): Promise<number> => {
     return (await call('GET', '/nodes')).json.data.find((n: { name: string }) => n.name === name).id;
   };

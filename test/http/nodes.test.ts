@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+import { type ApiCall, callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 interface NodeAnswer {
   id: number;
@@ -18,7 +18,7 @@ for (const kind of DATABASE_KINDS) {
     let panel: PanelProcess;
     let key: string;
 
-    const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+    const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
     const nodes = async () => {
       const answer = await call('GET', '/nodes');
       assert.equal(answer.status, 200);

@@ -1,36 +1,34 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type PanelProcess, startPanel } from '../support/panel.ts';
 
 for (const kind of DATABASE_KINDS) {
-  describe(`paging with after and limit (${kind})`, () => {
+  describe(`paging with after and limit (${kind}, in process)`, () => {
     let db: TestDatabase;
-    let panel: PanelProcess;
+    let panel: AppUnderTest;
     let key: string;
     const created: number[] = [];
 
     async function page(query: string): Promise<{ data: { id: number }[]; has_more: boolean }> {
-      const response = await fetch(`${panel.url}/api/v1/servers${query}`, { headers: { authorization: `Bearer ${key}` } });
-      assert.equal(response.status, 200);
+      const response = await panel.app.inject({ method: 'GET', url: `/api/v1/servers${query}`, headers: { authorization: `Bearer ${key}` } });
+      assert.equal(response.statusCode, 200);
       return response.json();
     }
 
     before(async () => {
       db = await createTestDatabase(kind);
-      panel = await startPanel({ database: db });
-      key = await panel.createKey('pager', 'servers:read,servers:write', ['--no-rate-limit']);
+      panel = await buildTestApp(db);
+      key = await panel.createKey('pager', 'servers:read,servers:write', { rateLimitExempt: true });
+      const api = panel.client(key);
       for (let i = 0; i < 7; i++) {
-        const response = await fetch(`${panel.url}/api/v1/servers`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ name: `s${i}`, country: i % 2 === 0 ? 'DE' : 'NL' }),
-        });
-        created.push((await response.json()).id);
+        const { data } = await api.POST('/api/v1/servers', { body: { name: `s${i}`, country: i % 2 === 0 ? 'DE' : 'NL' } });
+        assert.ok(data !== undefined, 'the server is created');
+        created.push(data.id);
       }
     });
     after(async () => {
-      await panel.stop();
+      await panel.close();
       await db.drop();
     });
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { FakeAgent } from '../support/fake-agent.ts';
-import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+import { type ApiCall, callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 /** Server subnets against the node's own networks, as its agent reports them (issue 11 item 5). */
 describe("server subnets stay in private space and off the node's own networks", () => {
@@ -10,7 +10,7 @@ describe("server subnets stay in private space and off the node's own networks",
   let panel: PanelProcess;
   let agent: FakeAgent;
   let key: string;
-  const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+  const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
   const serverCount = async () => (await call('GET', '/servers?limit=200')).json.data.length as number;
 
   before(async () => {

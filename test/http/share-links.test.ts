@@ -8,7 +8,7 @@ import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { openStore } from '../../src/store/db.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+import { type ApiCall, callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 /** The share_links rows as the database holds them, read past the panel's encryption. */
 async function storedShareLinks(db: TestDatabase): Promise<Record<string, unknown>[]> {
@@ -28,15 +28,17 @@ for (const kind of DATABASE_KINDS) {
     let db: TestDatabase;
     let panel: PanelProcess;
     let key: string;
-    const servers: number[] = [];
+    /** The ids of the servers 'one' and 'two'. */
+    let servers: [number, number];
 
-    const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+    const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
 
     before(async () => {
       db = await createTestDatabase(kind);
       panel = await startPanel({ database: db, env: { PANEL_URL: 'https://vpn.example.com' } });
       key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
-      for (const name of ['one', 'two']) servers.push((await call('POST', '/servers', { name })).json.id);
+      const made = async (name: string): Promise<number> => (await call('POST', '/servers', { name })).json.id;
+      servers = [await made('one'), await made('two')];
     });
     after(async () => {
       await panel.stop();

@@ -4,7 +4,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+import { type ApiCall, callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
 interface Received {
   path: string;
@@ -65,7 +65,7 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
   const receiver = new Receiver();
   const env = { WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2' };
 
-  const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+  const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
 
   async function webhook(path: string, events: string[]): Promise<{ id: number; secret: string }> {
     const created = await call('POST', '/webhooks', { url: receiver.url(path), events, description: path });
@@ -139,7 +139,7 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
   it('turns a webhook off when its receiver answers 410 Gone', async () => {
     receiver.answer = (r) => (r.path === '/gone' ? 410 : 200);
     const hook = await webhook('/gone', ['server.created']);
-    await call('POST', '/webhooks/' + hook.id + '/ping');
+    await call('POST', `/webhooks/${hook.id}/ping`);
     await until('disabled', async () => ((await call('GET', `/webhooks/${hook.id}`)).json.enabled === false ? true : undefined));
     receiver.answer = () => 200;
     // The panel turned it off, not the ping's request: in the activity log by `system`, without a request id.

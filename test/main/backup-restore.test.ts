@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { callApi, type PanelProcess, runCli, startPanel } from '../support/panel.ts';
+import { type ApiBody, type ApiMethod, type ApiPath, callApi, type PanelProcess, runCli, startPanel } from '../support/panel.ts';
 import { dumpTables, readBackup } from '../support/table-dump.ts';
 
 /** Writes through the API from a few clients at once until stopped; records when each one finished. */
@@ -22,7 +22,7 @@ class WriteLoad {
 
   async #work(url: string, key: string, serverIds: readonly number[], worker: number): Promise<void> {
     for (let i = 0; this.#running; i++) {
-      const created = await callApi(url, key, 'POST', '/devices', { server_id: serverIds[i % serverIds.length], external_id: `load-${worker}`, metadata: { i } });
+      const created = await callApi(url, key, 'POST', '/devices', { server_id: serverIds[i % serverIds.length] ?? assert.fail('no server'), external_id: `load-${worker}`, metadata: { i } });
       if (created.status !== 201) this.failures.push(`create ${created.status}`);
       else {
         const changed = await callApi(url, key, 'PATCH', `/devices/${created.json.id}`, { metadata: { i, changed: true }, data_limit: i * 1000 });
@@ -50,7 +50,7 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
   let shareToken = '';
   const cleanup: (() => Promise<unknown>)[] = [];
 
-  const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
+  const call = <M extends ApiMethod, P extends ApiPath<M>>(method: M, path: P, body?: ApiBody<M, P>, headers?: Record<string, string>) =>
     headers === undefined
       ? callApi(panel.url, key, method, path, body)
       : fetch(`${panel.url}/api/v1${path}`, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });

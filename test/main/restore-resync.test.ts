@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { callApi, freePort, type PanelProcess, ROOT, runCli, startPanel } from '../support/panel.ts';
+import { type ApiCall, callApi, freePort, type PanelProcess, ROOT, runCli, startPanel } from '../support/panel.ts';
 
 const TOKEN = 'restore-resync-node-token';
 
@@ -58,7 +58,7 @@ describe('after a restore, the panel brings its nodes to the restored state', ()
   });
 
   it('adds the servers and peers the node lost and removes the ones the backup does not have', async () => {
-    const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+    const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
     const kept = (await call('POST', '/servers', { name: 'kept' })).json;
     const deletedLater = (await call('POST', '/servers', { name: 'deleted-later' })).json;
     const d1 = (await call('POST', '/devices', { server_id: kept.id })).json;

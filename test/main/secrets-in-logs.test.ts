@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { openStore } from '../../src/store/db.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { callApi, freePort, type PanelProcess, ROOT, startPanel } from '../support/panel.ts';
+import { type ApiCall, callApi, freePort, type PanelProcess, ROOT, startPanel } from '../support/panel.ts';
 
 const CLI = join(ROOT, 'bin', 'vpn-panel.js');
 
@@ -62,7 +62,7 @@ describe('the panel logs no share token and no credential, at the most verbose l
   });
 
   it('redacts /s/ paths of page views, bad requests that carry a key, and failed requests', async () => {
-    const call = (method: string, path: string, body?: unknown) => callApi(panel.url, key, method, path, body);
+    const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
     const server = await call('POST', '/servers', { name: 'logs' });
     const device = await call('POST', '/devices', { server_id: server.json.id });
     const link = await call('POST', `/devices/${device.json.id}/share`);

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CompiledShape, openStore, type Store, write } from '../../src/store/db.ts';
-import { migrate } from '../../src/store/migrate.ts';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS } from '../support/databases.ts';
+import { openTestStore, type TestStore } from '../support/stores.ts';
 
 /** Node names, oldest first: a list that may answer from memory while nothing changes. */
 const nodeNames = new CompiledShape((db, prefix: string | undefined) => {
@@ -13,7 +13,7 @@ const nodeNames = new CompiledShape((db, prefix: string | undefined) => {
 
 for (const kind of DATABASE_KINDS) {
   describe(`compiled query shapes (${kind})`, () => {
-    let database: TestDatabase;
+    let opened: TestStore;
     let store: Store;
     /** Another process's connection, as the CLI or a second panel has. */
     let other: Store;
@@ -23,15 +23,13 @@ for (const kind of DATABASE_KINDS) {
       db.insertInto('nodes').values({ name, url: `http://${name}:7000`, token: 'x'.repeat(16), public_host: name, status: 'offline', created_at: '2026-01-01T00:00:00.000Z' }).execute();
 
     before(async () => {
-      database = await createTestDatabase(kind);
-      store = openStore({ databaseUrl: database.env.DATABASE_URL, dataDir: database.dataDir });
-      await migrate(store);
-      other = openStore({ databaseUrl: database.env.DATABASE_URL, dataDir: database.dataDir });
+      opened = await openTestStore(kind);
+      store = opened.store;
+      other = openStore({ databaseUrl: opened.database.env.DATABASE_URL, dataDir: opened.database.dataDir });
     });
     after(async () => {
       await other.close();
-      await store.close();
-      await database.drop();
+      await opened.close();
     });
 
     it('answers every change at once: its own writes, another connection\'s, and each filter pattern', async () => {

@@ -64,8 +64,46 @@ export interface ApiAnswer {
   headers: Headers;
 }
 
-/** `METHOD /api/v1<path>` with the key (if any) and an optional JSON body, as any client would send it. */
-export async function callApi(baseUrl: string, key: string | undefined, method: string, path: string, body?: unknown): Promise<ApiAnswer> {
+export type ApiMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+/** The OpenAPI document's paths below /api/v1, by their template (`/devices/{id}`). */
+type V1Paths = { [K in keyof paths as K extends `/api/v1${infer Rest}` ? Rest : never]: paths[K] };
+type V1Operation<T extends keyof V1Paths, M extends ApiMethod> = V1Paths[T][Lowercase<M>];
+/** A template as sent: each `{parameter}` any text, and any query string after it. */
+type Filled<T extends string> = T extends `${infer Head}{${string}}${infer Tail}`
+  ? `${Head}${string}${Filled<Tail>}`
+  : T;
+type TemplatesOf<M extends ApiMethod> = {
+  [T in keyof V1Paths]: V1Operation<T, M> extends { responses: object } ? T : never;
+}[keyof V1Paths];
+/** A path the document has an operation of method M for, e.g. `/devices/7` for PATCH. */
+export type ApiPath<M extends ApiMethod> = Filled<TemplatesOf<M>> | `${Filled<TemplatesOf<M>>}?${string}`;
+type JsonBodyOf<O> = O extends { requestBody?: { content: { 'application/json': infer Body } } } ? Body : never;
+/** The JSON body the operation of method M on path P takes (of any template P fills). */
+export type ApiBody<M extends ApiMethod, P extends string> = {
+  [T in TemplatesOf<M>]: P extends Filled<T> | `${Filled<T>}?${string}` ? JsonBodyOf<V1Operation<T, M>> : never;
+}[TemplatesOf<M>];
+
+/**
+ * `METHOD /api/v1<path>` with the key (if any) and an optional JSON body, as any client would send it.
+ * Method, path and body are checked against the OpenAPI document (test/support/api-types.ts).
+ */
+export async function callApi<M extends ApiMethod, P extends ApiPath<M>>(
+  baseUrl: string,
+  key: string | undefined,
+  method: M,
+  path: P,
+  body?: ApiBody<M, P>,
+): Promise<ApiAnswer> {
+  return send(baseUrl, key, method, path, body);
+}
+
+async function send(
+  baseUrl: string,
+  key: string | undefined,
+  method: ApiMethod,
+  path: string,
+  body: unknown,
+): Promise<ApiAnswer> {
   const headers: Record<string, string> = {};
   if (key !== undefined) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -74,6 +112,27 @@ export async function callApi(baseUrl: string, key: string | undefined, method: 
   const isJson = (response.headers.get('content-type') ?? '').startsWith('application/json');
   return { status: response.status, json: isJson && text !== '' ? JSON.parse(text) : {}, headers: response.headers };
 }
+
+/**
+ * `callApi` without the document's types, for a request the API must refuse (a body of the wrong
+ * shape on purpose) and for tables that mix operations (the auth matrix).
+ */
+export function callApiUnchecked(
+  baseUrl: string,
+  key: string | undefined,
+  method: ApiMethod,
+  path: string,
+  body?: unknown,
+): Promise<ApiAnswer> {
+  return send(baseUrl, key, method, path, body);
+}
+
+/** `callApi` with the panel and the key bound, as a test's `call`. */
+export type ApiCall = <M extends ApiMethod, P extends ApiPath<M>>(
+  method: M,
+  path: P,
+  body?: ApiBody<M, P>,
+) => Promise<ApiAnswer>;
 
 export interface PanelProcess {
   readonly url: string;

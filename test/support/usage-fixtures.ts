@@ -1,11 +1,11 @@
 import { after, before } from 'node:test';
 import type { Insertable } from 'kysely';
-import { openMigratedStore } from '../../src/main/panel.ts';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import type { Db, Store } from '../../src/store/db.ts';
 import type { NodeRow } from '../../src/store/nodes.ts';
 import type { DeviceTable } from '../../src/store/schema.ts';
-import { createTestDatabase, type DatabaseKind, type TestDatabase } from './databases.ts';
+import type { DatabaseKind, TestDatabase } from './databases.ts';
+import { openTestStore, type TestStore } from './stores.ts';
 import type { ServerRow } from '../../src/store/servers.ts';
 
 /** Rows written straight to the database, for usage tests and benchmarks that need no node or API. */
@@ -47,14 +47,12 @@ export function deviceValues(
 
 /** A migrated store on a new test database of the kind, opened before the suite's tests and dropped after them. */
 export function migratedStoreForSuite(kind: DatabaseKind): { readonly store: Store; readonly database: TestDatabase } {
-  let opened: { store: Store; database: TestDatabase } | undefined;
+  let opened: TestStore | undefined;
   before(async () => {
-    const database = await createTestDatabase(kind);
-    opened = { database, store: await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL, panelSecret: undefined }) };
+    opened = await openTestStore(kind, { sealed: true });
   });
   after(async () => {
-    await opened?.store.close();
-    await opened?.database.drop();
+    await opened?.close();
   });
   const current = () => {
     if (!opened) throw new Error('the store opens in before()');

@@ -1,33 +1,28 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import { eventDraft, recordEvent } from '../../src/services/events.ts';
-import { openStore, type Store, write } from '../../src/store/db.ts';
+import { type Store, write } from '../../src/store/db.ts';
 import { listEvents } from '../../src/store/events.ts';
-import { migrate } from '../../src/store/migrate.ts';
 import { Housekeeping } from '../../src/workers/housekeeping.ts';
 import { recordActivity } from '../../src/services/activity.ts';
 import { notifyChange } from '../../src/services/notifications.ts';
 import { listActivity } from '../../src/store/activity.ts';
 import { listMails, recordMailAttempt } from '../../src/store/mail.ts';
+import { openTestStore, type TestStore } from '../support/stores.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 describe('housekeeping with a fake clock', () => {
-  let dataDir: string;
+  let opened: TestStore;
   let store: Store;
   before(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'vpn-panel-housekeeping-'));
-    store = openStore({ databaseUrl: undefined, dataDir });
-    await migrate(store);
+    opened = await openTestStore('sqlite');
+    store = opened.store;
   });
   after(async () => {
-    await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    await opened.close();
   });
 
   it('prunes events older than 90 days and keeps the rest', async () => {

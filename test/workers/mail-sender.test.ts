@@ -5,11 +5,11 @@ import { ManualClock } from '../../src/domain/clock.ts';
 import type { EventKind } from '../../src/domain/events.ts';
 import { eventDraft, recordEvent } from '../../src/services/events.ts';
 import { notifyChange } from '../../src/services/notifications.ts';
-import { openStore, type Store, write } from '../../src/store/db.ts';
+import { type Store, write } from '../../src/store/db.ts';
 import { listMails } from '../../src/store/mail.ts';
-import { migrate } from '../../src/store/migrate.ts';
 import { MailSender, type MailSenderOptions } from '../../src/workers/mail-sender.ts';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS } from '../support/databases.ts';
+import { openTestStore, type TestStore } from '../support/stores.ts';
 import { freePort } from '../support/panel.ts';
 import { type SmtpReceiver, startSmtpReceiver } from '../support/smtp.ts';
 
@@ -19,24 +19,22 @@ const SECOND_MS = 1_000;
 
 for (const kind of DATABASE_KINDS) {
   describe(`mail sender (${kind})`, () => {
-    let database: TestDatabase;
+    let opened: TestStore;
     let store: Store;
     let clock: ManualClock;
     const receivers: SmtpReceiver[] = [];
     const senders: MailSender[] = [];
 
     beforeEach(async () => {
-      database = await createTestDatabase(kind);
-      store = openStore({ databaseUrl: database.env.DATABASE_URL, dataDir: database.dataDir });
-      await migrate(store);
+      opened = await openTestStore(kind);
+      store = opened.store;
       clock = new ManualClock(Date.parse('2026-06-30T23:59:00Z'));
     });
 
     afterEach(async () => {
       for (const sender of senders.splice(0)) await sender.stop();
       for (const receiver of receivers.splice(0)) await receiver.close();
-      await store.close();
-      await database.drop();
+      await opened.close();
     });
 
     async function receiver(port?: number): Promise<SmtpReceiver> {

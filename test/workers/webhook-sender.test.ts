@@ -8,12 +8,12 @@ import type { PanelEvent } from '../../src/domain/events.ts';
 import { AppError } from '../../src/domain/errors.ts';
 import { generateWebhookSecret } from '../../src/domain/webhooks.ts';
 import { checkWebhookUrl } from '../../src/services/webhook-targets.ts';
-import { openStore, type Store } from '../../src/store/db.ts';
-import { migrate } from '../../src/store/migrate.ts';
+import type { Store } from '../../src/store/db.ts';
 import { deleteWebhook, type DeliveryRow, findDelivery, findWebhook, insertDelivery, insertWebhook, type WebhookRow } from '../../src/store/webhooks.ts';
 import { WebhookSender, type WebhookSenderOptions } from '../../src/workers/webhook-sender.ts';
 import { listActivity } from '../../src/store/activity.ts';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS } from '../support/databases.ts';
+import { openTestStore, type TestStore } from '../support/stores.ts';
 
 interface Received {
   headers: IncomingHttpHeaders;
@@ -109,7 +109,7 @@ describe('checkWebhookUrl (the check when a webhook is saved)', () => {
 
 for (const kind of DATABASE_KINDS) {
   describe(`webhook sender (${kind})`, () => {
-    let database: TestDatabase;
+    let opened: TestStore;
     let store: Store;
     let clock: ManualClock;
     const receivers: Receiver[] = [];
@@ -117,9 +117,8 @@ for (const kind of DATABASE_KINDS) {
     let nextEventId = 1;
 
     beforeEach(async () => {
-      database = await createTestDatabase(kind);
-      store = openStore({ databaseUrl: database.env.DATABASE_URL, dataDir: database.dataDir });
-      await migrate(store);
+      opened = await openTestStore(kind);
+      store = opened.store;
       // Real time as a start: the standardwebhooks library refuses timestamps 5 minutes off.
       clock = new ManualClock(Date.now());
     });
@@ -127,8 +126,7 @@ for (const kind of DATABASE_KINDS) {
     afterEach(async () => {
       for (const sender of senders.splice(0)) await sender.stop();
       for (const receiver of receivers.splice(0)) await receiver.close();
-      await store.close();
-      await database.drop();
+      await opened.close();
     });
 
     async function receiver(answer: (res: ServerResponse, n: number) => void | Promise<void>): Promise<Receiver> {
