@@ -1,7 +1,7 @@
 import createClient from 'openapi-fetch';
 import { ADMIN_ACTOR } from '../../src/domain/activity.ts';
 import { systemClock } from '../../src/domain/clock.ts';
-import type { Api } from '../../src/http/app.ts';
+import type { Api } from '../../src/http/api.ts';
 import { loadPanelConfig } from '../../src/main/config.ts';
 import { assemblePanel, type Panel } from '../../src/main/panel.ts';
 import { ApiKeyService } from '../../src/services/api-keys.ts';
