@@ -1,5 +1,5 @@
 /**
- * Per-peer speed limits inside a server's namespace (design C of research/dataplane.md §3; the whole
+ * Per-peer speed limits inside a server's namespace (design C of docs/dataplane.md, "Measured facts" 3; the whole
  * layout is in docs/dataplane.md). A limited peer gets an HTB class on the WireGuard interface (its
  * download) and one on the server end of the uplink veth (its upload), each with a byte FIFO as its
  * queue. An nft map in the server namespace, address → class id, sets `meta priority` in the forward

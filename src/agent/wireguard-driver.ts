@@ -4,7 +4,7 @@
  *
  * The interface is created in the host namespace and then moved into the server's namespace, so its
  * UDP socket stays in the host namespace and clients reach it on the host's address with no DNAT
- * (research/dataplane.md §4; the kernel module does the same with the namespace it was created in).
+ * (docs/dataplane.md, "Measured facts" 4; the kernel module does the same with the namespace it was created in).
  * With wireguard-go the UAPI socket `/var/run/wireguard/IF.sock` is global, so every name this driver
  * makes on the host carries `namePrefix` and is unique per node.
  *

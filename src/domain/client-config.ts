@@ -22,12 +22,12 @@ export interface ClientConfigInput {
 }
 
 export interface ClientConfigOptions {
-  /** Adds the Linux firewall lines of research/dataplane.md §5 (conf only: phone apps refuse PostUp). */
+  /** Adds the Linux firewall lines of docs/dataplane.md, "Measured facts" 5 (conf only: phone apps refuse PostUp). */
   killSwitch: boolean;
 }
 
 /**
- * The verified lines of research/dataplane.md §5, byte for byte. They match on the fwmark wg-quick sets
+ * The verified lines of docs/dataplane.md ("Measured facts" 5), byte for byte. They match on the fwmark wg-quick sets
  * only when it installs a default route (an AllowedIPs entry ending in /0); without it
  * `wg show %i fwmark` prints `off`, iptables refuses `--mark off` and wg-quick rolls the tunnel back.
  */

@@ -2,7 +2,7 @@
  * WireGuard (Curve25519) keys as `wg genkey` / `wg pubkey` make them: 32 bytes, base64.
  *
  * Not `crypto.generateKeyPairSync('x25519')`: in a loop it deadlocked Node in about 1 run of 3
- * (research/dataplane.md §1). The path used here makes the private key from random bytes and asks
+ * (docs/dataplane.md, "Measured facts" 1). The path used here makes the private key from random bytes and asks
  * OpenSSL only for the public key, which never hung and matches `wg pubkey`.
  */
 import { createPrivateKey, createPublicKey, randomBytes } from 'node:crypto';

@@ -400,7 +400,7 @@ export class NetLab {
   #quickDirectory(): string {
     if (this.#quickDir === undefined) {
       const dir = mkdtempSync(join(tmpdir(), `vpn-panel-${this.prefix}-`));
-      // `DNS =` lines make wg-quick call resolvconf: a no-op stands in (research/dataplane.md §6;
+      // `DNS =` lines make wg-quick call resolvconf: a no-op stands in (docs/dataplane.md, "Measured facts" 6;
       // openresolv would rewrite the machine's /etc/resolv.conf).
       mkdirSync(join(dir, 'shim'));
       writeFileSync(join(dir, 'shim', 'resolvconf'), '#!/bin/sh\ncat >/dev/null\nexit 0\n', { mode: 0o755 });
