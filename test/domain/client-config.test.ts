@@ -11,7 +11,10 @@ import { AppError } from '../../src/domain/errors.ts';
 const DEVICE_PRIVATE_KEY = '4GvL+KavliU97SqGoE2o4qms21A1d4nclaFtqkT+AWg=';
 const SERVER_PUBLIC_KEY = '/Mtte4Rgjc92DTSiL3XYyYDqgk3hRGigILdIjPbgs1Q=';
 
-/** The kill-switch lines of docs/dataplane.md ("Measured facts" 5), copied: the renderer must match them. */
+/**
+ * The kill-switch lines of docs/dataplane.md ("Measured facts" 5), copied, not imported: the renderer must
+ * match them.
+ */
 const VERIFIED_POST_UP =
   'PostUp = iptables -I OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT && ip6tables -I OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT';
 const VERIFIED_PRE_DOWN =
