@@ -14,6 +14,7 @@
  * the expected ones is read from `nft list table`, compared with the text this file would load after
  * normalising what nft prints differently (whitespace, element order, `/32` written as a bare address).
  */
+import { ipv4Octets, ipv6Groups } from '../domain/addresses.ts';
 import { messageOf } from '../domain/errors.ts';
 import type { CommandRunner } from './commands.ts';
 
@@ -70,32 +71,14 @@ export function parseCidr(text: string): Cidr | null {
 }
 
 function parseV4(text: string): bigint | null {
-  const match = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
-  if (match === null) return null;
-  const octets = match.slice(1).map(Number);
-  if (octets.some((o) => o > 255)) return null;
-  return octets.reduce((acc, o) => acc * 256n + BigInt(o), 0n);
+  const octets = ipv4Octets(text);
+  return octets === undefined ? null : octets.reduce((acc, o) => acc * 256n + BigInt(o), 0n);
 }
 
+/** Also an embedded IPv4 tail (`::ffff:10.0.0.1`), as nft prints mapped addresses. */
 function parseV6(text: string): bigint | null {
-  let body = text.toLowerCase();
-  // An embedded IPv4 tail (`::ffff:10.0.0.1`, as nft prints mapped addresses) is two groups.
-  const tail = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(body);
-  if (tail !== null) {
-    const v4 = parseV4(tail[2] ?? '');
-    if (v4 === null) return null;
-    body = `${tail[1] ?? ''}${(v4 >> 16n).toString(16)}:${(v4 & 0xffffn).toString(16)}`;
-  }
-  const halves = body.split('::');
-  if (halves.length > 2) return null;
-  const groups = (part: string | undefined): string[] => (part === undefined || part === '' ? [] : part.split(':'));
-  const head = groups(halves[0]);
-  const rest = groups(halves[1]);
-  const missing = 8 - head.length - rest.length;
-  if (halves.length === 1 ? missing !== 0 : missing < 1) return null;
-  const all = [...head, ...Array.from({ length: halves.length === 2 ? missing : 0 }, () => '0'), ...rest];
-  if (all.some((g) => !/^[0-9a-f]{1,4}$/.test(g))) return null;
-  return all.reduce((acc, g) => (acc << 16n) + BigInt(`0x${g}`), 0n);
+  const groups = ipv6Groups(text);
+  return groups === undefined ? null : groups.reduce((acc, g) => (acc << 16n) + BigInt(g), 0n);
 }
 
 function formatAddress(family: 4 | 6, value: bigint): string {
