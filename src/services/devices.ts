@@ -12,6 +12,7 @@ import {
 import { AppError } from '../domain/errors.ts';
 import type { EventKind } from '../domain/events.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import { type PlacementRequest, pickServer } from '../domain/placement.ts';
 import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
 import type { Usage } from '../domain/usage.ts';
@@ -238,24 +239,14 @@ export class DeviceService {
     );
   }
 
-  /** `server_id: auto`: the running server with the fewest devices that still has room, in the place asked for. */
-  async #pickServer(country: string | undefined, city: string | undefined, exclude?: number): Promise<ServerRow> {
+  /** `server_id: auto`: the server `pickServer` chooses among the running ones. */
+  async #pickServer(request: PlacementRequest): Promise<ServerRow> {
     const [servers, counts] = await Promise.all([listRunningServers(this.#db), countDevicesByServer(this.#db)]);
-    const candidates = servers.filter(
-      (s) =>
-        s.id !== exclude &&
-        (country === undefined || s.country === country.toUpperCase()) &&
-        (city === undefined || s.city.toLowerCase() === city.toLowerCase()) &&
-        (counts.get(s.id) ?? 0) < serverRoom(s.capacity, parseSubnet(s.subnet)),
-    );
-    candidates.sort((a, b) => (counts.get(a.id) ?? 0) - (counts.get(b.id) ?? 0) || a.id - b.id);
-    const [best] = candidates;
-    if (!best) throw new AppError('no_server_available', 'no running server with room matches; add a server or widen country/city');
-    return best;
+    return pickServer(servers, counts, request);
   }
 
   async #serverFor(input: DeviceCreateInput): Promise<ServerRow> {
-    if (input.serverId === 'auto') return this.#pickServer(input.country, input.city);
+    if (input.serverId === 'auto') return this.#pickServer({ country: input.country, city: input.city });
     if (input.country !== undefined || input.city !== undefined) {
       throw new AppError('validation_failed', 'country and city go only with server_id "auto"', {
         ...(input.country !== undefined ? { country: 'only with server_id auto' } : {}),
@@ -481,7 +472,9 @@ export class DeviceService {
    */
   async move(id: number, target: number | 'auto', actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
     const before = await this.get(id);
-    const server = target === 'auto' ? await this.#pickServer(undefined, undefined, before.server.id) : await findServer(this.#db, target);
+    const server = target === 'auto'
+      ? await this.#pickServer({ current: before.server.id })
+      : await findServer(this.#db, target);
     if (!server || server.status === 'deploying') throw new AppError('validation_failed', `server ${String(target)} does not exist`, { server_id: 'no such server' });
     if (server.id === before.server.id) throw new AppError('validation_failed', `device ${id} is on server ${server.id} already`, { server_id: 'the current server' });
     const node = await findNode(this.#db, server.node_id);
