@@ -136,7 +136,7 @@ export async function assemblePanel(config: PanelConfig, clock: Clock = systemCl
     servers,
     nodes,
     devices,
-    groups: new GroupService(store, devices, changes),
+    groups: new GroupService(devices),
     shareLinks: new ShareLinkService(store, clock, devices, config.panelUrl, changes),
     webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, () => sender.nudge()),
     checkHealth: async () => {

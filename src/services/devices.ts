@@ -1,92 +1,41 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
-import {
-  type DeviceStatus,
-  deviceStatus,
-  isOnline,
-  type LimitPeriod,
-  NAME_MAX,
-  metadataText,
-  nameFromExternalId,
-  serverRoom,
-} from '../domain/devices.ts';
+import { type DeviceStatus, NAME_MAX, metadataText, nameFromExternalId, serverRoom } from '../domain/devices.ts';
 import { AppError } from '../domain/errors.ts';
-import type { EventKind } from '../domain/events.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import { type PlacementRequest, pickServer } from '../domain/placement.ts';
 import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
-import type { Usage } from '../domain/usage.ts';
 import { type Db, isUniqueViolation, type Store, type Tx, violationText } from '../store/db.ts';
-import { AddressAllocator } from './address-allocator.ts';
 import {
   countDevicesByServer,
-  deleteDevice,
+  countDevicesOfServer,
   type DeviceRow,
   findDevice,
   insertDevice,
-  listDevices,
-  countDevicesOfServer,
   isKeyTaken,
   isNameTaken,
+  listDevices,
+  listDevicesOfGroup,
   namesStartingWith,
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
-import { findServer, listRunningServers, lockServer, type ServerRow, stringArray } from '../store/servers.ts';
-import { peerChange } from './desired-state.ts';
-import { deleteDeviceUsage } from '../store/usage.ts';
-import type { UsageReportView, UsageService } from './usage.ts';
-import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges, type PeerPush } from './changes.ts';
+import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
+import { AddressAllocator } from './address-allocator.ts';
+import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
+import { type DeviceChange, DeviceChanges, type DevicePatch } from './device-changes.ts';
+import { DeviceViews, type PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
-import { renderClientConfig } from '../domain/client-config.ts';
+import type { UsageReportView, UsageService } from './usage.ts';
 
-/** A device as spec §2.1 shows it, without its config (routes add it). */
-export interface DeviceView {
-  id: number;
-  server_id: number;
-  name: string;
-  external_id: string | null;
-  metadata: Record<string, unknown> | null;
-  address: string;
-  public_key: string;
-  client_key: boolean;
-  enabled: boolean;
-  status: DeviceStatus;
-  online: boolean;
-  last_handshake: string | null;
-  data_limit: number;
-  limit_period: LimitPeriod;
-  period_usage: Usage;
-  usage_reset_at: string;
-  expires_at: string | null;
-  speed_limit: number;
-  month_usage: Usage;
-  created_at: string;
-  updated_at: string;
-}
+export type { DevicePatch } from './device-changes.ts';
+export type { DeviceView, PlacedDevice } from './device-views.ts';
 
-export interface DeviceCreateInput {
+export interface DeviceCreateInput extends DevicePatch {
   serverId: number | 'auto';
   country?: string;
   city?: string;
   publicKey?: string;
-  name?: string;
-  externalId?: string;
-  metadata?: object | null;
-  enabled?: boolean;
-  dataLimit?: number;
-  limitPeriod?: LimitPeriod;
-  expiresAt?: string | null;
-  speedLimit?: number;
-}
-
-export type DevicePatch = Partial<Omit<DeviceCreateInput, 'serverId' | 'country' | 'city' | 'publicKey'>>;
-
-/** The device together with the server and node it is on: what configs and events need. */
-export interface PlacedDevice {
-  device: DeviceView;
-  row: DeviceRow;
-  server: ServerRow;
-  node: NodeRow;
 }
 
 /** What creating one device needs, decided before its transaction. */
@@ -103,35 +52,20 @@ interface NewDevicePlan {
   onCommit: CommitHook<PlacedDevice> | undefined;
 }
 
-/**
- * A server row's JSON lists, parsed once per row object: a page of devices shares its servers' rows,
- * so 200 configs of one server parse them once, not 200 times.
- */
-const parsedLists = new WeakMap<ServerRow, { dns: string[]; clientAllowedIps: string[] }>();
-
-function serverLists(server: ServerRow): { dns: string[]; clientAllowedIps: string[] } {
-  let lists = parsedLists.get(server);
-  if (lists === undefined) {
-    lists = { dns: stringArray(server.dns), clientAllowedIps: stringArray(server.client_allowed_ips) };
-    parsedLists.set(server, lists);
-  }
-  return lists;
-}
-
 /** Room left for a `-N` suffix when a name is made from a long external id. */
 const SUFFIX_ROOM = 8;
 
-function parseMetadata(text: string | null): Record<string, unknown> | null {
-  if (text === null) return null;
-  const value: unknown = JSON.parse(text);
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? Object.fromEntries(Object.entries(value)) : null;
-}
-
+/**
+ * The device use cases of spec §4.2 (create, read, update, usage reset, move, delete), and the same
+ * changes for several devices in one transaction, which `GroupService` runs for a group (spec §4.3).
+ */
 export class DeviceService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #usage: UsageService;
   readonly #changes: ChangePublisher;
+  readonly #views: DeviceViews;
+  readonly #deviceChanges: DeviceChanges;
   readonly #addresses = new AddressAllocator();
 
   constructor(store: Store, clock: Clock, usage: UsageService, changes: ChangePublisher) {
@@ -139,76 +73,23 @@ export class DeviceService {
     this.#clock = clock;
     this.#usage = usage;
     this.#changes = changes;
-  }
-
-  /** Devices of the server were removed elsewhere (a group delete): its addresses are read again. */
-  addressesFreed(serverId: number): void {
-    this.#addresses.forget(serverId);
+    this.#views = new DeviceViews(store.db, clock, usage);
+    this.#deviceChanges = new DeviceChanges(clock, usage);
   }
 
   get #db(): Db {
     return this.#store.db;
   }
 
-  view(row: DeviceRow): DeviceView {
-    const nowMs = this.#clock.nowMs();
-    const lastHandshakeMs = row.last_handshake === null ? null : Date.parse(row.last_handshake);
-    return {
-      id: row.id,
-      server_id: row.server_id,
-      name: row.name,
-      external_id: row.external_id,
-      metadata: parseMetadata(row.metadata),
-      address: row.address,
-      public_key: row.public_key,
-      client_key: row.private_key === null,
-      enabled: row.enabled === 1,
-      status: deviceStatus(
-        { enabled: row.enabled === 1, expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at), limitReached: this.#usage.isLimitReached(row) },
-        nowMs,
-      ),
-      online: isOnline(lastHandshakeMs, nowMs),
-      last_handshake: row.last_handshake,
-      data_limit: row.data_limit,
-      limit_period: row.limit_period,
-      period_usage: this.#usage.periodUsage(row),
-      usage_reset_at: this.#usage.periodStart(row),
-      expires_at: row.expires_at,
-      speed_limit: row.speed_limit,
-      month_usage: this.#usage.monthUsage(row),
-      created_at: row.created_at,
-      updated_at: row.updated_at,
-    };
-  }
-
-  async #place(row: DeviceRow): Promise<PlacedDevice> {
-    const server = await findServer(this.#db, row.server_id);
-    const node = server && (await findNode(this.#db, server.node_id));
-    if (!server || !node) throw new Error(`device ${row.id} refers to a missing server or node`);
-    return { device: this.view(row), row, server, node };
-  }
-
   async get(id: number): Promise<PlacedDevice> {
     const row = await findDevice(this.#db, id);
     if (!row) throw new AppError('not_found', `device ${id} not found`);
-    return this.#place(row);
+    return this.#views.place(row);
   }
 
   async list(filter: { serverId?: number; externalId?: string; status?: DeviceStatus }, page: PageRequest): Promise<Page<PlacedDevice>> {
     const rows = toPage(await listDevices(this.#db, { ...filter, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() }, page), page);
-    const servers = new Map<number, { server: ServerRow; node: NodeRow }>();
-    for (const id of new Set(rows.data.map((r) => r.server_id))) {
-      const server = await findServer(this.#db, id);
-      const node = server && (await findNode(this.#db, server.node_id));
-      if (server && node) servers.set(id, { server, node });
-    }
-    return {
-      data: rows.data.flatMap((row) => {
-        const place = servers.get(row.server_id);
-        return place ? [{ device: this.view(row), row, ...place }] : [];
-      }),
-      has_more: rows.has_more,
-    };
+    return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
   }
 
   /** Spec §2.4 for the device. */
@@ -220,42 +101,17 @@ export class DeviceService {
 
   /** The wg-quick config of the device as it is now (after a move too). */
   configText(placed: PlacedDevice, killSwitch: boolean): string {
-    const { row, server } = placed;
-    const lists = serverLists(server);
-    return renderClientConfig(
-      {
-        privateKey: row.private_key,
-        address: row.address,
-        dns: lists.dns,
-        mtu: server.mtu,
-        serverPublicKey: server.public_key,
-        clientAllowedIps: lists.clientAllowedIps,
-        endpoint: server.endpoint,
-        listenPort: server.listen_port,
-        persistentKeepalive: server.persistent_keepalive,
-      },
-      { killSwitch },
-    );
+    return this.#views.configText(placed, killSwitch);
   }
 
-  /** `server_id: auto`: the running server with the fewest devices that still has room, in the place asked for. */
-  async #pickServer(country: string | undefined, city: string | undefined, exclude?: number): Promise<ServerRow> {
+  /** `server_id: auto`: the server `pickServer` chooses among the running ones. */
+  async #pickServer(request: PlacementRequest): Promise<ServerRow> {
     const [servers, counts] = await Promise.all([listRunningServers(this.#db), countDevicesByServer(this.#db)]);
-    const candidates = servers.filter(
-      (s) =>
-        s.id !== exclude &&
-        (country === undefined || s.country === country.toUpperCase()) &&
-        (city === undefined || s.city.toLowerCase() === city.toLowerCase()) &&
-        (counts.get(s.id) ?? 0) < serverRoom(s.capacity, parseSubnet(s.subnet)),
-    );
-    candidates.sort((a, b) => (counts.get(a.id) ?? 0) - (counts.get(b.id) ?? 0) || a.id - b.id);
-    const [best] = candidates;
-    if (!best) throw new AppError('no_server_available', 'no running server with room matches; add a server or widen country/city');
-    return best;
+    return pickServer(servers, counts, request);
   }
 
   async #serverFor(input: DeviceCreateInput): Promise<ServerRow> {
-    if (input.serverId === 'auto') return this.#pickServer(input.country, input.city);
+    if (input.serverId === 'auto') return this.#pickServer({ country: input.country, city: input.city });
     if (input.country !== undefined || input.city !== undefined) {
       throw new AppError('validation_failed', 'country and city go only with server_id "auto"', {
         ...(input.country !== undefined ? { country: 'only with server_id auto' } : {}),
@@ -339,13 +195,13 @@ export class DeviceService {
       const created = deviceEventDraft('device.created', row, server, node, actor, summary);
       const settled = await this.#usage.settleLimit(tx, row, actor);
       row = settled.row;
-      const result: PlacedDevice = { device: this.view(row), row, server, node };
+      const result: PlacedDevice = { device: this.#views.view(row), row, server, node };
       const own = change({
         activity: [
           { resource: 'device', resourceId: row.id, verb: 'created', summary, actor, before: null, after: row },
         ],
         // The peer is on the node before the row commits: a node that cannot take it saves nothing.
-        deploy: this.#peers(node, server.id, undefined, row),
+        deploy: this.#deviceChanges.peers(node, server.id, undefined, row),
       });
       return { result, change: mergeChanges([change({ events: [created] }), settled.change, own]) };
     }, onCommit);
@@ -375,11 +231,11 @@ export class DeviceService {
    */
   async update(id: number, patch: DevicePatch, actor: string): Promise<PlacedDevice> {
     const before = await this.get(id);
+    const detail = (changed: DeviceRow, kind: string) => `device ${changed.name}: ${kind}`;
     try {
       return await this.#changes.commit(async (tx) => {
-        const detail = (changed: DeviceRow, kind: string) => `device ${changed.name}: ${kind}`;
-        const updated = await this.updateIn(tx, before, patch, actor, detail);
-        return { result: { ...before, row: updated.row, device: this.view(updated.row) }, change: updated.change };
+        const updated = await this.#deviceChanges.update(tx, before, patch, actor, detail);
+        return { result: this.#views.changed(before, updated.row), change: updated.change };
       });
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
@@ -387,91 +243,13 @@ export class DeviceService {
     }
   }
 
-  /**
-   * One device's change inside a transaction, with its limit mark, returning what changed (events,
-   * activity, the peer its node needs after commit): a group changes all of its devices in one.
-   * `detail` words an event of the kind (`updated`, `enabled`…).
-   */
-  async updateIn(
-    tx: Tx,
-    before: PlacedDevice,
-    patch: DevicePatch,
-    actor: string,
-    detail: (row: DeviceRow, kind: string) => string,
-  ): Promise<{ row: DeviceRow; change: Change }> {
-    const expiresAt = patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt, 'expires_at');
-    const changed = await updateDevice(tx, before.row.id, {
-      name: patch.name,
-      external_id: patch.externalId,
-      metadata: patch.metadata === undefined ? undefined : metadataText(patch.metadata),
-      enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
-      data_limit: patch.dataLimit,
-      limit_period: patch.limitPeriod,
-      expires_at: expiresAt,
-      // A new expiry is due for its own device.expired.
-      expiry_due_at: expiresAt === undefined || expiresAt === before.row.expires_at ? undefined : expiresAt,
-      speed_limit: patch.speedLimit,
-      updated_at: isoAt(this.#clock.nowMs()),
-    });
-    const kinds: EventKind[] = ['device.updated'];
-    if (before.row.enabled !== changed.enabled) kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
-    const events = kinds.map((kind) => {
-      const words = detail(changed, kind.slice('device.'.length));
-      return deviceEventDraft(kind, changed, before.server, before.node, actor, words);
-    });
-    const { row: settled, change: limit } = await this.#usage.settleLimit(tx, changed, actor);
-    const own = change({
-      activity: [{
-        resource: 'device', resourceId: settled.id, verb: 'updated', summary: detail(settled, 'updated'), actor,
-        before: before.row, after: settled,
-      }],
-      apply: this.#peers(before.node, before.server.id, before.row, settled),
-    });
-    return { row: settled, change: mergeChanges([change({ events }), limit, own]) };
-  }
-
-  /**
-   * Restarts the count toward the data limit from now (spec §4.2); the history stays. The node gets
-   * the whole allowance back at once, so a device cut off at its limit may connect again.
-   */
+  /** Restarts the count toward the data limit from now (spec §4.2); the history stays. */
   async resetUsage(id: number, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
     const before = await this.get(id);
     return this.#changes.commit(async (tx) => {
-      const reset = await this.resetUsageIn(tx, before, actor, `usage of device ${before.row.name} reset`);
-      return { result: { ...before, row: reset.row, device: this.view(reset.row) }, change: reset.change };
+      const reset = await this.#deviceChanges.resetUsage(tx, before, actor, `usage of device ${before.row.name} reset`);
+      return { result: this.#views.changed(before, reset.row), change: reset.change };
     }, onCommit);
-  }
-
-  /** The reset of one device inside a transaction, returning what changed (a group resets all its devices in one). */
-  async resetUsageIn(
-    tx: Tx,
-    placed: PlacedDevice,
-    actor: string,
-    detail: string,
-  ): Promise<{ row: DeviceRow; change: Change }> {
-    const row = await updateDevice(tx, placed.row.id, { usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null });
-    return {
-      row,
-      change: change({
-        events: [deviceEventDraft('device.usage_reset', row, placed.server, placed.node, actor, detail)],
-        activity: [{
-          resource: 'device', resourceId: row.id, verb: 'usage_reset', summary: detail, actor,
-          before: placed.row, after: row,
-        }],
-        apply: this.#peers(placed.node, placed.server.id, placed.row, row),
-      }),
-    };
-  }
-
-  /** The peer change a device's node needs after `before` became `after`, if any. */
-  #peers(node: NodeRow, serverId: number, before: DeviceRow | undefined, after: DeviceRow): PeerPush[] {
-    const peers = peerChange(before, after, this.#usage);
-    return peers ? [{ node, serverId, change: peers }] : [];
-  }
-
-  /** Places rows already read (a group's devices) on their servers and nodes. */
-  async placeAll(rows: readonly DeviceRow[]): Promise<PlacedDevice[]> {
-    return Promise.all(rows.map((row) => this.#place(row)));
   }
 
   /**
@@ -481,7 +259,9 @@ export class DeviceService {
    */
   async move(id: number, target: number | 'auto', actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
     const before = await this.get(id);
-    const server = target === 'auto' ? await this.#pickServer(undefined, undefined, before.server.id) : await findServer(this.#db, target);
+    const server = target === 'auto'
+      ? await this.#pickServer({ current: before.server.id })
+      : await findServer(this.#db, target);
     if (!server || server.status === 'deploying') throw new AppError('validation_failed', `server ${String(target)} does not exist`, { server_id: 'no such server' });
     if (server.id === before.server.id) throw new AppError('validation_failed', `device ${id} is on server ${server.id} already`, { server_id: 'the current server' });
     const node = await findNode(this.#db, server.node_id);
@@ -492,7 +272,7 @@ export class DeviceService {
       const row = await updateDevice(tx, id, { server_id: server.id, address: intToIp(address), updated_at: isoAt(this.#clock.nowMs()) });
       this.#addresses.taken(server.id, subnet, address);
       const summary = `device ${row.name} moved from server ${before.server.name} to ${server.name}`;
-      const result: PlacedDevice = { device: this.view(row), row, server, node };
+      const result: PlacedDevice = { device: this.#views.view(row), row, server, node };
       return {
         result,
         change: change({
@@ -500,7 +280,7 @@ export class DeviceService {
           activity: [{
             resource: 'device', resourceId: id, verb: 'moved', summary, actor, before: before.row, after: row,
           }],
-          deploy: this.#peers(node, server.id, undefined, row),
+          deploy: this.#deviceChanges.peers(node, server.id, undefined, row),
           // A node that misses this removal drops the peer at its next resync.
           remove: [{
             node: before.node, serverId: before.server.id, change: { upsert: [], remove: [before.row.public_key] },
@@ -517,39 +297,77 @@ export class DeviceService {
 
   async delete(id: number, actor: string): Promise<void> {
     const placed = await this.get(id);
-    const { row, server } = placed;
-    const words = {
+    await this.deleteAll([placed], actor, ({ row, server }) => ({
       detail: `device ${row.name} deleted`,
       summary: `device ${row.name} deleted from server ${server.name}`,
-    };
-    await this.#changes.commit(async (tx) => ({
-      result: undefined,
-      change: await this.deleteIn(tx, placed, actor, words),
     }));
-    this.#addresses.forget(server.id);
+  }
+
+  /** The devices of a group (spec §4.3), oldest first; none when no device has the external id. */
+  async ofGroup(externalId: string): Promise<PlacedDevice[]> {
+    return this.#views.placeAll(await listDevicesOfGroup(this.#db, externalId));
   }
 
   /**
-   * One device's delete inside a transaction (a group deletes all of its devices in one), returning
-   * what changed: `detail` words its event, `summary` its activity row. Its peer leaves the node
-   * after commit, best effort: a node that misses the removal drops the peer at its next resync.
+   * Updates several devices in one transaction, each as `update` does: a value wrong for one changes
+   * none. `detail` words an event of the kind (`updated`, `enabled`…).
    */
-  async deleteIn(
-    tx: Tx,
-    placed: PlacedDevice,
+  async updateAll(
+    members: readonly PlacedDevice[],
+    patch: DevicePatch,
     actor: string,
-    words: { detail: string; summary: string },
-  ): Promise<Change> {
-    const { row, server, node } = placed;
-    await deleteDevice(tx, row.id);
-    await deleteDeviceUsage(tx, [row.id]);
-    return change({
-      events: [deviceEventDraft('device.deleted', row, server, node, actor, words.detail)],
-      activity: [{
-        resource: 'device', resourceId: row.id, verb: 'deleted', summary: words.summary, actor,
-        before: row, after: null,
-      }],
-      remove: [{ node, serverId: server.id, change: { upsert: [], remove: [row.public_key], deleted: true } }],
+    detail: (row: DeviceRow, kind: string) => string,
+  ): Promise<PlacedDevice[]> {
+    const update = (tx: Tx, member: PlacedDevice) => this.#deviceChanges.update(tx, member, patch, actor, detail);
+    return this.#commitEach(members, update, (devices) => devices);
+  }
+
+  /** Resets the usage of several devices in one transaction, answering `result` of the devices after it. */
+  async resetUsageAll<T>(
+    members: readonly PlacedDevice[],
+    actor: string,
+    detail: (member: PlacedDevice) => string,
+    result: (devices: PlacedDevice[]) => T,
+    onCommit?: CommitHook<T>,
+  ): Promise<T> {
+    const reset = (tx: Tx, member: PlacedDevice) => this.#deviceChanges.resetUsage(tx, member, actor, detail(member));
+    return this.#commitEach(members, reset, result, onCommit);
+  }
+
+  /**
+   * Deletes several devices in one transaction, with `along` (a group's mail); `words` gives each
+   * device's event detail and activity summary. Their peers leave the nodes after commit, best effort.
+   */
+  async deleteAll(
+    members: readonly PlacedDevice[],
+    actor: string,
+    words: (member: PlacedDevice) => { detail: string; summary: string },
+    along: readonly Change[] = [],
+  ): Promise<void> {
+    await this.#changes.commit(async (tx) => {
+      const changes: Change[] = [];
+      for (const member of members) changes.push(await this.#deviceChanges.delete(tx, member, actor, words(member)));
+      return { result: undefined, change: mergeChanges([...changes, ...along]) };
     });
+    for (const serverId of new Set(members.map((m) => m.server.id))) this.#addresses.forget(serverId);
+  }
+
+  /** Runs one device's change for each member, in order, in one transaction. */
+  async #commitEach<T>(
+    members: readonly PlacedDevice[],
+    changeOf: (tx: Tx, member: PlacedDevice) => Promise<DeviceChange>,
+    result: (devices: PlacedDevice[]) => T,
+    onCommit?: CommitHook<T>,
+  ): Promise<T> {
+    return this.#changes.commit(async (tx) => {
+      const devices: PlacedDevice[] = [];
+      const changes: Change[] = [];
+      for (const member of members) {
+        const changed = await changeOf(tx, member);
+        devices.push(this.#views.changed(member, changed.row));
+        changes.push(changed.change);
+      }
+      return { result: result(devices), change: mergeChanges(changes) };
+    }, onCommit);
   }
 }

@@ -1,10 +1,10 @@
-import { metadataText, type LimitPeriod } from '../domain/devices.ts';
+import { metadataText } from '../domain/devices.ts';
 import { AppError } from '../domain/errors.ts';
 import { type Usage, usageOf } from '../domain/usage.ts';
-import type { Store } from '../store/db.ts';
-import { listDevicesOfGroup } from '../store/devices.ts';
-import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
-import type { DeviceService, PlacedDevice } from './devices.ts';
+import { change, type CommitHook } from './changes.ts';
+import type { DevicePatch } from './device-changes.ts';
+import type { PlacedDevice } from './device-views.ts';
+import type { DeviceService } from './devices.ts';
 
 /** A group as spec §2.2 shows it. */
 export interface GroupView {
@@ -15,49 +15,40 @@ export interface GroupView {
 }
 
 /** Fields a group PATCH sets on every device (DESIGN §3). */
-export interface GroupPatch {
-  enabled?: boolean;
-  expiresAt?: string | null;
-  dataLimit?: number;
-  limitPeriod?: LimitPeriod;
-  speedLimit?: number;
-  metadata?: object | null;
-}
+export type GroupPatch = Pick<
+  DevicePatch,
+  'enabled' | 'expiresAt' | 'dataLimit' | 'limitPeriod' | 'speedLimit' | 'metadata'
+>;
 
 /** A group-deleted mail names this many devices and counts the rest. */
 const MAILED_DEVICE_NAMES = 50;
 
-function sumUsage(devices: readonly PlacedDevice[]): Usage {
+function groupView(externalId: string, devices: PlacedDevice[]): GroupView {
   const rx = devices.reduce((n, d) => n + d.device.month_usage.rx_bytes, 0);
   const tx = devices.reduce((n, d) => n + d.device.month_usage.tx_bytes, 0);
-  return usageOf(rx, tx);
+  return { external_id: externalId, device_count: devices.length, month_usage: usageOf(rx, tx), devices };
 }
 
 /**
- * Every device sharing an external_id, read and changed as one (spec §4.3): each operation runs the
- * device's own path (`updateIn`, `resetUsageIn`, `deleteIn`) for every member in one transaction,
- * and the change publisher pushes one peer change per server after commit.
+ * Every device sharing an external_id, read and changed as one (spec §4.3): each operation is the
+ * `DeviceService` operation for all members in one transaction (`updateAll`, `resetUsageAll`,
+ * `deleteAll`); the group adds its own words and, on delete, its mail.
  */
 export class GroupService {
-  readonly #store: Store;
   readonly #devices: DeviceService;
-  readonly #changes: ChangePublisher;
 
-  constructor(store: Store, devices: DeviceService, changes: ChangePublisher) {
-    this.#store = store;
+  constructor(devices: DeviceService) {
     this.#devices = devices;
-    this.#changes = changes;
   }
 
   async #members(externalId: string): Promise<PlacedDevice[]> {
-    const rows = await listDevicesOfGroup(this.#store.db, externalId);
-    if (rows.length === 0) throw new AppError('not_found', `no device has external_id ${externalId}`);
-    return this.#devices.placeAll(rows);
+    const members = await this.#devices.ofGroup(externalId);
+    if (members.length === 0) throw new AppError('not_found', `no device has external_id ${externalId}`);
+    return members;
   }
 
   async get(externalId: string): Promise<GroupView> {
-    const devices = await this.#members(externalId);
-    return { external_id: externalId, device_count: devices.length, month_usage: sumUsage(devices), devices };
+    return groupView(externalId, await this.#members(externalId));
   }
 
   /**
@@ -69,48 +60,28 @@ export class GroupService {
     const members = await this.#members(externalId);
     // Checked once before the transaction, so a too-large value is refused before anything changes.
     if (patch.metadata !== undefined) metadataText(patch.metadata);
-    await this.#changes.commit(async (tx) => {
-      const changes: Change[] = [];
-      for (const member of members) {
-        const detail = (row: { name: string }, kind: string) => `group ${externalId}: device ${row.name} ${kind}`;
-        changes.push((await this.#devices.updateIn(tx, member, patch, actor, detail)).change);
-      }
-      return { result: undefined, change: mergeChanges(changes) };
-    });
-    return this.get(externalId);
+    const detail = (row: { name: string }, kind: string) => `group ${externalId}: device ${row.name} ${kind}`;
+    return groupView(externalId, await this.#devices.updateAll(members, patch, actor, detail));
   }
 
   async resetUsage(externalId: string, actor: string, onCommit?: CommitHook<GroupView>): Promise<GroupView> {
     const members = await this.#members(externalId);
-    return this.#changes.commit(async (tx) => {
-      const devices: PlacedDevice[] = [];
-      const changes: Change[] = [];
-      for (const member of members) {
-        const detail = `group ${externalId}: usage of device ${member.row.name} reset`;
-        const { row, change: reset } = await this.#devices.resetUsageIn(tx, member, actor, detail);
-        devices.push({ ...member, row, device: this.#devices.view(row) });
-        changes.push(reset);
-      }
-      const view: GroupView = { external_id: externalId, device_count: devices.length, month_usage: sumUsage(devices), devices };
-      return { result: view, change: mergeChanges(changes) };
-    }, onCommit);
+    const detail = (member: PlacedDevice) => `group ${externalId}: usage of device ${member.row.name} reset`;
+    return this.#devices.resetUsageAll(members, actor, detail, (devices) => groupView(externalId, devices), onCommit);
   }
 
   async delete(externalId: string, actor: string): Promise<void> {
     const members = await this.#members(externalId);
-    await this.#changes.commit(async (tx) => {
-      const changes: Change[] = [];
-      for (const member of members) {
-        const summary = `group ${externalId} deleted: device ${member.row.name} on server ${member.server.name}`;
-        const words = { detail: `group ${externalId} deleted`, summary };
-        changes.push(await this.#devices.deleteIn(tx, member, actor, words));
-      }
-      const named = members.slice(0, MAILED_DEVICE_NAMES).map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
-      const more = members.length > named.length ? ` and ${members.length - named.length} more` : '';
-      const headline = `group ${externalId} deleted with ${members.length} device(s)`;
-      changes.push(change({ mail: [{ headline, details: [`Devices: ${named.join(', ')}${more}`], actor }] }));
-      return { result: undefined, change: mergeChanges(changes) };
+    const words = (member: PlacedDevice) => ({
+      detail: `group ${externalId} deleted`,
+      summary: `group ${externalId} deleted: device ${member.row.name} on server ${member.server.name}`,
     });
-    for (const member of members) this.#devices.addressesFreed(member.server.id);
+    const named = members
+      .slice(0, MAILED_DEVICE_NAMES)
+      .map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
+    const more = members.length > named.length ? ` and ${members.length - named.length} more` : '';
+    const headline = `group ${externalId} deleted with ${members.length} device(s)`;
+    const mail = change({ mail: [{ headline, details: [`Devices: ${named.join(', ')}${more}`], actor }] });
+    await this.#devices.deleteAll(members, actor, words, [mail]);
   }
 }

@@ -117,7 +117,7 @@ for (const kind of DATABASE_KINDS) {
         },
       });
       devices = new DeviceService(suite.store, clock, usage, changes);
-      groups = new GroupService(suite.store, devices, changes);
+      groups = new GroupService(devices);
       await insertWebhook(db, {
         url: receiverUrl, events: JSON.stringify(['device.created', 'device.deleted']), description: '', enabled: 1,
         secret: generateWebhookSecret(), created_by: 'test', created_at: now, updated_at: now,

@@ -1,0 +1,141 @@
+import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
+import { type LimitPeriod, metadataText } from '../domain/devices.ts';
+import type { EventKind } from '../domain/events.ts';
+import type { Tx } from '../store/db.ts';
+import { deleteDevice, type DeviceRow, updateDevice } from '../store/devices.ts';
+import type { NodeRow } from '../store/nodes.ts';
+import { deleteDeviceUsage } from '../store/usage.ts';
+import { type Change, change, mergeChanges, type PeerPush } from './changes.ts';
+import { peerChange } from './desired-state.ts';
+import type { PlacedDevice } from './device-views.ts';
+import { deviceEventDraft } from './events.ts';
+import type { UsageService } from './usage.ts';
+
+/** The settings of a device a PATCH may change (spec §4.2); a group PATCH sets some of them on every member. */
+export interface DevicePatch {
+  name?: string;
+  externalId?: string;
+  metadata?: object | null;
+  enabled?: boolean;
+  dataLimit?: number;
+  limitPeriod?: LimitPeriod;
+  expiresAt?: string | null;
+  speedLimit?: number;
+}
+
+/** A device's row after a change, and what the change path records and pushes for it. */
+export interface DeviceChange {
+  row: DeviceRow;
+  change: Change;
+}
+
+/**
+ * One device's update, usage reset or delete inside a caller's transaction, returned as a `Change`
+ * (events, limit mark, activity, the peer its node needs): a single device and a group's members
+ * take the same path, the caller commits one transaction through the `ChangePublisher`.
+ */
+export class DeviceChanges {
+  readonly #clock: Clock;
+  readonly #usage: UsageService;
+
+  constructor(clock: Clock, usage: UsageService) {
+    this.#clock = clock;
+    this.#usage = usage;
+  }
+
+  /**
+   * The row changed, its `device.updated` and `device.enabled`/`disabled` events, its limit mark and
+   * activity row; the peer change is applied after commit. `detail` words an event of the kind
+   * (`updated`, `enabled`…).
+   */
+  async update(
+    tx: Tx,
+    before: PlacedDevice,
+    patch: DevicePatch,
+    actor: string,
+    detail: (row: DeviceRow, kind: string) => string,
+  ): Promise<DeviceChange> {
+    const expiresAt = patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt, 'expires_at');
+    const changed = await updateDevice(tx, before.row.id, {
+      name: patch.name,
+      external_id: patch.externalId,
+      metadata: patch.metadata === undefined ? undefined : metadataText(patch.metadata),
+      enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
+      data_limit: patch.dataLimit,
+      limit_period: patch.limitPeriod,
+      expires_at: expiresAt,
+      // A new expiry is due for its own device.expired.
+      expiry_due_at: expiresAt === undefined || expiresAt === before.row.expires_at ? undefined : expiresAt,
+      speed_limit: patch.speedLimit,
+      updated_at: isoAt(this.#clock.nowMs()),
+    });
+    const kinds: EventKind[] = ['device.updated'];
+    if (before.row.enabled !== changed.enabled) {
+      kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
+    }
+    const events = kinds.map((kind) => {
+      const words = detail(changed, kind.slice('device.'.length));
+      return deviceEventDraft(kind, changed, before.server, before.node, actor, words);
+    });
+    const { row: settled, change: limit } = await this.#usage.settleLimit(tx, changed, actor);
+    const own = change({
+      activity: [{
+        resource: 'device', resourceId: settled.id, verb: 'updated', summary: detail(settled, 'updated'), actor,
+        before: before.row, after: settled,
+      }],
+      apply: this.peers(before.node, before.server.id, before.row, settled),
+    });
+    return { row: settled, change: mergeChanges([change({ events }), limit, own]) };
+  }
+
+  /**
+   * Restarts the count toward the data limit from now (spec §4.2); the history stays. The node gets
+   * the whole allowance back after commit, so a device cut off at its limit may connect again.
+   */
+  async resetUsage(tx: Tx, placed: PlacedDevice, actor: string, detail: string): Promise<DeviceChange> {
+    const row = await updateDevice(tx, placed.row.id, {
+      usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null,
+    });
+    return {
+      row,
+      change: change({
+        events: [deviceEventDraft('device.usage_reset', row, placed.server, placed.node, actor, detail)],
+        activity: [{
+          resource: 'device', resourceId: row.id, verb: 'usage_reset', summary: detail, actor,
+          before: placed.row, after: row,
+        }],
+        apply: this.peers(placed.node, placed.server.id, placed.row, row),
+      }),
+    };
+  }
+
+  /**
+   * The row and its usage rows deleted, `device.deleted` (worded by `detail`) and the activity row
+   * (`summary`). Its peer leaves the node after commit, best effort: a node that misses the removal
+   * drops the peer at its next resync.
+   */
+  async delete(
+    tx: Tx,
+    placed: PlacedDevice,
+    actor: string,
+    words: { detail: string; summary: string },
+  ): Promise<Change> {
+    const { row, server, node } = placed;
+    await deleteDevice(tx, row.id);
+    await deleteDeviceUsage(tx, [row.id]);
+    return change({
+      events: [deviceEventDraft('device.deleted', row, server, node, actor, words.detail)],
+      activity: [{
+        resource: 'device', resourceId: row.id, verb: 'deleted', summary: words.summary, actor,
+        before: row, after: null,
+      }],
+      remove: [{ node, serverId: server.id, change: { upsert: [], remove: [row.public_key], deleted: true } }],
+    });
+  }
+
+  /** The peer change a device's node needs after `before` became `after`, if any. */
+  peers(node: NodeRow, serverId: number, before: DeviceRow | undefined, after: DeviceRow): PeerPush[] {
+    const peers = peerChange(before, after, this.#usage);
+    return peers ? [{ node, serverId, change: peers }] : [];
+  }
+}

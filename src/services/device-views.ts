@@ -1,0 +1,173 @@
+import { renderClientConfig } from '../domain/client-config.ts';
+import type { Clock } from '../domain/clock.ts';
+import { type DeviceStatus, deviceStatus, isOnline, type LimitPeriod } from '../domain/devices.ts';
+import type { Usage } from '../domain/usage.ts';
+import type { Db } from '../store/db.ts';
+import type { DeviceRow } from '../store/devices.ts';
+import { findNode, type NodeRow } from '../store/nodes.ts';
+import { findServer, type ServerRow, stringArray } from '../store/servers.ts';
+import type { UsageService } from './usage.ts';
+
+/** A device as spec §2.1 shows it, without its config (routes add it). */
+export interface DeviceView {
+  id: number;
+  server_id: number;
+  name: string;
+  external_id: string | null;
+  metadata: Record<string, unknown> | null;
+  address: string;
+  public_key: string;
+  client_key: boolean;
+  enabled: boolean;
+  status: DeviceStatus;
+  online: boolean;
+  last_handshake: string | null;
+  data_limit: number;
+  limit_period: LimitPeriod;
+  period_usage: Usage;
+  usage_reset_at: string;
+  expires_at: string | null;
+  speed_limit: number;
+  month_usage: Usage;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The device together with the server and node it is on: what configs and events need. */
+export interface PlacedDevice {
+  device: DeviceView;
+  row: DeviceRow;
+  server: ServerRow;
+  node: NodeRow;
+}
+
+/**
+ * A server row's JSON lists, parsed once per row object: a page of devices shares its servers' rows,
+ * so 200 configs of one server parse them once, not 200 times.
+ */
+const parsedLists = new WeakMap<ServerRow, { dns: string[]; clientAllowedIps: string[] }>();
+
+function serverLists(server: ServerRow): { dns: string[]; clientAllowedIps: string[] } {
+  let lists = parsedLists.get(server);
+  if (lists === undefined) {
+    lists = { dns: stringArray(server.dns), clientAllowedIps: stringArray(server.client_allowed_ips) };
+    parsedLists.set(server, lists);
+  }
+  return lists;
+}
+
+function parseMetadata(text: string | null): Record<string, unknown> | null {
+  if (text === null) return null;
+  const value: unknown = JSON.parse(text);
+  const isRecord = typeof value === 'object' && value !== null && !Array.isArray(value);
+  return isRecord ? Object.fromEntries(Object.entries(value)) : null;
+}
+
+/** How a device row is shown: its view (status, usage), the server and node it is on, its client config. */
+export class DeviceViews {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #usage: UsageService;
+
+  constructor(db: Db, clock: Clock, usage: UsageService) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#usage = usage;
+  }
+
+  view(row: DeviceRow): DeviceView {
+    const nowMs = this.#clock.nowMs();
+    const lastHandshakeMs = row.last_handshake === null ? null : Date.parse(row.last_handshake);
+    return {
+      id: row.id,
+      server_id: row.server_id,
+      name: row.name,
+      external_id: row.external_id,
+      metadata: parseMetadata(row.metadata),
+      address: row.address,
+      public_key: row.public_key,
+      client_key: row.private_key === null,
+      enabled: row.enabled === 1,
+      status: deviceStatus(
+        {
+          enabled: row.enabled === 1,
+          expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at),
+          limitReached: this.#usage.isLimitReached(row),
+        },
+        nowMs,
+      ),
+      online: isOnline(lastHandshakeMs, nowMs),
+      last_handshake: row.last_handshake,
+      data_limit: row.data_limit,
+      limit_period: row.limit_period,
+      period_usage: this.#usage.periodUsage(row),
+      usage_reset_at: this.#usage.periodStart(row),
+      expires_at: row.expires_at,
+      speed_limit: row.speed_limit,
+      month_usage: this.#usage.monthUsage(row),
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    };
+  }
+
+  /** The device after its row changed, on the same server. */
+  changed(placed: PlacedDevice, row: DeviceRow): PlacedDevice {
+    return { ...placed, row, device: this.view(row) };
+  }
+
+  async place(row: DeviceRow): Promise<PlacedDevice> {
+    return this.#placed(row, await this.#placesOf([row]));
+  }
+
+  async placeAll(rows: readonly DeviceRow[]): Promise<PlacedDevice[]> {
+    const places = await this.#placesOf(rows);
+    return rows.map((row) => this.#placed(row, places));
+  }
+
+  /** A page of rows on their servers and nodes, leaving out a row whose server was deleted since it was read. */
+  async placePage(rows: readonly DeviceRow[]): Promise<PlacedDevice[]> {
+    const places = await this.#placesOf(rows);
+    return rows.flatMap((row) => {
+      const place = places.get(row.server_id);
+      return place ? [{ device: this.view(row), row, ...place }] : [];
+    });
+  }
+
+  /** The server and node of each server the rows are on, each read once. */
+  async #placesOf(rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+    const places = new Map<number, { server: ServerRow; node: NodeRow }>();
+    for (const id of new Set(rows.map((r) => r.server_id))) {
+      const server = await findServer(this.#db, id);
+      const node = server && (await findNode(this.#db, server.node_id));
+      if (server && node) places.set(id, { server, node });
+    }
+    return places;
+  }
+
+  /** A row whose server or node is missing is an internal error: devices refer to their server. */
+  #placed(row: DeviceRow, places: ReadonlyMap<number, { server: ServerRow; node: NodeRow }>): PlacedDevice {
+    const place = places.get(row.server_id);
+    if (!place) throw new Error(`device ${row.id} refers to a missing server or node`);
+    return { device: this.view(row), row, ...place };
+  }
+
+  /** The wg-quick config of the device as it is now (after a move too). */
+  configText(placed: PlacedDevice, killSwitch: boolean): string {
+    const { row, server } = placed;
+    const lists = serverLists(server);
+    return renderClientConfig(
+      {
+        privateKey: row.private_key,
+        address: row.address,
+        dns: lists.dns,
+        mtu: server.mtu,
+        serverPublicKey: server.public_key,
+        clientAllowedIps: lists.clientAllowedIps,
+        endpoint: server.endpoint,
+        listenPort: server.listen_port,
+        persistentKeepalive: server.persistent_keepalive,
+      },
+      { killSwitch },
+    );
+  }
+}
