@@ -15,7 +15,9 @@ import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
 import type { Usage } from '../domain/usage.ts';
-import { type Db, isUniqueViolation, type Store, type Tx, violationText } from '../store/db.ts';
+import type { Db, Tx } from '../store/db.ts';
+import { isUniqueViolation, violationText } from '../store/constraint-violations.ts';
+import type { Store } from '../store/open.ts';
 import { AddressAllocator } from './address-allocator.ts';
 import {
   countDevicesByServer,

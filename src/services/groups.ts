@@ -1,7 +1,7 @@
 import { metadataText, type LimitPeriod } from '../domain/devices.ts';
 import { AppError } from '../domain/errors.ts';
 import { type Usage, usageOf } from '../domain/usage.ts';
-import type { Store } from '../store/db.ts';
+import type { Store } from '../store/open.ts';
 import { listDevicesOfGroup } from '../store/devices.ts';
 import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
 import type { DeviceService, PlacedDevice } from './devices.ts';

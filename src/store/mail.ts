@@ -1,5 +1,6 @@
 import type { Insertable, Selectable } from 'kysely';
-import { type Queryable, rowLimit } from './db.ts';
+import type { Queryable } from './db.ts';
+import { rowLimit } from './query-shapes.ts';
 import type { MailNoticeTable, MailOutboxTable, MailState } from './schema.ts';
 
 export type MailRow = Selectable<MailOutboxTable>;

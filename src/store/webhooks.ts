@@ -1,6 +1,7 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { CompiledPageShape, type Db, type Queryable, rowLimit } from './db.ts';
+import { CompiledPageShape, rowLimit } from './query-shapes.ts';
+import type { Db, Queryable } from './db.ts';
 import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
 
 export type WebhookRow = Selectable<WebhookTable>;
