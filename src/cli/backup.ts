@@ -4,7 +4,7 @@ import { isoAt, systemClock } from '../domain/clock.ts';
 import { storeConfig } from '../main/config.ts';
 import { BackupError, verifyBackupFile } from '../store/backup-file.ts';
 import { loadBackup, restoreLevel, writeBackup } from '../store/backup.ts';
-import { openStore } from '../store/db.ts';
+import { openStore } from '../store/open.ts';
 import { executedMigrations } from '../store/introspect.ts';
 import { migrate } from '../store/migrate.ts';
 import { takeRestoreLock } from '../store/panel-lock.ts';

@@ -25,7 +25,7 @@ import { MailSender } from '../workers/mail-sender.ts';
 import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
 import { ServerService } from '../services/servers.ts';
-import { openStore, type Store } from '../store/db.ts';
+import { openStore, type Store } from '../store/open.ts';
 import { withEncryption } from '../store/encryption.ts';
 import { migrate } from '../store/migrate.ts';
 import { holdPanelLock } from '../store/panel-lock.ts';

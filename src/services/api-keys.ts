@@ -18,7 +18,9 @@ import {
   revokeApiKey,
   touchApiKeys,
 } from '../store/api-keys.ts';
-import { type ChangeWatch, type Store, write } from '../store/db.ts';
+import type { ChangeWatch } from '../store/change-watch.ts';
+import type { Store } from '../store/open.ts';
+import { write } from '../store/db.ts';
 import { recordActivity } from './activity.ts';
 import { notifyChange } from './notifications.ts';
 

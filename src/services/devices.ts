@@ -5,7 +5,9 @@ import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
 import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
-import { type Db, isUniqueViolation, type Store, type Tx, violationText } from '../store/db.ts';
+import type { Db, Tx } from '../store/db.ts';
+import { isUniqueViolation, violationText } from '../store/constraint-violations.ts';
+import type { Store } from '../store/open.ts';
 import {
   countDevicesByServer,
   countDevicesOfServer,

@@ -1,7 +1,7 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
 import { generateShareToken, hashShareToken, isShareTokenShape } from '../domain/share-links.ts';
-import type { Store } from '../store/db.ts';
+import type { Store } from '../store/open.ts';
 import { findDevice } from '../store/devices.ts';
 import {
   deleteShareLink,

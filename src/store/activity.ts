@@ -1,7 +1,8 @@
 import type { Insertable } from 'kysely';
 import { type ActivityEntry, type FieldValues, isActivityResource } from '../domain/activity.ts';
 import type { PageRequest } from '../domain/paging.ts';
-import { type Queryable, rowLimit } from './db.ts';
+import type { Queryable } from './db.ts';
+import { rowLimit } from './query-shapes.ts';
 import type { ActivityTable } from './schema.ts';
 
 export async function insertActivity(db: Queryable, entry: Insertable<ActivityTable>): Promise<number> {

@@ -10,7 +10,8 @@ import {
   parseTrailer,
   writeBackupFile,
 } from './backup-file.ts';
-import type { Queryable, Store } from './db.ts';
+import type { Queryable } from './db.ts';
+import type { Store } from './open.ts';
 import { describeTables, executedMigrations, readSequences, type TableShape, writeSequences } from './introspect.ts';
 import { MIGRATION_NAMES } from './migrate.ts';
 import { sealedWith } from './panel-secret.ts';

@@ -1,7 +1,8 @@
 import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { DeviceStatus } from '../domain/devices.ts';
 import type { PageRequest } from '../domain/paging.ts';
-import { type Queryable, rowLimit } from './db.ts';
+import type { Queryable } from './db.ts';
+import { rowLimit } from './query-shapes.ts';
 import type { DeviceTable } from './schema.ts';
 
 export type DeviceRow = Selectable<DeviceTable>;

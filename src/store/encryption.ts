@@ -21,7 +21,8 @@ import {
   ValuesNode,
 } from 'kysely';
 import { SECRET_BYTES } from '../domain/panel-secret.ts';
-import type { Dialect, Queryable, Store } from './db.ts';
+import type { Dialect, Queryable } from './db.ts';
+import type { Store } from './open.ts';
 import { describeTable } from './introspect.ts';
 import type { Database } from './schema.ts';
 

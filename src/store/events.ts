@@ -1,6 +1,7 @@
 import type { EventDraft, EventKind, PanelEvent } from '../domain/events.ts';
 import { isEventKind } from '../domain/events.ts';
-import { CompiledPageShape, type Db, type Queryable, rowLimit } from './db.ts';
+import { CompiledPageShape, rowLimit } from './query-shapes.ts';
+import type { Db, Queryable } from './db.ts';
 import type { PageRequest } from '../domain/paging.ts';
 
 export async function insertEvent(db: Queryable, draft: EventDraft, createdAt: string): Promise<number> {

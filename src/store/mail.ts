@@ -1,5 +1,6 @@
 import type { Insertable, Selectable } from 'kysely';
-import { type Queryable, rowLimit } from './db.ts';
+import type { Queryable } from './db.ts';
+import { claimableIds, unheld } from './outbox.ts';
 import type { MailNoticeTable, MailOutboxTable, MailState } from './schema.ts';
 
 export type MailRow = Selectable<MailOutboxTable>;
@@ -47,21 +48,13 @@ export async function claimDigestSlot(db: Queryable, nowIso: string, dueIso: str
 
 /** Takes up to `limit` due pending mails that no other sender holds, holding them until `lockedUntil`. */
 export async function claimDueMails(db: Queryable, nowIso: string, lockedUntil: string, limit: number): Promise<MailRow[]> {
-  const due = await db
-    .selectFrom('mail_outbox')
-    .select('id')
-    .where('state', '=', 'pending')
-    .where('next_attempt_at', '<=', nowIso)
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', nowIso)]))
-    .orderBy('id')
-    .limit(rowLimit(limit))
-    .execute();
-  if (due.length === 0) return [];
+  const ids = await claimableIds(db, 'mail_outbox', 'id', nowIso, limit);
+  if (ids.length === 0) return [];
   return db
     .updateTable('mail_outbox')
     .set({ locked_until: lockedUntil })
-    .where('id', 'in', due.map((d) => d.id))
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', nowIso)]))
+    .where('id', 'in', ids)
+    .where((eb) => unheld(eb, nowIso))
     .returningAll()
     .execute();
 }

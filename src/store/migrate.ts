@@ -1,7 +1,8 @@
 import { messageOf } from '../domain/errors.ts';
 import type { Kysely } from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
-import type { Dialect, Store } from './db.ts';
+import type { Dialect } from './db.ts';
+import type { Store } from './open.ts';
 import type { MigrationContext } from './migration-context.ts';
 import * as m001 from './migrations/001-foundation.ts';
 import * as m002 from './migrations/002-nodes-servers-events.ts';

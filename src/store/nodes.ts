@@ -1,5 +1,6 @@
 import type { Insertable, Selectable } from 'kysely';
-import { CompiledShape, type Db, type Queryable } from './db.ts';
+import { CompiledShape } from './query-shapes.ts';
+import type { Db, Queryable } from './db.ts';
 import type { NodeTable } from './schema.ts';
 
 export type NodeRow = Selectable<NodeTable>;

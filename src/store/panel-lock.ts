@@ -43,13 +43,34 @@ async function advisoryClient(url: string): Promise<pg.Client> {
   return client;
 }
 
-function lockFile(dataDir: string, busyTimeoutMs: number): SQLite.Database {
+/** A lock on the lock file: the transaction `begin` starts holds it until `end` finishes it. */
+interface FileLock {
+  begin: string;
+  end: string;
+  /** How long to wait while the lock is held the other way. */
+  waitMs: number;
+  /** The PanelLockError's message when it is still held the other way. */
+  heldMessage: string;
+}
+
+function holdLockFile(dataDir: string, lock: FileLock): PanelLock {
   preparePrivateDir(dataDir);
   const path = join(dataDir, LOCK_FILE);
   preparePrivateFile(path);
   const file = new SQLite(path);
-  file.pragma(`busy_timeout = ${busyTimeoutMs}`);
-  return file;
+  file.pragma(`busy_timeout = ${lock.waitMs}`);
+  try {
+    file.exec(lock.begin);
+  } catch (error) {
+    file.close();
+    throw isBusy(error) ? new PanelLockError(lock.heldMessage) : error;
+  }
+  return {
+    release: async () => {
+      file.exec(lock.end);
+      file.close();
+    },
+  };
 }
 
 /** Taken by `serve` before it opens the database; several panels hold it at once. */
@@ -65,21 +86,13 @@ export async function holdPanelLock(options: LockOptions): Promise<PanelLock> {
     }
     return { release: () => client.end() };
   }
-  const file = lockFile(options.dataDir, PANEL_WAIT_MS);
-  try {
+  return holdLockFile(options.dataDir, {
     // A read transaction keeps a shared lock on the file until it ends.
-    file.exec('BEGIN');
-    file.prepare('SELECT count(*) FROM sqlite_master').get();
-  } catch (error) {
-    file.close();
-    throw isBusy(error) ? new PanelLockError(RESTORE_RUNNING) : error;
-  }
-  return {
-    release: async () => {
-      file.exec('COMMIT');
-      file.close();
-    },
-  };
+    begin: 'BEGIN; SELECT count(*) FROM sqlite_master',
+    end: 'COMMIT',
+    waitMs: PANEL_WAIT_MS,
+    heldMessage: RESTORE_RUNNING,
+  });
 }
 
 /** Taken by `restore`; refused at once while any panel runs on the database. */
@@ -93,17 +106,10 @@ export async function takeRestoreLock(options: LockOptions): Promise<PanelLock> 
     }
     return { release: () => client.end() };
   }
-  const file = lockFile(options.dataDir, 0);
-  try {
-    file.exec('BEGIN EXCLUSIVE');
-  } catch (error) {
-    file.close();
-    throw isBusy(error) ? new PanelLockError(PANEL_RUNNING) : error;
-  }
-  return {
-    release: async () => {
-      file.exec('ROLLBACK');
-      file.close();
-    },
-  };
+  return holdLockFile(options.dataDir, {
+    begin: 'BEGIN EXCLUSIVE',
+    end: 'ROLLBACK',
+    waitMs: 0,
+    heldMessage: PANEL_RUNNING,
+  });
 }

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Queryable, type Store, write } from './db.ts';
+import { type Queryable, write } from './db.ts';
+import type { Store } from './open.ts';
 import { formatSecret, parseSecret, SECRET_BYTES } from '../domain/panel-secret.ts';
 import { sealPlainValues, SecretBox } from './encryption.ts';
 import { preparePrivateDir, tightenIfPresent } from '../agent/private-files.ts';

@@ -1,6 +1,7 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { CompiledPageShape, CompiledShape, type Db, type Dialect, type Queryable } from './db.ts';
+import { CompiledPageShape, CompiledShape } from './query-shapes.ts';
+import type { Db, Dialect, Queryable } from './db.ts';
 import type { NodeRow } from './nodes.ts';
 import type { ServerTable } from './schema.ts';
 

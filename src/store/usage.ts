@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
-import { isPostgres, type Queryable, runSql } from './db.ts';
+import { isPostgres, type Queryable } from './db.ts';
+import { runSql } from './raw-sql.ts';
 import type { DeviceRow } from './devices.ts';
 
 /** One device's bytes of one batch, from the device's side. */

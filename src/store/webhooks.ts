@@ -1,6 +1,8 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { CompiledPageShape, type Db, type Queryable, rowLimit } from './db.ts';
+import { CompiledPageShape, rowLimit } from './query-shapes.ts';
+import type { Db, Queryable } from './db.ts';
+import { claimableIds, unheld } from './outbox.ts';
 import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
 
 export type WebhookRow = Selectable<WebhookTable>;
@@ -49,27 +51,15 @@ export function listDeliveries(db: Queryable, webhookId: number, state: Delivery
   return query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
 }
 
-/**
- * Takes up to `limit` pending deliveries that are due and not held by another sender, holding them
- * until `lockedUntil`. Safe with several senders (panels) on one database: a row is taken by whoever
- * updates it first.
- */
+/** Takes up to `limit` due pending deliveries that no other sender holds, holding them until `lockedUntil`. */
 export async function claimDueDeliveries(db: Queryable, nowIso: string, lockedUntil: string, limit: number): Promise<DeliveryRow[]> {
-  const due = await db
-    .selectFrom('webhook_deliveries')
-    .select('id')
-    .where('state', '=', 'pending')
-    .where('next_attempt_at', '<=', nowIso)
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', nowIso)]))
-    .orderBy('next_attempt_at')
-    .limit(rowLimit(limit))
-    .execute();
-  if (due.length === 0) return [];
+  const ids = await claimableIds(db, 'webhook_deliveries', 'next_attempt_at', nowIso, limit);
+  if (ids.length === 0) return [];
   return db
     .updateTable('webhook_deliveries')
     .set({ locked_until: lockedUntil })
-    .where('id', 'in', due.map((d) => d.id))
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', nowIso)]))
+    .where('id', 'in', ids)
+    .where((eb) => unheld(eb, nowIso))
     .returningAll()
     .execute();
 }

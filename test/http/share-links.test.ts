@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
-import { openStore } from '../../src/store/db.ts';
+import { openStore } from '../../src/store/open.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 import { type ApiCall, callApi, type PanelProcess, startPanel } from '../support/panel.ts';

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { chmodSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { openStore } from '../../src/store/db.ts';
+import { openStore } from '../../src/store/open.ts';
 import { createTestDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { freePort, ROOT, runCli, startPanel } from '../support/panel.ts';
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { openStore } from '../../src/store/db.ts';
+import { openStore } from '../../src/store/open.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { type ApiCall, callApi, freePort, type PanelProcess, ROOT, startPanel } from '../support/panel.ts';
 

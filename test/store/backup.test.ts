@@ -9,7 +9,7 @@ import { sql } from 'kysely';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { openMigratedStore } from '../../src/main/panel.ts';
 import { writeBackupFile } from '../../src/store/backup-file.ts';
-import { openStore, type Store } from '../../src/store/db.ts';
+import { openStore, type Store } from '../../src/store/open.ts';
 import { deleteDevice, insertDevice } from '../../src/store/devices.ts';
 import { claimIdempotencyKey, completeIdempotencyKey } from '../../src/store/idempotency.ts';
 import { insertApiKey } from '../../src/store/api-keys.ts';

@@ -5,7 +5,7 @@ import type { Api } from '../../src/http/api.ts';
 import { loadPanelConfig } from '../../src/main/config.ts';
 import { assemblePanel, type Panel } from '../../src/main/panel.ts';
 import { ApiKeyService } from '../../src/services/api-keys.ts';
-import type { Store } from '../../src/store/db.ts';
+import type { Store } from '../../src/store/open.ts';
 import type { paths } from './api-types.ts';
 import type { TestDatabase } from './databases.ts';
 import type { ApiClient } from './panel.ts';

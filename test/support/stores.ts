@@ -1,5 +1,5 @@
 import { openMigratedStore } from '../../src/main/panel.ts';
-import { openStore, type Store } from '../../src/store/db.ts';
+import { openStore, type Store } from '../../src/store/open.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { createTestDatabase, type DatabaseKind, type TestDatabase } from './databases.ts';
 

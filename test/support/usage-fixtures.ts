@@ -1,7 +1,8 @@
 import { after, before } from 'node:test';
 import type { Insertable } from 'kysely';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
-import type { Db, Store } from '../../src/store/db.ts';
+import type { Db } from '../../src/store/db.ts';
+import type { Store } from '../../src/store/open.ts';
 import type { NodeRow } from '../../src/store/nodes.ts';
 import type { DeviceTable } from '../../src/store/schema.ts';
 import type { DatabaseKind, TestDatabase } from './databases.ts';

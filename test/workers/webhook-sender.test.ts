@@ -8,7 +8,7 @@ import type { PanelEvent } from '../../src/domain/events.ts';
 import { AppError } from '../../src/domain/errors.ts';
 import { generateWebhookSecret } from '../../src/domain/webhooks.ts';
 import { checkWebhookUrl } from '../../src/services/webhook-targets.ts';
-import type { Store } from '../../src/store/db.ts';
+import type { Store } from '../../src/store/open.ts';
 import { deleteWebhook, type DeliveryRow, findDelivery, findWebhook, insertDelivery, insertWebhook, type WebhookRow } from '../../src/store/webhooks.ts';
 import { WebhookSender, type WebhookSenderOptions } from '../../src/workers/webhook-sender.ts';
 import { listActivity } from '../../src/store/activity.ts';

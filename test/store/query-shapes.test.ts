@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CompiledShape, openStore, type Store, write } from '../../src/store/db.ts';
+import { CompiledShape } from '../../src/store/query-shapes.ts';
+import { openStore, type Store } from '../../src/store/open.ts';
+import { write } from '../../src/store/db.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
 import { openTestStore, type TestStore } from '../support/stores.ts';
 

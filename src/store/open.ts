@@ -1,0 +1,94 @@
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { preparePrivateDir, preparePrivateFile, tightenIfPresent } from '../agent/private-files.ts';
+import {
+  announceOnPostgres,
+  type ChangeTopic,
+  type ChangeWatch,
+  PostgresChangeWatch,
+  sqliteChangeWatch,
+} from './change-watch.ts';
+import type { Db, Dialect, Queryable } from './db.ts';
+import { useImmediateReads } from './query-shapes.ts';
+import type { Database } from './schema.ts';
+import { sqliteDialect } from './sqlite-dialect.ts';
+
+/** An open database of either dialect. */
+export interface Store {
+  readonly db: Db;
+  readonly dialect: Dialect;
+  /**
+   * Watches for changes that other processes (the CLI, other panels) make to what `topic` covers,
+   * so a process may cache it. On SQLite any commit by another connection counts; on PostgreSQL the
+   * writers' `announce`, delivered by LISTEN/NOTIFY (and, while the listener is down, everything).
+   */
+  watch(topic: ChangeTopic): ChangeWatch;
+  /** Tells the other processes' watches that `topic` changed; call inside the writing transaction. */
+  announce(db: Queryable, topic: ChangeTopic): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  /** `postgres://…` selects PostgreSQL; otherwise SQLite in `dataDir`. */
+  databaseUrl: string | undefined;
+  dataDir: string;
+}
+
+/** The SQLite database in DATA_DIR. */
+const DATABASE_FILE = 'vpn-panel.db';
+
+// int8 (counts, bytes) and numeric arrive as strings by default; every such value here fits a double.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+
+export function openStore(options: StoreOptions): Store {
+  return options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+}
+
+function openPostgres(url: string): Store {
+  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // An idle connection the server ends (a restart, an administrator) leaves the pool, and the next
+  // query opens another; unhandled, pg's 'error' event would end the whole process.
+  pool.on('error', () => undefined);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const watches: PostgresChangeWatch[] = [];
+  return {
+    db,
+    dialect: 'postgres',
+    watch(topic) {
+      const watch = new PostgresChangeWatch(url, topic);
+      watches.push(watch);
+      return watch;
+    },
+    announce: announceOnPostgres,
+    async close() {
+      for (const watch of watches) await watch.close();
+      await db.destroy();
+    },
+  };
+}
+
+function openSqlite(dataDir: string): Store {
+  preparePrivateDir(dataDir);
+  const path = join(dataDir, DATABASE_FILE);
+  // SQLite makes its -wal and -shm files with the database file's mode: a 0600 file keeps all three private.
+  preparePrivateFile(path);
+  for (const suffix of ['-wal', '-shm']) tightenIfPresent(path + suffix);
+  const file = new SQLite(path);
+  file.pragma('journal_mode = WAL');
+  file.pragma('synchronous = NORMAL');
+  file.pragma('foreign_keys = ON');
+  // The CLI and the panel may write at the same moment; wait instead of failing with SQLITE_BUSY.
+  file.pragma('busy_timeout = 5000');
+  const { dialect, reads } = sqliteDialect(file);
+  const db = new Kysely<Database>({ dialect });
+  useImmediateReads(db, reads);
+  return {
+    db,
+    dialect: 'sqlite',
+    watch: () => sqliteChangeWatch(file),
+    announce: async () => {},
+    close: () => db.destroy(),
+  };
+}
