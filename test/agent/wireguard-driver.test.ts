@@ -11,7 +11,8 @@ import { canRunWireGuard } from '../../src/agent/wireguard/capabilities.ts';
 import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
 import { parseDump } from '../../src/agent/wireguard/host-readers.ts';
 import { generateKeyPair, isValidKey, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
-import { hostTableText, type IsolationPolicy, serverTableText } from '../../src/agent/isolation.ts';
+import { hostTableText, serverTableText } from '../../src/agent/isolation.ts';
+import { ISOLATED, ISOLATION_PLACE } from '../support/isolation.ts';
 import { CHILD_LOG_DIR } from '../support/netns.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -28,16 +29,6 @@ function dumpOf(listenPort: number, peers: readonly (readonly [string, string])[
   const head = `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t${listenPort}\toff`;
   return [head, ...peers.map(([key, ip]) => `${key}\t(none)\t(none)\t${ip}\t0\t0\t0\toff`)].join('\n') + '\n';
 }
-
-const ISOLATION_PLACE = {
-  serverNetns: 'vp-s1',
-  wg: 'vp1',
-  serverIp: '10.128.0.1',
-  hostNetns: 'hh',
-  vethHost: 'vp1h',
-  hostTable: 'vpnpanel_iso_vp1',
-};
-const ISOLATED: IsolationPolicy = { clientToClient: false, dnsOnServer: false, allow: [] };
 
 /** A host where server 1 (prefix vp, host namespace hh) is fully up with `peers`. */
 function upHost(peers: readonly (readonly [string, string])[] = [], listenPort = 51820): RecordingRunner {
