@@ -14,7 +14,7 @@ import { availableParallelism, cpus, loadavg, release } from 'node:os';
 import { ExecRunner } from '../src/agent/commands.ts';
 import type { ServerSpec } from '../src/agent/driver.ts';
 import { SERVER_ISOLATION_TABLE } from '../src/agent/isolation.ts';
-import { WireGuardDriver } from '../src/agent/wireguard-driver.ts';
+import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
 import { generateKeyPair, publicKeyOf } from '../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run } from '../test/support/netns.ts';
 import { writeSection } from './report.ts';

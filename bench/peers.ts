@@ -20,7 +20,7 @@ import { HttpNodeConnection } from '../src/agent/connection.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
 import type { AgentPeer } from '../src/agent/protocol.ts';
 import { buildAgentApp } from '../src/agent/http.ts';
-import { WireGuardDriver } from '../src/agent/wireguard-driver.ts';
+import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot } from '../test/support/netns.ts';
 

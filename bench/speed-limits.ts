@@ -15,7 +15,7 @@ import { execFileSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, release } from 'node:os';
 import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type RunResult, type StartOptions } from '../src/agent/commands.ts';
 import type { PeerSpec, ServerSpec } from '../src/agent/driver.ts';
-import { WireGuardDriver } from '../src/agent/wireguard-driver.ts';
+import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
 import { generateKeyPair, publicKeyOf } from '../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, waitFor } from '../test/support/netns.ts';
 import { writeSection } from './report.ts';

@@ -14,7 +14,7 @@
  * the expected ones is read from `nft list table`, compared with the text this file would load after
  * normalising what nft prints differently (whitespace, element order, `/32` written as a bare address).
  */
-import { ipv4Octets, ipv6Groups } from '../domain/addresses.ts';
+import { ipv4Octets, ipv6Groups, ipv6Text } from '../domain/addresses.ts';
 import { messageOf } from '../domain/errors.ts';
 import type { CommandRunner } from './commands.ts';
 
@@ -83,17 +83,7 @@ function parseV6(text: string): bigint | null {
 
 function formatAddress(family: 4 | 6, value: bigint): string {
   if (family === 4) return [24n, 16n, 8n, 0n].map((shift) => String((value >> shift) & 0xffn)).join('.');
-  const groups = [112n, 96n, 80n, 64n, 48n, 32n, 16n, 0n].map((shift) => (value >> shift) & 0xffffn);
-  // RFC 5952: the longest run of two or more zero groups becomes `::`.
-  let best = { at: -1, length: 1 };
-  for (let i = 0; i < 8; i++) {
-    let j = i;
-    while (j < 8 && groups[j] === 0n) j++;
-    if (j - i > best.length) best = { at: i, length: j - i };
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (best.at < 0) return hex.join(':');
-  return `${hex.slice(0, best.at).join(':')}::${hex.slice(best.at + best.length).join(':')}`;
+  return ipv6Text([112n, 96n, 80n, 64n, 48n, 32n, 16n, 0n].map((shift) => Number((value >> shift) & 0xffffn)));
 }
 
 /** The smallest list of prefixes covering a range exactly, as `addr/len`. */

@@ -59,21 +59,61 @@ export function isIpAddress(text: string): boolean {
  * text says, and `0.0.0.1/0` cannot pass for "everything".
  */
 export function isNetwork(text: string): boolean {
+  const parsed = addressWithPrefix(text);
+  return parsed !== undefined && networkParts(parsed).every((part, i) => part === parsed.parts[i]);
+}
+
+/**
+ * The network an `address/prefix` lies in, written as `wg` prints an allowed-ips entry: host bits cleared,
+ * IPv6 in its short form (`10.128.0.77/24` is `10.128.0.0/24`, `FD00:0::2/64` is `fd00::/64`); undefined when
+ * the text is not an address with a prefix.
+ */
+export function canonicalNetwork(text: string): string | undefined {
+  const parsed = addressWithPrefix(text);
+  if (parsed === undefined) return undefined;
+  const network = networkParts(parsed);
+  return `${parsed.family === 4 ? network.join('.') : ipv6Text(network)}/${parsed.prefix}`;
+}
+
+/** An `address/prefix` taken apart: the address's four octets or eight groups, host bits as written. */
+export interface AddressWithPrefix {
+  family: 4 | 6;
+  parts: number[];
+  prefix: number;
+}
+
+/** `address/prefix` with an IPv4 address and a prefix of 0-32, or an IPv6 one and 0-128; else undefined. */
+export function addressWithPrefix(text: string): AddressWithPrefix | undefined {
   const match = /^([^/]+)\/(0|[1-9][0-9]{0,2})$/.exec(text);
-  if (match === null) return false;
+  if (match === null) return undefined;
   const [, address = '', prefixText = ''] = match;
   const prefix = Number(prefixText);
   const v4 = ipv4Octets(address);
-  if (v4 !== undefined) return prefix <= 32 && hostBitsClear(v4, 8, prefix);
+  if (v4 !== undefined) return prefix <= 32 ? { family: 4, parts: v4, prefix } : undefined;
   const v6 = ipv6Groups(address);
-  return v6 !== undefined && prefix <= 128 && hostBitsClear(v6, 16, prefix);
+  return v6 !== undefined && prefix <= 128 ? { family: 6, parts: v6, prefix } : undefined;
 }
 
-function hostBitsClear(parts: readonly number[], bitsEach: number, prefix: number): boolean {
-  return parts.every((part, i) => {
+/** The parts with the host bits cleared. */
+function networkParts({ family, parts, prefix }: AddressWithPrefix): number[] {
+  const bitsEach = family === 4 ? 8 : 16;
+  return parts.map((part, i) => {
     const networkBits = Math.min(bitsEach, Math.max(0, prefix - i * bitsEach));
-    return part % 2 ** (bitsEach - networkBits) === 0;
+    return part - (part % 2 ** (bitsEach - networkBits));
   });
+}
+
+/** Eight 16-bit groups in RFC 5952 text: lower case, the first longest run of two or more zero groups as `::`. */
+export function ipv6Text(groups: readonly number[]): string {
+  let best = { at: -1, length: 1 };
+  for (let i = 0; i < groups.length; i++) {
+    let j = i;
+    while (j < groups.length && groups[j] === 0) j++;
+    if (j - i > best.length) best = { at: i, length: j - i };
+  }
+  const hex = groups.map((g) => g.toString(16));
+  if (best.at < 0) return hex.join(':');
+  return `${hex.slice(0, best.at).join(':')}::${hex.slice(best.at + best.length).join(':')}`;
 }
 
 const LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;

@@ -5,7 +5,8 @@ import { ExecRunner } from '../agent/commands.ts';
 import type { Driver } from '../agent/driver.ts';
 import { DryRunDriver } from '../agent/dry-run-driver.ts';
 import { JournalFile, UsageLedger } from '../agent/usage-ledger.ts';
-import { canRunWireGuard, WireGuardDriver } from '../agent/wireguard-driver.ts';
+import { canRunWireGuard } from '../agent/wireguard/capabilities.ts';
+import { WireGuardDriver } from '../agent/wireguard/driver.ts';
 import { preparePrivateDir } from '../agent/private-files.ts';
 import { ConfigError, type NodeDriverConfig } from './config.ts';
 

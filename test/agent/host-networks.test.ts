@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { RecordingRunner } from '../../src/agent/commands.ts';
 import { DryRunDriver } from '../../src/agent/dry-run-driver.ts';
-import { WireGuardDriver } from '../../src/agent/wireguard-driver.ts';
+import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
 import { AgentStatusSchema } from '../../src/agent/protocol.ts';
 import Value from 'typebox/value';
 

@@ -17,17 +17,8 @@ import {
   serverTableText,
 } from '../../src/agent/isolation.ts';
 import { ConfigError, nodeDriverConfig } from '../../src/main/config.ts';
+import { ISOLATED, ISOLATION_PLACE } from '../support/isolation.ts';
 import { CHILD_LOG_DIR } from '../support/netns.ts';
-
-const PLACE: IsolationPlace = {
-  serverNetns: 'vp-s1',
-  wg: 'vp1',
-  serverIp: '10.128.0.1',
-  hostNetns: 'hh',
-  vethHost: 'vp1h',
-  hostTable: 'vpnpanel_iso_vp1',
-};
-const OFF = { clientToClient: false, dnsOnServer: false, allow: [] };
 
 function allow(text: string): Cidr[] {
   const parsed = parseAllowCidrs(text);
@@ -94,7 +85,7 @@ describe('client isolation: the blocked set', () => {
   });
 
   test('an allowed range wider than a blocked one removes it whole; an empty v4 set leaves out its rule', () => {
-    const text = serverTableText(PLACE, { ...OFF, allow: allow('0.0.0.0/0') });
+    const text = serverTableText(ISOLATION_PLACE, { ...ISOLATED, allow: allow('0.0.0.0/0') });
     assert.doesNotMatch(text, /@blocked4/);
     assert.match(text, /ip6 daddr @blocked6 drop/);
   });
@@ -125,7 +116,7 @@ describe('client isolation: the blocked set', () => {
 
 describe('client isolation: the tables', () => {
   test('by default: no client to client, the blocked sets, the server only for ping', () => {
-    const text = serverTableText(PLACE, OFF);
+    const text = serverTableText(ISOLATION_PLACE, ISOLATED);
     assert.deepEqual(rulesOf(text, 'forward'), [
       'iifname "vp1" oifname "vp1" drop',
       'iifname "vp1" ip daddr @blocked4 drop',
@@ -141,13 +132,13 @@ describe('client isolation: the tables', () => {
   });
 
   test('client_to_client accepts from the interface back out of it, before the blocked set (private space)', () => {
-    const forward = rulesOf(serverTableText(PLACE, { ...OFF, clientToClient: true }), 'forward');
+    const forward = rulesOf(serverTableText(ISOLATION_PLACE, { ...ISOLATED, clientToClient: true }), 'forward');
     assert.equal(forward[0], 'iifname "vp1" oifname "vp1" accept');
     assert.equal(forward.length, 3);
   });
 
   test('dns_on_server opens udp and tcp 53 on the server address, nothing else', () => {
-    const input = rulesOf(serverTableText(PLACE, { ...OFF, dnsOnServer: true }), 'input');
+    const input = rulesOf(serverTableText(ISOLATION_PLACE, { ...ISOLATED, dnsOnServer: true }), 'input');
     assert.deepEqual(input.slice(2), [
       'ip daddr 10.128.0.1 icmp type echo-request accept',
       'ip daddr 10.128.0.1 udp dport 53 accept',
@@ -157,7 +148,7 @@ describe('client isolation: the tables', () => {
   });
 
   test('the host table drops everything from the veth; scripts replace a table in one transaction', () => {
-    const host = hostTableText(PLACE);
+    const host = hostTableText(ISOLATION_PLACE);
     assert.deepEqual(rulesOf(host, 'input'), ['iifname "vp1h" drop']);
     const table = 'table inet vpnpanel_iso_vp1';
     const replaced = new RegExp(`^${table} \\{\\}\ndelete ${table}\n${table} \\{`);
@@ -165,7 +156,7 @@ describe('client isolation: the tables', () => {
   });
 
   test('a listing compares equal despite nft\'s layout, element order, bare /32 and dotted mapped addresses', () => {
-    const text = serverTableText(PLACE, { ...OFF, allow: allow('169.254.169.254/32') });
+    const text = serverTableText(ISOLATION_PLACE, { ...ISOLATED, allow: allow('169.254.169.254/32') });
     const listed = text
       .replace('169.254.169.255/32', '169.254.169.255')
       .replace('::ffff:0:0/96', '::ffff:0.0.0.0/96')
@@ -185,7 +176,7 @@ describe('client isolation: real nft in a namespace of its own', { skip: notRoot
   test('what is loaded lists as expected; a deleted rule or table is seen and put back', async () => {
     const ns = `iso${randomInt(1_000_000)}t`;
     const runner = new ExecRunner(CHILD_LOG_DIR);
-    const place: IsolationPlace = { ...PLACE, serverNetns: ns, hostNetns: ns };
+    const place: IsolationPlace = { ...ISOLATION_PLACE, serverNetns: ns, hostNetns: ns };
     const policy = { clientToClient: false, dnsOnServer: true, allow: allow('10.20.0.0/16,fd00::/8') };
     execFileSync('ip', ['netns', 'add', ns]);
     try {

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DriverError, type PeerSpec, type ServerSpec } from '../../src/agent/driver.ts';
 import { type ChildHandle, type CommandRunner, ExecRunner, RecordingRunner, type RunOptions, type RunResult, type StartOptions } from '../../src/agent/commands.ts';
-import { WireGuardDriver } from '../../src/agent/wireguard-driver.ts';
+import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
 import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping.ts';
 import { generateKeyPair, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';

@@ -7,9 +7,12 @@ import { DriverError } from '../../src/agent/driver.ts';
 import type { PeerSpec, ServerSpec } from '../../src/agent/driver.ts';
 import { ExecRunner, RecordingRunner } from '../../src/agent/commands.ts';
 import type { ChildHandle } from '../../src/agent/commands.ts';
-import { WireGuardDriver, canRunWireGuard, canonicalCidr, parseDump } from '../../src/agent/wireguard-driver.ts';
+import { canRunWireGuard } from '../../src/agent/wireguard/capabilities.ts';
+import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
+import { parseDump } from '../../src/agent/wireguard/host-readers.ts';
 import { generateKeyPair, isValidKey, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
-import { hostTableText, type IsolationPolicy, serverTableText } from '../../src/agent/isolation.ts';
+import { hostTableText, serverTableText } from '../../src/agent/isolation.ts';
+import { ISOLATED, ISOLATION_PLACE } from '../support/isolation.ts';
 import { CHILD_LOG_DIR } from '../support/netns.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -26,16 +29,6 @@ function dumpOf(listenPort: number, peers: readonly (readonly [string, string])[
   const head = `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t${listenPort}\toff`;
   return [head, ...peers.map(([key, ip]) => `${key}\t(none)\t(none)\t${ip}\t0\t0\t0\toff`)].join('\n') + '\n';
 }
-
-const ISOLATION_PLACE = {
-  serverNetns: 'vp-s1',
-  wg: 'vp1',
-  serverIp: '10.128.0.1',
-  hostNetns: 'hh',
-  vethHost: 'vp1h',
-  hostTable: 'vpnpanel_iso_vp1',
-};
-const ISOLATED: IsolationPolicy = { clientToClient: false, dnsOnServer: false, allow: [] };
 
 /** A host where server 1 (prefix vp, host namespace hh) is fully up with `peers`. */
 function upHost(peers: readonly (readonly [string, string])[] = [], listenPort = 51820): RecordingRunner {
@@ -364,7 +357,7 @@ describe('wireguard driver: servers (recorded commands)', () => {
   });
 });
 
-describe('wireguard keys and addresses', () => {
+describe('wireguard keys', () => {
   test('keys are canonical base64 of 32 bytes and the public key is derived', () => {
     const pair = generateKeyPair();
     assert.ok(isValidKey(pair.privateKey) && isValidKey(pair.publicKey));
@@ -375,14 +368,6 @@ describe('wireguard keys and addresses', () => {
       publicKeyOf(Buffer.from('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a', 'hex').toString('base64')),
       Buffer.from('8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a', 'hex').toString('base64'),
     );
-  });
-
-  test('allowed ips are compared the way wg prints them', () => {
-    assert.equal(canonicalCidr('10.128.0.2/32'), '10.128.0.2/32');
-    assert.equal(canonicalCidr('10.128.0.77/24'), '10.128.0.0/24');
-    assert.equal(canonicalCidr('10.128.0.256/32'), null);
-    assert.equal(canonicalCidr('fd00::2/128'), 'fd00::2/128');
-    assert.equal(canonicalCidr('10.1.2.3'), null);
   });
 });
 

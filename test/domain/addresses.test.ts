@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ipv6Groups, isHost, isIpAddress, isNetwork } from '../../src/domain/addresses.ts';
+import {
+  addressWithPrefix,
+  canonicalNetwork,
+  ipv6Groups,
+  isHost,
+  isIpAddress,
+  isNetwork,
+} from '../../src/domain/addresses.ts';
 
 describe('endpoints: a host name or an address, nothing else', () => {
   const hosts = ['vpn.example.com', 'a', 'xn--bcher-kva.example', 'a-b.c-d.example', `${'a'.repeat(63)}.example`];
@@ -81,4 +88,27 @@ describe('client_allowed_ips: real networks', () => {
   for (const [intent, text] of refused) {
     test(`refuses ${intent}: ${JSON.stringify(text)}`, () => assert.equal(isNetwork(text), false));
   }
+});
+
+describe('allowed ips as wg prints them', () => {
+  test('host bits are cleared', () => {
+    assert.equal(canonicalNetwork('10.128.0.2/32'), '10.128.0.2/32');
+    assert.equal(canonicalNetwork('10.128.0.77/24'), '10.128.0.0/24');
+    assert.equal(canonicalNetwork('0.0.0.1/0'), '0.0.0.0/0');
+  });
+  test('IPv6 in its short form', () => {
+    assert.equal(canonicalNetwork('fd00::2/128'), 'fd00::2/128');
+    assert.equal(canonicalNetwork('FD00:0:0::2/64'), 'fd00::/64');
+    assert.equal(canonicalNetwork('2001:db8:0:1:0:0:0:1/128'), '2001:db8:0:1::1/128');
+    assert.equal(canonicalNetwork('1:0:2:0:3:0:4:0/128'), '1:0:2:0:3:0:4:0/128');
+  });
+  const refused = ['10.128.0.256/32', '10.1.2.3', '10.1.2.3/33', '010.1.2.3/32', 'fd00::2/129', 'fd00:::2/64', 'a/24'];
+  for (const text of refused) {
+    test(`refuses ${JSON.stringify(text)}`, () => assert.equal(canonicalNetwork(text), undefined));
+  }
+  test('an address with its prefix is taken apart as written, host bits kept', () => {
+    assert.deepEqual(addressWithPrefix('10.128.0.1/24'), { family: 4, parts: [10, 128, 0, 1], prefix: 24 });
+    assert.deepEqual(addressWithPrefix('fd00::1/64'), { family: 6, parts: [0xfd00, 0, 0, 0, 0, 0, 0, 1], prefix: 64 });
+    assert.equal(addressWithPrefix('10.128.0.1'), undefined);
+  });
 });

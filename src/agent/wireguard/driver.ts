@@ -1,0 +1,366 @@
+/**
+ * The `wireguard` driver: each server is a network namespace (its "container") holding the WireGuard
+ * interface, linked to the host (uplink) namespace by a veth pair, with NAT on both sides.
+ *
+ * The interface is created in the host namespace and then moved into the server's namespace, so its
+ * UDP socket stays in the host namespace and clients reach it on the host's address with no DNAT
+ * (docs/dataplane.md, "Measured facts" 4; the kernel module does the same with the namespace it was created in).
+ * With wireguard-go the UAPI socket `/var/run/wireguard/IF.sock` is global, so every name this driver
+ * makes on the host carries `namePrefix` and is unique per node (names.ts).
+ *
+ * Every method reads the host's state first (host-readers.ts) and changes only the difference, goes on
+ * past a failed step and throws one DriverError listing every failure (failures.ts, docs/dataplane.md).
+ * This file composes the parts: peers (peers.ts), the veth and NAT (uplink.ts), wireguard-go processes
+ * (wireguard-go.ts). Speed limits are HTB classes and an nft map inside the server's namespace
+ * (shaping.ts); what clients may reach is nft tables in the server's and the host namespace (isolation.ts).
+ */
+import { messageOf } from '../../domain/errors.ts';
+import { publicKeyOf } from '../../domain/wireguard-keys.ts';
+import type { CommandRunner } from '../commands.ts';
+import { DriverError } from '../driver.ts';
+import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../driver.ts';
+import { type Cidr, ensureIsolation, isolationProblems } from '../isolation.ts';
+import type { IsolationPlace, IsolationPolicy } from '../isolation.ts';
+import { KeyedQueue } from '../keyed-queue.ts';
+import { Shaper, type ShapingPlace } from '../shaping.ts';
+import { detectImplementation, type WireGuardImplementation } from './capabilities.ts';
+import { collapse, stepper } from './failures.ts';
+import {
+  ipIn,
+  readDump,
+  readLinkIndex,
+  readLinks,
+  readNetnsNames,
+  readNetworks,
+  readNftTables,
+  readSnapshot,
+} from './host-readers.ts';
+import type { Dump, DumpPeer, Link, Snapshot } from './host-readers.ts';
+import { checkNamePrefix, type Names, serverIdsIn, serverNames } from './names.ts';
+import { applyPeers, peerChanges, peerProblems, singleIps, validPeers } from './peers.ts';
+import { serverSpecProblems } from './server-spec.ts';
+import { ensureUplink, removeUplink, uplinkProblems } from './uplink.ts';
+import { WireGuardGoProcesses } from './wireguard-go.ts';
+
+export interface WireGuardDriverOptions {
+  runner: CommandRunner;
+  /**
+   * 1–4 characters, a letter first and last (so `prefix + serverId` never reads as another prefix's name).
+   * Default `vp`.
+   */
+  namePrefix?: string;
+  /** The namespace the node treats as its host/uplink one; undefined = the process's own (root) namespace. */
+  hostNetns?: string;
+  /** Default: the kernel module when present, else wireguard-go (see detectImplementation). */
+  implementation?: WireGuardImplementation;
+  /** How long a fresh wireguard-go may take to answer on its UAPI socket. Default 3000. */
+  readyTimeoutMs?: number;
+  /** Destinations opened to clients although blocked by default (`NODE_ALLOW_CIDRS`; isolation.ts). */
+  allowCidrs?: readonly Cidr[];
+}
+
+export class WireGuardDriver implements Driver {
+  readonly kind = 'wireguard';
+  readonly #runner: CommandRunner;
+  readonly #prefix: string;
+  readonly #hostNetns: string | undefined;
+  #implementation: WireGuardImplementation | undefined;
+  readonly #wireguardGo: WireGuardGoProcesses;
+  /** One operation per server at a time. */
+  readonly #serial = new KeyedQueue<number>();
+  readonly #shaper: Shaper;
+  readonly #allowCidrs: readonly Cidr[];
+
+  constructor(options: WireGuardDriverOptions) {
+    const prefix = options.namePrefix ?? 'vp';
+    checkNamePrefix(prefix);
+    this.#runner = options.runner;
+    this.#prefix = prefix;
+    this.#hostNetns = options.hostNetns;
+    this.#implementation = options.implementation;
+    this.#wireguardGo = new WireGuardGoProcesses(options.runner, options.hostNetns, options.readyTimeoutMs ?? 3000);
+    this.#shaper = new Shaper(options.runner);
+    this.#allowCidrs = options.allowCidrs ?? [];
+  }
+
+  /** Every host name of a server; throws when the id does not fit the 15-character limit. */
+  names(serverId: number): Names {
+    return serverNames(this.#prefix, serverId);
+  }
+
+  up(spec: ServerSpec): Promise<ServerState> {
+    return this.#serial.run(spec.serverId, () => this.#up(spec));
+  }
+
+  setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
+    return this.#serial.run(serverId, () => this.#setPeers(serverId, peers));
+  }
+
+  changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
+    return this.#serial.run(serverId, async () => {
+      const n = this.names(serverId);
+      const { desired, untouchable, failures } = validPeers(upsert);
+      const removes = remove.filter((k) => !desired.has(k) && !untouchable.has(k));
+      const adds = [...desired.values()].map((p) => ({ publicKey: p.publicKey, allowedIps: p.allowedIp }));
+      await applyPeers(this.#runner, n.iface, await this.#wgNetns(n), { removes, adds }, failures);
+      const peersOnHost = async () =>
+        new Map((await this.#readDump(n)).peers.map((p): [string, string] => [p.publicKey, p.allowedIps]));
+      await this.#shaper.change(serverId, this.#place(n), [...desired.values()], removes, peersOnHost, failures);
+      if (failures.length > 0) throw new DriverError(`change peers of server ${serverId}`, collapse(failures));
+    });
+  }
+
+  /** The interface's index is its instance: an interface made anew gets another one. */
+  readCounters(serverId: number): Promise<CounterReading> {
+    return this.#serial.run(serverId, async () => {
+      const n = this.names(serverId);
+      const [dump, instance] = await Promise.all([
+        this.#readDump(n),
+        readLinkIndex(this.#runner, n.netns, n.iface),
+      ]).catch((error: unknown) => {
+        throw new DriverError(`read counters of server ${serverId}`, [messageOf(error)]);
+      });
+      const peers = dump.peers.map((p) => ({
+        publicKey: p.publicKey,
+        rxBytes: p.rxBytes,
+        txBytes: p.txBytes,
+        lastHandshakeMs: p.lastHandshakeS * 1000,
+      }));
+      return { instance, peers };
+    });
+  }
+
+  down(serverId: number): Promise<void> {
+    return this.#serial.run(serverId, () => this.#down(serverId));
+  }
+
+  /**
+   * What differs between the server's client-isolation rules on the host and those `spec` asks for
+   * (docs/dataplane.md, "Client isolation"); empty when they are as expected. Reads only: the next
+   * up() puts them right.
+   */
+  async isolationProblems(spec: ServerSpec): Promise<string[]> {
+    const [place, policy] = [this.#isolationPlace(spec), this.#isolationPolicy(spec)];
+    return this.#serial.run(spec.serverId, () => isolationProblems(this.#runner, place, policy));
+  }
+
+  /**
+   * The drift check: reads the interface, its peers, links, NAT tables and speed limits and lists what
+   * differs from `spec` and `peers`; changes nothing. Costs a `wg show dump` (which metering reads every
+   * second anyway), two `ip` and two `nft list tables`, and the shaper's reads only where a peer is limited.
+   */
+  inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
+    return this.#serial.run(spec.serverId, async () => {
+      const n = this.names(spec.serverId);
+      const valid = validPeers(peers);
+      const [dump, links, serverTables, hostTables] = await Promise.all([
+        this.#readDump(n).catch(() => null),
+        readLinks(this.#runner, n.netns),
+        readNftTables(this.#runner, n.netns),
+        readNftTables(this.#runner, this.#hostNetns),
+      ]);
+      const found: string[] = [];
+      if (dump === null) found.push(`interface ${n.iface} does not answer`);
+      else {
+        if (dump.listenPort !== spec.listenPort) {
+          found.push(`interface ${n.iface} listens on ${dump.listenPort}, not ${spec.listenPort}`);
+        }
+        if (dump.privateKey !== spec.privateKey) found.push(`interface ${n.iface} has another private key`);
+        found.push(...peerProblems(n.iface, dump.peers, valid));
+      }
+      const iface = links.get(n.iface);
+      if (iface === undefined) found.push(`link ${n.iface} is missing from namespace ${n.netns}`);
+      else {
+        const addresses = iface.addrs.join(',');
+        if (!iface.up) found.push(`link ${n.iface} is down`);
+        if (iface.mtu !== spec.mtu) found.push(`link ${n.iface} has MTU ${iface.mtu}, not ${spec.mtu}`);
+        if (addresses !== spec.address) {
+          found.push(`link ${n.iface} has addresses ${addresses || '(none)'}, not ${spec.address}`);
+        }
+      }
+      found.push(...uplinkProblems(n, links, serverTables, hostTables));
+      found.push(...(await this.#shaper.inspect(spec.serverId, this.#place(n), [...valid.desired.values()])));
+      found.push(...(await isolationProblems(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec))));
+      return collapse(found);
+    });
+  }
+
+  async list(): Promise<number[]> {
+    const [namespaces, hostLinks] = await Promise.all([
+      readNetnsNames(this.#runner),
+      readLinks(this.#runner, this.#hostNetns),
+    ]);
+    return serverIdsIn(this.#prefix, [...namespaces, ...hostLinks.keys()]);
+  }
+
+  /** Read from the host namespace itself (not readLinks, which takes a failed read for no links). */
+  async hostNetworks(): Promise<string[]> {
+    return readNetworks(this.#runner, this.#hostNetns);
+  }
+
+  /** Stops every wireguard-go child this driver started, leaving the servers' namespaces for down(). */
+  async close(): Promise<void> {
+    await this.#wireguardGo.stopAll();
+  }
+
+  async #up(spec: ServerSpec): Promise<ServerState> {
+    const action = `up server ${spec.serverId}`;
+    const invalid = serverSpecProblems(spec);
+    if (invalid.length > 0) throw new DriverError(action, invalid);
+    const n = this.names(spec.serverId);
+    const failures: string[] = [];
+    const run = stepper(this.#runner, failures);
+    const snap = await readSnapshot(this.#runner, n, this.#hostNetns, () => this.#readDump(n));
+    if (!snap.netnsExists && !(await run('ip', ['netns', 'add', n.netns]))) throw new DriverError(action, failures);
+    // Before the interface, so no client of a new interface ever passes unfiltered.
+    await ensureIsolation(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec), failures);
+
+    const iface = snap.serverLinks.get(n.iface);
+    const dump = snap.dump;
+    let peerCount = dump?.peers.length ?? 0;
+    // wireguard-go learns the MTU only in the namespace it runs in, and the port belongs to the
+    // host namespace's socket: a change to either means a new interface (peers are put back).
+    const recreate =
+      iface === undefined || dump === null || dump.listenPort !== spec.listenPort || iface.mtu !== spec.mtu;
+    if (recreate) {
+      peerCount = await this.#createInterface(spec, n, snap, dump?.peers ?? [], failures);
+    } else {
+      const wgNetns = await this.#wgNetns(n);
+      if (dump.privateKey !== spec.privateKey) {
+        const keyInput = { input: `${spec.privateKey}\n`, netns: wgNetns };
+        await run('wg', ['set', n.iface, 'private-key', '/dev/stdin'], keyInput);
+      }
+      for (const extra of iface.addrs.filter((a) => a !== spec.address)) {
+        await run('ip', ['-n', n.netns, 'addr', 'del', extra, 'dev', n.iface]);
+      }
+      if (!iface.addrs.includes(spec.address)) {
+        await run('ip', ['-n', n.netns, 'addr', 'add', spec.address, 'dev', n.iface]);
+      }
+      if (!iface.up) await run('ip', ['-n', n.netns, 'link', 'set', n.iface, 'up']);
+    }
+    const vethMade = await ensureUplink(n, snap, this.#hostNetns, run);
+    // A new interface or veth has none of the classes its peers' speed limits had.
+    if ((recreate || vethMade) && (dump?.peers.length ?? 0) > 0) {
+      const peers = new Map(
+        (dump?.peers ?? []).flatMap((p) => singleIps(p.allowedIps).map((ip): [string, string] => [p.publicKey, ip])),
+      );
+      await this.#shaper.restore(spec.serverId, this.#place(n), peers, failures);
+    }
+    if (failures.length > 0) throw new DriverError(action, collapse(failures));
+    const { serverId, listenPort, address, mtu } = spec;
+    return { serverId, listenPort, address, mtu, publicKey: publicKeyOf(spec.privateKey), peerCount };
+  }
+
+  /** Makes the interface from scratch (removing a stale one); returns how many peers it has. */
+  async #createInterface(
+    spec: ServerSpec,
+    n: Names,
+    snap: Snapshot,
+    restore: readonly DumpPeer[],
+    failures: string[],
+  ): Promise<number> {
+    const run = stepper(this.#runner, failures);
+    const hostIp = ipIn(this.#hostNetns);
+    const earlierAnswered = snap.dump !== null && !this.#wireguardGo.has(spec.serverId);
+    if (snap.serverLinks.has(n.iface)) await run('ip', ['-n', n.netns, 'link', 'del', n.iface]);
+    if (snap.hostLinks.has(n.iface)) await run('ip', [...hostIp, 'link', 'del', n.iface]);
+    await this.#wireguardGo.stop(spec.serverId);
+    const implementation = await this.#resolveImplementation();
+    const created =
+      implementation === 'kernel'
+        ? await run('ip', [...hostIp, 'link', 'add', n.iface, 'type', 'wireguard'])
+        : await this.#wireguardGo.start(spec.serverId, n.iface, earlierAnswered, failures);
+    // Each of these needs the one before; past a failure the rest would only fail too.
+    if (!created) return 0;
+    if (!(await run('ip', [...hostIp, 'link', 'set', n.iface, 'mtu', String(spec.mtu)]))) return 0;
+    if (!(await run('ip', [...hostIp, 'link', 'set', n.iface, 'netns', n.netns]))) return 0;
+    const wgNetns = await this.#wgNetns(n);
+    const keyInput = { input: `${spec.privateKey}\n`, netns: wgNetns };
+    await run('wg', ['set', n.iface, 'private-key', '/dev/stdin', 'listen-port', String(spec.listenPort)], keyInput);
+    await run('ip', ['-n', n.netns, 'addr', 'add', spec.address, 'dev', n.iface]);
+    await run('ip', ['-n', n.netns, 'link', 'set', n.iface, 'up']);
+    const before = failures.length;
+    await applyPeers(this.#runner, n.iface, wgNetns, { removes: [], adds: restore }, failures);
+    return failures.length === before ? restore.length : 0;
+  }
+
+  async #setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
+    const action = `set peers of server ${serverId}`;
+    const n = this.names(serverId);
+    const valid = validPeers(peers);
+    const { desired, untouchable, failures } = valid;
+    let dump: Dump;
+    try {
+      dump = await this.#readDump(n);
+    } catch (error) {
+      throw new DriverError(action, [messageOf(error), ...failures]);
+    }
+    await applyPeers(this.#runner, n.iface, await this.#wgNetns(n), peerChanges(dump.peers, valid), failures);
+    // Peers left as they are keep their limits too.
+    const kept = dump.peers.filter((p) => untouchable.has(p.publicKey));
+    const keepIps = new Set(kept.flatMap((p) => singleIps(p.allowedIps)));
+    await this.#shaper.sync(serverId, this.#place(n), [...desired.values()], keepIps, failures);
+    if (failures.length > 0) throw new DriverError(action, collapse(failures));
+  }
+
+  async #down(serverId: number): Promise<void> {
+    const n = this.names(serverId);
+    const failures: string[] = [];
+    const run = stepper(this.#runner, failures);
+    // Stopping wireguard-go first lets it close its interface and remove its UAPI socket itself.
+    await this.#wireguardGo.stop(serverId);
+    this.#shaper.forget(serverId);
+    const netnsExists = (await readNetnsNames(this.#runner)).includes(n.netns);
+    const [serverLinks, hostLinks, hostTables] = await Promise.all([
+      netnsExists ? readLinks(this.#runner, n.netns) : new Map<string, Link>(),
+      readLinks(this.#runner, this.#hostNetns),
+      readNftTables(this.#runner, this.#hostNetns),
+    ]);
+    // Deleting the interface makes a wireguard-go this driver did not start (an earlier agent's) exit.
+    if (serverLinks.has(n.iface)) await run('ip', ['-n', n.netns, 'link', 'del', n.iface]);
+    if (hostLinks.has(n.iface)) await run('ip', [...ipIn(this.#hostNetns), 'link', 'del', n.iface]);
+    await removeUplink(n, hostLinks, hostTables, this.#hostNetns, run);
+    if (hostTables.has(`inet ${n.isolationTable}`)) {
+      await run('nft', ['delete', 'table', 'inet', n.isolationTable], { netns: this.#hostNetns });
+    }
+    if (netnsExists) await run('ip', ['netns', 'del', n.netns]);
+    if (failures.length > 0) throw new DriverError(`down server ${serverId}`, collapse(failures));
+  }
+
+  async #readDump(n: Names): Promise<Dump> {
+    return readDump(this.#runner, n.iface, await this.#wgNetns(n));
+  }
+
+  /**
+   * Where the server's speed limits live: WireGuard interface (download) and uplink veth (upload), in its
+   * namespace.
+   */
+  #place(n: Names): ShapingPlace {
+    return { netns: n.netns, wg: n.iface, uplink: n.vethServer };
+  }
+
+  #isolationPlace(spec: ServerSpec): IsolationPlace {
+    const n = this.names(spec.serverId);
+    const serverIp = spec.address.split('/')[0] ?? '';
+    const hostTable = n.isolationTable;
+    return { serverNetns: n.netns, wg: n.iface, serverIp, hostNetns: this.#hostNetns, vethHost: n.vethHost, hostTable };
+  }
+
+  #isolationPolicy(spec: ServerSpec): IsolationPolicy {
+    const { clientToClient = false, dnsOnServer = false } = spec;
+    return { clientToClient, dnsOnServer, allow: this.#allowCidrs };
+  }
+
+  /**
+   * Where `wg` must run: kernel WireGuard is per namespace (netlink); wireguard-go's UAPI socket is global,
+   * and plain `wg` is faster.
+   */
+  async #wgNetns(n: Names): Promise<string | undefined> {
+    return (await this.#resolveImplementation()) === 'kernel' ? n.netns : undefined;
+  }
+
+  async #resolveImplementation(): Promise<WireGuardImplementation> {
+    this.#implementation ??= (await detectImplementation(this.#runner)) ?? 'wireguard-go';
+    return this.#implementation;
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * What the driver reads from the host before it changes anything, each reader beside the parser of its
+ * command's output. A reader of a namespace that may be missing answers "nothing there" instead of failing.
+ */
+import type { CommandRunner } from '../commands.ts';
+import type { Names } from './names.ts';
+
+/** `addrs`: IPv4 addresses as `a.b.c.d/len`. */
+export type Link = { up: boolean; mtu: number; addrs: string[] };
+/** `allowedIps`: comma-separated, '' for none. */
+export type DumpPeer = {
+  publicKey: string;
+  allowedIps: string;
+  lastHandshakeS: number;
+  rxBytes: number;
+  txBytes: number;
+};
+export type Dump = { privateKey: string; listenPort: number; peers: DumpPeer[] };
+
+/** What up() reads before changing anything. */
+export interface Snapshot {
+  netnsExists: boolean;
+  serverLinks: Map<string, Link>;
+  hostLinks: Map<string, Link>;
+  /** `GATEWAY DEV` of the server namespace's default route, '' when none. */
+  defaultRoute: string;
+  dump: Dump | null;
+  serverTables: Set<string>;
+  hostTables: Set<string>;
+  serverForwarding: boolean;
+  hostForwarding: boolean;
+}
+
+/** `ip` arguments that address `netns`; none for the process's own namespace. */
+export function ipIn(netns: string | undefined): string[] {
+  return netns === undefined ? [] : ['-n', netns];
+}
+
+/**
+ * Everything of server `n` in its namespace and in the host namespace that up() compares with its spec;
+ * `readInterfaceDump` reads the interface's dump (where `wg` runs depends on the WireGuard implementation).
+ */
+export async function readSnapshot(
+  runner: CommandRunner,
+  n: Names,
+  hostNetns: string | undefined,
+  readInterfaceDump: () => Promise<Dump>,
+): Promise<Snapshot> {
+  const netnsExists = (await readNetnsNames(runner)).includes(n.netns);
+  const none = <T>(value: T): Promise<T> => Promise.resolve(value);
+  const [serverLinks, hostLinks, defaultRoute, dump, serverTables, hostTables, serverForwarding, hostForwarding] =
+    await Promise.all([
+      netnsExists ? readLinks(runner, n.netns) : none(new Map<string, Link>()),
+      readLinks(runner, hostNetns),
+      netnsExists ? readDefaultRoute(runner, n.netns) : none(''),
+      netnsExists ? readInterfaceDump().catch(() => null) : none(null),
+      netnsExists ? readNftTables(runner, n.netns) : none(new Set<string>()),
+      readNftTables(runner, hostNetns),
+      netnsExists ? readForwarding(runner, n.netns) : none(false),
+      readForwarding(runner, hostNetns),
+    ]);
+  return {
+    netnsExists,
+    serverLinks,
+    hostLinks,
+    defaultRoute,
+    dump,
+    serverTables,
+    hostTables,
+    serverForwarding,
+    hostForwarding,
+  };
+}
+
+/** `wg show IF dump`, run in `wgNetns`. */
+export async function readDump(runner: CommandRunner, iface: string, wgNetns: string | undefined): Promise<Dump> {
+  const { stdout } = await runner.run('wg', ['show', iface, 'dump'], { netns: wgNetns });
+  return parseDump(stdout);
+}
+
+/** `wg show IF dump`: the interface line, then one line per peer, tab-separated. */
+export function parseDump(stdout: string): Dump {
+  const lines = stdout.split('\n').filter((l) => l !== '');
+  const head = lines[0]?.split('\t') ?? [];
+  if (head.length < 4) throw new Error(`unexpected \`wg show dump\` output: ${JSON.stringify(stdout.slice(0, 200))}`);
+  const peers = lines.slice(1).map((line) => {
+    const f = line.split('\t');
+    const allowed = f[3] ?? '';
+    return {
+      publicKey: f[0] ?? '',
+      allowedIps: allowed === '(none)' ? '' : allowed,
+      lastHandshakeS: Number(f[4] ?? 0) || 0,
+      rxBytes: Number(f[5] ?? 0) || 0,
+      txBytes: Number(f[6] ?? 0) || 0,
+    };
+  });
+  return { privateKey: head[0] ?? '', listenPort: Number(head[2]), peers };
+}
+
+/** The interface's index: an interface made anew gets another one. */
+export async function readLinkIndex(runner: CommandRunner, netns: string, iface: string): Promise<string> {
+  const { stdout } = await runner.run('ip', ['-n', netns, '-o', 'link', 'show', 'dev', iface]);
+  return /^(\d+):/.exec(stdout)?.[1] ?? '';
+}
+
+export async function readNetnsNames(runner: CommandRunner): Promise<string[]> {
+  const { stdout } = await runner.run('ip', ['netns', 'list']);
+  return parseNetnsList(stdout);
+}
+
+/** `ip netns list` prints `name` or `name (id: N)` per line. */
+export function parseNetnsList(stdout: string): string[] {
+  return stdout
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/)[0] ?? '')
+    .filter((l) => l !== '');
+}
+
+/** Links of a namespace by name; empty when it cannot be read (a missing namespace). */
+export async function readLinks(runner: CommandRunner, netns: string | undefined): Promise<Map<string, Link>> {
+  return runner.run('ip', [...ipIn(netns), '-j', 'addr', 'show']).then(
+    (r) => parseIpAddrJson(r.stdout),
+    () => new Map<string, Link>(),
+  );
+}
+
+/** `ip -j addr show` → links by name with their IPv4 addresses. */
+export function parseIpAddrJson(stdout: string): Map<string, Link> {
+  const links = new Map<string, Link>();
+  const parsed: unknown = stdout.trim() === '' ? [] : JSON.parse(stdout);
+  for (const item of Array.isArray(parsed) ? parsed : []) {
+    if (!isRecord(item) || typeof item.ifname !== 'string') continue;
+    const flags = Array.isArray(item.flags) ? item.flags : [];
+    const addrs = (Array.isArray(item.addr_info) ? item.addr_info : []).flatMap((a: unknown) =>
+      isRecord(a) && a.family === 'inet' && typeof a.local === 'string' ? [`${a.local}/${String(a.prefixlen)}`] : [],
+    );
+    links.set(item.ifname, { up: flags.includes('UP'), mtu: typeof item.mtu === 'number' ? item.mtu : 0, addrs });
+  }
+  return links;
+}
+
+/** Every address of the namespace's interfaces; throws when it cannot read them. */
+export async function readNetworks(runner: CommandRunner, netns: string | undefined): Promise<string[]> {
+  const { stdout } = await runner.run('ip', [...ipIn(netns), '-j', 'addr', 'show']);
+  return parseInterfaceNetworks(stdout);
+}
+
+/** `ip -j addr show` → every IPv4 and IPv6 address with its prefix, e.g. `192.0.2.2/24`, `fd00::2/64`. */
+export function parseInterfaceNetworks(stdout: string): string[] {
+  const parsed: unknown = stdout.trim() === '' ? [] : JSON.parse(stdout);
+  const addresses = (Array.isArray(parsed) ? parsed : []).flatMap((item: unknown) =>
+    isRecord(item) && Array.isArray(item.addr_info) ? item.addr_info : [],
+  );
+  return addresses.flatMap((a: unknown) => {
+    if (!isRecord(a) || (a.family !== 'inet' && a.family !== 'inet6')) return [];
+    return typeof a.local === 'string' && typeof a.prefixlen === 'number' ? [`${a.local}/${a.prefixlen}`] : [];
+  });
+}
+
+/** `GATEWAY DEV` of the namespace's default route; '' when none or unreadable. */
+async function readDefaultRoute(runner: CommandRunner, netns: string): Promise<string> {
+  return runner.run('ip', ['-n', netns, '-j', 'route', 'show', 'default']).then(
+    (r) => parseDefaultRoute(r.stdout),
+    () => '',
+  );
+}
+
+function parseDefaultRoute(stdout: string): string {
+  const parsed: unknown = stdout.trim() === '' ? [] : JSON.parse(stdout);
+  const route = (Array.isArray(parsed) ? parsed : []).find((r: unknown) => isRecord(r) && r.dst === 'default');
+  return isRecord(route) && typeof route.gateway === 'string' && typeof route.dev === 'string'
+    ? `${route.gateway} ${route.dev}`
+    : '';
+}
+
+/** The namespace's nft tables as `FAMILY NAME`; empty when unreadable. */
+export async function readNftTables(runner: CommandRunner, netns: string | undefined): Promise<Set<string>> {
+  return runner.run('nft', ['list', 'tables'], { netns }).then(
+    (r) => new Set(r.stdout.split('\n').map((l) => l.trim().replace(/^table /, '')).filter((l) => l !== '')),
+    () => new Set<string>(),
+  );
+}
+
+/** Whether the namespace forwards IPv4; false when unreadable. */
+async function readForwarding(runner: CommandRunner, netns: string | undefined): Promise<boolean> {
+  return runner.run('sysctl', ['-n', 'net.ipv4.ip_forward'], { netns }).then(
+    (r) => r.stdout.trim() === '1',
+    () => false,
+  );
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}

@@ -1,0 +1,129 @@
+/**
+ * A server's peers on its interface: which of the asked-for peers can be applied, what differs from the
+ * host, and `wg set` calls that change many peers at once.
+ */
+import { canonicalNetwork } from '../../domain/addresses.ts';
+import { SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
+import { messageOf } from '../../domain/errors.ts';
+import { isValidKey } from '../../domain/wireguard-keys.ts';
+import type { CommandRunner } from '../commands.ts';
+import type { PeerSpec } from '../driver.ts';
+import type { DumpPeer } from './host-readers.ts';
+
+/** Peers per `wg set` argv: one call instead of one per peer (about 1 ms each), argv stays well under ARG_MAX. */
+const PEERS_PER_WG_SET = 1000;
+
+/** A peer as `wg set` takes it. */
+export type WgPeer = { publicKey: string; allowedIps: string };
+
+export interface ValidPeers {
+  /** The peers that can be applied, by key, with their allowed ip as `wg` prints it. */
+  desired: Map<string, PeerSpec>;
+  /** Keys of invalid or contradictory entries: left as they are on the host (limits included), not removed. */
+  untouchable: Set<string>;
+  /** What was wrong with each of those. */
+  failures: string[];
+}
+
+export function validPeers(peers: readonly PeerSpec[]): ValidPeers {
+  const failures: string[] = [];
+  const desired = new Map<string, PeerSpec>();
+  const untouchable = new Set<string>();
+  for (const peer of peers) {
+    const allowedIp = canonicalNetwork(peer.allowedIp);
+    const kbps = peer.speedLimitKbps;
+    const earlier = desired.get(peer.publicKey);
+    if (!isValidKey(peer.publicKey)) {
+      failures.push(`peer ${JSON.stringify(peer.publicKey)}: not a WireGuard public key`);
+    } else if (allowedIp === undefined) {
+      failures.push(`peer ${peer.publicKey}: allowed ip ${JSON.stringify(peer.allowedIp)} is not an address/prefix`);
+      untouchable.add(peer.publicKey);
+    } else if (!Number.isInteger(kbps) || kbps < 0 || kbps > SPEED_LIMIT_MAX_KBPS) {
+      failures.push(`peer ${peer.publicKey}: speed limit ${kbps} is not 0-${SPEED_LIMIT_MAX_KBPS} kbit/s`);
+      untouchable.add(peer.publicKey);
+    } else if (earlier !== undefined && (earlier.allowedIp !== allowedIp || earlier.speedLimitKbps !== kbps)) {
+      failures.push(`peer ${peer.publicKey}: listed twice with different addresses or speed limits`);
+      untouchable.add(peer.publicKey);
+    } else desired.set(peer.publicKey, { publicKey: peer.publicKey, allowedIp, speedLimitKbps: kbps });
+  }
+  for (const key of untouchable) desired.delete(key);
+  return { desired, untouchable, failures };
+}
+
+/** The `wg set` changes that make the host's peers `valid`: removals and additions or changes, by key. */
+export function peerChanges(onHost: readonly DumpPeer[], valid: ValidPeers): { removes: string[]; adds: WgPeer[] } {
+  const { desired, untouchable } = valid;
+  const current = new Map(onHost.map((p) => [p.publicKey, p.allowedIps]));
+  const removes = [...current.keys()].filter((k) => !desired.has(k) && !untouchable.has(k)).sort();
+  const adds = [...desired.values()]
+    .filter((p) => current.get(p.publicKey) !== p.allowedIp)
+    .sort((a, b) => (a.publicKey < b.publicKey ? -1 : a.publicKey > b.publicKey ? 1 : 0))
+    .map((p) => ({ publicKey: p.publicKey, allowedIps: p.allowedIp }));
+  return { removes, adds };
+}
+
+/** How the peers on interface `iface` differ from `valid`, one line each (the drift check). */
+export function peerProblems(iface: string, onHost: readonly DumpPeer[], valid: ValidPeers): string[] {
+  const { desired, untouchable } = valid;
+  const found: string[] = [];
+  const allowedOnHost = new Map(onHost.map((p) => [p.publicKey, p.allowedIps]));
+  for (const [key, allowedIps] of allowedOnHost) {
+    const want = desired.get(key);
+    const shown = allowedIps || '(none)';
+    if (want === undefined && !untouchable.has(key)) {
+      found.push(`peer ${key} (${shown}) is on ${iface} but was not applied`);
+    } else if (want !== undefined && want.allowedIp !== allowedIps) {
+      found.push(`peer ${key} has allowed ips ${shown}, not ${want.allowedIp}`);
+    }
+  }
+  for (const key of desired.keys()) if (!allowedOnHost.has(key)) found.push(`peer ${key} is missing from ${iface}`);
+  return found;
+}
+
+/**
+ * Removes, then adds or changes, in multi-peer `wg set` calls (removals first, so an address freed
+ * by one peer is not taken back from the peer it moved to). A failed call is retried peer by peer,
+ * so one bad peer does not block the others, and each failing peer is reported.
+ */
+export async function applyPeers(
+  runner: CommandRunner,
+  iface: string,
+  wgNetns: string | undefined,
+  change: { removes: readonly string[]; adds: readonly WgPeer[] },
+  failures: string[],
+): Promise<void> {
+  const batches: string[][][] = [
+    chunk(change.removes, PEERS_PER_WG_SET).map((keys) => keys.map((k) => ['peer', k, 'remove'])),
+    chunk(change.adds, PEERS_PER_WG_SET).map((peers) =>
+      peers.map((p) => ['peer', p.publicKey, 'allowed-ips', p.allowedIps]),
+    ),
+  ].flat();
+  for (const batch of batches) {
+    try {
+      await runner.run('wg', ['set', iface, ...batch.flat()], { netns: wgNetns });
+    } catch (error) {
+      if (batch.length === 1) {
+        failures.push(`peer ${batch[0]?.[1] ?? '?'}: ${messageOf(error)}`);
+        continue;
+      }
+      for (const peerArgs of batch) {
+        try {
+          await runner.run('wg', ['set', iface, ...peerArgs], { netns: wgNetns });
+        } catch (single) {
+          failures.push(`peer ${peerArgs[1] ?? '?'}: ${messageOf(single)}`);
+        }
+      }
+    }
+  }
+}
+
+/** The bare IPv4 addresses of the /32 entries of a comma-separated allowed-ips list. */
+export function singleIps(allowedIps: string): string[] {
+  return allowedIps.split(',').flatMap((entry) => /^(\d+\.\d+\.\d+\.\d+)\/32$/.exec(entry.trim())?.[1] ?? []);
+}
+
+function chunk<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
+  return chunks;
+}

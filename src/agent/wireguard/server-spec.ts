@@ -1,0 +1,20 @@
+/** What up() refuses before touching the host. */
+import { addressWithPrefix } from '../../domain/addresses.ts';
+import { isValidKey } from '../../domain/wireguard-keys.ts';
+import type { ServerSpec } from '../driver.ts';
+
+/** What is wrong with `spec`, one line each; empty when it can be applied. */
+export function serverSpecProblems(spec: ServerSpec): string[] {
+  const problems: string[] = [];
+  if (!isValidKey(spec.privateKey)) problems.push('private key is not a WireGuard key');
+  if (!Number.isInteger(spec.listenPort) || spec.listenPort < 1 || spec.listenPort > 65535) {
+    problems.push(`listen port ${spec.listenPort} is not 1-65535`);
+  }
+  if (!Number.isInteger(spec.mtu) || spec.mtu < 576 || spec.mtu > 9000) {
+    problems.push(`mtu ${spec.mtu} is not 576-9000`);
+  }
+  if (addressWithPrefix(spec.address)?.family !== 4) {
+    problems.push(`address ${JSON.stringify(spec.address)} is not an IPv4 address/prefix`);
+  }
+  return problems;
+}

@@ -1,0 +1,81 @@
+/**
+ * The wireguard-go processes the driver starts, one per server: started in the host namespace (so the
+ * interface's UDP socket stays there), waited for until they answer on their UAPI socket, stopped.
+ */
+import type { ChildHandle, CommandRunner } from '../commands.ts';
+
+const READY_POLL_MS = 20;
+/** Keeps wireguard-go quiet except for errors, and stops it printing its "use the kernel module" banner. */
+const WIREGUARD_GO_ENV = { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' };
+
+export class WireGuardGoProcesses {
+  readonly #runner: CommandRunner;
+  readonly #hostNetns: string | undefined;
+  readonly #readyTimeoutMs: number;
+  /** wireguard-go children started here, by server id. */
+  readonly #children = new Map<number, ChildHandle>();
+
+  constructor(runner: CommandRunner, hostNetns: string | undefined, readyTimeoutMs: number) {
+    this.#runner = runner;
+    this.#hostNetns = hostNetns;
+    this.#readyTimeoutMs = readyTimeoutMs;
+  }
+
+  /** Whether the server's wireguard-go was started here and has not exited. */
+  has(serverId: number): boolean {
+    return this.#children.has(serverId);
+  }
+
+  /**
+   * Starts wireguard-go for interface `iface` and waits until it answers; false (with the reason in
+   * `failures`) when it exits or stays silent. `earlierAnswered`: an earlier agent's process had the interface.
+   */
+  async start(serverId: number, iface: string, earlierAnswered: boolean, failures: string[]): Promise<boolean> {
+    const answers = (): Promise<boolean> =>
+      this.#runner.run('wg', ['show', iface, 'listen-port']).then(() => true, () => false);
+    // An earlier agent's wireguard-go exits when its interface is deleted and then unlinks its socket
+    // path, which would take a new one's socket with it: wait until it is gone.
+    if (earlierAnswered && !(await this.#poll(async () => !(await answers())))) {
+      failures.push(`an earlier wireguard-go of ${iface} still answers after ${this.#readyTimeoutMs} ms`);
+      return false;
+    }
+    const child = this.#runner.start('wireguard-go', ['-f', iface], { netns: this.#hostNetns, env: WIREGUARD_GO_ENV });
+    this.#children.set(serverId, child);
+    let exited = false;
+    let how = '';
+    void child.exited.then((result) => {
+      exited = true;
+      how = result.signal === null ? `code ${result.code ?? 'none'}` : `signal ${result.signal}`;
+      // If it dies the interface goes with it; the next up() (the agent's reconcile) makes both again.
+      if (this.#children.get(serverId) === child) this.#children.delete(serverId);
+    });
+    if ((await this.#poll(async () => exited || (await answers()))) && !exited) return true;
+    if (exited) failures.push(`wireguard-go ${iface} exited at start (${how}): ${child.stderrTail() || 'no message'}`);
+    else {
+      failures.push(`wireguard-go ${iface} did not answer within ${this.#readyTimeoutMs} ms`);
+      await child.stop();
+    }
+    return false;
+  }
+
+  /** Stops the server's wireguard-go if it was started here. */
+  async stop(serverId: number): Promise<void> {
+    await this.#children.get(serverId)?.stop();
+    this.#children.delete(serverId);
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.#children.values()].map((c) => c.stop()));
+    this.#children.clear();
+  }
+
+  /** Calls `check` every READY_POLL_MS until it is true (→ true) or readyTimeoutMs passed (→ false). */
+  async #poll(check: () => Promise<boolean>): Promise<boolean> {
+    const deadlineMs = Date.now() + this.#readyTimeoutMs;
+    for (;;) {
+      if (await check()) return true;
+      if (Date.now() > deadlineMs) return false;
+      await new Promise((resolve) => setTimeout(resolve, READY_POLL_MS));
+    }
+  }
+}
