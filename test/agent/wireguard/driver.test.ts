@@ -3,17 +3,17 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { randomInt } from 'node:crypto';
-import { DriverError } from '../../src/agent/driver.ts';
-import type { PeerSpec, ServerSpec } from '../../src/agent/driver.ts';
-import { ExecRunner, RecordingRunner } from '../../src/agent/commands.ts';
-import type { ChildHandle } from '../../src/agent/commands.ts';
-import { canRunWireGuard } from '../../src/agent/wireguard/capabilities.ts';
-import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
-import { parseDump } from '../../src/agent/wireguard/host-readers.ts';
-import { generateKeyPair, isValidKey, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
-import { hostTableText, serverTableText } from '../../src/agent/isolation.ts';
-import { ISOLATED, ISOLATION_PLACE } from '../support/isolation.ts';
-import { CHILD_LOG_DIR } from '../support/netns.ts';
+import { DriverError } from '../../../src/agent/driver.ts';
+import type { PeerSpec, ServerSpec } from '../../../src/agent/driver.ts';
+import { ExecRunner, RecordingRunner } from '../../../src/agent/commands.ts';
+import type { ChildHandle } from '../../../src/agent/commands.ts';
+import { canRunWireGuard } from '../../../src/agent/wireguard/capabilities.ts';
+import { WireGuardDriver } from '../../../src/agent/wireguard/driver.ts';
+import { parseDump } from '../../../src/agent/wireguard/host-readers.ts';
+import { generateKeyPair, isValidKey, publicKeyOf } from '../../../src/domain/wireguard-keys.ts';
+import { hostTableText, serverTableText } from '../../../src/agent/isolation.ts';
+import { ISOLATED, ISOLATION_PLACE } from '../../support/isolation.ts';
+import { CHILD_LOG_DIR } from '../../support/netns.ts';
 
 // ---------------------------------------------------------------------------------------------
 // (a) Unit tests: the driver against a RecordingRunner. The runner answers from a script of what
