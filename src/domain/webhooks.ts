@@ -1,4 +1,5 @@
 import { createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
+import { isoAt } from './clock.ts';
 
 /** Waits before the 2nd…8th attempt (DESIGN §3); after the 8th failure a delivery is failed. */
 export const RETRY_SCHEDULE_MS: readonly number[] = [
@@ -33,6 +34,51 @@ export function nextAttemptDelayMs(
   if (retryAfterSeconds === undefined) return jitteredMs;
   const retryAfterMs = Math.min(retryAfterSeconds * 1000, Math.max(...scheduleMs));
   return Math.max(jitteredMs, Math.ceil(retryAfterMs));
+}
+
+/** What became of one attempt's request: the receiver's status, or no answer at all (`error` says why). */
+export type AttemptReply = { status: number; retryAfterSeconds: number | undefined } | { error: string };
+
+/** A delivery's state after an attempt. */
+export interface AttemptVerdict {
+  state: 'delivered' | 'pending' | 'failed';
+  /** When to try again (ISO 8601); null unless pending. */
+  nextAttemptAt: string | null;
+  responseStatus: number | null;
+  error: string | null;
+  /** The receiver answered 410 Gone: its webhook is turned off. */
+  disablesWebhook: boolean;
+}
+
+/**
+ * What an attempt's reply makes of its delivery (DESIGN §3): any 2xx delivers it; 410 Gone fails it and
+ * disables its webhook; anything else (another status, a redirect, no answer) is retried after
+ * nextAttemptDelayMs, or failed once the schedule is used up. `attemptsSoFar` counts the attempt just made.
+ */
+export function attemptVerdict(
+  reply: AttemptReply,
+  attemptsSoFar: number,
+  scheduleMs: readonly number[],
+  nowMs: number,
+  random: () => number,
+): AttemptVerdict {
+  const retryOrFail = (responseStatus: number | null, error: string, retryAfterSeconds?: number): AttemptVerdict => {
+    const delayMs = nextAttemptDelayMs(attemptsSoFar, scheduleMs, retryAfterSeconds, random);
+    const nextAttemptAt = delayMs === undefined ? null : isoAt(nowMs + delayMs);
+    const state = nextAttemptAt === null ? 'failed' : 'pending';
+    return { state, nextAttemptAt, responseStatus, error, disablesWebhook: false };
+  };
+  if ('error' in reply) return retryOrFail(null, reply.error);
+  const { status } = reply;
+  if (status >= 200 && status < 300) {
+    return { state: 'delivered', nextAttemptAt: null, responseStatus: status, error: null, disablesWebhook: false };
+  }
+  if (status === 410) {
+    const error = '410 Gone: webhook disabled';
+    return { state: 'failed', nextAttemptAt: null, responseStatus: status, error, disablesWebhook: true };
+  }
+  const error = status >= 300 && status < 400 ? `redirect ${status} is not followed` : `HTTP ${status}`;
+  return retryOrFail(status, error, reply.retryAfterSeconds);
 }
 
 /**

@@ -1,43 +1,25 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { type Agent, request } from 'undici';
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { nextAttemptDelayMs, parseRetryAfterSeconds, signWebhook } from '../domain/webhooks.ts';
-import { ForbiddenTargetError, makeWebhookDispatcher } from '../services/webhook-targets.ts';
-import { SYSTEM_ACTOR } from '../domain/events.ts';
-import { recordActivity } from '../services/activity.ts';
 import { outsideRequest } from '../services/request-context.ts';
-import { type Db, type Tx, write } from '../store/db.ts';
-import {
-  type AttemptRecord,
-  claimDueDeliveries,
-  type DeliveryRow,
-  findWebhook,
-  listEnabledWebhooks,
-  recordAttempt,
-  updateWebhook,
-  type WebhookRow,
-} from '../store/webhooks.ts';
+import type { Db } from '../store/db.ts';
+import { claimDueDeliveries, type DeliveryRow, listEnabledWebhooks, type WebhookRow } from '../store/webhooks.ts';
 import { WorkerLoop } from './loop.ts';
+import { type WebhookAttempt, WebhookPoster, type WebhookPosterOptions } from './webhook-attempt.ts';
+import { DeliveryOutcomes } from './webhook-outcomes.ts';
 
-export interface WebhookSenderOptions {
+export interface WebhookSenderOptions extends WebhookPosterOptions {
   /** Waits before each retry: RETRY_SCHEDULE_MS in production. */
   scheduleMs: readonly number[];
-  /** Limit on a whole attempt: connecting, sending, the answer's status and body. */
-  timeoutMs: number;
   /** Attempts in flight at once over all webhooks; one webhook gets a quarter of them at most. */
   concurrency: number;
   /** How often due deliveries (retries) are looked for when nothing nudges the sender. */
   pollIntervalMs: number;
-  /** Lets targets be internal addresses (tests, labs); see isForbiddenAddress. */
-  allowPrivate: boolean;
 }
 
 /** Time after an attempt's timeout for its result to be written before another sender may take the delivery. */
 const RECORD_MARGIN_MS = 5_000;
 /** A webhook whose slots are all taken, none freed for this long, is stalled: its backlog stops counting as ready work. */
 const STALL_MS = 1_000;
-const USER_AGENT = 'vpn-panel-webhooks';
-const ERROR_MAX_CHARS = 200;
 
 /** A claimed delivery, locked for this sender until `lockedUntilMs`. */
 interface Held {
@@ -46,25 +28,14 @@ interface Held {
   lockedUntilMs: number;
 }
 
-/** What the receiver did with one request. */
-type Reply = { status: number; retryAfterSeconds: number | undefined } | { error: string };
-
-/** One delivery's new state, written with others in one transaction. */
-interface Outcome {
-  deliveryId: number;
-  record: AttemptRecord;
-  /** Set when the receiver answered 410 Gone. */
-  disableWebhookId: number | undefined;
-}
-
 /**
- * Sends webhook deliveries (the outbox of store/webhooks.ts): claims due ones in batches, POSTs each
- * signed per Standard Webhooks, and writes every attempt's outcome, several per transaction. Due
- * work is held in a queue per webhook; at most `concurrency` attempts run, at most a quarter of
- * them for one webhook, so a slow or dead receiver leaves the other slots to the others. Delivery
- * is at least once: a delivery held by a sender that dies is taken again once its lock lapses.
- * Pending deliveries of a disabled (or 410-answering) webhook are failed with error
- * "webhook disabled" rather than kept: re-enabling a webhook does not replay what it missed.
+ * Sends webhook deliveries (the outbox of store/webhooks.ts), deciding what to send when: claims due
+ * ones in batches, hands each to `attempt` (by default WebhookPoster's signed POST) and the reply to
+ * DeliveryOutcomes, which writes it. Due work is held in a queue per webhook; at most `concurrency`
+ * attempts run, at most a quarter of them for one webhook, so a slow or dead receiver leaves the other
+ * slots to the others. Delivery is at least once: a delivery held by a sender that dies is taken again
+ * once its lock lapses. Pending deliveries of a disabled (or 410-answering) webhook are failed with
+ * error "webhook disabled" rather than kept: re-enabling a webhook does not replay what it missed.
  */
 export class WebhookSender {
   readonly #db: Db;
@@ -72,7 +43,10 @@ export class WebhookSender {
   readonly #log: FastifyBaseLogger;
   readonly #options: WebhookSenderOptions;
   readonly #perWebhookCap: number;
-  #dispatcher: Agent | undefined;
+  readonly #attempt: WebhookAttempt;
+  /** The default attempt's client, closed on stop(); none when the attempt was given. */
+  readonly #poster: WebhookPoster | undefined;
+  readonly #outcomes: DeliveryOutcomes;
   /** Runs #fill, one at a time; a nudge while one runs makes it go round once more. */
   readonly #pump: WorkerLoop<void>;
   #stopping = false;
@@ -85,15 +59,20 @@ export class WebhookSender {
   readonly #queues = new Map<number, Held[]>();
   /** Deliveries queued or in flight here, so one is never sent twice at once. */
   readonly #heldIds = new Set<number>();
-  #outcomes: Outcome[] = [];
-  #flushing: Promise<void> | undefined;
   #attemptsMade = 0;
 
-  constructor(db: Db, clock: Clock, log: FastifyBaseLogger, options: WebhookSenderOptions) {
+  constructor(db: Db, clock: Clock, log: FastifyBaseLogger, options: WebhookSenderOptions, attempt?: WebhookAttempt) {
     this.#db = db;
     this.#clock = clock;
     this.#log = log;
     this.#options = options;
+    if (attempt === undefined) {
+      this.#poster = new WebhookPoster(clock, options);
+      this.#attempt = this.#poster.attempt;
+    } else {
+      this.#attempt = attempt;
+    }
+    this.#outcomes = new DeliveryOutcomes(db, clock, log, options.scheduleMs);
     this.#perWebhookCap = Math.max(1, Math.floor(options.concurrency / 4));
     this.#pump = new WorkerLoop(() => this.#fill(), {
       intervalMs: options.pollIntervalMs,
@@ -116,8 +95,7 @@ export class WebhookSender {
     await this.#settled();
     for (const queue of this.#queues.values()) for (const held of queue) this.#heldIds.delete(held.delivery.id);
     this.#queues.clear();
-    await this.#dispatcher?.close();
-    this.#dispatcher = undefined;
+    await this.#poster?.close();
   }
 
   /** Looks for due deliveries soon, e.g. after an event was recorded; the work it starts belongs to no request. */
@@ -165,7 +143,7 @@ export class WebhookSender {
       if (this.#heldIds.has(delivery.id)) continue;
       const webhook = webhooks.get(delivery.webhook_id);
       if (webhook === undefined) {
-        this.#giveUp(delivery, nowMs);
+        this.#outcomes.giveUp(delivery, nowMs);
         continue;
       }
       const queue = this.#queues.get(webhook.id) ?? [];
@@ -230,7 +208,7 @@ export class WebhookSender {
     const active = this.#active(webhookId);
     if (active === 0) this.#progressAtMs.set(webhookId, performance.now());
     this.#activeByWebhook.set(webhookId, active + 1);
-    const attempt: Promise<void> = this.#attempt(held)
+    const attempt: Promise<void> = this.#send(held)
       .catch((err: unknown) => this.#log.error({ err, delivery: held.delivery.id }, 'webhook attempt failed'))
       .finally(() => {
         this.#attempts.delete(attempt);
@@ -250,65 +228,18 @@ export class WebhookSender {
     this.#attempts.add(attempt);
   }
 
-  async #attempt({ delivery, webhook }: Held): Promise<void> {
+  async #send({ delivery, webhook }: Held): Promise<void> {
     const startedAtMs = this.#clock.nowMs();
     const startedAt = performance.now();
-    const reply = await this.#post(webhook, delivery, startedAtMs);
-    const done = { attempts: delivery.attempts + 1, lastAttemptAt: isoAt(startedAtMs), durationMs: Math.round(performance.now() - startedAt) };
-    if ('error' in reply) {
-      this.#record(delivery.id, this.#retryOrFail(done, null, reply.error, undefined));
-    } else if (reply.status >= 200 && reply.status < 300) {
-      this.#record(delivery.id, { ...done, state: 'delivered', nextAttemptAt: null, responseStatus: reply.status, error: null });
-    } else if (reply.status === 410) {
-      this.#record(delivery.id, { ...done, state: 'failed', nextAttemptAt: null, responseStatus: 410, error: '410 Gone: webhook disabled' }, webhook.id);
-      // The host only: a receiver's URL often carries its own secret in the path or query.
-      const host = new URL(webhook.url).host;
-      this.#log.warn({ webhook: webhook.id, host }, 'webhook disabled: its receiver answered 410 Gone');
-      this.#failQueued(webhook.id);
-    } else {
-      const error = reply.status >= 300 && reply.status < 400 ? `redirect ${reply.status} is not followed` : `HTTP ${reply.status}`;
-      this.#record(delivery.id, this.#retryOrFail(done, reply.status, error, reply.retryAfterSeconds));
-    }
-  }
-
-  #retryOrFail(
-    done: Pick<AttemptRecord, 'attempts' | 'lastAttemptAt' | 'durationMs'>,
-    responseStatus: number | null,
-    error: string,
-    retryAfterSeconds: number | undefined,
-  ): AttemptRecord {
-    const delayMs = nextAttemptDelayMs(done.attempts, this.#options.scheduleMs, retryAfterSeconds, Math.random);
-    if (delayMs === undefined) return { ...done, state: 'failed', nextAttemptAt: null, responseStatus, error };
-    return { ...done, state: 'pending', nextAttemptAt: isoAt(this.#clock.nowMs() + delayMs), responseStatus, error };
-  }
-
-  async #post(webhook: WebhookRow, delivery: DeliveryRow, nowMs: number): Promise<Reply> {
-    const timestampSeconds = Math.floor(nowMs / 1000);
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(), this.#options.timeoutMs);
-    try {
-      const response = await request(webhook.url, {
-        method: 'POST',
-        dispatcher: (this.#dispatcher ??= makeWebhookDispatcher(this.#options.allowPrivate)),
-        signal: controller.signal,
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': USER_AGENT,
-          'webhook-id': delivery.message_id,
-          'webhook-timestamp': String(timestampSeconds),
-          'webhook-signature': signWebhook(webhook.secret, delivery.message_id, timestampSeconds, delivery.payload),
-        },
-        body: delivery.payload,
-      });
-      // Read (and discard) the body so the connection goes back to the pool.
-      await response.body.dump();
-      const retryAfter = response.headers['retry-after'];
-      return { status: response.statusCode, retryAfterSeconds: parseRetryAfterSeconds(typeof retryAfter === 'string' ? retryAfter : undefined, this.#clock.nowMs()) };
-    } catch (error) {
-      return { error: controller.signal.aborted ? 'timeout' : describeFailure(error) };
-    } finally {
-      clearTimeout(timer);
-    }
+    const reply = await this.#attempt({
+      url: webhook.url,
+      secret: webhook.secret,
+      messageId: delivery.message_id,
+      payload: delivery.payload,
+      sentAtMs: startedAtMs,
+    });
+    const timing = { startedAtMs, durationMs: Math.round(performance.now() - startedAt) };
+    if (this.#outcomes.recordAttempt(delivery, webhook, reply, timing)) this.#failQueued(webhook.id);
   }
 
   /** Fails the deliveries queued for a webhook that was just disabled. */
@@ -318,83 +249,16 @@ export class WebhookSender {
     const nowMs = this.#clock.nowMs();
     for (const held of queue) {
       this.#heldIds.delete(held.delivery.id);
-      this.#giveUp(held.delivery, nowMs);
+      this.#outcomes.giveUp(held.delivery, nowMs);
     }
-  }
-
-  /** Fails a delivery without an attempt; the previous attempt's details stay. */
-  #giveUp(delivery: DeliveryRow, nowMs: number): void {
-    this.#record(delivery.id, {
-      state: 'failed',
-      attempts: delivery.attempts,
-      nextAttemptAt: null,
-      lastAttemptAt: delivery.last_attempt_at ?? isoAt(nowMs),
-      responseStatus: delivery.response_status,
-      error: 'webhook disabled',
-      durationMs: delivery.duration_ms ?? 0,
-    });
-  }
-
-  #record(deliveryId: number, record: AttemptRecord, disableWebhookId?: number): void {
-    this.#outcomes.push({ deliveryId, record, disableWebhookId });
-    this.#scheduleFlush();
-  }
-
-  #scheduleFlush(): void {
-    if (this.#flushing) return;
-    this.#flushing = this.#flush().finally(() => {
-      this.#flushing = undefined;
-    });
-  }
-
-  /** Writes the outcomes gathered so far, one transaction per batch. A batch that fails to write is re-sent once its locks lapse. */
-  async #flush(): Promise<void> {
-    while (this.#outcomes.length > 0) {
-      // Outcomes of attempts that finish in the same turn go into the same transaction.
-      await new Promise((resolve) => setImmediate(resolve));
-      const batch = this.#outcomes;
-      this.#outcomes = [];
-      const updatedAt = isoAt(this.#clock.nowMs());
-      try {
-        await write(this.#db, async (tx) => {
-          for (const outcome of batch) {
-            await recordAttempt(tx, outcome.deliveryId, outcome.record);
-            if (outcome.disableWebhookId !== undefined) await this.#disable(tx, outcome.disableWebhookId, updatedAt);
-          }
-        });
-      } catch (err) {
-        this.#log.error({ err, deliveries: batch.length }, 'recording webhook attempts failed');
-      }
-    }
-  }
-
-  /** Turns a webhook off after its receiver answered 410 Gone: a change the panel makes itself, so it is in the activity log. */
-  async #disable(tx: Tx, webhookId: number, updatedAt: string): Promise<void> {
-    const before = await findWebhook(tx, webhookId);
-    if (before?.enabled !== 1) return;
-    const after = await updateWebhook(tx, webhookId, { enabled: 0, updated_at: updatedAt });
-    await recordActivity(tx, this.#clock, {
-      resource: 'webhook', resourceId: webhookId, verb: 'disabled', summary: `webhook ${webhookId} to ${before.url} turned off: its receiver answered 410 Gone`, actor: SYSTEM_ACTOR, before, after: after ?? null,
-    });
   }
 
   /** Resolves once nothing is in flight, queued to start, or waiting to be written. */
   async #settled(): Promise<void> {
     for (;;) {
-      const busy = [...this.#attempts, this.#flushing].filter((p): p is Promise<void> => p !== undefined);
+      const busy = [...this.#attempts, this.#outcomes.writing].filter((p): p is Promise<void> => p !== undefined);
       if (busy.length === 0 && !this.#pump.busy) return;
       await Promise.allSettled([...busy, this.#pump.idle()]);
     }
   }
-}
-
-/** A short reason for a failed attempt, e.g. "connect ECONNREFUSED". */
-function describeFailure(error: unknown): string {
-  if (error instanceof ForbiddenTargetError) return error.message;
-  if (!(error instanceof Error)) return String(error).slice(0, ERROR_MAX_CHARS);
-  if (error instanceof AggregateError && error.errors[0] !== undefined) return describeFailure(error.errors[0]);
-  const code = 'code' in error && typeof error.code === 'string' ? error.code : undefined;
-  const syscall = 'syscall' in error && typeof error.syscall === 'string' ? error.syscall : undefined;
-  const text = code !== undefined && syscall !== undefined ? `${syscall} ${code}` : error.message;
-  return text.slice(0, ERROR_MAX_CHARS);
 }

@@ -6,10 +6,11 @@ import { Webhook } from 'standardwebhooks';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import type { PanelEvent } from '../../src/domain/events.ts';
 import { AppError } from '../../src/domain/errors.ts';
-import { generateWebhookSecret } from '../../src/domain/webhooks.ts';
+import { type AttemptReply, generateWebhookSecret } from '../../src/domain/webhooks.ts';
 import { checkWebhookUrl } from '../../src/services/webhook-targets.ts';
 import type { Store } from '../../src/store/open.ts';
 import { deleteWebhook, type DeliveryRow, findDelivery, findWebhook, insertDelivery, insertWebhook, type WebhookRow } from '../../src/store/webhooks.ts';
+import type { WebhookAttempt, WebhookRequest } from '../../src/workers/webhook-attempt.ts';
 import { WebhookSender, type WebhookSenderOptions } from '../../src/workers/webhook-sender.ts';
 import { listActivity } from '../../src/store/activity.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
@@ -68,6 +69,18 @@ async function eventually<T>(check: () => Promise<T | undefined>, what: string):
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
+
+/** An attempt without HTTP: each call answers with the next reply of `script` and keeps its request. */
+function scriptedAttempt(script: AttemptReply[]): { attempt: WebhookAttempt; requests: WebhookRequest[] } {
+  const requests: WebhookRequest[] = [];
+  const attempt: WebhookAttempt = async (request) => {
+    requests.push(request);
+    return script.shift() ?? { error: 'unscripted attempt' };
+  };
+  return { attempt, requests };
+}
+
+const answered = (status: number): AttemptReply => ({ status, retryAfterSeconds: undefined });
 
 const silentLog = pino({ level: 'silent' });
 
@@ -135,8 +148,8 @@ for (const kind of DATABASE_KINDS) {
       return started;
     }
 
-    function sender(options: Partial<WebhookSenderOptions> = {}): WebhookSender {
-      const made = new WebhookSender(store.db, clock, silentLog, { ...FAST_OPTIONS, ...options });
+    function sender(options: Partial<WebhookSenderOptions> = {}, attempt?: WebhookAttempt): WebhookSender {
+      const made = new WebhookSender(store.db, clock, silentLog, { ...FAST_OPTIONS, ...options }, attempt);
       senders.push(made);
       return made;
     }
@@ -445,6 +458,82 @@ for (const kind of DATABASE_KINDS) {
       for (const target of targets) assert.equal(new Set(target.received.map((r) => r.headers['webhook-id'])).size, 50);
       const states = await Promise.all(queued.map(async (q) => (await delivery(q.id)).state));
       assert.ok(states.every((s) => s === 'delivered'));
+    });
+
+    describe('the scheduler, with a scripted attempt in place of HTTP', () => {
+      test('a failed attempt is retried when the schedule says, and a success stops the retries', async () => {
+        const script = scriptedAttempt([{ error: 'connect ECONNREFUSED' }, answered(503), answered(200)]);
+        const webhook = await addWebhook('https://receiver.example/hook');
+        const queued = await addDelivery(webhook);
+        const worker = sender({ scheduleMs: [1_000, 60_000, 3_600_000] }, script.attempt);
+        const sentAtMs = [clock.nowMs()];
+
+        /** Checks the wait the delivery was given, then that it is attempted when due and not a millisecond before. */
+        async function attemptWhenDue(stepMs: number): Promise<void> {
+          const waitMs = Date.parse((await delivery(queued.id)).next_attempt_at ?? '') - clock.nowMs();
+          assert.ok(Math.abs(waitMs - stepMs) <= stepMs / 10, `retry after ${waitMs} ms: ${stepMs} ms ± 10 %`);
+          clock.advance(waitMs - 1);
+          assert.equal(await worker.runOnce(), 0, 'not due yet');
+          clock.advance(1);
+          sentAtMs.push(clock.nowMs());
+          assert.equal(await worker.runOnce(), 1);
+        }
+
+        /** The delivery's state, attempts, response status and error. */
+        async function outcome(): Promise<unknown[]> {
+          const row = await delivery(queued.id);
+          return [row.state, row.attempts, row.response_status, row.error];
+        }
+
+        assert.equal(await worker.runOnce(), 1);
+        assert.deepEqual(await outcome(), ['pending', 1, null, 'connect ECONNREFUSED']);
+        await attemptWhenDue(1_000);
+        assert.deepEqual(await outcome(), ['pending', 2, 503, 'HTTP 503']);
+        await attemptWhenDue(60_000);
+        assert.deepEqual(await outcome(), ['delivered', 3, 200, null]);
+        const delivered = await delivery(queued.id);
+        assert.equal(delivered.next_attempt_at, null);
+        assert.equal(delivered.last_attempt_at, isoAt(clock.nowMs()));
+
+        clock.advance(2 * 3_600_000);
+        assert.equal(await worker.runOnce(), 0, 'a delivered delivery is not sent again');
+        const { url, secret } = webhook;
+        const sent = { url, secret, messageId: queued.message_id, payload: queued.payload };
+        assert.deepEqual(script.requests, sentAtMs.map((ms) => ({ ...sent, sentAtMs: ms })));
+      });
+
+      test('attempts held open take a quarter of the slots for their webhook; the rest go to another', async () => {
+        let release: () => void = () => {};
+        const held = new Promise<AttemptReply>((resolve) => {
+          release = () => resolve(answered(200));
+        });
+        const busy = await addWebhook('https://busy.example/hook');
+        const other = await addWebhook('https://other.example/hook');
+        const busyQueued: DeliveryRow[] = [];
+        for (let i = 0; i < 6; i++) busyQueued.push(await addDelivery(busy));
+        const otherQueued = [await addDelivery(other), await addDelivery(other)];
+        const requests: WebhookRequest[] = [];
+        // The busy webhook's attempts wait for the test; the other one's are answered at once.
+        const attempt: WebhookAttempt = async (request) => {
+          requests.push(request);
+          return request.url === busy.url ? held : answered(204);
+        };
+        const round = sender({ concurrency: 8 }, attempt).runOnce();
+
+        try {
+          await eventually(async () => {
+            const states = await Promise.all(otherQueued.map(async (q) => (await delivery(q.id)).state));
+            return states.every((s) => s === 'delivered') ? true : undefined;
+          }, 'the other webhook to get its deliveries');
+          assert.equal(requests.filter((r) => r.url === busy.url).length, 2, 'a quarter of 8 slots');
+        } finally {
+          // Else a failed check would leave stop() waiting for these attempts.
+          release();
+        }
+
+        assert.equal(await round, 8);
+        for (const queued of busyQueued) assert.equal((await delivery(queued.id)).state, 'delivered');
+      });
     });
   });
 }
