@@ -3,6 +3,7 @@ import { type DeviceStatus, NAME_MAX, metadataText, nameFromExternalId, serverRo
 import { AppError } from '../domain/errors.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
+import { effectiveServerStatus } from '../domain/servers.ts';
 import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
 import type { Db, Tx } from '../store/db.ts';
@@ -21,7 +22,7 @@ import {
   namesStartingWith,
   updateDevice,
 } from '../store/devices.ts';
-import { findNode, type NodeRow } from '../store/nodes.ts';
+import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
 import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
 import { AddressAllocator } from './address-allocator.ts';
 import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
@@ -106,10 +107,22 @@ export class DeviceService {
     return this.#views.configText(placed, killSwitch);
   }
 
-  /** `server_id: auto`: the server `pickServer` chooses among the running ones. */
+  /**
+   * `server_id: auto`: the server `pickServer` chooses among the running ones, by the status the API
+   * shows (a server of an offline node is `node_offline`, so never chosen).
+   */
   async #pickServer(request: PlacementRequest): Promise<ServerRow> {
-    const [servers, counts] = await Promise.all([listRunningServers(this.#db), countDevicesByServer(this.#db)]);
-    return pickServer(servers, counts, request);
+    const [servers, counts, nodes] = await Promise.all([
+      listRunningServers(this.#db),
+      countDevicesByServer(this.#db),
+      listNodes(this.#db),
+    ]);
+    const online = new Set(nodes.filter((node) => node.status === 'online').map((node) => node.id));
+    return pickServer(
+      servers.filter((server) => effectiveServerStatus(server.status, online.has(server.node_id)) === 'running'),
+      counts,
+      request,
+    );
   }
 
   async #serverFor(input: DeviceCreateInput): Promise<ServerRow> {
