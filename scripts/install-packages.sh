@@ -5,7 +5,7 @@
 #   bash scripts/install-packages.sh GROUP...            installs the missing ones (root on Debian/Ubuntu)
 #   bash scripts/install-packages.sh --missing GROUP...  prints the missing ones and changes nothing
 #
-# Groups: dataplane (what a node's `wireguard` driver runs: ip, wg, nft, and wireguard-go unless the
+# Groups: dataplane (what a node's `wireguard` driver runs: ip, sysctl, wg, nft, and wireguard-go unless the
 # kernel's wireguard module loads), build (npm, which fetches Node.js 24 and the dependencies), node
 # (both, and what install-node.sh uses: openssl, curl), ci (the test suite's tools: wireguard-go always,
 # since the end-to-end tests drive it, and the rest).
@@ -26,6 +26,7 @@ kernel_wireguard() {
 
 dataplane() {
   need ip iproute2
+  need sysctl procps
   need wg wireguard-tools
   need nft nftables
   kernel_wireguard || need wireguard-go wireguard-go
