@@ -40,7 +40,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" -eq 0 ] || die "run it as root"
-[ -f "$source_dir/package-lock.json" ] && [ -f "$source_dir/bin/vpn-panel.js" ] || die "$source_dir is not a vpn-panel checkout"
+if [ ! -f "$source_dir/package-lock.json" ] || [ ! -f "$source_dir/bin/vpn-panel.js" ]; then
+  die "$source_dir is not a vpn-panel checkout"
+fi
 if [ "$use_systemd" = auto ]; then
   # sd_booted(3): systemd is the running init.
   if [ -d /run/systemd/system ]; then use_systemd=yes; else use_systemd=no; fi
@@ -149,7 +151,8 @@ printf 'Authorization: Bearer %s\n' "$token" >"$header"
 answered=false
 for _ in $(seq 150); do
   if [ -f "$cert" ]; then
-    pin="$(openssl x509 -in "$cert" -noout -pubkey | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64)"
+    pin="$(openssl x509 -in "$cert" -noout -pubkey | openssl pkey -pubin -outform der |
+      openssl dgst -sha256 -binary | base64)"
     if curl --noproxy '*' -fsS --insecure --pinnedpubkey "sha256//$pin" --max-time 2 -o /dev/null \
       -H "@$header" "https://127.0.0.1:$port/v1/status" 2>/dev/null; then
       answered=true
@@ -168,11 +171,12 @@ cat <<EOF
 The node agent answers at $url (certificate SHA-256 $fingerprint).
 On the panel's machine, add it; the command asks for the node's token (or reads it from standard input):
 
-  vpn-panel nodes add --name $name --url $url --cert-sha256 $fingerprint
+  vpn-panel nodes add --name $(printf '%q' "$name") --url $url --cert-sha256 $fingerprint
 
 EOF
 if $new_token; then
-  printf "The node's token, shown only now (root can read it again as AGENT_TOKEN in %s):\n\n  %s\n" "$env_file" "$token"
+  echo "The node's token, shown only now (root can read it again as AGENT_TOKEN in $env_file):"
+  printf '\n  %s\n' "$token"
 else
   echo "The node's token is unchanged: AGENT_TOKEN in $env_file (root only)."
 fi

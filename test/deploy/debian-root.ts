@@ -46,7 +46,8 @@ export function run(cmd: string, args: readonly string[], timeoutMs = 600_000): 
         else
           reject(
             new Error(
-              `\`${[cmd, ...args].join(' ')}\` failed: ${error.message}\n${stdout.slice(-3000)}\n${stderr.slice(-3000)}`,
+              `\`${[cmd, ...args].join(' ')}\` failed: ${error.message}\n` +
+                `${stdout.slice(-3000)}\n${stderr.slice(-3000)}`,
             ),
           );
       },
@@ -101,7 +102,8 @@ export function removeRoot(dir: string): void {
  */
 export function runInRoot(root: string, script: string): Promise<string> {
   const mountAndChroot =
-    'root=$1 script=$2 && shift 2 && mount -t proc proc "$root/proc" && exec chroot "$root" env -i "$@" bash -c "$script"';
+    'root=$1 script=$2 && shift 2 && mount -t proc proc "$root/proc" && ' +
+    'exec chroot "$root" env -i "$@" bash -c "$script"';
   return run('unshare', [
     '--mount',
     '--propagation',

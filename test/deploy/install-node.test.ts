@@ -1,9 +1,9 @@
 /**
  * deploy/install-node.sh for real, as README "Installing a node on a VPS" has an operator run it: on a
- * fresh Debian 12 root (debian-root.ts), chrooted, in a network namespace of its own whose only way
- * out is a proxy to the package registries (and a mount namespace of its own, as a host has). systemd is not running there, so the script starts the
- * agent itself, with the unit's capability bounding set. The line it prints then registers the node on
- * a real panel (token on standard input), which deploys a WireGuard server on it.
+ * fresh Debian 12 root (debian-root.ts), chrooted, in a mount namespace and a network namespace of its
+ * own, whose only way out is a proxy to the package registries. systemd is not running there, so the
+ * script starts the agent itself, with the unit's capability bounding set. The line it prints then
+ * registers the node on a real panel (token on standard input), which deploys a WireGuard server on it.
  *
  *   root namespace: the test, its proxy and panel   NAME-h 10.31.X.(4K+1)/30
  *        │ veth
@@ -121,7 +121,7 @@ async function holdRoot(root: string, ns: Namespace): Promise<ChildProcess> {
   return holder;
 }
 
-/** Runs install-node.sh in the held root as a user would (`bash deploy/install-node.sh`), registries through the proxy. */
+/** Runs install-node.sh in the held root as a user would (`bash deploy/install-node.sh`); registries via the proxy. */
 function installNode(
   root: string,
   holder: ChildProcess,
@@ -226,7 +226,10 @@ describe('deploy/install-node.sh on a fresh Debian 12 root', { skip }, () => {
     assert.deepEqual(problems, []);
   });
 
-  it('installs the agent, which answers over TLS with the certificate and token it printed; the printed line adds it to a panel that deploys a WireGuard server on it', {
+  const installs =
+    'installs the agent, which answers over TLS with the certificate and token it printed; ' +
+    'the printed line adds it to a panel that deploys a WireGuard server on it';
+  it(installs, {
     timeout: 10 * 60_000,
   }, async () => {
     assert.ok(root !== undefined && ns !== undefined && proxy !== undefined && holder !== undefined);
@@ -282,7 +285,9 @@ describe('deploy/install-node.sh on a fresh Debian 12 root', { skip }, () => {
     assert.equal(server.json.status, 'running');
 
     // Run again (an upgrade): the token and certificate stay, the agent answers again.
+    const againStarted = Date.now();
     const again = await installNode(root, holder, proxy);
+    process.stderr.write(`# install-node.sh again took ${Math.round((Date.now() - againStarted) / 1000)} s\n`);
     assert.equal(again.code, 0, `the second run failed:\n${again.stdout}\n${again.stderr}`);
     assert.match(again.stdout, /token is unchanged/);
     assert.ok(!again.stdout.includes(token), 'the token is shown only once');
