@@ -35,8 +35,11 @@ export function runCli(args: readonly string[], env: Record<string, string | und
   });
 }
 
-/** Waits up to 5 s for a JSON log line of the panel that `matches`; fails naming what it printed. */
-export async function logged(panel: PanelProcess, matches: (line: Record<string, unknown>) => boolean): Promise<void> {
+/**
+ * Waits up to 5 s for a JSON log line of the panel (a process or `buildTestApp`'s) that `matches`;
+ * fails naming what it printed.
+ */
+export async function logged(panel: { output(): string }, matches: (line: Record<string, unknown>) => boolean): Promise<void> {
   const deadline = Date.now() + 5_000;
   for (;;) {
     const lines = panel
