@@ -223,6 +223,7 @@ export type ApiCall = <M extends ApiMethod, P extends ApiPath<M>>(
 
 export interface PanelProcess {
   readonly url: string;
+  readonly port: number;
   readonly env: Record<string, string | undefined>;
   readonly process: ChildProcess;
   /** Everything the panel printed. */
@@ -238,6 +239,8 @@ export interface PanelProcess {
 export interface StartOptions {
   database: TestDatabase;
   env?: Record<string, string | undefined>;
+  /** The port to listen on (a restart keeps its URL); a free one when not given. */
+  port?: number;
 }
 
 /**
@@ -245,7 +248,7 @@ export interface StartOptions {
  * Tests run as one process each, so a panel that a test forgets is still ended by `stop()` in `after`.
  */
 export async function startPanel(options: StartOptions): Promise<PanelProcess> {
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const env: Record<string, string | undefined> = {
     PORT: String(port),
     HOST: '127.0.0.1',
@@ -281,6 +284,7 @@ export async function startPanel(options: StartOptions): Promise<PanelProcess> {
   }
   const panel: PanelProcess = {
     url,
+    port,
     env,
     process: child,
     output: () => output,
