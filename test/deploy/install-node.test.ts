@@ -269,20 +269,16 @@ describe('deploy/install-node.sh on a fresh Debian 12 root', { skip }, () => {
     const node = await waitFor(
       'the installed node to be online',
       async () => {
-        const nodes = await callApi(panel?.url ?? '', key, 'GET', '/nodes');
-        const found: { id: number; driver: string; public_host: string } | undefined = nodes.json.data.find(
-          (n: { name: string; status: string }) => n.name === NODE_NAME && n.status === 'online',
-        );
-        return found;
+        const nodes = (await callApi(panel?.url ?? '', key, 'GET', '/nodes')).expect(200);
+        return nodes.data.find((n) => n.name === NODE_NAME && n.status === 'online');
       },
       20_000,
       250,
     );
     assert.equal(node.driver, 'wireguard');
     assert.equal(node.public_host, ns.nodeIp);
-    const server = await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1', node_id: node.id });
-    assert.equal(server.status, 201, JSON.stringify(server.json));
-    assert.equal(server.json.status, 'running');
+    const server = (await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1', node_id: node.id })).expect(201);
+    assert.equal(server.status, 'running');
 
     // Run again (an upgrade): the token and certificate stay, the agent answers again.
     const againStarted = Date.now();
