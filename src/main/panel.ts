@@ -41,6 +41,7 @@ import { Calendar } from '../domain/usage.ts';
 import { UsageService } from '../services/usage.ts';
 import { VERSION } from './version.ts';
 import { ExpiryWatch } from '../workers/expiry-watch.ts';
+import { DatabaseLease, DUTY_LEASE } from '../workers/lease.ts';
 
 /** DESIGN §3: an attempt may take 15 s; a dead receiver holds one slot that long, never the API. */
 const WEBHOOK_TIMEOUT_MS = 15_000;
@@ -117,6 +118,8 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     throw error;
   });
   const rateLimiters = await makeRateLimiters(config, clock);
+  // Panels sharing a PostgreSQL run the once-only duties on one of them; on SQLite the one panel runs them all.
+  const duties = store.dialect === 'postgres' ? new DatabaseLease(store.db, log, DUTY_LEASE) : undefined;
   const localAgent = config.localNode ? await makeAgent(config, log, VERSION) : undefined;
   const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
   const nodes = new NodeService(store.db, clock);
@@ -163,18 +166,25 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     scheduleMs: config.mailRetryScheduleMs ?? MAIL_RETRY_SCHEDULE_MS,
     pollIntervalMs: MAIL_POLL_MS,
     timeoutMs: MAIL_TIMEOUT_MS,
+    lease: duties,
   });
-  const housekeeping = new Housekeeping(store.db, clock, log);
-  const monitor = new NodeMonitor(store.db, clock, connections, usage, log, NODE_MONITOR_DEFAULTS);
-  const expiry = new ExpiryWatch(store.db, clock, log);
-  const driftOptions = config.driftCheckIntervalMs === null ? undefined : { intervalMs: config.driftCheckIntervalMs };
+  const housekeeping = new Housekeeping(store.db, clock, log, duties);
+  const monitor = new NodeMonitor(store.db, clock, connections, usage, log, {
+    ...NODE_MONITOR_DEFAULTS,
+    lease: duties,
+  });
+  const expiry = new ExpiryWatch(store.db, clock, log, duties);
+  const driftOptions =
+    config.driftCheckIntervalMs === null ? undefined : { intervalMs: config.driftCheckIntervalMs, lease: duties };
   const drift = driftOptions && new DriftRepair(store.db, clock, connections, usage, log, driftOptions);
   return {
     app,
     store,
     async start() {
-      // The first round resyncs every node, so servers come back after a restart before the API answers.
-      await monitor.checkAll();
+      await duties?.start();
+      // The first round resyncs every node, so servers come back after a restart before the API answers
+      // (the lease holder's duty: when another panel holds it, the nodes already follow the database).
+      if (duties?.held ?? true) await monitor.checkAll();
       await app.listen({ port: config.port, host: config.host });
       housekeeping.start();
       localAgent?.start((err: unknown) => log.error({ err }, 'usage metering failed'));
@@ -192,6 +202,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
       await localAgent?.stop();
       await sender.stop();
       await mailer.stop();
+      await duties?.stop();
       await app.close();
       await rateLimiters.close();
       await store.close();

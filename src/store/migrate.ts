@@ -17,6 +17,7 @@ import * as m010 from './migrations/010-panel-settings.ts';
 import * as m011 from './migrations/011-server-client-to-client.ts';
 import * as m012 from './migrations/012-node-cert-pin.ts';
 import * as m013 from './migrations/013-share-token-hashes.ts';
+import * as m014 from './migrations/014-duty-leases.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -37,6 +38,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '011-server-client-to-client': m011,
   '012-node-cert-pin': m012,
   '013-share-token-hashes': m013,
+  '014-duty-leases': m014,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -243,6 +243,14 @@ export interface PanelSettingTable {
   value: string;
 }
 
+/** A duty one panel runs at a time (src/store/leases.ts): its holder until `expires_at`, on the database's clock. */
+export interface DutyLeaseTable {
+  name: string;
+  /** `host/pid/random` of the panel process that holds it. */
+  holder: string;
+  expires_at: string;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
@@ -261,4 +269,5 @@ export interface Database {
   mail_notices: MailNoticeTable;
   mail_digest: MailDigestTable;
   panel_settings: PanelSettingTable;
+  duty_leases: DutyLeaseTable;
 }

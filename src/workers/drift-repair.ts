@@ -10,10 +10,12 @@ import type { UsageService } from '../services/usage.ts';
 import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow } from '../store/nodes.ts';
 import { listServersOfNode } from '../store/servers.ts';
-import { WorkerLoop } from './loop.ts';
+import { type Lease, WorkerLoop } from './loop.ts';
 
 export interface DriftRepairOptions {
   intervalMs: number;
+  /** Several panels on one database: the rounds run on the panel that holds this. */
+  lease?: Lease;
 }
 
 /** One server as the node reports it, absent when the node does not run it. */
@@ -84,6 +86,7 @@ export class DriftRepair {
     this.#loop = new WorkerLoop(() => this.#checkAll(), {
       intervalMs: options.intervalMs,
       onError: (err) => this.#log.error({ err }, 'drift check round failed'),
+      lease: options.lease,
     });
   }
 

@@ -7,7 +7,7 @@ import { type Db, write } from '../store/db.ts';
 import { clearExpiryDue, listExpiryDue } from '../store/devices.ts';
 import { findNode } from '../store/nodes.ts';
 import { findServer } from '../store/servers.ts';
-import { WorkerLoop } from './loop.ts';
+import { type Lease, WorkerLoop } from './loop.ts';
 
 /** Expiries are looked for this often; nodes cut the devices off on their own clocks meanwhile. */
 const INTERVAL_MS = 1000;
@@ -23,13 +23,15 @@ export class ExpiryWatch {
   readonly #log: FastifyBaseLogger;
   readonly #loop: WorkerLoop<number>;
 
-  constructor(db: Db, clock: Clock, log: FastifyBaseLogger) {
+  /** `lease`: several panels on one database, the rounds run on the panel that holds it. */
+  constructor(db: Db, clock: Clock, log: FastifyBaseLogger, lease?: Lease) {
     this.#db = db;
     this.#clock = clock;
     this.#log = log;
     this.#loop = new WorkerLoop(() => this.#postDue(), {
       intervalMs: INTERVAL_MS,
       onError: (err) => this.#log.error({ err }, 'expiry watch failed'),
+      lease,
     });
   }
 

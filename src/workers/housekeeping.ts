@@ -12,7 +12,7 @@ const USAGE_BATCH_MEMORY_MS = 7 * 24 * 3600 * 1000;
 import { ACTIVITY_RETENTION_MS } from '../domain/activity.ts';
 import { pruneActivity } from '../store/activity.ts';
 import { pruneMail } from '../store/mail.ts';
-import { WorkerLoop } from './loop.ts';
+import { type Lease, WorkerLoop } from './loop.ts';
 
 const INTERVAL_MS = 10 * 60 * 1000;
 /** Sent and failed notification mails are kept this long, for looking into a mail that did not arrive. */
@@ -29,13 +29,15 @@ export class Housekeeping {
   readonly #log: FastifyBaseLogger;
   readonly #loop: WorkerLoop<void>;
 
-  constructor(db: Db, clock: Clock, log: FastifyBaseLogger) {
+  /** `lease`: several panels on one database, the rounds run on the panel that holds it. */
+  constructor(db: Db, clock: Clock, log: FastifyBaseLogger, lease?: Lease) {
     this.#db = db;
     this.#clock = clock;
     this.#log = log;
     this.#loop = new WorkerLoop(() => this.#prune(), {
       intervalMs: INTERVAL_MS,
       onError: (err) => this.#log.error({ err }, 'housekeeping failed'),
+      lease,
     });
   }
 

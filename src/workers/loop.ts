@@ -1,3 +1,10 @@
+/** What a loop needs of a lease (src/workers/lease.ts): whether this panel holds it, and word when it gains it. */
+export interface Lease {
+  readonly held: boolean;
+  /** Calls `listener` each time this panel gains the lease; returns what unsubscribes it. */
+  onGained(listener: () => void): () => void;
+}
+
 export interface WorkerLoopOptions {
   /** Time between ticks. */
   intervalMs: number;
@@ -5,6 +12,12 @@ export interface WorkerLoopOptions {
   onError: (error: unknown) => void;
   /** What a tick does; by default a round starts unless one is in flight. */
   onTick?: () => void;
+  /**
+   * The lease of a duty that must run on one panel at a time: ticks and nudges do nothing unless it is
+   * held, and a round starts as soon as it is gained. runOnce() is the caller's and runs regardless.
+   * Without one, the loop runs on every panel.
+   */
+  lease?: Lease;
 }
 
 /**
@@ -20,6 +33,7 @@ export class WorkerLoop<T> {
   /** A nudge came while a round ran: that round is followed by one more. */
   #again = false;
   #scheduled = false;
+  #unsubscribe: (() => void) | undefined;
 
   constructor(round: () => Promise<T>, options: WorkerLoopOptions) {
     this.#round = round;
@@ -31,14 +45,21 @@ export class WorkerLoop<T> {
     const tick = (): void => {
       if (!this.#running) this.#run().catch(this.#options.onError);
     };
-    this.#timer = setInterval(this.#options.onTick ?? tick, this.#options.intervalMs);
+    const onTick = this.#options.onTick ?? tick;
+    this.#timer = setInterval(() => {
+      if (this.#leaseHeld) onTick();
+    }, this.#options.intervalMs);
     this.#timer.unref();
+    this.#unsubscribe?.();
+    this.#unsubscribe = this.#options.lease?.onGained(() => this.nudge());
   }
 
   /** Stops the ticks and waits for the round in flight or scheduled by a nudge; its failure was reported. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
     await this.idle();
   }
 
@@ -52,13 +73,17 @@ export class WorkerLoop<T> {
    * round is in flight then, one more follows it, so work announced during a round is not missed.
    */
   nudge(): void {
-    if (this.#scheduled) return;
+    if (this.#scheduled || !this.#leaseHeld) return;
     this.#scheduled = true;
     setImmediate(() => {
       this.#scheduled = false;
       if (this.#running) this.#again = true;
       else this.#run().catch(this.#options.onError);
     });
+  }
+
+  get #leaseHeld(): boolean {
+    return this.#options.lease?.held ?? true;
   }
 
   /** True while a round runs or a nudge's round waits to start. */

@@ -6,7 +6,7 @@ import { nextAttemptDelayMs } from '../domain/webhooks.ts';
 import { composeDigest } from '../services/notifications.ts';
 import type { Db } from '../store/db.ts';
 import { claimDueMails, dropUnsentMail, hasUnsentMail, type MailRow, recordMailAttempt } from '../store/mail.ts';
-import { WorkerLoop } from './loop.ts';
+import { type Lease, WorkerLoop } from './loop.ts';
 
 /** SMTP_URL and NOTIFY_EMAIL; mail is sent only when both are set. */
 export interface MailSettings {
@@ -22,6 +22,8 @@ export interface MailSenderOptions {
   pollIntervalMs: number;
   /** Limit on connecting and on the server's greeting; a silent connection is dropped after three times this. */
   timeoutMs: number;
+  /** Several panels on one database: the rounds (and so the digest) run on the panel that holds this. */
+  lease?: Lease;
 }
 
 /** Mails taken per round; each is sent in turn. */
@@ -63,6 +65,7 @@ export class MailSender {
     this.#loop = new WorkerLoop(() => this.#round(), {
       intervalMs: options.pollIntervalMs,
       onError: (err) => this.#log.error({ err }, 'mail sender round failed'),
+      lease: options.lease,
     });
   }
 

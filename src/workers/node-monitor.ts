@@ -11,12 +11,14 @@ import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
 import type { UsageAck } from '../agent/protocol.ts';
 import type { UsageService } from '../services/usage.ts';
-import { WorkerLoop } from './loop.ts';
+import { type Lease, WorkerLoop } from './loop.ts';
 
 export interface NodeMonitorOptions {
   intervalMs: number;
   /** A node unheard of for this long is offline. */
   offlineAfterMs: number;
+  /** Several panels on one database: the rounds run on the panel that holds this. */
+  lease?: Lease;
 }
 
 export const NODE_MONITOR_DEFAULTS: NodeMonitorOptions = { intervalMs: 5_000, offlineAfterMs: 15_000 };
@@ -57,6 +59,7 @@ export class NodeMonitor {
     this.#loop = new WorkerLoop(() => this.#checkAll(), {
       intervalMs: options.intervalMs,
       onError: (err) => this.#log.error({ err }, 'node monitor round failed'),
+      lease: options.lease,
     });
   }
 

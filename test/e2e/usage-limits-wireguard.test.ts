@@ -15,7 +15,7 @@ import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { endLab, LabAgent, LabPanel, need } from '../support/lab-panel.ts';
+import { connectDevice, endLab, LabAgent, LabPanel, need, settledPeerBytes } from '../support/lab-panel.ts';
 import { hostOf, NetLab, requireRoot, run, sleep, succeeds, waitFor, type WgClient } from '../support/netns.ts';
 import type { ApiClient } from '../support/panel.ts';
 
@@ -52,18 +52,8 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     const created = await api.POST('/api/v1/devices', { body: { server_id: s.id, ...body } });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
     const device = need(created.data, 'a device');
-    const privateKey = /^PrivateKey\s*=\s*(\S+)$/m.exec(device.config)?.[1];
-    const client = await lab.connectClient({
-      serverPublicKey: s.public_key,
-      endpoint: s.endpoint,
-      port: s.listen_port,
-      privateKey: need(privateKey, 'a PrivateKey line'),
-      // The subnet's prefix length gives the client a route to the server's address.
-      address: `${device.address}/${s.subnet.split('/')[1] ?? '24'}`,
-      allowedIps: [s.subnet, `${DOWNLOAD_IP}/32`],
-    });
     // The newest client carries the downloads.
-    await run('ip', ['-n', lab.clientNs, 'route', 'replace', `${DOWNLOAD_IP}/32`, 'dev', client.iface]);
+    const client = await connectDevice(lab, s, device, [`${DOWNLOAD_IP}/32`]);
     clients.push(client);
     return { device, client };
   }
@@ -298,22 +288,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     } finally {
       await stop();
     }
-    // The server's counters of the peer once the last packets in flight are through: rx is what the
-    // device uploaded, tx what it downloaded.
-    const counters = async () => {
-      const out = await run('wg', ['show', serverIface(), 'transfer']);
-      const [, uploaded, downloaded] = (
-        out.split('\n').find((l) => l.startsWith(`${device.public_key}\t`)) ?? ''
-      ).split('\t');
-      return { rx_bytes: Number(downloaded), tx_bytes: Number(uploaded) };
-    };
-    let truth = await counters();
-    for (let settled = 0; settled < 2; ) {
-      await sleep(1000);
-      const next = await counters();
-      settled = next.rx_bytes === truth.rx_bytes && next.tx_bytes === truth.tx_bytes ? settled + 1 : 0;
-      truth = next;
-    }
+    const truth = await settledPeerBytes(lab, need(server, 'the server').id, device.public_key);
     assert.ok(truth.rx_bytes > 1_000_000, `a real download happened: ${JSON.stringify(truth)}`);
     const recorded = await waitFor(
       'the panel to record every byte',

@@ -2,40 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { type PanelProcess, startPanel } from '../support/panel.ts';
+import { allowedWithin, burst, getNodes } from '../support/rate-limit.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-interface Answer {
-  status: number;
-  retryAfter: string | null;
-  rateLimit: string | null;
-  policy: string | null;
-  code: string | undefined;
-}
-
-async function get(url: string, key: string): Promise<Answer> {
-  const response = await fetch(`${url}/api/v1/nodes`, { headers: { authorization: `Bearer ${key}` } });
-  const body = await response.json();
-  return {
-    status: response.status,
-    retryAfter: response.headers.get('retry-after'),
-    rateLimit: response.headers.get('ratelimit'),
-    policy: response.headers.get('ratelimit-policy'),
-    code: body.error?.code,
-  };
-}
-
-/** Sends `count` requests at once, spread over the given panels; returns the answers and the seconds it took. */
-async function burst(urls: string[], key: string, count: number): Promise<{ answers: Answer[]; seconds: number }> {
-  const started = performance.now();
-  const answers = await Promise.all(Array.from({ length: count }, (_, i) => get(urls[i % urls.length] ?? '', key)));
-  return { answers, seconds: (performance.now() - started) / 1000 };
-}
-
-/** Spec §8: bursts up to 60, then 10 a second; what a GCRA lets through in `seconds` after a full bucket. */
-function allowedWithin(seconds: number): number {
-  return 60 + Math.ceil(seconds * 10);
-}
 
 describe('rate limit per key (in process)', () => {
   let db: TestDatabase;
@@ -84,7 +53,7 @@ describe('rate limit per key (in process)', () => {
     const a = await panel.createKey('key-a', 'servers:read');
     const b = await panel.createKey('key-b', 'servers:read');
     await burst([panel.url], a, 70);
-    assert.equal((await get(panel.url, b)).status, 200);
+    assert.equal((await getNodes(panel.url, b)).status, 200);
   });
 
   it('exempts a key created with --no-rate-limit, and sends no limit fields for it', async () => {

@@ -5,11 +5,13 @@ import { join } from 'node:path';
 import { type AgentProcess, startAgent } from './agent.ts';
 import type { components } from './api-types.ts';
 import type { TestDatabase } from './databases.ts';
-import { type NetLab, waitFor } from './netns.ts';
+import { type NetLab, run, sleep, waitFor, type WgClient } from './netns.ts';
 import { type ApiClient, type CliResult, freePort, type PanelProcess, startPanel } from './panel.ts';
 
 type Env = Record<string, string | undefined>;
 type Node = components['schemas']['Node'];
+type Server = components['schemas']['Server'];
+type Device = components['schemas']['Device'];
 
 /** How long `vpn-panel serve` or `vpn-panel node` may take to exit on SIGTERM before it is killed. */
 const EXIT_GRACE_MS = 5_000;
@@ -187,18 +189,75 @@ export class LabAgent {
 }
 
 /**
- * The end of an e2e suite, pass or fail: stops the panel and the agents (SIGKILL where SIGTERM has not
+ * A wireguard-go client in the lab's client namespace with the device's key from the config the API
+ * returned; `routed` are destinations beyond the server (the lab's internet) sent through it.
+ */
+export async function connectDevice(
+  lab: NetLab,
+  server: Server,
+  device: Device,
+  routed: readonly string[] = [],
+): Promise<WgClient> {
+  const privateKey = /^PrivateKey\s*=\s*(\S+)$/m.exec(device.config)?.[1];
+  const client = await lab.connectClient({
+    serverPublicKey: server.public_key,
+    endpoint: server.endpoint,
+    port: server.listen_port,
+    privateKey: need(privateKey, 'a PrivateKey line in the config'),
+    // The subnet's prefix length gives the client a route to the server's address.
+    address: `${device.address}/${server.subnet.split('/')[1] ?? '24'}`,
+    allowedIps: [server.subnet, ...routed],
+  });
+  for (const destination of routed) {
+    await run('ip', ['-n', lab.clientNs, 'route', 'replace', destination, 'dev', client.iface]);
+  }
+  return client;
+}
+
+/** Bytes as the API counts a device's: `rx_bytes` what it downloaded, `tx_bytes` what it uploaded. */
+export interface DeviceBytes {
+  rx_bytes: number;
+  tx_bytes: number;
+}
+
+/**
+ * The server interface's own counters of the device's peer (`wg show IF transfer`, whose receive is the
+ * device's upload) once the last packets in flight are through: the same in two reads a second apart.
+ */
+export async function settledPeerBytes(lab: NetLab, serverId: number, publicKey: string): Promise<DeviceBytes> {
+  const read = async (): Promise<DeviceBytes> => {
+    const out = await run('wg', ['show', lab.serverNames(serverId).iface, 'transfer']);
+    const line = out.split('\n').find((l) => l.startsWith(`${publicKey}\t`)) ?? '';
+    const [, uploaded, downloaded] = line.split('\t');
+    return { rx_bytes: Number(downloaded), tx_bytes: Number(uploaded) };
+  };
+  let last = await read();
+  for (let same = 0; same < 2; ) {
+    await sleep(1000);
+    const next = await read();
+    same = next.rx_bytes === last.rx_bytes && next.tx_bytes === last.tx_bytes ? same + 1 : 0;
+    last = next;
+  }
+  return last;
+}
+
+/**
+ * The end of an e2e suite, pass or fail: stops the panels and the agents (SIGKILL where SIGTERM has not
  * ended one within 5 s), removes the labs and drops the database. Returns what went wrong or was left behind.
  */
 export async function endLab(parts: {
   panel?: LabPanel | undefined;
+  /** More panels on the same database. */
+  panels?: readonly (LabPanel | undefined)[];
   agents?: readonly (LabAgent | undefined)[];
   labs?: readonly (NetLab | undefined)[];
   database?: TestDatabase | undefined;
 }): Promise<string[]> {
   const problems: string[] = [];
-  if (parts.panel !== undefined && !(await parts.panel.stop())) {
-    problems.push('vpn-panel serve did not exit within 5 s of SIGTERM; killed');
+  for (const panel of [parts.panel, ...(parts.panels ?? [])]) {
+    if (panel !== undefined && !(await panel.stop())) {
+      problems.push('vpn-panel serve did not exit within 5 s of SIGTERM; killed');
+    }
   }
   for (const agent of parts.agents ?? []) {
     if (agent !== undefined && !(await agent.stop())) {

@@ -619,8 +619,17 @@ export class NetLab {
     );
   }
 
-  /** One iperf3 run (TCP) from the client namespace: upload, or download (`-R`); the Mbit/s the receiving side counted. */
-  async iperf(ip: string, port: number, direction: 'upload' | 'download', seconds: number): Promise<number> {
+  /**
+   * One iperf3 run (TCP) from the client namespace: upload, or download (`-R`), at most `bitrate` (iperf3's
+   * `-b`, e.g. `20M`) when given; the Mbit/s the receiving side counted.
+   */
+  async iperf(
+    ip: string,
+    port: number,
+    direction: 'upload' | 'download',
+    seconds: number,
+    bitrate?: string,
+  ): Promise<number> {
     const args = [
       'netns',
       'exec',
@@ -636,6 +645,7 @@ export class NetLab {
       '3000',
       '-J',
     ];
+    if (bitrate !== undefined) args.push('-b', bitrate);
     return receivedMbps(await run('ip', direction === 'download' ? [...args, '-R'] : args));
   }
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, mock, test } from 'node:test';
-import { WorkerLoop } from '../../src/workers/loop.ts';
+import { type Lease, WorkerLoop } from '../../src/workers/loop.ts';
 
 const INTERVAL_MS = 1_000;
 
@@ -36,6 +36,23 @@ function heldRound(): HeldRound {
       current = Promise.withResolvers<void>();
     },
   };
+}
+
+/** A lease the test hands over and takes back by hand. */
+class ManualLease implements Lease {
+  held = false;
+  readonly #listeners = new Set<() => void>();
+  onGained(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+  gain(): void {
+    this.held = true;
+    for (const listener of this.#listeners) listener();
+  }
+  get listeners(): number {
+    return this.#listeners.size;
+  }
 }
 
 function unexpected(error: unknown): void {
@@ -173,5 +190,38 @@ describe('WorkerLoop', () => {
     assert.equal(ticks, 3);
     assert.equal(held.calls(), 0);
     await loop.stop();
+  });
+
+  test('with a lease, ticks and nudges start rounds only while it is held, and gaining it starts one at once', async () => {
+    const held = heldRound();
+    const lease = new ManualLease();
+    const loop = new WorkerLoop(held.round, { intervalMs: INTERVAL_MS, onError: unexpected, lease });
+    loop.start();
+    mock.timers.tick(3 * INTERVAL_MS);
+    loop.nudge();
+    await drain();
+    assert.equal(held.calls(), 0, 'another panel holds the lease: no round');
+    const called = loop.runOnce();
+    assert.equal(held.calls(), 1, 'runOnce runs regardless');
+    held.finish();
+    await called;
+
+    lease.gain();
+    await drain();
+    assert.equal(held.calls(), 2, 'a round starts when the lease is gained, before the next tick');
+    held.finish();
+    await loop.idle();
+    mock.timers.tick(INTERVAL_MS);
+    assert.equal(held.calls(), 3, 'ticks run rounds while it is held');
+    held.finish();
+    await loop.idle();
+
+    lease.held = false;
+    mock.timers.tick(3 * INTERVAL_MS);
+    loop.nudge();
+    await drain();
+    assert.equal(held.calls(), 3, 'lost: no round again');
+    await loop.stop();
+    assert.equal(lease.listeners, 0, 'stop() stops listening to the lease');
   });
 });
