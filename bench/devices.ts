@@ -140,8 +140,8 @@ function seed(total: number): SeedReport {
       return { id: s.id, next: subnet.network + 1, last: subnet.network + size(subnet) - 2, used };
     });
     const insert = db.prepare(
-      `insert into devices (id, server_id, name, external_id, metadata, address, public_key, private_key, enabled, data_limit, limit_period,
-        usage_reset_at, expires_at, speed_limit, last_handshake, created_at, updated_at)
+      `insert into devices (id, server_id, name, external_id, metadata, address, public_key, private_key, enabled,
+        data_limit, limit_period, usage_reset_at, expires_at, speed_limit, last_handshake, created_at, updated_at)
        values (?, ?, ?, null, null, ?, ?, ?, ?, 0, 'monthly', ?, ?, 0, null, ?, ?)`,
     );
     const now = new Date().toISOString();
@@ -402,7 +402,8 @@ try {
       const l = await sequential(auth, c, position, c.query.startsWith('&server_id') ? firstServer : undefined);
       if (l.p99 > worst.p99) Object.assign(worst, { p99: l.p99, where: `${c.label}, ${name}` });
       pageRows.push(
-        `| ${c.label} | ${name} (after=${c.after[position]}) | ${ms(l.p50)} | ${ms(l.p95)} | ${ms(l.p99)} | ${ms(l.max)} |`,
+        `| ${c.label} | ${name} (after=${c.after[position]}) | ${ms(l.p50)} | ${ms(l.p95)} | ${ms(l.p99)} | ` +
+          `${ms(l.max)} |`,
       );
       console.log(pageRows.at(-1));
     }
@@ -430,40 +431,76 @@ try {
   if (first === undefined) throw new Error('no create run');
   const viaApi = seeded.viaApi;
   const createRow = (label: string, r: CreateRun) =>
-    `| ${label} | ${r.before.toLocaleString('en')} | ${r.count} | **${Math.round(r.perSecond)}** | ${r.p50Ms} | ${r.p99Ms} | ${r.non201} |`;
+    `| ${label} | ${r.before.toLocaleString('en')} | ${r.count} | **${Math.round(r.perSecond)}** | ${r.p50Ms} | ` +
+    `${r.p99Ms} | ${r.non201} |`;
   const fillRows = fill.slice(1).map((r) => createRow('filling', r));
   const createsMet = first.perSecond >= CREATES_TARGET && first.non201 === 0;
   const fullMet = full.perSecond >= CREATES_TARGET && full.non201 === 0;
   const pagesMet = worst.p99 < PAGE_TARGET_MS;
   const pctActive = ((cursors[2]?.matching ?? 0) / DEVICES) * 100;
-  const body = `Command: \`node bench/devices.ts\` (settings: \`DEVICES=${DEVICES} CREATES=${CREATES} CONCURRENCY=${CONCURRENCY} FILL_API_S=${FILL_API_S} PAGE_REQUESTS=${PAGE_REQUESTS} LOAD_S=${LOAD_S}\`). Machine: ${machine()}. Load average (1/5/15 min) at the start: ${loadAtStart}; at the end: ${loadAtEnd}; 1-min at each phase: ${phaseLoad.join(', ')}.
-
-\`vpn-panel serve\` as its own process (SQLite in a temp \`DATA_DIR\`, \`NODE_DRIVER=dry-run\`, \`LOG_LEVEL=warn\`, a key made with \`--no-rate-limit\`), autocannon in the bench process on the same 2 cores. Two servers made through the API with \`address\` 10.200.0.1/16 and 10.201.0.1/16 (65,533 devices each); creates alternate between them (\`{"server_id": N}\`: the panel makes the key pair, picks the lowest free address, names the device, records the event, and puts the peer on the node before answering).
-
-**Creates** (\`POST /api/v1/devices\`, ${CONCURRENCY} connections, after ${WARMUP_CREATES} warm-up creates; latency in whole ms as autocannon records it):
-
-| run | devices before | creates | creates/s | p50 ms | p99 ms | non-201 |
-|---|---|---|---|---|---|---|
-${createRow('from empty', first)}
-${fillRows.join('\n')}${fillRows.length > 0 ? '\n' : ''}${createRow(`at ${DEVICES.toLocaleString('en')} (new process)`, full)}
-
-**Fill:** ${viaApi.toLocaleString('en')} devices were made through the API in ${fillSeconds.toFixed(0)} s (budget ${FILL_API_S} s, non-201: ${apiFailures}); the other ${seeded.seeded.toLocaleString('en')} were written straight into the SQLite file with the panel stopped (${seeded.seconds.toFixed(1)} s): key pairs made as the panel makes them, the lowest free addresses of each server's subnet, names \`device-<id>\`, alternating servers, so the unique (server, name/address/public_key) indexes hold. Of the seeded rows ${seeded.disabled.toLocaleString('en')} are disabled and ${seeded.expired.toLocaleString('en')} expired (${pctActive.toFixed(1)} % of all devices are active); seeded rows have no \`device.created\` event. The panel was then restarted (${restartSeconds.toFixed(1)} s to answer /healthz, its startup resync loading all peers into the dry-run node); pages and the creates at ${DEVICES.toLocaleString('en')} ran in fresh processes.
-
-**Pages at ${DEVICES.toLocaleString('en')} devices**, \`GET /api/v1/devices?limit=${PAGE}&after=<cursor>[&filter]\`, one request at a time, ${PAGE_REQUESTS} requests per row after 20 checked warm-up requests (time to the whole body; each answer carries ${PAGE} devices with their configs):
-
-| filter | page | p50 ms | p95 ms | p99 ms | max ms |
-|---|---|---|---|---|---|
-${pageRows.join('\n')}
-
-Under load (autocannon, ${LOAD_CONNECTIONS} connections, ${LOAD_S} s, each connection cycling over the start, middle and end pages):
-
-| filter | pages/s | p50 ms | p99 ms | non-2xx |
-|---|---|---|---|---|
-${loads.map(({ cursors: c, run }) => `| ${c.label} | ${Math.round(run.perSecond)} | ${run.p50Ms} | ${run.p99Ms} | ${run.non2xx} |`).join('\n')}
-
-Targets:
-- 500 creates/s on the local node with the dry-run driver: from an empty panel **${Math.round(first.perSecond)}/s — ${createsMet ? 'met' : 'NOT met'}**; at ${DEVICES.toLocaleString('en')} devices **${Math.round(full.perSecond)}/s — ${fullMet ? 'met' : 'NOT met'}**.
-- A page of 200 devices under 20 ms at ${DEVICES.toLocaleString('en')} devices (one request at a time, p99 of every row above): worst p99 **${ms(worst.p99)} ms** (${worst.where}) — **${pagesMet ? 'met' : 'NOT met'}**.`;
+  const body = [
+    `Command: \`node bench/devices.ts\` (settings: \`DEVICES=${DEVICES} CREATES=${CREATES} ` +
+      `CONCURRENCY=${CONCURRENCY} FILL_API_S=${FILL_API_S} PAGE_REQUESTS=${PAGE_REQUESTS} LOAD_S=${LOAD_S}\`). ` +
+      `Machine: ${machine()}. Load average (1/5/15 min) at the start: ${loadAtStart}; at the end: ` +
+      `${loadAtEnd}; 1-min at each phase: ${phaseLoad.join(', ')}.`,
+    '',
+    '`vpn-panel serve` as its own process (SQLite in a temp `DATA_DIR`, ' +
+      '`NODE_DRIVER=dry-run`, `LOG_LEVEL=warn`, a key made with `--no-rate-limit`), ' +
+      'autocannon in the bench process on the same 2 cores. Two servers made through the API with `address` ' +
+      '10.200.0.1/16 and 10.201.0.1/16 (65,533 devices each); creates alternate between them ' +
+      '(`{"server_id": N}`: the panel makes the key pair, picks the lowest free address, names the device, ' +
+      'records the event, and puts the peer on the node before answering).',
+    '',
+    `**Creates** (\`POST /api/v1/devices\`, ${CONCURRENCY} connections, ` +
+      `after ${WARMUP_CREATES} warm-up creates; latency in whole ms as autocannon records it):`,
+    '',
+    '| run | devices before | creates | creates/s | p50 ms | p99 ms | non-201 |',
+    '|---|---|---|---|---|---|---|',
+    createRow('from empty', first),
+    ...fillRows,
+    createRow(`at ${DEVICES.toLocaleString('en')} (new process)`, full),
+    '',
+    `**Fill:** ${viaApi.toLocaleString('en')} devices were made through the API in ${fillSeconds.toFixed(0)} s ` +
+      `(budget ${FILL_API_S} s, non-201: ${apiFailures}); the other ${seeded.seeded.toLocaleString('en')} were ` +
+      `written straight into the SQLite file with the panel stopped (${seeded.seconds.toFixed(1)} s): ` +
+      `key pairs made as the panel makes them, the lowest free addresses of each server's subnet, ` +
+      'names `device-<id>`, alternating servers, so the unique (server, name/address/public_key) indexes hold. ' +
+      `Of the seeded rows ${seeded.disabled.toLocaleString('en')} are disabled and ` +
+      `${seeded.expired.toLocaleString('en')} expired (${pctActive.toFixed(1)} % of all devices are active); ` +
+      `seeded rows have no \`device.created\` event. The panel was then restarted (${restartSeconds.toFixed(1)} s ` +
+      'to answer /healthz, its startup resync loading all peers into the dry-run node); ' +
+      `pages and the creates at ${DEVICES.toLocaleString('en')} ran in fresh processes.`,
+    '',
+    `**Pages at ${DEVICES.toLocaleString('en')} devices**, ` +
+      `\`GET /api/v1/devices?limit=${PAGE}&after=<cursor>[&filter]\`, one request at a time, ` +
+      `${PAGE_REQUESTS} requests per row after 20 checked warm-up requests (time to the whole body; ` +
+      `each answer carries ${PAGE} devices with their configs):`,
+    '',
+    '| filter | page | p50 ms | p95 ms | p99 ms | max ms |',
+    '|---|---|---|---|---|---|',
+    pageRows.join('\n'),
+    '',
+    `Under load (autocannon, ${LOAD_CONNECTIONS} connections, ${LOAD_S} s, ` +
+      'each connection cycling over the start, middle and end pages):',
+    '',
+    '| filter | pages/s | p50 ms | p99 ms | non-2xx |',
+    '|---|---|---|---|---|',
+    loads
+      .map(
+        ({ cursors: c, run }) =>
+          `| ${c.label} | ${Math.round(run.perSecond)} | ${run.p50Ms} | ${run.p99Ms} | ${run.non2xx} |`,
+      )
+      .join('\n'),
+    '',
+    'Targets:',
+    '- 500 creates/s on the local node with the dry-run driver: ' +
+      `from an empty panel **${Math.round(first.perSecond)}/s — ${createsMet ? 'met' : 'NOT met'}**; ` +
+      `at ${DEVICES.toLocaleString('en')} devices **${Math.round(full.perSecond)}/s — ` +
+      `${fullMet ? 'met' : 'NOT met'}**.`,
+    `- A page of 200 devices under 20 ms at ${DEVICES.toLocaleString('en')} devices (one request at a time, ` +
+      `p99 of every row above): worst p99 **${ms(worst.p99)} ms** (${worst.where}) — ` +
+      `**${pagesMet ? 'met' : 'NOT met'}**.`,
+  ].join('\n');
   if (process.env.NO_WRITE === undefined) writeSection(SECTION, body);
   console.log(body);
 } finally {

@@ -102,20 +102,32 @@ try {
     if (!median) throw new Error('no rounds');
     best = Math.max(best, medianRatio);
     rows.push(
-      `| \`GET ${path}\` (${(bodies[path] ?? '').length} B) | ${Math.round(median.bare.requestsPerSecond)} | ${Math.round(median.api.requestsPerSecond)} | ${median.api.p50Ms} / ${median.api.p99Ms} | ${ratios.map((r) => r.toFixed(2)).join(', ')} | **${medianRatio.toFixed(2)}** |`,
+      `| \`GET ${path}\` (${(bodies[path] ?? '').length} B) | ${Math.round(median.bare.requestsPerSecond)} | ` +
+        `${Math.round(median.api.requestsPerSecond)} | ${median.api.p50Ms} / ${median.api.p99Ms} | ` +
+        `${ratios.map((r) => r.toFixed(2)).join(', ')} | **${medianRatio.toFixed(2)}** |`,
     );
   }
-  const body = `Command: \`npm run bench:http\` (autocannon, ${CONNECTIONS} connections; ${ROUNDS} rounds a route, each ${WARMUP_S} s of warm-up on each server, then ${DURATION_S} s on each in ${SLICE_S} s slices alternating between bare Fastify and the panel; panel on SQLite with the dry-run driver and a fresh database; a key made with \`--no-rate-limit\`). Machine: ${machine()}.
-
-The panel authenticates the key (SHA-256, then a lookup served from memory until another process changes keys), checks the scope, runs the route's query on SQLite (\`GET /nodes\` gives its previous rows again while nothing has been committed, which it checks on every request) and serialises through the response schema; the bare route returns the identical bytes.
-
-| route (answer size) | bare Fastify req/s | vpn-panel req/s | p50 / p99 ms (median slice p50, worst slice p99) | ratio of each round | median ratio |
-|---|---|---|---|---|---|
-${rows.join('\n')}
-
-The figures of a row are those of its median round; every route answered only 2xx.
-
-Cheapest authenticated GET, median ratio authenticated / bare: **${best.toFixed(2)}** (target ≥ 0.50: ${best >= 0.5 ? 'met' : 'NOT met'}).`;
+  const body = [
+    `Command: \`npm run bench:http\` (autocannon, ${CONNECTIONS} connections; ${ROUNDS} rounds a route, ` +
+      `each ${WARMUP_S} s of warm-up on each server, then ${DURATION_S} s on each in ${SLICE_S} s slices ` +
+      'alternating between bare Fastify and the panel; panel on SQLite with the dry-run driver and a fresh ' +
+      `database; a key made with \`--no-rate-limit\`). Machine: ${machine()}.`,
+    '',
+    'The panel authenticates the key (SHA-256, then a lookup served from memory until another process changes ' +
+      `keys), checks the scope, runs the route's query on SQLite (\`GET /nodes\` gives its previous rows again ` +
+      'while nothing has been committed, which it checks on every request) and serialises through the response ' +
+      'schema; the bare route returns the identical bytes.',
+    '',
+    '| route (answer size) | bare Fastify req/s | vpn-panel req/s | p50 / p99 ms (median slice p50, ' +
+      'worst slice p99) | ratio of each round | median ratio |',
+    '|---|---|---|---|---|---|',
+    rows.join('\n'),
+    '',
+    'The figures of a row are those of its median round; every route answered only 2xx.',
+    '',
+    'Cheapest authenticated GET, median ratio authenticated / bare: ' +
+      `**${best.toFixed(2)}** (target ≥ 0.50: ${best >= 0.5 ? 'met' : 'NOT met'}).`,
+  ].join('\n');
   writeSection('HTTP: cheapest authenticated GET against bare Fastify', body);
   console.log(body);
 } finally {

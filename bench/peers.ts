@@ -156,7 +156,10 @@ interface ChangeResult {
   /** Most `wg set` calls, and most peers they named, in one change. */
   calls: number;
   touched: number;
-  /** Medians of one change's time in up(), in the driver's peer operation, and inside it in `wg show dump` and `wg set`. */
+  /**
+   * Medians of one change's time in up(), in the driver's peer operation, and inside it in `wg show dump`
+   * and `wg set`.
+   */
   upMs: number;
   peersMs: number;
   dumpMs: number;
@@ -296,7 +299,8 @@ async function main(): Promise<void> {
       setMs: median(phases.set),
     };
     console.log(
-      `${label}: median ${ms(result.stats.median)}, p95 ${ms(result.stats.p95)}, ≤${calls} wg set call(s) naming ≤${touched} peer(s)`,
+      `${label}: median ${ms(result.stats.median)}, p95 ${ms(result.stats.p95)}, ` +
+        `≤${calls} wg set call(s) naming ≤${touched} peer(s)`,
     );
     return result;
   };
@@ -349,19 +353,31 @@ async function main(): Promise<void> {
     if (viaDriver === undefined || viaAgent === undefined || viaHttp === undefined) throw new Error('missing results');
     const row = (r: ChangeResult, strong = false): string => {
       const figure = `median ${ms(r.stats.median)}, p95 ${ms(r.stats.p95)} (max ${ms(r.stats.max)})`;
-      return `| ${r.label} | ≤ ${r.calls} \`wg set\` naming ≤ ${r.touched} peers | ${strong ? `**${figure}**` : figure} |`;
+      return (
+        `| ${r.label} | ≤ ${r.calls} \`wg set\` naming ≤ ${r.touched} peers | ` +
+        `${strong ? `**${figure}**` : figure} |`
+      );
     };
     const body = [
-      `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} CHANGES=${CHANGES}\` are the defaults). Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ${firstLine('wg', ['--version']).split(' - ')[0] ?? ''}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
+      `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} CHANGES=${CHANGES}\` are the defaults). ` +
+        `Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ` +
+        `${firstLine('wg', ['--version']).split(' - ')[0] ?? ''}, ` +
+        `Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
       '',
-      `One server made by the \`wireguard\` driver (wireguard-go; host namespace made by the script), ${count(PEERS)} peers with a /32 each, no traffic. A change swaps one peer for a new key at the same address (one removal, one addition). Timings of one run, ${CHANGES} changes a path; after all of them the interface holds exactly the expected ${count(PEERS)} peers.`,
+      'One server made by the `wireguard` driver (wireguard-go; ' +
+        `host namespace made by the script), ${count(PEERS)} peers with a /32 each, no traffic. ` +
+        'A change swaps one peer for a new key at the same address (one removal, one addition). ' +
+        `Timings of one run, ${CHANGES} changes a path; after all of them the interface holds exactly the ` +
+        `expected ${count(PEERS)} peers.`,
       '',
       '| operation | time |',
       '|---|---|',
       `| \`up()\` of the new server | ${ms(upMs)} |`,
-      `| \`setPeers\`: ${count(PEERS)} new peers (${applyCalls.calls} \`wg set\` calls naming ${count(applyCalls.peers)} peers) | ${ms(applyMs)} |`,
+      `| \`setPeers\`: ${count(PEERS)} new peers (${applyCalls.calls} \`wg set\` calls naming ` +
+        `${count(applyCalls.peers)} peers) | ${ms(applyMs)} |`,
       `| \`setPeers\`: the same ${count(PEERS)} again (nothing to change) | ${ms(noopMs)} |`,
-      `| \`Agent.applyServer\` with the same ${count(PEERS)} (up() + full diff, nothing to change) | ${ms(agentApplyMs)} |`,
+      `| \`Agent.applyServer\` with the same ${count(PEERS)} (up() + full diff, ` +
+        `nothing to change) | ${ms(agentApplyMs)} |`,
       `| \`readCounters\` at ${count(PEERS)} | ${ms(countersMs)} |`,
       `| wireguard-go RSS at ${count(PEERS)} peers | ${rss.toFixed(0)} MB |`,
       '',
@@ -374,15 +390,24 @@ async function main(): Promise<void> {
       row(viaHttp, true),
       ...full.map((r) => row(r)),
       '',
-      `Target: one peer change under ${TARGET_MS} ms at ${count(PEERS)} peers, no full re-apply: **${verdict(viaHttp)}** on a remote node (HTTP p95 ${ms(viaHttp.stats.p95)}) and **${verdict(viaAgent)}** on the local node (p95 ${ms(viaAgent.stats.p95)}); a device change takes these incremental paths, which name only the changed peers and never read the interface. The full diff, which \`applyServer\` and a resync run, reads and compares all ${count(PEERS)} peers and is not meant for single changes.`,
+      `Target: one peer change under ${TARGET_MS} ms at ${count(PEERS)} peers, ` +
+        `no full re-apply: **${verdict(viaHttp)}** on a remote node (HTTP p95 ${ms(viaHttp.stats.p95)}) and ` +
+        `**${verdict(viaAgent)}** on the local node (p95 ${ms(viaAgent.stats.p95)}); ` +
+        'a device change takes these incremental paths, which name only the changed peers and never read the ' +
+        'interface. The full diff, which `applyServer` and a resync run, ' +
+        `reads and compares all ${count(PEERS)} peers and is not meant for single changes.`,
       '',
       'Where the time of one change goes (medians):',
       '',
-      '| path | total | `up()` | driver peer operation | of which `wg show dump` | of which `wg set` | of which Node (parse, diff) | outside the driver (agent, HTTP, JSON) |',
+      '| path | total | `up()` | driver peer operation | of which `wg show dump` | of which `wg set` | ' +
+        'of which Node (parse, diff) | outside the driver (agent, HTTP, JSON) |',
       '|---|---|---|---|---|---|---|---|',
       ...[...incremental, ...full].map(
         (r) =>
-          `| ${r.label} | ${ms(r.stats.median)} | ${r.upMs > 0 ? ms(r.upMs) : '–'} | ${ms(r.peersMs)} | ${r.dumpMs > 0 ? ms(r.dumpMs) : '–'} | ${ms(r.setMs)} | ${ms(Math.max(0, r.peersMs - r.dumpMs - r.setMs))} | ${ms(Math.max(0, r.stats.median - r.upMs - r.peersMs))} |`,
+          `| ${r.label} | ${ms(r.stats.median)} | ${r.upMs > 0 ? ms(r.upMs) : '–'} | ${ms(r.peersMs)} | ` +
+          `${r.dumpMs > 0 ? ms(r.dumpMs) : '–'} | ${ms(r.setMs)} | ` +
+          `${ms(Math.max(0, r.peersMs - r.dumpMs - r.setMs))} | ` +
+          `${ms(Math.max(0, r.stats.median - r.upMs - r.peersMs))} |`,
       ),
     ].join('\n');
     console.log(`\n## ${SECTION}\n\n${body}\n`);

@@ -5,7 +5,9 @@ import { fileURLToPath } from 'node:url';
 
 const FILE = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
 const HEADER =
-  '# Benchmarks\n\nEvery figure here comes from a script in `bench/`, run on demand on this 2-core machine; each section names its command.\n';
+  '# Benchmarks\n\n' +
+  'Every figure here comes from a script in `bench/`, run on demand on this 2-core machine; ' +
+  'each section names its command.\n';
 
 /** Replaces the section `## title` of docs/benchmarks.md (or appends it), leaving the others alone. */
 export function writeSection(title: string, body: string): void {
@@ -22,7 +24,10 @@ export function writeSection(title: string, body: string): void {
 }
 
 export function machine(): string {
-  return `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}`;
+  return (
+    `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.versions.node}, ` +
+    `${new Date().toISOString().slice(0, 10)}`
+  );
 }
 
 /** The host as the data-plane benches name it: nproc, CPU model and kernel. */

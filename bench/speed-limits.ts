@@ -28,10 +28,16 @@ import { firstLine, host, loadAverage, percentile, writeSection } from './report
 const LIMITED = Number(process.env.LIMITED ?? 5000);
 const CHANGES = Number(process.env.CHANGES ?? 20);
 const IPERF_SECONDS = Number(process.env.IPERF_SECONDS ?? 4);
-/** Rounds of the throughput comparison; each measures every case once, in a rotated order, and the median is reported. */
+/**
+ * Rounds of the throughput comparison; each measures every case once, in a rotated order, and the median
+ * is reported.
+ */
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const SECTION = 'Speed limits on one server (wireguard-go)';
-/** TEST-NET-2 addresses on the host namespace's loopback, reached from the client only through a tunnel: one behind the limited server, one behind the reference server. */
+/**
+ * TEST-NET-2 addresses on the host namespace's loopback, reached from the client only through a tunnel:
+ * one behind the limited server, one behind the reference server.
+ */
 const INTERNET_IP = '198.51.100.1';
 const REFERENCE_IP = '198.51.100.2';
 const IPERF_PORT = 5201;
@@ -203,7 +209,8 @@ async function main(): Promise<void> {
     if (wgClasses !== LIMITED || vethClasses !== LIMITED)
       throw new Error(`expected ${LIMITED} classes on each device, found ${wgClasses} and ${vethClasses}`);
     row(
-      `\`setPeers\`: ${count(LIMITED)} new limited peers (peers, ${count(2 * LIMITED)} classes and queues, ${count(LIMITED)} map entries)`,
+      `\`setPeers\`: ${count(LIMITED)} new limited peers (peers, ${count(2 * LIMITED)} classes and queues, ` +
+        `${count(LIMITED)} map entries)`,
       `${ms(setup.ms)} (${setup.split})`,
     );
     const noop = await timer.time(() => driver.setPeers(serverId, withClient(HIGH_KBPS)));
@@ -297,7 +304,8 @@ async function main(): Promise<void> {
     });
     if ((await classCount(n.iface)) !== peers.length) throw new Error('the download classes did not come back');
     row(
-      `Resync after wireguard-go died: \`up()\` + \`setPeers\` put back ${count(peers.length)} peers and their download classes`,
+      `Resync after wireguard-go died: \`up()\` + \`setPeers\` put back ${count(peers.length)} peers and their ` +
+        'download classes',
       `${ms(resync.ms)} (${resync.split})`,
     );
 
@@ -314,26 +322,44 @@ async function main(): Promise<void> {
     for (const wg of clients) await wg.close();
 
     const body = [
-      `Command: \`node bench/speed-limits.ts\` (as root; \`LIMITED=${LIMITED} CHANGES=${CHANGES} IPERF_SECONDS=${IPERF_SECONDS}\`). Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ${/iproute2-[\d.]*\d/.exec(firstLine('tc', ['-V']))?.[0] ?? 'tc'}, ${firstLine('nft', ['--version'])}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
+      `Command: \`node bench/speed-limits.ts\` (as root; \`LIMITED=${LIMITED} CHANGES=${CHANGES} ` +
+        `IPERF_SECONDS=${IPERF_SECONDS}\`). Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ` +
+        `${/iproute2-[\d.]*\d/.exec(firstLine('tc', ['-V']))?.[0] ?? 'tc'}, ` +
+        `${firstLine('nft', ['--version'])}, Node ${process.versions.node}, ` +
+        `${new Date().toISOString().slice(0, 10)}.`,
       '',
       `Load average (1/5/15 min) at the start: ${loadAtStart}; at the end: ${loadAverage()} (the machine is shared).`,
       '',
-      `One server made by the \`wireguard\` driver (wireguard-go) in a /16, ${count(LIMITED)} peers each with its own limit (1-50 Mbit/s): an HTB class and a bfifo queue per peer on the WireGuard interface (download) and on the uplink veth (upload), and an nft map address → class id that sets \`meta priority\` (docs/dataplane.md). Times of the driver call, split by the tool that ran (reads run in parallel).`,
+      'One server made by the `wireguard` driver (wireguard-go) in a /16, ' +
+        `${count(LIMITED)} peers each with its own limit (1-50 Mbit/s): ` +
+        'an HTB class and a bfifo queue per peer on the WireGuard interface (download) and on the uplink veth ' +
+        '(upload), and an nft map address → class id that sets `meta priority` (docs/dataplane.md). ' +
+        'Times of the driver call, split by the tool that ran (reads run in parallel).',
       '',
       '| operation | time |',
       '|---|---|',
       ...rows,
       '',
-      `Throughput of one real client (wireguard-go in its own namespace) through the tunnel and the server's NAT to iperf3 in the host namespace, TCP, ${IPERF_SECONDS} s each way, Mbit/s up / down as the receiver counted them; client, server, wireguard-go twice and iperf3 share the 2 cores. The reference is a client of a second server on the same host with no shaping state at all; the first three cases alternate over ${ROUNDS} rounds (medians):`,
+      `Throughput of one real client (wireguard-go in its own namespace) through the tunnel and the server's ` +
+        `NAT to iperf3 in the host namespace, TCP, ${IPERF_SECONDS} s each way, ` +
+        'Mbit/s up / down as the receiver counted them; client, server, ' +
+        'wireguard-go twice and iperf3 share the 2 cores. The reference is a client of a second server on the ' +
+        `same host with no shaping state at all; the first three cases alternate over ${ROUNDS} rounds (medians):`,
       '',
       '| the client | up / down Mbit/s |',
       '|---|---|',
       `| reference: a second server without any shaping state | ${figures(reference)} |`,
-      `| limited to ${count(HIGH_KBPS)} kbit/s, above what the tunnel carries, with ${count(LIMITED - 1)} others limited: the classifier's and HTB's cost (against the reference) | ${figures(limitedHigh, reference)} |`,
-      `| unlimited (no map entry: HTB's direct queue) with ${count(LIMITED - 1)} others limited (against the reference) | ${figures(unlimitedAmong, reference)} |`,
-      `| limited to ${count(ACCURACY_KBPS)} kbit/s with ${count(LIMITED - 1)} others limited (against the limit; the receiver counts TCP payload, the limit whole IP packets) | ${figures(accurate, [ACCURACY_KBPS / 1000, ACCURACY_KBPS / 1000])} |`,
+      `| limited to ${count(HIGH_KBPS)} kbit/s, above what the tunnel carries, ` +
+        `with ${count(LIMITED - 1)} others limited: the classifier's and HTB's cost (against the reference) | ` +
+        `${figures(limitedHigh, reference)} |`,
+      `| unlimited (no map entry: HTB's direct queue) with ${count(LIMITED - 1)} others limited ` +
+        `(against the reference) | ${figures(unlimitedAmong, reference)} |`,
+      `| limited to ${count(ACCURACY_KBPS)} kbit/s with ${count(LIMITED - 1)} others limited ` +
+        '(against the limit; the receiver counts TCP payload, the limit whole IP packets) | ' +
+        `${figures(accurate, [ACCURACY_KBPS / 1000, ACCURACY_KBPS / 1000])} |`,
       '',
-      `Runs of one and the same case spread by up to ${spreadPercent.toFixed(0)} % (max − min over the median) on this shared machine: differences of the medians within that are noise, not the classifier.`,
+      `Runs of one and the same case spread by up to ${spreadPercent.toFixed(0)} % (max − min over the median) ` +
+        'on this shared machine: differences of the medians within that are noise, not the classifier.',
     ].join('\n');
     writeSection(SECTION, body);
     console.log('wrote the section to docs/benchmarks.md');

@@ -343,7 +343,8 @@ async function main(): Promise<void> {
     db = new SQLite(join(dataDir, 'vpn-panel.db'), { readonly: true, fileMustExist: true });
     const countStatement = db.prepare<[], { pending: number; delivered: number; failed: number; tried: number }>(
       `select coalesce(sum(state = 'pending'), 0) as pending, coalesce(sum(state = 'delivered'), 0) as delivered,
-              coalesce(sum(state = 'failed'), 0) as failed, coalesce(sum(state = 'pending' and attempts > 0), 0) as tried
+              coalesce(sum(state = 'failed'), 0) as failed,
+              coalesce(sum(state = 'pending' and attempts > 0), 0) as tried
        from webhook_deliveries`,
     );
     const pendingStatement = db.prepare<[], { n: number }>(
@@ -469,7 +470,10 @@ async function main(): Promise<void> {
 
     // ---- Backlogs
     let round = 0;
-    /** `times` × one PATCH per group while the receiver hangs: `times` × DEVICES device.updated events, `times` × BACKLOG deliveries. */
+    /**
+     * `times` × one PATCH per group while the receiver hangs: `times` × DEVICES device.updated events,
+     * `times` × BACKLOG deliveries.
+     */
     const produce = async (times: number): Promise<{ seconds: number; deliveries: number }> => {
       const before = counts().pending;
       const started = performance.now();
@@ -580,7 +584,8 @@ async function main(): Promise<void> {
     const cpuRow = (name: string, s: number | undefined) =>
       s === undefined
         ? ''
-        : `| ${name} | ${s.toFixed(2)} s | ${((s / wallS) * 100).toFixed(0)} % | ${((s / rate.expect) * 1e6).toFixed(0)} µs |`;
+        : `| ${name} | ${s.toFixed(2)} s | ${((s / wallS) * 100).toFixed(0)} % | ` +
+          `${((s / rate.expect) * 1e6).toFixed(0)} µs |`;
     const milestoneCells = (d: Drain) => MILESTONES.map((f) => ms(d.milestones.get(f) ?? Number.NaN)).join(' | ');
     const drain2Full = drained2.milestones.get(1) ?? Number.NaN;
     const drain2Rate = drained2.expect / (drain2Full / 1000);
@@ -599,7 +604,8 @@ async function main(): Promise<void> {
     };
     const latencyRows = ENDPOINTS.flatMap((path) => [
       `| \`GET ${path}\` | one at a time: p50 / p95 / p99 ms | ${phases.map((p) => seqCell(p, path)).join(' | ')} |`,
-      `| \`GET ${path}\` | ${LOAD_CONNECTIONS} connections, ${LOAD_S} s: req/s · p50 / p90 / p99 ms | ${phases.map((p) => loadCell(p, path)).join(' | ')} |`,
+      `| \`GET ${path}\` | ${LOAD_CONNECTIONS} connections, ${LOAD_S} s: ` +
+        `req/s · p50 / p90 / p99 ms | ${phases.map((p) => loadCell(p, path)).join(' | ')} |`,
     ]);
     const worstPendingP99 = Math.max(...ENDPOINTS.map((p) => pending.sequential.get(p)?.p99 ?? Number.NaN));
     const worstIdleP99 = Math.max(
@@ -609,37 +615,84 @@ async function main(): Promise<void> {
     );
     const samplesDuring = [...during.sequential.values()].reduce((n, l) => n + l.n, 0);
 
-    const body = `Command: \`node bench/webhooks.ts\` (defaults: \`DEVICES=${DEVICES} WEBHOOKS=${WEBHOOKS} RATE_BACKLOGS=${RATE_BACKLOGS} SEQUENTIAL=${SEQUENTIAL} LOAD_S=${LOAD_S}\`). Machine: ${machine()}. Load average (1/5/15 min) at the start: ${loadAtStart}; at the end: ${loadAtEnd}; 1-min at each phase: ${phases.map((p) => `${p.label}: ${p.load1}`).join(', ')}.
-
-\`vpn-panel serve\` as its own process (SQLite in a temp \`DATA_DIR\`, \`NODE_DRIVER=dry-run\`, \`WEBHOOK_ALLOW_PRIVATE=1\`, \`LOG_LEVEL=warn\`, the production retry schedule, sender concurrency 64 with at most 16 per webhook, poll 500 ms), a key made with \`--no-rate-limit\`. The receiver is a second Node process on 127.0.0.1 (\`node:http\`, keep-alive): it answers 204 at once, or holds every request unanswered while told to ("hanging"), and counts requests and distinct \`webhook-id\`s. The bench process (requests, autocannon) shares the same 2 cores.
-
-Setup: one server, ${int(DEVICES)} devices in ${GROUPS} groups (\`external_id\` g0…g${GROUPS - 1}, made through the API in ${createSeconds.toFixed(1)} s before any webhook existed), ${WEBHOOKS} webhooks (\`/hook/1…${WEBHOOKS}\` of the receiver) subscribed to \`device.updated\`. A backlog is one \`PATCH /api/v1/groups/{external_id}\` \`{"metadata":{"round":N}}\` per group while the receiver hangs: ${int(DEVICES)} \`device.updated\` events, each fanned out in its transaction to ${WEBHOOKS} outbox rows, **${int(BACKLOG)} pending deliveries** in ${produced2.seconds.toFixed(1)} s. The delivery-rate run makes ${RATE_BACKLOGS} such backlogs in a row before the switch (${int(produced1.deliveries)} deliveries in ${produced1.seconds.toFixed(1)} s), so that the drain lasts long enough to time. Group PATCHes rather than device creates so that the producer is quick and done well inside the sender's 15 s attempt timeout: the sender's 64 slots hang on the receiver and the rest of the backlog stays untried and due. (A receiver answering 503 would not do: the sender tries every delivery at once, again after 5 s, then parks it for 5 min, so nothing would be due when the receiver came back.)
-
-**Delivery rate.** The receiver switches from hanging to 204 (the ${rate.held} requests it held are answered first); times since the switch until it has received the given share of the ${int(rate.expect)} deliveries:
-
-| 10 % | 50 % | 90 % | 99 % | 100 % | all recorded \`delivered\` in the database |
-|---|---|---|---|---|---|
-| ${milestoneCells(rate)} ms | ${rate.recordedMs === undefined ? 'not within 180 s' : `${ms(rate.recordedMs)} ms`} |
-
-**${int(perSecond)} deliveries/s** from the switch to the last delivery received (${int(steady)}/s between 10 % and 90 %; ${int(recordedPerSecond)}/s until the database shows none pending). Requests received ${int(rate.stats.requests)} in all, distinct webhook-ids ${int(rate.stats.unique)}, **duplicates ${rate.stats.duplicates}**; no delivery failed (${rate.before.tried} of the backlog had been tried before the switch).
-
-CPU during the drain (switch to last delivery, ${wallS.toFixed(2)} s wall; /proc/<pid>/stat utime+stime):
-
-| process | CPU | share of one core | per delivery |
-|---|---|---|---|
-${cpuRow('panel (`vpn-panel serve`)', cpu?.panelS)}
-${cpuRow('receiver', cpu?.receiverS)}
-${cpuRow('bench (waiting, then polling SQLite)', cpu?.benchS)}
-
-Target: 1,000 deliveries/s to a fast receiver: **${met ? 'met' : 'NOT met'}** (${int(perSecond)}/s, ${rate.stats.duplicates} duplicates).
-
-**API read latency.** \`GET /api/v1/devices?limit=50\` (50 devices with their configs) and \`GET /api/v1/events?limit=50\`, each ${SEQUENTIAL} requests one at a time after ${WARMUP} warm-up (time to the whole body, ms), then autocannon ${LOAD_CONNECTIONS} connections for ${LOAD_S} s (whole ms as autocannon records them). Columns: nothing pending before the first delivery (${int(DEVICES)} events, no delivery yet); **${int(pendingAtStart.pending)} pending** behind the hanging receiver (${int(pendingAtEnd.pending)} at the end of the measurement; the sender holds 64 attempts open and makes no other, each held attempt times out after 15 s and its slot takes the next delivery, so ${pendingAtEnd.tried} of them had been tried by then); while that backlog drains (one request at a time alternating between the two, ${int(samplesDuring)} requests from the switch to 99 % delivered; the drain took ${ms(drain2Full)} ms, ${int(drain2Rate)}/s, ${int(drain2Rate99)}/s to 99 %); nothing pending after all ${int(finalCounts.delivered)} deliveries were delivered.
-
-| request | measure | nothing pending (before) | ${int(BACKLOG)} pending, receiver hanging | during the drain | nothing pending (after) |
-|---|---|---|---|---|---|
-${latencyRows.join('\n')}
-
-Worst sequential p99: ${ms(worstPendingP99)} ms with ${int(BACKLOG)} pending against ${ms(worstIdleP99)} ms with nothing pending. At the end: ${int(finalCounts.delivered)} delivered, ${finalCounts.failed} failed, ${finalCounts.pending} pending; the receiver saw ${int(finalStats.requests)} requests, ${int(finalStats.unique)} distinct webhook-ids, ${finalStats.duplicates} duplicates.`;
+    const body = [
+      `Command: \`node bench/webhooks.ts\` (defaults: \`DEVICES=${DEVICES} WEBHOOKS=${WEBHOOKS} ` +
+        `RATE_BACKLOGS=${RATE_BACKLOGS} SEQUENTIAL=${SEQUENTIAL} LOAD_S=${LOAD_S}\`). Machine: ${machine()}. ` +
+        `Load average (1/5/15 min) at the start: ${loadAtStart}; at the end: ${loadAtEnd}; ` +
+        `1-min at each phase: ${phases.map((p) => `${p.label}: ${p.load1}`).join(', ')}.`,
+      '',
+      '`vpn-panel serve` as its own process (SQLite in a temp `DATA_DIR`, ' +
+        '`NODE_DRIVER=dry-run`, `WEBHOOK_ALLOW_PRIVATE=1`, `LOG_LEVEL=warn`, ' +
+        'the production retry schedule, sender concurrency 64 with at most 16 per webhook, poll 500 ms), ' +
+        'a key made with `--no-rate-limit`. The receiver is a second Node process on 127.0.0.1 (`node:http`, ' +
+        'keep-alive): it answers 204 at once, or holds every request unanswered while told to ("hanging"), ' +
+        'and counts requests and distinct `webhook-id`s. The bench process (requests, ' +
+        'autocannon) shares the same 2 cores.',
+      '',
+      `Setup: one server, ${int(DEVICES)} devices in ${GROUPS} groups (\`external_id\` g0…g${GROUPS - 1}, ` +
+        `made through the API in ${createSeconds.toFixed(1)} s before any webhook existed), ` +
+        `${WEBHOOKS} webhooks (\`/hook/1…${WEBHOOKS}\` of the receiver) subscribed to \`device.updated\`. ` +
+        'A backlog is one `PATCH /api/v1/groups/{external_id}` `{"metadata":{"round":N}}` per group while the ' +
+        `receiver hangs: ${int(DEVICES)} \`device.updated\` events, ` +
+        `each fanned out in its transaction to ${WEBHOOKS} outbox rows, ` +
+        `**${int(BACKLOG)} pending deliveries** in ${produced2.seconds.toFixed(1)} s. ` +
+        `The delivery-rate run makes ${RATE_BACKLOGS} such backlogs in a row before the switch ` +
+        `(${int(produced1.deliveries)} deliveries in ${produced1.seconds.toFixed(1)} s), ` +
+        'so that the drain lasts long enough to time. Group PATCHes rather than device creates so that the producer ' +
+        `is quick and done well inside the sender's 15 s attempt timeout: ` +
+        `the sender's 64 slots hang on the receiver and the rest of the backlog stays untried and due. ` +
+        '(A receiver answering 503 would not do: the sender tries every delivery at once, again after 5 s, ' +
+        'then parks it for 5 min, so nothing would be due when the receiver came back.)',
+      '',
+      `**Delivery rate.** The receiver switches from hanging to 204 (the ${rate.held} requests it held are ` +
+        `answered first); times since the switch until it has received the given share of the ${int(rate.expect)} ` +
+        'deliveries:',
+      '',
+      '| 10 % | 50 % | 90 % | 99 % | 100 % | all recorded `delivered` in the database |',
+      '|---|---|---|---|---|---|',
+      `| ${milestoneCells(rate)} ms | ` +
+        `${rate.recordedMs === undefined ? 'not within 180 s' : `${ms(rate.recordedMs)} ms`} |`,
+      '',
+      `**${int(perSecond)} deliveries/s** from the switch to the last delivery received (${int(steady)}/s between ` +
+        `10 % and 90 %; ${int(recordedPerSecond)}/s until the database shows none pending). ` +
+        `Requests received ${int(rate.stats.requests)} in all, distinct webhook-ids ${int(rate.stats.unique)}, ` +
+        `**duplicates ${rate.stats.duplicates}**; no delivery failed (${rate.before.tried} of the backlog had been ` +
+        'tried before the switch).',
+      '',
+      `CPU during the drain (switch to last delivery, ${wallS.toFixed(2)} s wall; /proc/<pid>/stat utime+stime):`,
+      '',
+      '| process | CPU | share of one core | per delivery |',
+      '|---|---|---|---|',
+      cpuRow('panel (`vpn-panel serve`)', cpu?.panelS),
+      cpuRow('receiver', cpu?.receiverS),
+      cpuRow('bench (waiting, then polling SQLite)', cpu?.benchS),
+      '',
+      `Target: 1,000 deliveries/s to a fast receiver: **${met ? 'met' : 'NOT met'}** (${int(perSecond)}/s, ` +
+        `${rate.stats.duplicates} duplicates).`,
+      '',
+      '**API read latency.** `GET /api/v1/devices?limit=50` (50 devices with their configs) ' +
+        `and \`GET /api/v1/events?limit=50\`, each ${SEQUENTIAL} requests one at a time after ${WARMUP} warm-up ` +
+        `(time to the whole body, ms), then autocannon ${LOAD_CONNECTIONS} connections for ${LOAD_S} s ` +
+        '(whole ms as autocannon records them). ' +
+        `Columns: nothing pending before the first delivery (${int(DEVICES)} events, no delivery yet); ` +
+        `**${int(pendingAtStart.pending)} pending** behind the hanging receiver ` +
+        `(${int(pendingAtEnd.pending)} at the end of the measurement; the sender holds 64 attempts open and makes ` +
+        'no other, each held attempt times out after 15 s and its slot takes the next delivery, ' +
+        `so ${pendingAtEnd.tried} of them had been tried by then); while that backlog drains (one request at a time ` +
+        `alternating between the two, ${int(samplesDuring)} requests from the switch to 99 % delivered; ` +
+        `the drain took ${ms(drain2Full)} ms, ${int(drain2Rate)}/s, ${int(drain2Rate99)}/s to 99 %); ` +
+        `nothing pending after all ${int(finalCounts.delivered)} deliveries were delivered.`,
+      '',
+      `| request | measure | nothing pending (before) | ${int(BACKLOG)} pending, ` +
+        'receiver hanging | during the drain | nothing pending (after) |',
+      '|---|---|---|---|---|---|',
+      latencyRows.join('\n'),
+      '',
+      `Worst sequential p99: ${ms(worstPendingP99)} ms with ${int(BACKLOG)} pending ` +
+        `against ${ms(worstIdleP99)} ms with nothing pending. At the end: ${int(finalCounts.delivered)} delivered, ` +
+        `${finalCounts.failed} failed, ${finalCounts.pending} pending; the receiver saw ${int(finalStats.requests)} ` +
+        `requests, ${int(finalStats.unique)} distinct webhook-ids, ${finalStats.duplicates} duplicates.`,
+    ].join('\n');
     console.log(body);
     if (process.env.NO_WRITE === undefined) writeSection(SECTION, body);
   } finally {

@@ -22,7 +22,10 @@ const SHAPING_TABLE = 'vpnpanel_shape';
 const MAP = 'limited';
 /** The largest Ethernet frame without VLAN tag: HTB's quantum, and the unit of the sizes below. */
 const FRAME_BYTES = 1514;
-/** A class may send 10 ms of its rate at once, at least two full frames (HTB's own default is one tick of the rate plus one frame). */
+/**
+ * A class may send 10 ms of its rate at once, at least two full frames (HTB's own default is one
+ * tick of the rate plus one frame).
+ */
 const BURST_SECONDS = 0.01;
 const MIN_BURST_BYTES = 2 * FRAME_BYTES;
 /**
@@ -35,14 +38,20 @@ const MIN_QUEUE_BYTES = 4 * FRAME_BYTES;
 const MAX_QUEUE_BYTES = 8 * 1024 * 1024;
 const LOWEST_TWO_OCTETS = 0x10000;
 
-/** Where a server's shaping lives: its namespace, its WireGuard interface (download) and the server end of its uplink veth (upload). */
+/**
+ * Where a server's shaping lives: its namespace, its WireGuard interface (download) and the server
+ * end of its uplink veth (upload).
+ */
 export interface ShapingPlace {
   netns: string;
   wg: string;
   uplink: string;
 }
 
-/** A peer's limit: its bare IPv4 address and kbit/s; `kbps` is NaN when not known exactly (a step failed, or it was read back from the host). */
+/**
+ * A peer's limit: its bare IPv4 address and kbit/s; `kbps` is NaN when not known exactly (a step
+ * failed, or it was read back from the host).
+ */
 interface Limit {
   ip: string;
   kbps: number;
@@ -69,7 +78,10 @@ interface ShapingState {
   uplink: DeviceState;
 }
 
-/** One line of a `tc -batch`: the peer address it is for (null for a device's root), and an error it may meet without failing. */
+/**
+ * One line of a `tc -batch`: the peer address it is for (null for a device's root), and an error it
+ * may meet without failing.
+ */
 interface BatchLine {
   text: string;
   ip: string | null;
@@ -91,7 +103,10 @@ function classId(ip: string): string {
   return `1:${classMinor(ip).toString(16)}`;
 }
 
-/** A rate as tc prints it (iproute2's print_rate: 1000-based units, exact below 1 Gbit/s, whole Mbit/s above it when not round). */
+/**
+ * A rate as tc prints it (iproute2's print_rate: 1000-based units, exact below 1 Gbit/s, whole
+ * Mbit/s above it when not round).
+ */
 export function printedRate(kbps: number): string {
   const units = ['', 'K', 'M', 'G', 'T'];
   let rate = kbps * 1000;
@@ -149,7 +164,10 @@ function parseClasses(stdout: string): Map<number, ClassState> {
   return classes;
 }
 
-/** The two classifying chains: download by destination on the WireGuard interface, upload by source toward the uplink. */
+/**
+ * The two classifying chains: download by destination on the WireGuard interface, upload by source
+ * toward the uplink.
+ */
 function chainRules(place: ShapingPlace): Record<'forward' | 'output', string[]> {
   return {
     forward: [
@@ -199,7 +217,8 @@ function tableScript(place: ShapingPlace, elements: ReadonlyMap<string, string>)
   const entries = elements.size === 0 ? '' : `    elements = { ${elementList(elements)} }\n`;
   return (
     `table ip ${SHAPING_TABLE} {}\ndelete table ip ${SHAPING_TABLE}\n` +
-    `table ip ${SHAPING_TABLE} {\n  map ${MAP} {\n    type ipv4_addr : classid\n${entries}  }\n${chain('forward')}${chain('output')}}\n`
+    `table ip ${SHAPING_TABLE} {\n  map ${MAP} {\n    type ipv4_addr : classid\n${entries}  }\n` +
+    `${chain('forward')}${chain('output')}}\n`
   );
 }
 
@@ -234,7 +253,9 @@ function shapeLines(dev: string, limit: Limit): BatchLine[] {
   const handle = minor === 1 ? '' : `handle ${minor.toString(16)}: `;
   return [
     {
-      text: `class replace dev ${dev} parent 1: classid ${id} htb rate ${rate} ceil ${rate} burst ${burst} cburst ${burst} quantum ${FRAME_BYTES}`,
+      text:
+        `class replace dev ${dev} parent 1: classid ${id} htb rate ${rate} ceil ${rate} ` +
+        `burst ${burst} cburst ${burst} quantum ${FRAME_BYTES}`,
       ip: limit.ip,
     },
     { text: `qdisc replace dev ${dev} parent ${id} ${handle}bfifo limit ${queueBytes(limit.kbps)}`, ip: limit.ip },
@@ -566,7 +587,8 @@ export class Shaper {
         ...(stale.length > 0 ? [`delete element ip ${SHAPING_TABLE} ${MAP} { ${stale.join(', ')} }`] : []),
         ...(missing.length > 0
           ? [
-              `add element ip ${SHAPING_TABLE} ${MAP} { ${elementList(missing.map((ip): [string, string] => [ip, classId(ip)]))} }`,
+              `add element ip ${SHAPING_TABLE} ${MAP} { ` +
+                `${elementList(missing.map((ip): [string, string] => [ip, classId(ip)]))} }`,
             ]
           : []),
       ];
@@ -584,7 +606,10 @@ export class Shaper {
     );
   }
 
-  /** Runs `lines` in one `tc -force -batch`; records every failure not tolerated; returns the addresses whose lines failed. */
+  /**
+   * Runs `lines` in one `tc -force -batch`; records every failure not tolerated; returns the
+   * addresses whose lines failed.
+   */
   async #batch(place: ShapingPlace, lines: readonly BatchLine[], failures: string[]): Promise<Set<string>> {
     const failed = new Set<string>();
     try {
@@ -609,7 +634,10 @@ export class Shaper {
     }
   }
 
-  /** Runs an nft script in the server's namespace (one transaction); false when it failed (recorded unless `failures` is null). */
+  /**
+   * Runs an nft script in the server's namespace (one transaction); false when it failed (recorded
+   * unless `failures` is null).
+   */
   async #nft(place: ShapingPlace, script: string, failures: string[] | null): Promise<boolean> {
     try {
       await this.#runner.run('nft', ['-f', '-'], { netns: place.netns, input: script });

@@ -15,7 +15,10 @@ export const ADMIN_ACTOR = 'admin';
 /** Field values as the log keeps them: JSON values. */
 export type FieldValues = Record<string, unknown>;
 
-/** One change as the activity log shows it. `before`/`after` hold the fields that changed (all of them on create and delete). */
+/**
+ * One change as the activity log shows it. `before`/`after` hold the fields that changed (all of them
+ * on create and delete).
+ */
 export interface ActivityEntry {
   id: number;
   created_at: string;
@@ -81,7 +84,10 @@ export function fieldChanges(
   };
 }
 
-/** Activity entries are kept this long, then pruned (DESIGN leaves it open; an audit trail outlives the 90 days of events). */
+/**
+ * Activity entries are kept this long, then pruned (DESIGN leaves it open; an audit trail outlives the
+ * 90 days of events).
+ */
 export const ACTIVITY_RETENTION_MS = 365 * 24 * 60 * 60 * 1000;
 
 /**

@@ -32,9 +32,13 @@ export interface ClientConfigOptions {
  * `wg show %i fwmark` prints `off`, iptables refuses `--mark off` and wg-quick rolls the tunnel back.
  */
 const KILL_SWITCH_POST_UP =
-  'PostUp = iptables -I OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT && ip6tables -I OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT';
+  'PostUp = ' +
+  'iptables -I OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT' +
+  ' && ip6tables -I OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT';
 const KILL_SWITCH_PRE_DOWN =
-  'PreDown = iptables -D OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT && ip6tables -D OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT';
+  'PreDown = ' +
+  'iptables -D OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT' +
+  ' && ip6tables -D OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT';
 
 /**
  * The config text: LF line endings, a trailing newline, values as the server has them.
@@ -49,7 +53,8 @@ export function renderClientConfig(input: ClientConfigInput, options: ClientConf
   if (options.killSwitch && !isFullTunnel(input.clientAllowedIps)) {
     throw new AppError(
       'validation_failed',
-      `kill_switch needs a full tunnel: the server's client_allowed_ips (${input.clientAllowedIps.join(', ')}) must include 0.0.0.0/0 and ::/0`,
+      `kill_switch needs a full tunnel: the server's client_allowed_ips (${input.clientAllowedIps.join(', ')}) ` +
+        'must include 0.0.0.0/0 and ::/0',
       { kill_switch: "needs the server's client_allowed_ips to include 0.0.0.0/0 and ::/0" },
     );
   }

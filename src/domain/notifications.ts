@@ -79,7 +79,10 @@ function oneLine(text: string): string {
 }
 
 function htmlPage(title: string, body: string): string {
-  return `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body style="font-family:sans-serif">${body}</body></html>`;
+  return (
+    `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head>` +
+    `<body style="font-family:sans-serif">${body}</body></html>`
+  );
 }
 
 export function renderChangeMail(notice: ChangeNotice): MailContent {
@@ -102,7 +105,9 @@ export function renderChangeMail(notice: ChangeNotice): MailContent {
     subject,
     `<p><strong>${escapeHtml(notice.headline)}</strong> ${escapeHtml(who)}.</p>` +
       notice.details.map((d) => `<p>${escapeHtml(d)}</p>`).join('') +
-      `<table>${facts.map(([k, v]) => `<tr><th align="left">${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`).join('')}</table>`,
+      '<table>' +
+      facts.map(([k, v]) => `<tr><th align="left">${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`).join('') +
+      '</table>',
   );
   return { subject, text, html };
 }
@@ -127,7 +132,8 @@ export function eventNotice(event: PanelEvent, requestId: string | null): Change
 /** The digest line of a device event. */
 export function digestLine(event: PanelEvent): string {
   const what = event.kind === 'device.expired' ? 'expired' : 'reached its data limit';
-  const device = `device ${event.device_name ?? String(event.device_id)}${event.server_name === null ? '' : ` on server ${event.server_name}`}`;
+  const onServer = event.server_name === null ? '' : ` on server ${event.server_name}`;
+  const device = `device ${event.device_name ?? String(event.device_id)}${onServer}`;
   return `${event.created_at}  ${device} ${what} ${actorPhrase(event.actor)}`;
 }
 
@@ -152,7 +158,9 @@ export function renderDigestMail(lines: readonly DigestLine[]): MailContent {
   const text = [`${headline}.`, '', ...shown, ...more, ''].join('\n');
   const html = htmlPage(
     headline,
-    `<p><strong>${escapeHtml(headline)}.</strong></p><ul>${shown.map((l) => `<li>${escapeHtml(l)}</li>`).join('')}</ul>${more.map((m) => `<p>${escapeHtml(m)}</p>`).join('')}`,
+    `<p><strong>${escapeHtml(headline)}.</strong></p>` +
+      `<ul>${shown.map((l) => `<li>${escapeHtml(l)}</li>`).join('')}</ul>` +
+      more.map((m) => `<p>${escapeHtml(m)}</p>`).join(''),
   );
   return { subject: oneLine(`${SUBJECT_PREFIX}${headline}`), text, html };
 }

@@ -5,7 +5,10 @@ import { type ActivityFilter, insertActivity, listActivity } from '../store/acti
 import type { Queryable, Tx } from '../store/db.ts';
 import { currentRequestId } from './request-context.ts';
 
-/** One change as its service describes it; `before`/`after` may be whole rows: secrets and unchanged fields are dropped here. */
+/**
+ * One change as its service describes it; `before`/`after` may be whole rows: secrets and unchanged
+ * fields are dropped here.
+ */
 export interface ActivityDraft {
   resource: ActivityResource;
   resourceId: number | string;

@@ -61,7 +61,10 @@ export function notifyChange(
   );
 }
 
-/** Called for every recorded event: servers made or deleted and nodes going on- or offline are mailed; device limits and expiries wait for the digest. */
+/**
+ * Called for every recorded event: servers made or deleted and nodes going on- or offline are mailed;
+ * device limits and expiries wait for the digest.
+ */
 export async function notifyEvent(tx: Tx, clock: Clock, event: PanelEvent): Promise<void> {
   if (MAILED_EVENT_KINDS.includes(event.kind))
     await enqueue(tx, clock, 'change', renderChangeMail(eventNotice(event, currentRequestId())));

@@ -63,15 +63,13 @@ function readPage(
   const limit = sql.lit(READ_PAGE_ROWS);
   if (table.primaryKey.length === 0) {
     // No key to continue from: the whole row orders it, and the snapshot keeps offsets stable.
-    return sql<UnknownRow>`select ${columns} from ${sql.table(table.name)} order by ${columns} limit ${limit} offset ${sql.lit(offset)}`.execute(
-      db,
-    );
+    return sql<UnknownRow>`select ${columns} from ${sql.table(table.name)} order by ${columns}
+      limit ${limit} offset ${sql.lit(offset)}`.execute(db);
   }
   const key = refs(table.primaryKey);
   const where: RawBuilder<unknown> = after === undefined ? sql`` : sql`where (${key}) > (${sql.join(after)})`;
-  return sql<UnknownRow>`select ${columns} from ${sql.table(table.name)} ${where} order by ${key} limit ${limit}`.execute(
-    db,
-  );
+  return sql<UnknownRow>`select ${columns} from ${sql.table(table.name)} ${where}
+    order by ${key} limit ${limit}`.execute(db);
 }
 
 /** Every row of the table as a backup line, page by page. */
@@ -147,14 +145,16 @@ export function restoreLevel(backup: readonly string[], target: readonly string[
   const unknown = backup.filter((m) => !MIGRATION_NAMES.includes(m));
   if (unknown.length > 0)
     throw new BackupError(
-      `the backup comes from a newer vpn-panel (migration ${unknown.join(', ')}); restore it with that version or a later one`,
+      `the backup comes from a newer vpn-panel (migration ${unknown.join(', ')}); ` +
+        'restore it with that version or a later one',
     );
   const level = backup.at(-1);
   if (level === undefined || backup.some((m, i) => MIGRATION_NAMES[i] !== m))
     throw new BackupError('the backup lists migrations this vpn-panel does not run in that order');
   if (target.length > backup.length || target.some((m, i) => backup[i] !== m)) {
     throw new BackupError(
-      `the database is at a newer schema (${target.at(-1) ?? ''}) than the backup (${level}): restore into an empty database`,
+      `the database is at a newer schema (${target.at(-1) ?? ''}) than the backup (${level}): ` +
+        'restore into an empty database',
     );
   }
   return level;
@@ -231,7 +231,8 @@ export async function loadBackup(
     const filled = await tablesWithRows(tx, target);
     if (filled.length > 0 && !options.replace) {
       throw new BackupError(
-        `the database is not empty (rows in ${filled.join(', ')}): restore into an empty database, or give --replace to overwrite it`,
+        `the database is not empty (rows in ${filled.join(', ')}): ` +
+          'restore into an empty database, or give --replace to overwrite it',
       );
     }
     for (const table of [...target].reverse()) await sql`delete from ${sql.table(table.name)}`.execute(tx);
@@ -264,7 +265,8 @@ async function insertRows(db: Queryable, path: string, header: BackupHeader): Pr
       for (const table of header.tables) {
         if ((trailer.rows[table.name] ?? 0) !== (counts.get(table.name) ?? 0))
           throw new BackupError(
-            `the backup's trailer promises ${trailer.rows[table.name] ?? 0} rows of ${table.name}, it holds ${counts.get(table.name) ?? 0}`,
+            `the backup's trailer promises ${trailer.rows[table.name] ?? 0} rows of ${table.name}, ` +
+              `it holds ${counts.get(table.name) ?? 0}`,
           );
       }
       ended = true;

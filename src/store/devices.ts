@@ -131,7 +131,8 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
   if (filter.externalId !== undefined) query = query.where('external_id', '=', filter.externalId);
   const notExpired = (q: typeof query) =>
     q.where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', filter.nowIso)]));
-  const limitReached = sql<boolean>`(data_limit > 0 and period_rx + period_tx >= data_limit and (limit_period = 'total' or usage_month = ${filter.currentMonth}))`;
+  const limitReached = sql<boolean>`(data_limit > 0 and period_rx + period_tx >= data_limit
+    and (limit_period = 'total' or usage_month = ${filter.currentMonth}))`;
   switch (filter.status) {
     case 'disabled':
       query = query.where('enabled', '=', 0);

@@ -115,9 +115,8 @@ async function serialColumns(db: Queryable): Promise<SerialColumn[]> {
   const rows = await sql<SerialColumn>`select table_name as "table", column_name as "column",
       pg_get_serial_sequence(quote_ident(table_name), column_name) as sequence
     from information_schema.columns
-    where table_schema = current_schema() and pg_get_serial_sequence(quote_ident(table_name), column_name) is not null`.execute(
-    db,
-  );
+    where table_schema = current_schema()
+      and pg_get_serial_sequence(quote_ident(table_name), column_name) is not null`.execute(db);
   return rows.rows;
 }
 

@@ -21,7 +21,10 @@ export function listNotices(db: Queryable): Promise<NoticeRow[]> {
 /** Bound parameters per statement stay far below both databases' limits. */
 const DELETE_CHUNK = 1_000;
 
-/** Deletes exactly these notices: one that another transaction commits meanwhile (with a lower id) stays for the next digest. */
+/**
+ * Deletes exactly these notices: one that another transaction commits meanwhile (with a lower id)
+ * stays for the next digest.
+ */
 export async function deleteNotices(db: Queryable, ids: readonly number[]): Promise<void> {
   for (let i = 0; i < ids.length; i += DELETE_CHUNK)
     await db

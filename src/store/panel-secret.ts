@@ -85,13 +85,15 @@ export function secretFor(fingerprint: string | undefined, options: SecretOption
   if (fingerprint === undefined) return given && new SecretBox(given.secret);
   if (given === undefined) {
     throw new PanelSecretError(
-      `the private keys are encrypted with a panel secret that is not here (fingerprint ${fingerprint}): copy ${SECRET_FILE} of the panel they come from into ${options.dataDir}, or set PANEL_SECRET`,
+      `the private keys are encrypted with a panel secret that is not here (fingerprint ${fingerprint}): ` +
+        `copy ${SECRET_FILE} of the panel they come from into ${options.dataDir}, or set PANEL_SECRET`,
     );
   }
   const box = new SecretBox(given.secret);
   if (box.fingerprint !== fingerprint) {
     throw new PanelSecretError(
-      `${given.source} is not the panel secret the private keys are encrypted with (fingerprint ${fingerprint}, this one ${box.fingerprint}); use the secret of the panel they come from`,
+      `${given.source} is not the panel secret the private keys are encrypted with ` +
+        `(fingerprint ${fingerprint}, this one ${box.fingerprint}); use the secret of the panel they come from`,
     );
   }
   return box;

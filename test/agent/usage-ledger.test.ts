@@ -29,164 +29,169 @@ for (const kind of DATABASE_KINDS) {
   describe(`usage ledger against ground truth (${kind})`, () => {
     const suite = migratedStoreForSuite(kind);
 
-    it('counts every byte once through resets, agent kills, duplicated, reordered and lost reports and a stopped panel', async () => {
-      const clock = new ManualClock(Date.parse('2026-11-21T08:00:00Z'));
-      const usage = new UsageService(suite.store.db, clock, new Calendar('Europe/Berlin'));
-      const now = new Date(clock.nowMs()).toISOString();
-      const node = await seedNode(suite.store.db, 'scripted', now);
-      const desired: DesiredServer[] = [];
-      for (let s = 1; s <= SERVERS; s++) {
-        const server = await seedServer(
-          suite.store.db,
-          node,
-          { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s}.0.0/24`, capacity: 253 },
-          now,
-        );
-        for (let d = 0; d < DEVICES_PER_SERVER; d++) {
-          await suite.store.db
-            .insertInto('devices')
-            .values(deviceValues(server.id, { name: `d${d}`, address: `10.${s}.0.${d + 2}` }, now))
-            .execute();
-        }
-        desired.push({
-          server: {
-            serverId: server.id,
-            privateKey: server.private_key,
-            listenPort: server.listen_port,
-            address: server.address,
-            mtu: 1420,
-          },
-          peers: [],
-        });
-      }
-      const desiredNow = async (): Promise<DesiredServer[]> =>
-        Promise.all(
-          desired.map(async (d) => ({
-            ...d,
-            peers: (await listDevicesOfServer(suite.store.db, d.server.serverId)).map((row) => usage.peerOf(row)),
-          })),
-        );
-
-      const driver = new ScriptedDriver();
-      const journal = join(suite.database.dataDir, 'journal.json');
-      const newAgent = () => new Agent(driver, 'test', { ledger: new UsageLedger(new JournalFile(journal)), clock });
-      let agent = newAgent();
-      await agent.resync(await desiredNow());
-
-      const truth = new Map<number, { rx: number; tx: number }>();
-      const recorded = async () => {
-        const rows = await suite.store.db
-          .selectFrom('usage_daily')
-          .select(['device_id', 'rx_bytes', 'tx_bytes'])
-          .execute();
-        const sums = new Map<number, { rx: number; tx: number }>();
-        for (const r of rows) {
-          const s = sums.get(r.device_id) ?? { rx: 0, tx: 0 };
-          sums.set(r.device_id, { rx: s.rx + r.rx_bytes, tx: s.tx + r.tx_bytes });
-        }
-        return sums;
-      };
-      let ack: UsageAck | null = null;
-      let panelStoppedUntil = 0;
-      let previous = new Map<number, { rx: number; tx: number }>();
-      const stats = { kills: 0, recreates: 0, readds: 0, duplicates: 0, reorders: 0, lost: 0, stopped: 0 };
-      const ingest = async (report: UsageReport) => {
-        const stored = await usage.ingest(node, report);
-        if (stored) ack = stored;
-      };
-
-      for (let round = 0; round < ROUNDS; round++) {
-        // Traffic on the interface: the device downloads what the server sends (tx) and uploads what it receives (rx).
-        const devices = await suite.store.db
-          .selectFrom('devices')
-          .select(['id', 'server_id', 'public_key', 'enabled'])
-          .execute();
-        for (const device of devices) {
-          const counters = driver.servers.get(device.server_id)?.peers.get(device.public_key);
-          if (!counters) continue;
-          const up = randomInt(5000);
-          const down = randomInt(20000);
-          counters.rx += up;
-          counters.tx += down;
-          const t = truth.get(device.id) ?? { rx: 0, tx: 0 };
-          truth.set(device.id, { rx: t.rx + down, tx: t.tx + up });
-        }
-        clock.advance(randomInt(1000, 120_000));
-        await agent.meterAll();
-
-        const dice = randomInt(100);
-        if (dice < 6) {
-          // SIGKILL: the agent's memory is gone; the interfaces and the journal file stay.
-          agent = newAgent();
-          await agent.resync(await desiredNow());
-          stats.kills++;
-        } else if (dice < 10) {
-          driver.recreate(randomInt(1, SERVERS + 1));
-          stats.recreates++;
-        } else if (dice < 14) {
-          // A device disabled and enabled again: its peer leaves (its counters booked first) and comes back at 0.
-          const device = devices[randomInt(devices.length)];
-          if (device) {
-            const server = desired.find((d) => d.server.serverId === device.server_id);
-            await agent.changePeers(device.server_id, { upsert: [], remove: [device.public_key] });
-            const row = (await listDevicesOfServer(suite.store.db, device.server_id)).find((r) => r.id === device.id);
-            if (server && row) await agent.changePeers(device.server_id, { upsert: [usage.peerOf(row)], remove: [] });
-            stats.readds++;
-          }
-        }
-
-        if (clock.nowMs() < panelStoppedUntil) continue;
-        if (randomInt(100) < 3) {
-          panelStoppedUntil = clock.nowMs() + randomInt(600_000, 3_600_000);
-          stats.stopped++;
-          continue;
-        }
-        const report = agent.collectUsage(ack);
-        const fate = randomInt(100);
-        if (fate < 8) {
-          stats.lost++;
-          continue;
-        }
-        if (fate < 16) {
-          await ingest(report);
-          await ingest(report);
-          stats.duplicates++;
-        } else if (fate < 24) {
-          await ingest({ ...report, batches: [...report.batches].reverse() });
-          stats.reorders++;
-        } else {
-          await ingest(report);
-        }
-        const now = await recorded();
-        for (const [id, sums] of previous) {
-          const later = now.get(id) ?? { rx: 0, tx: 0 };
-          assert.ok(
-            later.rx >= sums.rx && later.tx >= sums.tx,
-            `device ${id}'s recorded usage went down in round ${round}`,
+    it(
+      'counts every byte once through resets, agent kills, ' +
+        'duplicated, reordered and lost reports and a stopped panel',
+      async () => {
+        const clock = new ManualClock(Date.parse('2026-11-21T08:00:00Z'));
+        const usage = new UsageService(suite.store.db, clock, new Calendar('Europe/Berlin'));
+        const now = new Date(clock.nowMs()).toISOString();
+        const node = await seedNode(suite.store.db, 'scripted', now);
+        const desired: DesiredServer[] = [];
+        for (let s = 1; s <= SERVERS; s++) {
+          const server = await seedServer(
+            suite.store.db,
+            node,
+            { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s}.0.0/24`, capacity: 253 },
+            now,
           );
+          for (let d = 0; d < DEVICES_PER_SERVER; d++) {
+            await suite.store.db
+              .insertInto('devices')
+              .values(deviceValues(server.id, { name: `d${d}`, address: `10.${s}.0.${d + 2}` }, now))
+              .execute();
+          }
+          desired.push({
+            server: {
+              serverId: server.id,
+              privateKey: server.private_key,
+              listenPort: server.listen_port,
+              address: server.address,
+              mtu: 1420,
+            },
+            peers: [],
+          });
         }
-        previous = now;
-      }
+        const desiredNow = async (): Promise<DesiredServer[]> =>
+          Promise.all(
+            desired.map(async (d) => ({
+              ...d,
+              peers: (await listDevicesOfServer(suite.store.db, d.server.serverId)).map((row) => usage.peerOf(row)),
+            })),
+          );
 
-      await agent.meterAll();
-      await ingest(agent.collectUsage(ack));
-      await ingest(agent.collectUsage(ack));
-      const final = await recorded();
-      assert.deepEqual(
-        [...final].sort(([a], [b]) => a - b),
-        [...truth].sort(([a], [b]) => a - b),
-        `recorded usage equals the ground truth (${JSON.stringify(stats)})`,
-      );
-      const monthly = await suite.store.db
-        .selectFrom('usage_monthly')
-        .select((eb) => [eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')])
-        .executeTakeFirstOrThrow();
-      const totalRx = [...truth.values()].reduce((n, t) => n + t.rx, 0);
-      assert.equal(Number(monthly.rx), totalRx, 'month buckets hold the same bytes');
-      assert.ok(
-        stats.kills > 0 && stats.recreates > 0 && stats.duplicates > 0 && stats.lost > 0,
-        JSON.stringify(stats),
-      );
-    });
+        const driver = new ScriptedDriver();
+        const journal = join(suite.database.dataDir, 'journal.json');
+        const newAgent = () => new Agent(driver, 'test', { ledger: new UsageLedger(new JournalFile(journal)), clock });
+        let agent = newAgent();
+        await agent.resync(await desiredNow());
+
+        const truth = new Map<number, { rx: number; tx: number }>();
+        const recorded = async () => {
+          const rows = await suite.store.db
+            .selectFrom('usage_daily')
+            .select(['device_id', 'rx_bytes', 'tx_bytes'])
+            .execute();
+          const sums = new Map<number, { rx: number; tx: number }>();
+          for (const r of rows) {
+            const s = sums.get(r.device_id) ?? { rx: 0, tx: 0 };
+            sums.set(r.device_id, { rx: s.rx + r.rx_bytes, tx: s.tx + r.tx_bytes });
+          }
+          return sums;
+        };
+        let ack: UsageAck | null = null;
+        let panelStoppedUntil = 0;
+        let previous = new Map<number, { rx: number; tx: number }>();
+        const stats = { kills: 0, recreates: 0, readds: 0, duplicates: 0, reorders: 0, lost: 0, stopped: 0 };
+        const ingest = async (report: UsageReport) => {
+          const stored = await usage.ingest(node, report);
+          if (stored) ack = stored;
+        };
+
+        for (let round = 0; round < ROUNDS; round++) {
+          // Traffic on the interface: the device downloads what the server sends (tx) and uploads what it
+          // receives (rx).
+          const devices = await suite.store.db
+            .selectFrom('devices')
+            .select(['id', 'server_id', 'public_key', 'enabled'])
+            .execute();
+          for (const device of devices) {
+            const counters = driver.servers.get(device.server_id)?.peers.get(device.public_key);
+            if (!counters) continue;
+            const up = randomInt(5000);
+            const down = randomInt(20000);
+            counters.rx += up;
+            counters.tx += down;
+            const t = truth.get(device.id) ?? { rx: 0, tx: 0 };
+            truth.set(device.id, { rx: t.rx + down, tx: t.tx + up });
+          }
+          clock.advance(randomInt(1000, 120_000));
+          await agent.meterAll();
+
+          const dice = randomInt(100);
+          if (dice < 6) {
+            // SIGKILL: the agent's memory is gone; the interfaces and the journal file stay.
+            agent = newAgent();
+            await agent.resync(await desiredNow());
+            stats.kills++;
+          } else if (dice < 10) {
+            driver.recreate(randomInt(1, SERVERS + 1));
+            stats.recreates++;
+          } else if (dice < 14) {
+            // A device disabled and enabled again: its peer leaves (its counters booked first) and comes back at 0.
+            const device = devices[randomInt(devices.length)];
+            if (device) {
+              const server = desired.find((d) => d.server.serverId === device.server_id);
+              await agent.changePeers(device.server_id, { upsert: [], remove: [device.public_key] });
+              const row = (await listDevicesOfServer(suite.store.db, device.server_id)).find((r) => r.id === device.id);
+              if (server && row) await agent.changePeers(device.server_id, { upsert: [usage.peerOf(row)], remove: [] });
+              stats.readds++;
+            }
+          }
+
+          if (clock.nowMs() < panelStoppedUntil) continue;
+          if (randomInt(100) < 3) {
+            panelStoppedUntil = clock.nowMs() + randomInt(600_000, 3_600_000);
+            stats.stopped++;
+            continue;
+          }
+          const report = agent.collectUsage(ack);
+          const fate = randomInt(100);
+          if (fate < 8) {
+            stats.lost++;
+            continue;
+          }
+          if (fate < 16) {
+            await ingest(report);
+            await ingest(report);
+            stats.duplicates++;
+          } else if (fate < 24) {
+            await ingest({ ...report, batches: [...report.batches].reverse() });
+            stats.reorders++;
+          } else {
+            await ingest(report);
+          }
+          const now = await recorded();
+          for (const [id, sums] of previous) {
+            const later = now.get(id) ?? { rx: 0, tx: 0 };
+            assert.ok(
+              later.rx >= sums.rx && later.tx >= sums.tx,
+              `device ${id}'s recorded usage went down in round ${round}`,
+            );
+          }
+          previous = now;
+        }
+
+        await agent.meterAll();
+        await ingest(agent.collectUsage(ack));
+        await ingest(agent.collectUsage(ack));
+        const final = await recorded();
+        assert.deepEqual(
+          [...final].sort(([a], [b]) => a - b),
+          [...truth].sort(([a], [b]) => a - b),
+          `recorded usage equals the ground truth (${JSON.stringify(stats)})`,
+        );
+        const monthly = await suite.store.db
+          .selectFrom('usage_monthly')
+          .select((eb) => [eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')])
+          .executeTakeFirstOrThrow();
+        const totalRx = [...truth.values()].reduce((n, t) => n + t.rx, 0);
+        assert.equal(Number(monthly.rx), totalRx, 'month buckets hold the same bytes');
+        assert.ok(
+          stats.kills > 0 && stats.recreates > 0 && stats.duplicates > 0 && stats.lost > 0,
+          JSON.stringify(stats),
+        );
+      },
+    );
   });
 }

@@ -189,10 +189,13 @@ describe('imports run one way (domain <- store/agent <- services <- http/workers
 });
 
 describe('the node agent loads no panel module', () => {
-  it('src/cli/node.ts and what it imports reach no store, service, http, worker or panel file, no database driver', () => {
-    const reached = panelReachedFrom('cli/node.ts');
-    assert.deepEqual(reached, [], `the node agent loads the panel:\n  ${reached.join('\n  ')}`);
-  });
+  it(
+    'src/cli/node.ts and what it imports reach no store, ' + 'service, http, worker or panel file, no database driver',
+    () => {
+      const reached = panelReachedFrom('cli/node.ts');
+      assert.deepEqual(reached, [], `the node agent loads the panel:\n  ${reached.join('\n  ')}`);
+    },
+  );
 
   it('the CLI entry loads each command when it runs, so `vpn-panel node` loads nothing of the others', () => {
     const reached = panelReachedFrom('cli/main.ts');

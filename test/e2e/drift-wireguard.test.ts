@@ -182,7 +182,8 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           () => run('wg', ['set', iface, 'peer', open.public_key, 'allowed-ips', '0.0.0.0/0']).then(() => undefined),
           async () => (await allowedIpsOf(iface)).get(open.public_key) === `${open.address}/32`,
           new RegExp(
-            `peer ${escapeRegExp(open.public_key)} has allowed ips 0\\.0\\.0\\.0/0, not ${escapeRegExp(open.address)}/32`,
+            `peer ${escapeRegExp(open.public_key)} has allowed ips 0\\.0\\.0\\.0/0, ` +
+              `not ${escapeRegExp(open.address)}/32`,
           ),
         );
       });

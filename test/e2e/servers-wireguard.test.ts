@@ -209,53 +209,56 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       assert.deepEqual(await endLab({ panel, labs: [lab], database: db }), [], 'cleanup left nothing behind');
     });
 
-    test('POST /servers deploys a running server; a client handshakes with it and pings its tunnel address', async (t) => {
-      const startMs = performance.now();
-      const created = await api.POST('/api/v1/servers', { body: { name: `e2e-local-${kind}` } });
-      t.diagnostic(`POST /servers: ${(performance.now() - startMs).toFixed(0)} ms`);
-      assert.equal(created.response.status, 201, JSON.stringify(created.error));
-      assert.ok(created.data);
-      server = created.data;
-      assert.equal(server.status, 'running');
-      assert.equal(server.endpoint, lab.hostIp, 'endpoint defaults to the node public host (PUBLIC_HOST)');
-      assert.equal(server.node.name, 'local');
-      assert.match(server.public_key, /^[A-Za-z0-9+/]{43}=$/);
+    test(
+      'POST /servers deploys a running server; ' + 'a client handshakes with it and pings its tunnel address',
+      async (t) => {
+        const startMs = performance.now();
+        const created = await api.POST('/api/v1/servers', { body: { name: `e2e-local-${kind}` } });
+        t.diagnostic(`POST /servers: ${(performance.now() - startMs).toFixed(0)} ms`);
+        assert.equal(created.response.status, 201, JSON.stringify(created.error));
+        assert.ok(created.data);
+        server = created.data;
+        assert.equal(server.status, 'running');
+        assert.equal(server.endpoint, lab.hostIp, 'endpoint defaults to the node public host (PUBLIC_HOST)');
+        assert.equal(server.node.name, 'local');
+        assert.match(server.public_key, /^[A-Za-z0-9+/]{43}=$/);
 
-      const n = lab.serverNames(server.id);
-      assert.deepEqual(await lab.serverNamespaces(), [n.netns], 'one namespace for the server');
-      assert.equal(
-        (await run('wg', ['show', n.iface, 'public-key'])).trim(),
-        server.public_key,
-        'the interface has the server key',
-      );
-      assert.equal(await listenPortOf(n.iface), server.listen_port);
-      assert.match(
-        await run('ip', ['-n', n.netns, '-o', 'addr', 'show', 'dev', n.iface]),
-        new RegExp(`inet ${server.address.replace(/\./g, '\\.')} `),
-      );
-      assert.ok((await udpPorts(lab.hostNs)).includes(server.listen_port), 'the UDP socket is in the host namespace');
-      const childLogs = join(db?.dataDir ?? '', 'children');
-      // wireguard-go's log is in the node's own DATA_DIR/children, owner-only.
-      assert.equal(lstatSync(childLogs).mode & 0o777, 0o700);
-      assert.equal(lstatSync(join(childLogs, `wireguard-go-${n.iface}.log`)).mode & 0o777, 0o600);
+        const n = lab.serverNames(server.id);
+        assert.deepEqual(await lab.serverNamespaces(), [n.netns], 'one namespace for the server');
+        assert.equal(
+          (await run('wg', ['show', n.iface, 'public-key'])).trim(),
+          server.public_key,
+          'the interface has the server key',
+        );
+        assert.equal(await listenPortOf(n.iface), server.listen_port);
+        assert.match(
+          await run('ip', ['-n', n.netns, '-o', 'addr', 'show', 'dev', n.iface]),
+          new RegExp(`inet ${server.address.replace(/\./g, '\\.')} `),
+        );
+        assert.ok((await udpPorts(lab.hostNs)).includes(server.listen_port), 'the UDP socket is in the host namespace');
+        const childLogs = join(db?.dataDir ?? '', 'children');
+        // wireguard-go's log is in the node's own DATA_DIR/children, owner-only.
+        assert.equal(lstatSync(childLogs).mode & 0o777, 0o700);
+        assert.equal(lstatSync(join(childLogs, `wireguard-go-${n.iface}.log`)).mode & 0o777, 0o600);
 
-      const address = clientAddressIn(server.subnet, server.address);
-      setup = { keys: await wgKeyPair(), ...address };
-      await addPeer(n.iface, setup.keys.publicKey, setup.ip);
-      client = await connect(lab, server, setup);
-      const pingMs = performance.now();
-      assert.ok(
-        await lab.waitForPing(hostOf(server.address)),
-        `the client pings ${hostOf(server.address)} through the tunnel`,
-      );
-      t.diagnostic(`first ping (handshake included): ${(performance.now() - pingMs).toFixed(0)} ms`);
-      const handshakes = await run('wg', ['show', n.iface, 'latest-handshakes']);
-      assert.match(
-        handshakes,
-        new RegExp(`^${setup.keys.publicKey.replace(/[+/]/g, '\\$&')}\\t[1-9]\\d*$`, 'm'),
-        'the server saw a handshake',
-      );
-    });
+        const address = clientAddressIn(server.subnet, server.address);
+        setup = { keys: await wgKeyPair(), ...address };
+        await addPeer(n.iface, setup.keys.publicKey, setup.ip);
+        client = await connect(lab, server, setup);
+        const pingMs = performance.now();
+        assert.ok(
+          await lab.waitForPing(hostOf(server.address)),
+          `the client pings ${hostOf(server.address)} through the tunnel`,
+        );
+        t.diagnostic(`first ping (handshake included): ${(performance.now() - pingMs).toFixed(0)} ms`);
+        const handshakes = await run('wg', ['show', n.iface, 'latest-handshakes']);
+        assert.match(
+          handshakes,
+          new RegExp(`^${setup.keys.publicKey.replace(/[+/]/g, '\\$&')}\\t[1-9]\\d*$`, 'm'),
+          'the server saw a handshake',
+        );
+      },
+    );
 
     test('GET /servers/{id} shows what the client used', async () => {
       assert.ok(server, 'needs the server of the first test');
@@ -272,100 +275,112 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       );
     });
 
-    test('POST /servers with a listen_port another server of the node uses: 422 naming listen_port, nothing left behind', async () => {
-      assert.ok(server, 'needs the server of the first test');
-      const namespacesBefore = await lab.serverNamespaces();
-      const interfacesBefore = await lab.serverInterfaces();
-      const taken = await api.POST('/api/v1/servers', {
-        body: { name: 'port-clash', listen_port: server.listen_port },
-      });
-      assert.equal(taken.response.status, 422);
-      assert.equal(taken.error?.error.code, 'validation_failed');
-      assert.ok(taken.error && 'listen_port' in taken.error.error.fields, JSON.stringify(taken.error));
-      assert.deepEqual(
-        (await api.GET('/api/v1/servers')).data?.data.map((s) => s.id),
-        [server.id],
-      );
-      assert.deepEqual(await lab.serverNamespaces(), namespacesBefore);
-      assert.deepEqual(await lab.serverInterfaces(), interfacesBefore);
-      assert.ok(await lab.ping(hostOf(server.address)), 'the existing server still works');
-    });
+    test(
+      'POST /servers with a listen_port another server of the node uses: ' +
+        '422 naming listen_port, nothing left behind',
+      async () => {
+        assert.ok(server, 'needs the server of the first test');
+        const namespacesBefore = await lab.serverNamespaces();
+        const interfacesBefore = await lab.serverInterfaces();
+        const taken = await api.POST('/api/v1/servers', {
+          body: { name: 'port-clash', listen_port: server.listen_port },
+        });
+        assert.equal(taken.response.status, 422);
+        assert.equal(taken.error?.error.code, 'validation_failed');
+        assert.ok(taken.error && 'listen_port' in taken.error.error.fields, JSON.stringify(taken.error));
+        assert.deepEqual(
+          (await api.GET('/api/v1/servers')).data?.data.map((s) => s.id),
+          [server.id],
+        );
+        assert.deepEqual(await lab.serverNamespaces(), namespacesBefore);
+        assert.deepEqual(await lab.serverInterfaces(), interfacesBefore);
+        assert.ok(await lab.ping(hostOf(server.address)), 'the existing server still works');
+      },
+    );
 
-    test('POST /servers on a port another program holds on the node: the failed deploy leaves nothing behind', async (t) => {
-      assert.ok(server, 'needs the server of the first test');
-      const port = server.listen_port + 57;
-      const holder = await holdUdpPort(lab, port);
-      const namespacesBefore = await lab.serverNamespaces();
-      const interfacesBefore = await lab.serverInterfaces();
-      const held = await api.POST('/api/v1/servers', { body: { name: 'port-held', listen_port: port } });
-      t.diagnostic(`answer: ${held.response.status} ${JSON.stringify(held.error)}`);
-      // Spec §2.3/§4.4: "a failed deploy leaves nothing behind"; DESIGN §3: 502 deploy_failed (a 422
-      // naming listen_port would serve a caller as well).
-      const code = held.error?.error.code;
-      assert.ok(
-        (held.response.status === 502 && code === 'deploy_failed') ||
-          (held.response.status === 422 && held.error !== undefined && 'listen_port' in held.error.error.fields),
-        `502 deploy_failed or 422 naming listen_port, got ${held.response.status} ${JSON.stringify(held.error)}`,
-      );
-      assert.deepEqual(
-        (await api.GET('/api/v1/servers')).data?.data.map((s) => s.id),
-        [server.id],
-        'no server row left',
-      );
-      assert.deepEqual(await lab.serverNamespaces(), namespacesBefore, 'no namespace left');
-      assert.deepEqual(await lab.serverInterfaces(), interfacesBefore, 'no interface left');
-      assert.deepEqual(
-        [...lab.wireguardGoProcesses().values()].filter((name) => new RegExp(`^${lab.prefix}\\d+$`).test(name)).sort(),
-        interfacesBefore.sort(),
-        'no wireguard-go left',
-      );
-      assert.equal(
-        (await events(api, 'server.created')).filter((e) => e.server_name === 'port-held').length,
-        0,
-        'no server.created event',
-      );
-      holder.kill('SIGKILL');
-      await once(holder, 'exit');
-    });
+    test(
+      'POST /servers on a port another program holds on the node: ' + 'the failed deploy leaves nothing behind',
+      async (t) => {
+        assert.ok(server, 'needs the server of the first test');
+        const port = server.listen_port + 57;
+        const holder = await holdUdpPort(lab, port);
+        const namespacesBefore = await lab.serverNamespaces();
+        const interfacesBefore = await lab.serverInterfaces();
+        const held = await api.POST('/api/v1/servers', { body: { name: 'port-held', listen_port: port } });
+        t.diagnostic(`answer: ${held.response.status} ${JSON.stringify(held.error)}`);
+        // Spec §2.3/§4.4: "a failed deploy leaves nothing behind"; DESIGN §3: 502 deploy_failed (a 422
+        // naming listen_port would serve a caller as well).
+        const code = held.error?.error.code;
+        assert.ok(
+          (held.response.status === 502 && code === 'deploy_failed') ||
+            (held.response.status === 422 && held.error !== undefined && 'listen_port' in held.error.error.fields),
+          `502 deploy_failed or 422 naming listen_port, got ${held.response.status} ${JSON.stringify(held.error)}`,
+        );
+        assert.deepEqual(
+          (await api.GET('/api/v1/servers')).data?.data.map((s) => s.id),
+          [server.id],
+          'no server row left',
+        );
+        assert.deepEqual(await lab.serverNamespaces(), namespacesBefore, 'no namespace left');
+        assert.deepEqual(await lab.serverInterfaces(), interfacesBefore, 'no interface left');
+        assert.deepEqual(
+          [...lab.wireguardGoProcesses().values()]
+            .filter((name) => new RegExp(`^${lab.prefix}\\d+$`).test(name))
+            .sort(),
+          interfacesBefore.sort(),
+          'no wireguard-go left',
+        );
+        assert.equal(
+          (await events(api, 'server.created')).filter((e) => e.server_name === 'port-held').length,
+          0,
+          'no server.created event',
+        );
+        holder.kill('SIGKILL');
+        await once(holder, 'exit');
+      },
+    );
 
-    test('PATCH listen_port recreates the interface on the new port; a client on the new port pings again', async (t) => {
-      assert.ok(server && client, 'needs the server and client of the first test');
-      const n = lab.serverNames(server.id);
-      const oldPort = server.listen_port;
-      const newPort = oldPort + 1;
-      const pidsBefore = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
-      const startMs = performance.now();
-      const patched = await api.PATCH('/api/v1/servers/{id}', {
-        params: { path: { id: server.id } },
-        body: { listen_port: newPort },
-      });
-      t.diagnostic(`PATCH listen_port: ${(performance.now() - startMs).toFixed(0)} ms`);
-      assert.equal(patched.response.status, 200, JSON.stringify(patched.error));
-      assert.ok(patched.data);
-      assert.equal(patched.data.listen_port, newPort);
-      assert.equal(patched.data.status, 'running');
-      assert.equal(patched.data.public_key, server.public_key, 'the key stays');
-      assert.equal(patched.data.address, server.address, 'the address stays');
-      server = patched.data;
+    test(
+      'PATCH listen_port recreates the interface on the new port; ' + 'a client on the new port pings again',
+      async (t) => {
+        assert.ok(server && client, 'needs the server and client of the first test');
+        const n = lab.serverNames(server.id);
+        const oldPort = server.listen_port;
+        const newPort = oldPort + 1;
+        const pidsBefore = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
+        const startMs = performance.now();
+        const patched = await api.PATCH('/api/v1/servers/{id}', {
+          params: { path: { id: server.id } },
+          body: { listen_port: newPort },
+        });
+        t.diagnostic(`PATCH listen_port: ${(performance.now() - startMs).toFixed(0)} ms`);
+        assert.equal(patched.response.status, 200, JSON.stringify(patched.error));
+        assert.ok(patched.data);
+        assert.equal(patched.data.listen_port, newPort);
+        assert.equal(patched.data.status, 'running');
+        assert.equal(patched.data.public_key, server.public_key, 'the key stays');
+        assert.equal(patched.data.address, server.address, 'the address stays');
+        server = patched.data;
 
-      assert.equal(await listenPortOf(n.iface), newPort, 'the interface listens on the new port');
-      const ports = await udpPorts(lab.hostNs);
-      assert.ok(ports.includes(newPort) && !ports.includes(oldPort), `host namespace UDP ports: ${ports.join(', ')}`);
-      const pidsAfter = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
-      assert.equal(pidsAfter.length, 1, 'one wireguard-go serves the server');
-      assert.notDeepEqual(pidsAfter, pidsBefore, 'the interface was recreated (a new wireguard-go)');
+        assert.equal(await listenPortOf(n.iface), newPort, 'the interface listens on the new port');
+        const ports = await udpPorts(lab.hostNs);
+        assert.ok(ports.includes(newPort) && !ports.includes(oldPort), `host namespace UDP ports: ${ports.join(', ')}`);
+        const pidsAfter = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
+        assert.equal(pidsAfter.length, 1, 'one wireguard-go serves the server');
+        assert.notDeepEqual(pidsAfter, pidsBefore, 'the interface was recreated (a new wireguard-go)');
 
-      // Observed: the driver puts the interface's peers back on recreate, then the agent sets the
-      // desired peers (the server's devices: none), so the hand-added peer is gone.
-      const peers = await peersOf(n.iface);
-      t.diagnostic(
-        `peers after the recreate: ${peers.length === 0 ? 'none (the hand-added peer was removed: desired peers are empty)' : peers.join(', ')}`,
-      );
-      if (!peers.includes(setup.keys.publicKey)) await addPeer(n.iface, setup.keys.publicKey, setup.ip);
-      await client.close();
-      client = await connect(lab, server, setup, newPort);
-      assert.ok(await lab.waitForPing(hostOf(server.address)), 'a client on the new port pings again');
-    });
+        // Observed: the driver puts the interface's peers back on recreate, then the agent sets the
+        // desired peers (the server's devices: none), so the hand-added peer is gone.
+        const peers = await peersOf(n.iface);
+        const left =
+          peers.length === 0 ? 'none (the hand-added peer was removed: desired peers are empty)' : peers.join(', ');
+        t.diagnostic(`peers after the recreate: ${left}`);
+        if (!peers.includes(setup.keys.publicKey)) await addPeer(n.iface, setup.keys.publicKey, setup.ip);
+        await client.close();
+        client = await connect(lab, server, setup, newPort);
+        assert.ok(await lab.waitForPing(hostOf(server.address)), 'a client on the new port pings again');
+      },
+    );
 
     test('DELETE /servers/{id}: 204, then no namespace, interface, socket, process or NAT table remains', async (t) => {
       assert.ok(server, 'needs the server of the first test');
@@ -402,7 +417,8 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       const startMs = performance.now();
       const exited = await panel.stop();
       t.diagnostic(
-        `serve ${exited ? 'exited' : 'had not exited and was SIGKILLed'} ${(performance.now() - startMs).toFixed(0)} ms after SIGTERM`,
+        `serve ${exited ? 'exited' : 'had not exited and was SIGKILLed'} ` +
+          `${(performance.now() - startMs).toFixed(0)} ms after SIGTERM`,
       );
       assert.ok(
         [...lab.wireguardGoProcesses().values()].includes(n.iface),
@@ -432,7 +448,8 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       const startMs = performance.now();
       await panel.start();
       t.diagnostic(
-        `panel answering ${(performance.now() - startMs).toFixed(0)} ms after its start; interface back by then: ${await succeeds('wg', ['show', n.iface, 'listen-port'])}`,
+        `panel answering ${(performance.now() - startMs).toFixed(0)} ms after its start; ` +
+          `interface back by then: ${await succeeds('wg', ['show', n.iface, 'listen-port'])}`,
       );
       const state = await waitForInterface(lab, survivor, 8000);
       assert.deepEqual(
@@ -498,16 +515,19 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 
-  test('`vpn-panel node` starts; `nodes add` registers it; the monitor brings it online with the wireguard driver', async (t) => {
-    // At its defaults: HTTPS with its own certificate, which `nodes add` pins.
-    agent = await LabAgent.start(lab, need(db, 'the database'));
-    const startMs = performance.now();
-    const node = await agent.addTo(need(panel, 'the panel'), 'edge', 12_000);
-    t.diagnostic(`added and online after ${(performance.now() - startMs).toFixed(0)} ms`);
-    nodeId = node.id;
-    assert.equal(node.driver, 'wireguard');
-    assert.equal(node.public_host, lab.hostIp);
-  });
+  test(
+    '`vpn-panel node` starts; `nodes add` registers it; ' + 'the monitor brings it online with the wireguard driver',
+    async (t) => {
+      // At its defaults: HTTPS with its own certificate, which `nodes add` pins.
+      agent = await LabAgent.start(lab, need(db, 'the database'));
+      const startMs = performance.now();
+      const node = await agent.addTo(need(panel, 'the panel'), 'edge', 12_000);
+      t.diagnostic(`added and online after ${(performance.now() - startMs).toFixed(0)} ms`);
+      nodeId = node.id;
+      assert.equal(node.driver, 'wireguard');
+      assert.equal(node.public_host, lab.hostIp);
+    },
+  );
 
   test('POST /servers with node_id deploys on the agent; a client pings it', async (t) => {
     if (missing(t, { agent: true }) || nodeId === undefined) return;
@@ -601,34 +621,37 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     assert.ok(exited, `vpn-panel node did not exit within 5 s of SIGTERM (then SIGKILLed); its output:\n${output}`);
   });
 
-  test('an agent stopped for good: the node goes offline, its server shows node_offline, events record it', async (t) => {
-    if (missing(t, { agent: true, server: true }) || !server || !agent) return;
-    await agent.stop('SIGKILL');
-    const startMs = performance.now();
-    const offline = await waitFor(
-      'node edge to be offline',
-      async () => {
-        const found = await nodeStatus();
-        return found?.status === 'offline' ? found : undefined;
-      },
-      30_000,
-      500,
-    );
-    t.diagnostic(`offline ${(performance.now() - startMs).toFixed(0)} ms after the agent was gone`);
-    assert.equal(offline.id, nodeId);
-    const got = await api.GET('/api/v1/servers/{id}', { params: { path: { id: server.id } } });
-    assert.equal(got.data?.status, 'node_offline');
-    const nodeEvents = (await events(api, 'node.online,node.offline')).filter((e) => e.node_name === 'edge');
-    const kinds = nodeEvents.map((e) => e.kind);
-    const onlineAt = kinds.indexOf('node.online');
-    const offlineAt = kinds.indexOf('node.offline');
-    assert.ok(onlineAt >= 0, `a node.online event: ${JSON.stringify(kinds)}`);
-    assert.ok(offlineAt > onlineAt, `node.offline after node.online: ${JSON.stringify(kinds)}`);
-    assert.deepEqual(
-      kinds,
-      ['node.online', 'node.offline'],
-      'the short agent restarts before did not take the node offline',
-    );
-    assert.equal(nodeEvents[offlineAt]?.actor, 'system');
-  });
+  test(
+    'an agent stopped for good: the node goes offline, ' + 'its server shows node_offline, events record it',
+    async (t) => {
+      if (missing(t, { agent: true, server: true }) || !server || !agent) return;
+      await agent.stop('SIGKILL');
+      const startMs = performance.now();
+      const offline = await waitFor(
+        'node edge to be offline',
+        async () => {
+          const found = await nodeStatus();
+          return found?.status === 'offline' ? found : undefined;
+        },
+        30_000,
+        500,
+      );
+      t.diagnostic(`offline ${(performance.now() - startMs).toFixed(0)} ms after the agent was gone`);
+      assert.equal(offline.id, nodeId);
+      const got = await api.GET('/api/v1/servers/{id}', { params: { path: { id: server.id } } });
+      assert.equal(got.data?.status, 'node_offline');
+      const nodeEvents = (await events(api, 'node.online,node.offline')).filter((e) => e.node_name === 'edge');
+      const kinds = nodeEvents.map((e) => e.kind);
+      const onlineAt = kinds.indexOf('node.online');
+      const offlineAt = kinds.indexOf('node.offline');
+      assert.ok(onlineAt >= 0, `a node.online event: ${JSON.stringify(kinds)}`);
+      assert.ok(offlineAt > onlineAt, `node.offline after node.online: ${JSON.stringify(kinds)}`);
+      assert.deepEqual(
+        kinds,
+        ['node.online', 'node.offline'],
+        'the short agent restarts before did not take the node offline',
+      );
+      assert.equal(nodeEvents[offlineAt]?.actor, 'system');
+    },
+  );
 });

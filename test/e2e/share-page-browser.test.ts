@@ -161,43 +161,46 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     assert.deepEqual(problems, [], 'the panel stopped on SIGTERM');
   });
 
-  it('shows the device, its QR code (loaded under the CSP), the remaining data and the expiry; no console error', async (t) => {
-    problems.length = 0;
-    const response = await page.goto(pageUrl, { waitUntil: 'load' });
-    assert.equal(response?.status(), 200);
-    assert.match(
-      response.headers()['content-security-policy'] ?? '',
-      /default-src 'none'/,
-      "the CSP under test is the page's own",
-    );
+  it(
+    'shows the device, its QR code (loaded under the CSP), ' + 'the remaining data and the expiry; no console error',
+    async (t) => {
+      problems.length = 0;
+      const response = await page.goto(pageUrl, { waitUntil: 'load' });
+      assert.equal(response?.status(), 200);
+      assert.match(
+        response.headers()['content-security-policy'] ?? '',
+        /default-src 'none'/,
+        "the CSP under test is the page's own",
+      );
 
-    assert.equal(await page.title(), "VPN access: Anna's phone");
-    const heading = page.getByRole('heading', { level: 1 });
-    assert.equal(await heading.textContent(), "VPN access: Anna's phone");
-    assert.ok(await heading.isVisible());
+      assert.equal(await page.title(), "VPN access: Anna's phone");
+      const heading = page.getByRole('heading', { level: 1 });
+      assert.equal(await heading.textContent(), "VPN access: Anna's phone");
+      assert.ok(await heading.isVisible());
 
-    const qr = page.getByRole('img', { name: 'QR code of the WireGuard configuration' });
-    assert.ok(await qr.isVisible(), 'the QR code is visible');
-    const shown = await qr.evaluate((img) =>
-      img instanceof HTMLImageElement
-        ? { complete: img.complete, natural: img.naturalWidth, width: img.getBoundingClientRect().width }
-        : undefined,
-    );
-    assert.ok(shown?.complete && shown.natural > 0, `the QR image loaded: ${JSON.stringify(shown)}`);
-    assert.ok(shown.width >= 200, `the QR code is drawn big enough to scan: ${shown.width}px`);
+      const qr = page.getByRole('img', { name: 'QR code of the WireGuard configuration' });
+      assert.ok(await qr.isVisible(), 'the QR code is visible');
+      const shown = await qr.evaluate((img) =>
+        img instanceof HTMLImageElement
+          ? { complete: img.complete, natural: img.naturalWidth, width: img.getBoundingClientRect().width }
+          : undefined,
+      );
+      assert.ok(shown?.complete && shown.natural > 0, `the QR image loaded: ${JSON.stringify(shown)}`);
+      assert.ok(shown.width >= 200, `the QR code is drawn big enough to scan: ${shown.width}px`);
 
-    assert.equal(await page.locator('#remaining').textContent(), '1.50 GB of 1.50 GB this month');
-    assert.ok(await page.getByText('Data left').isVisible());
-    assert.equal(await page.locator('#expires time').getAttribute('datetime'), device.expires_at);
-    assert.equal(await page.locator('#expires').textContent(), '30 June 2099 at 12:00 UTC');
-    assert.equal(device.expires_at, '2099-06-30T12:00:00.000Z');
-    assert.ok(await page.getByText('Access expires').isVisible());
-    assert.equal(await page.locator('#status').textContent(), 'Active');
+      assert.equal(await page.locator('#remaining').textContent(), '1.50 GB of 1.50 GB this month');
+      assert.ok(await page.getByText('Data left').isVisible());
+      assert.equal(await page.locator('#expires time').getAttribute('datetime'), device.expires_at);
+      assert.equal(await page.locator('#expires').textContent(), '30 June 2099 at 12:00 UTC');
+      assert.equal(device.expires_at, '2099-06-30T12:00:00.000Z');
+      assert.ok(await page.getByText('Access expires').isVisible());
+      assert.equal(await page.locator('#status').textContent(), 'Active');
 
-    await page.screenshot({ path: SCREENSHOT, fullPage: true });
-    t.diagnostic(`screenshot of the live page: ${SCREENSHOT}`);
-    assert.deepEqual(problems, [], 'no console error, CSP violation, page error or failed request');
-  });
+      await page.screenshot({ path: SCREENSHOT, fullPage: true });
+      t.diagnostic(`screenshot of the live page: ${SCREENSHOT}`);
+      assert.deepEqual(problems, [], 'no console error, CSP violation, page error or failed request');
+    },
+  );
 
   it('the QR code the browser shows decodes to the current config', { skip: noZbarimg }, async () => {
     // zbarimg ends the decoded symbol with a newline of its own, after the config's trailing newline.

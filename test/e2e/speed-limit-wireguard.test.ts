@@ -5,7 +5,8 @@
  * the host namespace, reached through the server's NAT. The limit comes back after the panel restarts
  * with the server's wireguard-go gone (as after a host restart); `PATCH speed_limit: 0` lifts it.
  *
- *   client ns PREFIX-c (wg-quick PREFIX-q1) ══ tunnel ══ server ns PREFIX-s1 ── veth, NAT ── host ns PREFIX-h: iperf3 -s on 198.51.100.1
+ *   client ns PREFIX-c (wg-quick PREFIX-q1) ══ tunnel ══ server ns PREFIX-s1 ── veth, NAT ── host ns PREFIX-h:
+ *                                                                                            iperf3 -s on 198.51.100.1
  *
  * The iperf3 server listens on an address of its own (on the host namespace's loopback) standing for a
  * host on the internet: the client's main table has a route to 192.0.2.0/24 on its veth, which wg-quick
@@ -113,29 +114,33 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', {
     await assertLimited('download', t);
   });
 
-  test("the limit comes back when the panel restarts after the server's wireguard-go died (its interface and classes with it)", async (t) => {
-    const l = need(lab, 'the lab');
-    const s = need(server, 'the server');
-    const d = need(device, 'the device of the first test');
-    const n = l.serverNames(s.id);
-    const p = need(panel, 'the panel');
-    await p.stop();
-    for (const [pid, name] of l.wireguardGoProcesses()) if (name === n.iface) process.kill(pid, 'SIGKILL');
-    await waitFor(
-      `interface ${n.iface} to go`,
-      async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true),
-      5000,
-      50,
-    );
+  test(
+    'the limit comes back when the panel restarts after the ' +
+      "server's wireguard-go died (its interface and classes with it)",
+    async (t) => {
+      const l = need(lab, 'the lab');
+      const s = need(server, 'the server');
+      const d = need(device, 'the device of the first test');
+      const n = l.serverNames(s.id);
+      const p = need(panel, 'the panel');
+      await p.stop();
+      for (const [pid, name] of l.wireguardGoProcesses()) if (name === n.iface) process.kill(pid, 'SIGKILL');
+      await waitFor(
+        `interface ${n.iface} to go`,
+        async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true),
+        5000,
+        50,
+      );
 
-    await p.start();
-    // The client would re-handshake by itself within about 15 s; bringing it up again is quicker.
-    await l.wgQuickDown(`${l.prefix}-q1`);
-    await l.wgQuickUp(`${l.prefix}-q1`, d.config);
-    assert.ok(await l.waitForPing(hostOf(s.address), 8000), 'the tunnel works again');
-    // Download is the direction whose classes (on the WireGuard interface) were lost.
-    await assertLimited('download', t);
-  });
+      await p.start();
+      // The client would re-handshake by itself within about 15 s; bringing it up again is quicker.
+      await l.wgQuickDown(`${l.prefix}-q1`);
+      await l.wgQuickUp(`${l.prefix}-q1`, d.config);
+      assert.ok(await l.waitForPing(hostOf(s.address), 8000), 'the tunnel works again');
+      // Download is the direction whose classes (on the WireGuard interface) were lost.
+      await assertLimited('download', t);
+    },
+  );
 
   test('after PATCH speed_limit 0 the same tunnel is no longer limited', async (t) => {
     const d = need(device, 'the device');

@@ -95,7 +95,10 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     };
   }
 
-  /** Watches the server's counters every 50 ms: when the peer's bytes reach the limit, and when it leaves the interface. */
+  /**
+   * Watches the server's counters every 50 ms: when the peer's bytes reach the limit, and when it leaves the
+   * interface.
+   */
   async function watchCutOff(publicKey: string, limit: number): Promise<{ crossedMs: number; cutMs: number }> {
     let crossedMs: number | undefined;
     const deadline = Date.now() + 40_000;
@@ -163,61 +166,65 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 
-  test('a device that downloads its data limit is cut off by the node within 10 s; status, event, and usage reset bring it back', async (t) => {
-    const { device, client } = await deviceWithClient({ data_limit: DATA_LIMIT, limit_period: 'total' });
-    const serverIp = hostOf(need(server, 'the server').address);
-    await reachServer(10_000);
-    const latency = await downloadUntilCut(device.public_key);
-    t.diagnostic(`counters reached the limit → peer off the interface: ${latency} ms`);
-    assert.ok(latency < CUT_OFF_LIMIT_MS, `cut off ${latency} ms after the limit`);
-    assert.equal(await pings(serverIp), false, 'no traffic passes');
+  test(
+    'a device that downloads its data limit is cut off by the node within 10 s; ' +
+      'status, event, and usage reset bring it back',
+    async (t) => {
+      const { device, client } = await deviceWithClient({ data_limit: DATA_LIMIT, limit_period: 'total' });
+      const serverIp = hostOf(need(server, 'the server').address);
+      await reachServer(10_000);
+      const latency = await downloadUntilCut(device.public_key);
+      t.diagnostic(`counters reached the limit → peer off the interface: ${latency} ms`);
+      assert.ok(latency < CUT_OFF_LIMIT_MS, `cut off ${latency} ms after the limit`);
+      assert.equal(await pings(serverIp), false, 'no traffic passes');
 
-    const limited = await waitFor(
-      'status limit_reached',
-      async () => {
-        const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
-        return got.data?.status === 'limit_reached' ? got.data : undefined;
-      },
-      15_000,
-      250,
-    );
-    assert.ok(limited.period_usage.total_bytes >= DATA_LIMIT, JSON.stringify(limited.period_usage));
-    assert.ok(
-      limited.period_usage.rx_bytes > limited.period_usage.tx_bytes,
-      'a download is mostly rx (bytes the device received)',
-    );
-    assert.equal((await deviceEvents('device.limit_reached', device.id)).length, 1, 'one device.limit_reached');
-    const listed = await api.GET('/api/v1/devices', {
-      params: { query: { status: 'limit_reached', server_id: device.server_id } },
-    });
-    assert.deepEqual(
-      listed.data?.data.map((d) => d.id),
-      [device.id],
-    );
-    const report = await api.GET('/api/v1/devices/{id}/usage', { params: { path: { id: device.id } } });
-    assert.equal(report.response.status, 200);
-    const dailyTotal = (report.data?.daily ?? []).reduce((n, d) => n + d.rx_bytes + d.tx_bytes, 0);
-    assert.equal(dailyTotal, limited.month_usage.total_bytes, 'the daily history holds the month so far');
+      const limited = await waitFor(
+        'status limit_reached',
+        async () => {
+          const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
+          return got.data?.status === 'limit_reached' ? got.data : undefined;
+        },
+        15_000,
+        250,
+      );
+      assert.ok(limited.period_usage.total_bytes >= DATA_LIMIT, JSON.stringify(limited.period_usage));
+      assert.ok(
+        limited.period_usage.rx_bytes > limited.period_usage.tx_bytes,
+        'a download is mostly rx (bytes the device received)',
+      );
+      assert.equal((await deviceEvents('device.limit_reached', device.id)).length, 1, 'one device.limit_reached');
+      const listed = await api.GET('/api/v1/devices', {
+        params: { query: { status: 'limit_reached', server_id: device.server_id } },
+      });
+      assert.deepEqual(
+        listed.data?.data.map((d) => d.id),
+        [device.id],
+      );
+      const report = await api.GET('/api/v1/devices/{id}/usage', { params: { path: { id: device.id } } });
+      assert.equal(report.response.status, 200);
+      const dailyTotal = (report.data?.daily ?? []).reduce((n, d) => n + d.rx_bytes + d.tx_bytes, 0);
+      assert.equal(dailyTotal, limited.month_usage.total_bytes, 'the daily history holds the month so far');
 
-    const resetAt = Date.now();
-    const reset = await api.POST('/api/v1/devices/{id}/usage/reset', { params: { path: { id: device.id } } });
-    assert.equal(reset.response.status, 200, JSON.stringify(reset.error));
-    assert.equal(reset.data?.status, 'active');
-    assert.equal(reset.data?.period_usage.total_bytes, 0);
-    assert.notEqual(
-      await peerBytes(device.public_key),
-      undefined,
-      'the peer is back on the interface when the reset answers',
-    );
-    t.diagnostic(`peer back ${Date.now() - resetAt} ms after the reset was sent`);
-    await reachServer(25_000);
-    const history = await api.GET('/api/v1/devices/{id}/usage', { params: { path: { id: device.id } } });
-    assert.ok(
-      (history.data?.daily ?? []).reduce((n, d) => n + d.rx_bytes + d.tx_bytes, 0) >= DATA_LIMIT,
-      'history stays after the reset',
-    );
-    await client.close();
-  });
+      const resetAt = Date.now();
+      const reset = await api.POST('/api/v1/devices/{id}/usage/reset', { params: { path: { id: device.id } } });
+      assert.equal(reset.response.status, 200, JSON.stringify(reset.error));
+      assert.equal(reset.data?.status, 'active');
+      assert.equal(reset.data?.period_usage.total_bytes, 0);
+      assert.notEqual(
+        await peerBytes(device.public_key),
+        undefined,
+        'the peer is back on the interface when the reset answers',
+      );
+      t.diagnostic(`peer back ${Date.now() - resetAt} ms after the reset was sent`);
+      await reachServer(25_000);
+      const history = await api.GET('/api/v1/devices/{id}/usage', { params: { path: { id: device.id } } });
+      assert.ok(
+        (history.data?.daily ?? []).reduce((n, d) => n + d.rx_bytes + d.tx_bytes, 0) >= DATA_LIMIT,
+        'history stays after the reset',
+      );
+      await client.close();
+    },
+  );
 
   test('the node cuts a device off while the panel is stopped; the panel reports it when it is back', async (t) => {
     const { device, client } = await deviceWithClient({ data_limit: DATA_LIMIT, limit_period: 'monthly' });
@@ -274,40 +281,43 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     await client.close();
   });
 
-  test("usage recorded by the panel equals the server's own counters, with the agent killed (SIGKILL) mid-transfer", async (t) => {
-    const { device, client } = await deviceWithClient({});
-    await reachServer(10_000);
-    const stop = await download();
-    try {
-      await sleep(1500);
-      const killed = need(agent, 'the agent');
-      await killed.stop('SIGKILL');
-      await sleep(1500);
-      await killed.start();
-      await sleep(1500);
-    } finally {
-      await stop();
-    }
-    const truth = await settledPeerBytes(lab, need(server, 'the server').id, device.public_key);
-    assert.ok(truth.rx_bytes > 1_000_000, `a real download happened: ${JSON.stringify(truth)}`);
-    const recorded = await waitFor(
-      'the panel to record every byte',
-      async () => {
-        const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
-        const month = got.data?.month_usage;
-        return month && month.rx_bytes === truth.rx_bytes && month.tx_bytes === truth.tx_bytes ? month : undefined;
-      },
-      20_000,
-      500,
-    ).catch(
-      async () => (await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } })).data?.month_usage,
-    );
-    t.diagnostic(`server counters ${JSON.stringify(truth)}, panel ${JSON.stringify(recorded)}`);
-    assert.deepEqual(
-      recorded && { rx_bytes: recorded.rx_bytes, tx_bytes: recorded.tx_bytes },
-      truth,
-      'exactly the bytes the interface counted',
-    );
-    await client.close();
-  });
+  test(
+    "usage recorded by the panel equals the server's own counters, " + 'with the agent killed (SIGKILL) mid-transfer',
+    async (t) => {
+      const { device, client } = await deviceWithClient({});
+      await reachServer(10_000);
+      const stop = await download();
+      try {
+        await sleep(1500);
+        const killed = need(agent, 'the agent');
+        await killed.stop('SIGKILL');
+        await sleep(1500);
+        await killed.start();
+        await sleep(1500);
+      } finally {
+        await stop();
+      }
+      const truth = await settledPeerBytes(lab, need(server, 'the server').id, device.public_key);
+      assert.ok(truth.rx_bytes > 1_000_000, `a real download happened: ${JSON.stringify(truth)}`);
+      const recorded = await waitFor(
+        'the panel to record every byte',
+        async () => {
+          const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
+          const month = got.data?.month_usage;
+          return month && month.rx_bytes === truth.rx_bytes && month.tx_bytes === truth.tx_bytes ? month : undefined;
+        },
+        20_000,
+        500,
+      ).catch(
+        async () => (await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } })).data?.month_usage,
+      );
+      t.diagnostic(`server counters ${JSON.stringify(truth)}, panel ${JSON.stringify(recorded)}`);
+      assert.deepEqual(
+        recorded && { rx_bytes: recorded.rx_bytes, tx_bytes: recorded.tx_bytes },
+        truth,
+        'exactly the bytes the interface counted',
+      );
+      await client.close();
+    },
+  );
 });

@@ -70,20 +70,23 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it('answers 401 unauthorized without a key, with a malformed key, and with an unknown well-formed key', async () => {
-      const unknown = `vpnk_${'A'.repeat(38)}`;
-      for (const [label, key] of [
-        ['none', undefined],
-        ['malformed', 'not-a-key'],
-        ['unknown', unknown],
-        ['bad checksum', `${all.slice(0, -1)}${all.endsWith('A') ? 'B' : 'A'}`],
-      ] as const) {
-        const { status, error } = await call(panel, 'GET', '/servers', key);
-        assert.equal(status, 401, label);
-        assert.equal(error?.code, 'unauthorized', label);
-        assert.deepEqual(error?.fields, {});
-      }
-    });
+    it(
+      'answers 401 unauthorized without a key, ' + 'with a malformed key, and with an unknown well-formed key',
+      async () => {
+        const unknown = `vpnk_${'A'.repeat(38)}`;
+        for (const [label, key] of [
+          ['none', undefined],
+          ['malformed', 'not-a-key'],
+          ['unknown', unknown],
+          ['bad checksum', `${all.slice(0, -1)}${all.endsWith('A') ? 'B' : 'A'}`],
+        ] as const) {
+          const { status, error } = await call(panel, 'GET', '/servers', key);
+          assert.equal(status, 401, label);
+          assert.equal(error?.code, 'unauthorized', label);
+          assert.deepEqual(error?.fields, {});
+        }
+      },
+    );
 
     it('lets a key with exactly the scope in, and refuses every other scope with 403 naming the scope', async () => {
       for (const scope of SCOPES) {

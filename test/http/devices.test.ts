@@ -183,25 +183,29 @@ for (const kind of DATABASE_KINDS) {
       assert.ok(list.every((d) => d.status === 'disabled'));
     });
 
-    it('serves the config as text/plain with a download name, with a kill switch on request, and as a PNG QR code', async () => {
-      const created = (await call('POST', '/devices', { server_id: serverId, name: 'laptop' })).expect(201);
-      const headers = { authorization: `Bearer ${key}` };
-      const config = (query: string) => fetch(`${panel.url}/api/v1/devices/${created.id}/config${query}`, { headers });
-      const conf = await config('');
-      assert.equal(conf.status, 200);
-      assert.match(conf.headers.get('content-type') ?? '', /^text\/plain/);
-      assert.match(conf.headers.get('content-disposition') ?? '', /attachment; filename="laptop\.conf"/);
-      assert.equal(await conf.text(), created.config);
-      const ks = await config('?kill_switch=true');
-      const ksText = await ks.text();
-      assert.match(ksText, /^PostUp = iptables -I OUTPUT .* && ip6tables -I OUTPUT .*-j REJECT$/m);
-      assert.match(ksText, /^PreDown = iptables -D OUTPUT .* && ip6tables -D OUTPUT .*-j REJECT$/m);
-      const qr = await config('?format=qr');
-      assert.equal(qr.headers.get('content-type'), 'image/png');
-      assert.deepEqual([...new Uint8Array(await qr.arrayBuffer()).slice(0, 8)], [137, 80, 78, 71, 13, 10, 26, 10]);
-      const qrKs = await call('GET', `/devices/${created.id}/config?format=qr&kill_switch=true`);
-      assert.equal(qrKs.status, 400);
-    });
+    it(
+      'serves the config as text/plain with a download name, ' + 'with a kill switch on request, and as a PNG QR code',
+      async () => {
+        const created = (await call('POST', '/devices', { server_id: serverId, name: 'laptop' })).expect(201);
+        const headers = { authorization: `Bearer ${key}` };
+        const config = (query: string) =>
+          fetch(`${panel.url}/api/v1/devices/${created.id}/config${query}`, { headers });
+        const conf = await config('');
+        assert.equal(conf.status, 200);
+        assert.match(conf.headers.get('content-type') ?? '', /^text\/plain/);
+        assert.match(conf.headers.get('content-disposition') ?? '', /attachment; filename="laptop\.conf"/);
+        assert.equal(await conf.text(), created.config);
+        const ks = await config('?kill_switch=true');
+        const ksText = await ks.text();
+        assert.match(ksText, /^PostUp = iptables -I OUTPUT .* && ip6tables -I OUTPUT .*-j REJECT$/m);
+        assert.match(ksText, /^PreDown = iptables -D OUTPUT .* && ip6tables -D OUTPUT .*-j REJECT$/m);
+        const qr = await config('?format=qr');
+        assert.equal(qr.headers.get('content-type'), 'image/png');
+        assert.deepEqual([...new Uint8Array(await qr.arrayBuffer()).slice(0, 8)], [137, 80, 78, 71, 13, 10, 26, 10]);
+        const qrKs = await call('GET', `/devices/${created.id}/config?format=qr&kill_switch=true`);
+        assert.equal(qrKs.status, 400);
+      },
+    );
 
     it('answers 404 for unknown devices and records events with the actor', async () => {
       for (const [method, path] of [

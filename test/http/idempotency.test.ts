@@ -57,17 +57,20 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it('replays the first reply for the same key and body, marked Idempotent-Replayed, without running again', async () => {
-      const first = await post({ name: 'replayed' }, 'order-1');
-      assert.equal(first.status, 201);
-      assert.equal(first.replayed, null);
-      const again = await post({ name: 'replayed' }, 'order-1');
-      assert.equal(again.status, 201);
-      assert.equal(again.replayed, 'true');
-      assert.deepEqual(again.json, first.json);
-      assert.equal(await serversNamed('replayed'), 1);
-      assert.equal(agent.applied.filter((id) => id === first.json.id).length, 1, 'deployed once');
-    });
+    it(
+      'replays the first reply for the same key and body, ' + 'marked Idempotent-Replayed, without running again',
+      async () => {
+        const first = await post({ name: 'replayed' }, 'order-1');
+        assert.equal(first.status, 201);
+        assert.equal(first.replayed, null);
+        const again = await post({ name: 'replayed' }, 'order-1');
+        assert.equal(again.status, 201);
+        assert.equal(again.replayed, 'true');
+        assert.deepEqual(again.json, first.json);
+        assert.equal(await serversNamed('replayed'), 1);
+        assert.equal(agent.applied.filter((id) => id === first.json.id).length, 1, 'deployed once');
+      },
+    );
 
     it('refuses the same key with another body (422 idempotency_key_reused)', async () => {
       assert.equal((await post({ name: 'reused-a' }, 'order-2')).status, 201);

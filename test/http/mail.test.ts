@@ -39,25 +39,28 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it('a device change made through the API is mailed as made "via API key shop", in plain text and HTML', async () => {
-      const server = (await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1' })).expect(201);
-      for (const name of ['phone', 'laptop']) {
-        const body = { server_id: server.id, name, external_id: 'cust-7' };
-        (await callApi(panel.url, key, 'POST', '/devices', body)).expect(201);
-      }
-      const deleted = await callApi(panel.url, key, 'DELETE', '/groups/cust-7');
-      assert.equal(deleted.status, 204);
+    it(
+      'a device change made through the API ' + 'is mailed as made "via API key shop", in plain text and HTML',
+      async () => {
+        const server = (await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1' })).expect(201);
+        for (const name of ['phone', 'laptop']) {
+          const body = { server_id: server.id, name, external_id: 'cust-7' };
+          (await callApi(panel.url, key, 'POST', '/devices', body)).expect(201);
+        }
+        const deleted = await callApi(panel.url, key, 'DELETE', '/groups/cust-7');
+        assert.equal(deleted.status, 204);
 
-      const mail = await mailAbout(smtp, 'group cust-7 deleted');
-      assert.equal(mail.subject, '[vpn-panel] group cust-7 deleted with 2 device(s) via API key shop');
-      assert.equal(mail.from, TO);
-      assert.deepEqual(mail.to, [TO]);
-      assert.match(mail.text, /group cust-7 deleted with 2 device\(s\) via API key shop\./);
-      assert.match(mail.text, /phone \(server fra-1, 10\.128\.\d+\.\d+\), laptop/);
-      assert.match(mail.text, new RegExp(`Request: +${deleted.headers.get('x-request-id')}`));
-      assert.match(mail.html, /<strong>group cust-7 deleted with 2 device\(s\)<\/strong> via API key shop\./);
-      assert.match(mail.html, /^<!doctype html>/);
-    });
+        const mail = await mailAbout(smtp, 'group cust-7 deleted');
+        assert.equal(mail.subject, '[vpn-panel] group cust-7 deleted with 2 device(s) via API key shop');
+        assert.equal(mail.from, TO);
+        assert.deepEqual(mail.to, [TO]);
+        assert.match(mail.text, /group cust-7 deleted with 2 device\(s\) via API key shop\./);
+        assert.match(mail.text, /phone \(server fra-1, 10\.128\.\d+\.\d+\), laptop/);
+        assert.match(mail.text, new RegExp(`Request: +${deleted.headers.get('x-request-id')}`));
+        assert.match(mail.html, /<strong>group cust-7 deleted with 2 device\(s\)<\/strong> via API key shop\./);
+        assert.match(mail.html, /^<!doctype html>/);
+      },
+    );
 
     it('servers made and deleted, and API keys made and revoked with the CLI, say who made the change', async () => {
       assert.match((await mailAbout(smtp, 'API key shop created')).subject, /API key shop created by admin \(CLI\)$/);
@@ -73,7 +76,10 @@ for (const kind of DATABASE_KINDS) {
   describe(`notification mail while the SMTP server is down (${kind})`, () => {
     let db: TestDatabase;
     let port: number;
-    /** The mail server's port while it is down: held, so no other test takes it, and every connection is cut at once. */
+    /**
+     * The mail server's port while it is down: held, so no other test takes it, and every connection is
+     * cut at once.
+     */
     let down: Server;
     let panel: PanelProcess;
     let smtp: SmtpReceiver | undefined;

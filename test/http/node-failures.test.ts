@@ -74,42 +74,46 @@ for (const kind of DATABASE_KINDS) {
       ]);
     });
 
-    it('sends a changed speed limit as an upsert of the peer, from a device or a group PATCH; other changes send nothing', async () => {
-      agent.peerChanges.length = 0;
-      const body = { server_id: serverId, name: 'shaped', external_id: 'speed-group', speed_limit: 2000 };
-      const device = (await call('POST', '/devices', body)).expect(201);
-      const allowedIp = `${device.address}/32`;
-      const peer = (kbps: number) => ({ publicKey: device.public_key, allowedIp, speedLimitKbps: kbps });
-      const path = `/devices/${device.id}` as const;
-      for (const [body, status] of [
-        [{ name: 'shaped-2' }, 200],
-        [{ speed_limit: 5000 }, 200],
-        [{ speed_limit: 5000, metadata: { plan: 'pro' } }, 200],
-      ] as const)
-        assert.equal((await call('PATCH', path, body)).status, status);
-      assert.equal((await call('PATCH', '/groups/speed-group', { speed_limit: 0 })).status, 200);
-      // A disabled device is no peer: its new limit waits in the database until it is enabled again.
-      assert.equal((await call('PATCH', path, { enabled: false, speed_limit: 100 })).status, 200);
-      assert.equal((await call('PATCH', path, { speed_limit: 300 })).status, 200);
-      assert.equal((await call('PATCH', path, { enabled: true })).status, 200);
-      const bodies = agent.peerChanges.map((c) => c.body);
-      assert.equal(bodies.length, 5, JSON.stringify(bodies));
-      assert.partialDeepStrictEqual(bodies, [
-        { upsert: [peer(2000)], remove: [] },
-        { upsert: [peer(5000)], remove: [] },
-        { upsert: [peer(0)], remove: [] },
-        { upsert: [], remove: [device.public_key] },
-        { upsert: [peer(300)], remove: [] },
-      ]);
+    it(
+      'sends a changed speed limit as an upsert of the peer, ' +
+        'from a device or a group PATCH; other changes send nothing',
+      async () => {
+        agent.peerChanges.length = 0;
+        const body = { server_id: serverId, name: 'shaped', external_id: 'speed-group', speed_limit: 2000 };
+        const device = (await call('POST', '/devices', body)).expect(201);
+        const allowedIp = `${device.address}/32`;
+        const peer = (kbps: number) => ({ publicKey: device.public_key, allowedIp, speedLimitKbps: kbps });
+        const path = `/devices/${device.id}` as const;
+        for (const [body, status] of [
+          [{ name: 'shaped-2' }, 200],
+          [{ speed_limit: 5000 }, 200],
+          [{ speed_limit: 5000, metadata: { plan: 'pro' } }, 200],
+        ] as const)
+          assert.equal((await call('PATCH', path, body)).status, status);
+        assert.equal((await call('PATCH', '/groups/speed-group', { speed_limit: 0 })).status, 200);
+        // A disabled device is no peer: its new limit waits in the database until it is enabled again.
+        assert.equal((await call('PATCH', path, { enabled: false, speed_limit: 100 })).status, 200);
+        assert.equal((await call('PATCH', path, { speed_limit: 300 })).status, 200);
+        assert.equal((await call('PATCH', path, { enabled: true })).status, 200);
+        const bodies = agent.peerChanges.map((c) => c.body);
+        assert.equal(bodies.length, 5, JSON.stringify(bodies));
+        assert.partialDeepStrictEqual(bodies, [
+          { upsert: [peer(2000)], remove: [] },
+          { upsert: [peer(5000)], remove: [] },
+          { upsert: [peer(0)], remove: [] },
+          { upsert: [], remove: [device.public_key] },
+          { upsert: [peer(300)], remove: [] },
+        ]);
 
-      agent.failPeerChanges = true;
-      const refused = await call('PATCH', path, { speed_limit: 700 });
-      agent.failPeerChanges = false;
-      assert.equal(refused.status, 502);
-      assert.equal(refused.error?.code, 'apply_failed');
-      const saved = (await call('GET', path)).expect(200);
-      assert.equal(saved.speed_limit, 700, 'the new limit is saved for the next resync');
-    });
+        agent.failPeerChanges = true;
+        const refused = await call('PATCH', path, { speed_limit: 700 });
+        agent.failPeerChanges = false;
+        assert.equal(refused.status, 502);
+        assert.equal(refused.error?.code, 'apply_failed');
+        const saved = (await call('GET', path)).expect(200);
+        assert.equal(saved.speed_limit, 700, 'the new limit is saved for the next resync');
+      },
+    );
   });
 }
 

@@ -48,31 +48,37 @@ for (const kind of DATABASE_KINDS) {
     /** The local path of a share URL, fetched from the panel under test. */
     const open = (url: string, suffix = '') => fetch(`${panel.url}${new URL(url).pathname}${suffix}`);
 
-    it('makes a link on PANEL_URL with at least 128 random bits; the page needs no account and is locked down', async () => {
-      const expires = '2099-01-01T00:00:00Z';
-      const body = { server_id: servers[0], name: '<b>phone</b>', data_limit: 5_000_000_000, expires_at: expires };
-      const device = (await call('POST', '/devices', body)).expect(201);
-      const link = (await call('POST', `/devices/${device.id}/share`, {})).expect(201);
-      assert.match(link.url, /^https:\/\/vpn\.example\.com\/s\/[A-Za-z0-9_-]{43}$/);
-      assert.equal(link.expires_at, null);
-      assert.deepEqual((await call('GET', `/devices/${device.id}/share`)).expect(200), link);
-      const page = await open(link.url);
-      assert.equal(page.status, 200);
-      assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
-      assert.equal(page.headers.get('cache-control'), 'no-store');
-      assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
-      const csp = page.headers.get('content-security-policy') ?? '';
-      assert.match(csp, /default-src 'none'/);
-      assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|script-src/);
-      const html = await page.text();
-      assert.ok(html.includes('&#60;b&#62;phone&#60;/b&#62;') && !html.includes('<b>phone'), 'the name is escaped');
-      assert.match(html, /<img id="qr"[^>]+src="data:image\/png;base64,/);
-      assert.match(html, /id="remaining">5\.00 GB of 5\.00 GB this month</);
-      assert.match(html, /id="expires"><time datetime="2099-01-01T00:00:00.000Z">1 January 2099 at 00:00 UTC<\/time>/);
-      const config = await open(link.url, '/config');
-      assert.equal(await config.text(), device.config);
-      assert.match(config.headers.get('content-disposition') ?? '', /attachment; filename=".+\.conf"/);
-    });
+    it(
+      'makes a link on PANEL_URL with at least 128 random bits; ' + 'the page needs no account and is locked down',
+      async () => {
+        const expires = '2099-01-01T00:00:00Z';
+        const body = { server_id: servers[0], name: '<b>phone</b>', data_limit: 5_000_000_000, expires_at: expires };
+        const device = (await call('POST', '/devices', body)).expect(201);
+        const link = (await call('POST', `/devices/${device.id}/share`, {})).expect(201);
+        assert.match(link.url, /^https:\/\/vpn\.example\.com\/s\/[A-Za-z0-9_-]{43}$/);
+        assert.equal(link.expires_at, null);
+        assert.deepEqual((await call('GET', `/devices/${device.id}/share`)).expect(200), link);
+        const page = await open(link.url);
+        assert.equal(page.status, 200);
+        assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
+        assert.equal(page.headers.get('cache-control'), 'no-store');
+        assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
+        const csp = page.headers.get('content-security-policy') ?? '';
+        assert.match(csp, /default-src 'none'/);
+        assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|script-src/);
+        const html = await page.text();
+        assert.ok(html.includes('&#60;b&#62;phone&#60;/b&#62;') && !html.includes('<b>phone'), 'the name is escaped');
+        assert.match(html, /<img id="qr"[^>]+src="data:image\/png;base64,/);
+        assert.match(html, /id="remaining">5\.00 GB of 5\.00 GB this month</);
+        assert.match(
+          html,
+          /id="expires"><time datetime="2099-01-01T00:00:00.000Z">1 January 2099 at 00:00 UTC<\/time>/,
+        );
+        const config = await open(link.url, '/config');
+        assert.equal(await config.text(), device.config);
+        assert.match(config.headers.get('content-disposition') ?? '', /attachment; filename=".+\.conf"/);
+      },
+    );
 
     it('always shows the current config, also after a move', async () => {
       const device = (await call('POST', '/devices', { server_id: servers[0] })).expect(201);

@@ -151,13 +151,17 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
     assert.equal(result.code, 1);
     assert.match(
       result.stderr.trim(),
-      /^vpn-panel: nothing was restored: a panel is running on this database: stop every panel that uses it, then restore$/,
+      new RegExp(
+        /^vpn-panel: nothing was restored: a panel is running on this database: /.source +
+          /stop every panel that uses it, then restore$/.source,
+      ),
     );
     assert.equal((await fetch(`${panel.url}/healthz`)).status, 200);
   });
 
   for (const kind of DATABASE_KINDS) {
-    it(`restores into an empty ${kind}: every row equal, keys (a revoked one too) work, configs byte for byte`, async () => {
+    const checks = 'every row equal, keys (a revoked one too) work, configs byte for byte';
+    it(`restores into an empty ${kind}: ${checks}`, async () => {
       const target = await createTestDatabase(kind);
       cleanup.push(() => target.drop());
       const withoutSecret = await runCli(['restore', file], target.env);
@@ -199,7 +203,10 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
       assert.equal(wrongSecret.code, 1);
       assert.match(
         wrongSecret.stderr.trim(),
-        /^vpn-panel: PANEL_SECRET is not the panel secret the private keys are encrypted with \(fingerprint [\w-]+, this one [\w-]+\); use the secret of the panel they come from$/,
+        new RegExp(
+          /^vpn-panel: PANEL_SECRET is not the panel secret the private keys are encrypted with /.source +
+            /\(fingerprint [\w-]+, this one [\w-]+\); use the secret of the panel they come from$/.source,
+        ),
       );
     });
   }

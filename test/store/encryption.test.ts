@@ -113,22 +113,25 @@ for (const kind of DATABASE_KINDS) {
       await database.drop();
     });
 
-    it('makes a secret readable by the panel user only on first start, and keeps every key sealed in the database', async () => {
-      const store = await open();
-      const secretFile = join(database.dataDir, 'panel.secret');
-      assert.equal(statSync(secretFile).mode & 0o777, 0o600);
-      assert.match(readFileSync(secretFile, 'utf8'), /^[A-Za-z0-9+/]{43}=\n$/);
-      const { serverRow, deviceRow, serverKey, deviceKey } = await fill(store);
-      assert.equal(serverRow.private_key, serverKey, 'an insert answers the plain value');
-      assert.equal((await findDevice(store.db, deviceRow.id))?.private_key, deviceKey);
-      assert.equal((await listServersOfNode(store.db, serverRow.node_id))[0]?.private_key, serverKey);
-      assert.equal((await listEnabledWebhooks(store.db))[0]?.secret, 'whsec_c2VjcmV0LXNpZ25pbmcta2V5');
-      const values = await stored(store);
-      assert.equal(values.length, 4);
-      for (const value of values) assert.match(value, /^enc:v1:[A-Za-z0-9_-]+$/);
-      for (const plain of [serverKey, deviceKey, 'node-token-0123456789', 'whsec_c2VjcmV0LXNpZ25pbmcta2V5'])
-        assert.ok(!values.some((v) => v.includes(plain)));
-    });
+    it(
+      'makes a secret readable by the panel user only on first start, ' + 'and keeps every key sealed in the database',
+      async () => {
+        const store = await open();
+        const secretFile = join(database.dataDir, 'panel.secret');
+        assert.equal(statSync(secretFile).mode & 0o777, 0o600);
+        assert.match(readFileSync(secretFile, 'utf8'), /^[A-Za-z0-9+/]{43}=\n$/);
+        const { serverRow, deviceRow, serverKey, deviceKey } = await fill(store);
+        assert.equal(serverRow.private_key, serverKey, 'an insert answers the plain value');
+        assert.equal((await findDevice(store.db, deviceRow.id))?.private_key, deviceKey);
+        assert.equal((await listServersOfNode(store.db, serverRow.node_id))[0]?.private_key, serverKey);
+        assert.equal((await listEnabledWebhooks(store.db))[0]?.secret, 'whsec_c2VjcmV0LXNpZ25pbmcta2V5');
+        const values = await stored(store);
+        assert.equal(values.length, 4);
+        for (const value of values) assert.match(value, /^enc:v1:[A-Za-z0-9_-]+$/);
+        for (const plain of [serverKey, deviceKey, 'node-token-0123456789', 'whsec_c2VjcmV0LXNpZ25pbmcta2V5'])
+          assert.ok(!values.some((v) => v.includes(plain)));
+      },
+    );
 
     it('opens the same database again with the same secret, and with it given as PANEL_SECRET', async () => {
       const { deviceRow, deviceKey } = await fill(await open());
@@ -159,14 +162,14 @@ for (const kind of DATABASE_KINDS) {
       const plain = openStore(config());
       await migrate(plain, '006-device-page-index');
       const node = await sql<{ id: number }>`insert into nodes (name, url, token, public_host, status, created_at)
-        values ('n', 'http://192.0.2.1:7000', 'plain-node-token-1234', '192.0.2.1', 'offline', ${NOW}) returning id`.execute(
-        plain.db,
-      );
+        values ('n', 'http://192.0.2.1:7000', 'plain-node-token-1234', '192.0.2.1', 'offline', ${NOW})
+        returning id`.execute(plain.db);
       const key = generateKeyPair();
-      await sql`insert into servers (node_id, name, country, city, status, endpoint, listen_port, private_key, public_key, address, subnet, dns,
-        dns_on_server, mtu, persistent_keepalive, client_allowed_ips, capacity, created_at, updated_at)
-        values (${node.rows[0]?.id}, 's', '', '', 'running', 'e', 51820, ${key.privateKey}, ${key.publicKey}, '10.1.0.1/24', '10.1.0.0/24', '[]',
-        0, 1420, 25, '[]', 253, ${NOW}, ${NOW})`.execute(plain.db);
+      await sql`insert into servers (node_id, name, country, city, status, endpoint, listen_port, private_key,
+        public_key, address, subnet, dns, dns_on_server, mtu, persistent_keepalive, client_allowed_ips, capacity,
+        created_at, updated_at)
+        values (${node.rows[0]?.id}, 's', '', '', 'running', 'e', 51820, ${key.privateKey}, ${key.publicKey},
+        '10.1.0.1/24', '10.1.0.0/24', '[]', 0, 1420, 25, '[]', 253, ${NOW}, ${NOW})`.execute(plain.db);
       await plain.close();
       const store = await open();
       for (const value of await stored(store)) assert.match(value, /^enc:v1:/);

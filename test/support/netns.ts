@@ -67,7 +67,8 @@ export function requireRoot(extraTools: readonly (readonly [tool: string, pkg: s
   if (process.getuid?.() !== 0) return 'needs root (network namespaces, wireguard-go); CI runs these tests as root';
   const missing = [...TOOLS, ...extraTools].filter(([tool]) => !onPath(tool));
   if (missing.length > 0) {
-    return `needs ${missing.map(([tool]) => tool).join(', ')} (apt-get install ${missing.map(([, pkg]) => pkg).join(' ')})`;
+    const tools = missing.map(([tool]) => tool).join(', ');
+    return `needs ${tools} (apt-get install ${missing.map(([, pkg]) => pkg).join(' ')})`;
   }
   return false;
 }
@@ -456,7 +457,10 @@ export class NetLab {
     return this.#quickDir;
   }
 
-  /** Resolves on the exit of wg-quick (not on its pipes closing: the daemonised wireguard-go could hold them), rejects with its stderr. */
+  /**
+   * Resolves on the exit of wg-quick (not on its pipes closing: the daemonised wireguard-go could hold
+   * them), rejects with its stderr.
+   */
   #wgQuick(action: 'up' | 'down', path: string, netns: string): Promise<void> {
     const env: Record<string, string | undefined> = { ...process.env, LC_ALL: 'C' };
     // With LOG_LEVEL set, wireguard-go's daemon keeps wg-quick's stdout/stderr; without it they go to /dev/null.
@@ -717,9 +721,10 @@ export class NetLab {
   }
 
   /**
-   * Takes down what wgQuickUp brought up, ends every process of this lab by PID (tracked ones, then every wireguard-go of the prefix:
-   * clients and servers, even those an agent left behind), deletes every namespace of the prefix and
-   * removes the prefix's stale UAPI sockets. Never throws; returns what it could not remove.
+   * Takes down what wgQuickUp brought up, ends every process of this lab by PID (tracked ones, then
+   * every wireguard-go of the prefix: clients and servers, even those an agent left behind), deletes
+   * every namespace of the prefix and removes the prefix's stale UAPI sockets. Never throws; returns
+   * what it could not remove.
    */
   async cleanup(): Promise<string[]> {
     const problems: string[] = [];

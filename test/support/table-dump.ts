@@ -52,7 +52,8 @@ export async function dumpTables(database: TestDatabase): Promise<TableDump> {
   await client.connect();
   try {
     const names = await client.query<{ name: string }>(
-      "select table_name as name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE'",
+      'select table_name as name from information_schema.tables ' +
+        "where table_schema = current_schema() and table_type = 'BASE TABLE'",
     );
     for (const { name } of names.rows.filter((r) => !isBookkeeping(r.name))) {
       dump[name] = sorted((await client.query<Record<string, unknown>>(`select * from "${name}"`)).rows);

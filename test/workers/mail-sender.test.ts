@@ -74,46 +74,49 @@ for (const kind of DATABASE_KINDS) {
       );
     }
 
-    test('devices reaching their limit or expiring are batched: one digest a minute at most, summarising the rest', async () => {
-      const smtp = await receiver();
-      const worker = sender(smtp.port);
-      for (const name of ['d1', 'd2', 'd3']) await deviceEvent('device.limit_reached', name);
-      await deviceEvent('device.expired', 'd4');
+    test(
+      'devices reaching their limit or expiring are batched: ' + 'one digest a minute at most, summarising the rest',
+      async () => {
+        const smtp = await receiver();
+        const worker = sender(smtp.port);
+        for (const name of ['d1', 'd2', 'd3']) await deviceEvent('device.limit_reached', name);
+        await deviceEvent('device.expired', 'd4');
 
-      assert.equal(await worker.runOnce(), 1);
-      assert.equal(smtp.received.length, 1);
-      const first = smtp.received[0];
-      assert.equal(first?.subject, '[vpn-panel] 3 devices reached their data limit, 1 device expired');
-      assert.deepEqual(first?.to, [TO]);
-      for (const name of ['d1', 'd2', 'd3'])
-        assert.match(
-          first?.text ?? '',
-          new RegExp(`device ${name} on server fra-1 reached its data limit by the panel \\(system\\)`),
-        );
-      assert.match(first?.text ?? '', /device d4 on server fra-1 expired/);
-      assert.match(first?.html ?? '', /<li>[^<]*device d4 on server fra-1 expired[^<]*<\/li>/);
+        assert.equal(await worker.runOnce(), 1);
+        assert.equal(smtp.received.length, 1);
+        const first = smtp.received[0];
+        assert.equal(first?.subject, '[vpn-panel] 3 devices reached their data limit, 1 device expired');
+        assert.deepEqual(first?.to, [TO]);
+        for (const name of ['d1', 'd2', 'd3'])
+          assert.match(
+            first?.text ?? '',
+            new RegExp(`device ${name} on server fra-1 reached its data limit by the panel \\(system\\)`),
+          );
+        assert.match(first?.text ?? '', /device d4 on server fra-1 expired/);
+        assert.match(first?.html ?? '', /<li>[^<]*device d4 on server fra-1 expired[^<]*<\/li>/);
 
-      // Within the minute: gathered, not sent.
-      clock.advance(30 * SECOND_MS);
-      await deviceEvent('device.limit_reached', 'd5');
-      await deviceEvent('device.expired', 'd6');
-      assert.equal(await worker.runOnce(), 0);
-      clock.advance(29 * SECOND_MS);
-      assert.equal(await worker.runOnce(), 0);
-      assert.equal(smtp.received.length, 1);
+        // Within the minute: gathered, not sent.
+        clock.advance(30 * SECOND_MS);
+        await deviceEvent('device.limit_reached', 'd5');
+        await deviceEvent('device.expired', 'd6');
+        assert.equal(await worker.runOnce(), 0);
+        clock.advance(29 * SECOND_MS);
+        assert.equal(await worker.runOnce(), 0);
+        assert.equal(smtp.received.length, 1);
 
-      // A minute after the first: the rest in one mail.
-      clock.advance(1 * SECOND_MS);
-      assert.equal(await worker.runOnce(), 1);
-      assert.equal(smtp.received.length, 2);
-      assert.equal(smtp.received[1]?.subject, '[vpn-panel] 1 device reached its data limit, 1 device expired');
-      assert.doesNotMatch(smtp.received[1]?.text ?? '', /device d[1-4] /);
+        // A minute after the first: the rest in one mail.
+        clock.advance(1 * SECOND_MS);
+        assert.equal(await worker.runOnce(), 1);
+        assert.equal(smtp.received.length, 2);
+        assert.equal(smtp.received[1]?.subject, '[vpn-panel] 1 device reached its data limit, 1 device expired');
+        assert.doesNotMatch(smtp.received[1]?.text ?? '', /device d[1-4] /);
 
-      // Nothing gathered, nothing sent.
-      clock.advance(5 * 60 * SECOND_MS);
-      assert.equal(await worker.runOnce(), 0);
-      assert.equal(smtp.received.length, 2);
-    });
+        // Nothing gathered, nothing sent.
+        clock.advance(5 * 60 * SECOND_MS);
+        assert.equal(await worker.runOnce(), 0);
+        assert.equal(smtp.received.length, 2);
+      },
+    );
 
     test('a long digest lists 200 devices and counts the rest', async () => {
       const smtp = await receiver();
@@ -126,47 +129,51 @@ for (const kind of DATABASE_KINDS) {
       assert.match(mail?.text ?? '', /… and 5 more devices\./);
     });
 
-    test('while SMTP is down, mail waits and is retried; one unsent digest holds the next, so an outage ends with few mails', async () => {
-      const port = await freePort();
-      const worker = sender(port);
-      await write(store.db, (tx) =>
-        notifyChange(tx, clock, { headline: 'API key shop created', details: [], actor: 'admin' }),
-      );
-      await deviceEvent('device.limit_reached', 'd1');
+    test(
+      'while SMTP is down, mail waits and is retried; ' +
+        'one unsent digest holds the next, so an outage ends with few mails',
+      async () => {
+        const port = await freePort();
+        const worker = sender(port);
+        await write(store.db, (tx) =>
+          notifyChange(tx, clock, { headline: 'API key shop created', details: [], actor: 'admin' }),
+        );
+        await deviceEvent('device.limit_reached', 'd1');
 
-      assert.equal(await worker.runOnce(), 2);
-      let mails = await listMails(store.db);
-      assert.deepEqual(
-        mails.map((m) => [m.topic, m.state, m.attempts]),
-        [
-          ['change', 'pending', 1],
-          ['device_digest', 'pending', 1],
-        ],
-      );
-      assert.match(mails[0]?.last_error ?? '', /ECONNREFUSED/);
+        assert.equal(await worker.runOnce(), 2);
+        let mails = await listMails(store.db);
+        assert.deepEqual(
+          mails.map((m) => [m.topic, m.state, m.attempts]),
+          [
+            ['change', 'pending', 1],
+            ['device_digest', 'pending', 1],
+          ],
+        );
+        assert.match(mails[0]?.last_error ?? '', /ECONNREFUSED/);
 
-      // Two minutes later, more devices: the unsent digest keeps them waiting instead of a second digest.
-      clock.advance(2 * 60 * SECOND_MS);
-      await deviceEvent('device.expired', 'd2');
-      const smtp = await receiver(port);
-      assert.equal(await worker.runOnce(), 2);
-      assert.deepEqual(
-        smtp.received.map((m) => m.subject),
-        ['[vpn-panel] API key shop created by admin (CLI)', '[vpn-panel] 1 device reached its data limit'],
-      );
-      mails = await listMails(store.db);
-      assert.deepEqual(
-        mails.map((m) => [m.state, m.attempts]),
-        [
-          ['sent', 2],
-          ['sent', 2],
-        ],
-      );
+        // Two minutes later, more devices: the unsent digest keeps them waiting instead of a second digest.
+        clock.advance(2 * 60 * SECOND_MS);
+        await deviceEvent('device.expired', 'd2');
+        const smtp = await receiver(port);
+        assert.equal(await worker.runOnce(), 2);
+        assert.deepEqual(
+          smtp.received.map((m) => m.subject),
+          ['[vpn-panel] API key shop created by admin (CLI)', '[vpn-panel] 1 device reached its data limit'],
+        );
+        mails = await listMails(store.db);
+        assert.deepEqual(
+          mails.map((m) => [m.state, m.attempts]),
+          [
+            ['sent', 2],
+            ['sent', 2],
+          ],
+        );
 
-      clock.advance(61 * SECOND_MS);
-      await worker.runOnce();
-      assert.equal(smtp.received.at(-1)?.subject, '[vpn-panel] 1 device expired');
-    });
+        clock.advance(61 * SECOND_MS);
+        await worker.runOnce();
+        assert.equal(smtp.received.at(-1)?.subject, '[vpn-panel] 1 device expired');
+      },
+    );
 
     test('a mail is failed once the schedule is used up', async () => {
       const worker = sender(await freePort());

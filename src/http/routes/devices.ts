@@ -59,7 +59,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       {
         summary: 'Create a device; the answer carries its client config',
         description:
-          'server_id "auto" picks the running server with the fewest devices that still has room, narrowed by country and city. The peer is on the server before the answer.',
+          'server_id "auto" picks the running server with the fewest devices that still has room, ' +
+          'narrowed by country and city. The peer is on the server before the answer.',
         tags: ['devices'],
         body: DeviceCreateBody,
         response: { 201: DeviceRef },
@@ -107,7 +108,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     operation('devices:write', {
       summary: 'Change a device',
       description:
-        'Only the fields sent change. 502 apply_failed means the change was saved but the running tunnel could not be updated yet; it converges by itself.',
+        'Only the fields sent change. 502 apply_failed means the change was saved but the running tunnel ' +
+        'could not be updated yet; it converges by itself.',
       tags: ['devices'],
       params: IdParams,
       body: DevicePatchBody,
@@ -126,7 +128,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       {
         summary: 'Move a device to another server',
         description:
-          'The device keeps its id, keys, name, limits and usage history and gets an address on the new server; the answer carries the new config. server_id "auto" never picks the current server.',
+          'The device keeps its id, keys, name, limits and usage history and gets an address on the new server; ' +
+          'the answer carries the new config. server_id "auto" never picks the current server.',
         tags: ['devices'],
         params: IdParams,
         body: Type.Object({ server_id: Type.Union([Id, Type.Literal('auto')]) }, { additionalProperties: false }),
@@ -188,7 +191,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     operation('devices:read', {
       summary: "The device's client config: wg-quick text, or a PNG QR code of the same text",
       description:
-        'kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; only with format=conf.',
+        'kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; ' +
+        'only with format=conf.',
       tags: ['devices'],
       params: IdParams,
       querystring: Type.Object(

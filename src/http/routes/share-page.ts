@@ -10,12 +10,16 @@ import { toAppError } from '../errors.ts';
 import { renderQrPng } from '../qr.ts';
 import type { RateLimiter } from '../rate-limiter.ts';
 
-const STYLE = `body{font-family:system-ui,sans-serif;margin:0;padding:0 1rem;background:#f4f5f7;color:#1d2430}
-main{max-width:28rem;margin:2rem auto;padding:1.5rem;background:#fff;border-radius:12px;box-shadow:0 1px 4px #0002}
-h1{font-size:1.4rem;margin:0 0 1rem}dl{display:grid;grid-template-columns:auto 1fr;gap:.4rem 1rem}dt{color:#5b6474}dd{margin:0;font-weight:600}
-img{display:block;width:292px;max-width:100%;margin:1rem auto;image-rendering:pixelated}
-a.button{display:block;text-align:center;padding:.8rem;border-radius:8px;background:#2457d6;color:#fff;text-decoration:none;font-weight:600}
-p.hint{color:#5b6474;font-size:.9rem}`;
+const STYLE = [
+  'body{font-family:system-ui,sans-serif;margin:0;padding:0 1rem;background:#f4f5f7;color:#1d2430}',
+  'main{max-width:28rem;margin:2rem auto;padding:1.5rem;background:#fff;border-radius:12px;box-shadow:0 1px 4px #0002}',
+  'h1{font-size:1.4rem;margin:0 0 1rem}dl{display:grid;grid-template-columns:auto 1fr;gap:.4rem 1rem}' +
+    'dt{color:#5b6474}dd{margin:0;font-weight:600}',
+  'img{display:block;width:292px;max-width:100%;margin:1rem auto;image-rendering:pixelated}',
+  'a.button{display:block;text-align:center;padding:.8rem;border-radius:8px;background:#2457d6;color:#fff;' +
+    'text-decoration:none;font-weight:600}',
+  'p.hint{color:#5b6474;font-size:.9rem}',
+].join('\n');
 
 /**
  * Nothing but inline PNG images and this one stylesheet may load; no script at all, no framing,
@@ -56,8 +60,17 @@ function secure(reply: FastifyReply): FastifyReply {
 }
 
 function page(title: string, body: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex,nofollow"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main>${body}</main></body></html>`;
+  return (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8">' +
+    '<meta name="viewport" content="width=device-width,initial-scale=1">' +
+    '<meta name="robots" content="noindex,nofollow">' +
+    `<title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main>${body}</main></body></html>`
+  );
 }
+
+const SHARE_HINT =
+  '<p class="hint">Scan the code with the WireGuard app, or import the file. ' +
+  'Anyone holding this link can use this access: keep it private.</p>';
 
 const STATUS_LABELS: Record<PlacedDevice['device']['status'], string> = {
   active: 'Active',
@@ -88,13 +101,21 @@ async function sharePage(
       : `${left} of ${formatBytes(device.data_limit)} ${device.limit_period === 'monthly' ? 'this month' : 'in total'}`;
   const qr = (await renderQrPng(config)).toString('base64');
   const fileName = configFileName(device.name);
+  const facts =
+    `<dl><dt>Status</dt><dd id="status">${STATUS_LABELS[device.status]}</dd>` +
+    `<dt>Data left</dt><dd id="remaining">${escapeHtml(remaining)}</dd>` +
+    `<dt>Access expires</dt><dd id="expires">${time(device.expires_at)}</dd>` +
+    `<dt>Link expires</dt><dd id="link-expires">${time(linkExpiresAt)}</dd></dl>`;
+  const download =
+    `<a class="button" id="download" href="/s/${token}/config" download="${escapeHtml(fileName)}">` +
+    `Download ${escapeHtml(fileName)}</a>`;
   return page(
     `VPN access: ${device.name}`,
     `<h1>VPN access: ${escapeHtml(device.name)}</h1>
-<dl><dt>Status</dt><dd id="status">${STATUS_LABELS[device.status]}</dd><dt>Data left</dt><dd id="remaining">${escapeHtml(remaining)}</dd><dt>Access expires</dt><dd id="expires">${time(device.expires_at)}</dd><dt>Link expires</dt><dd id="link-expires">${time(linkExpiresAt)}</dd></dl>
+${facts}
 <img id="qr" alt="QR code of the WireGuard configuration" src="data:image/png;base64,${qr}">
-<a class="button" id="download" href="/s/${token}/config" download="${escapeHtml(fileName)}">Download ${escapeHtml(fileName)}</a>
-<p class="hint">Scan the code with the WireGuard app, or import the file. Anyone holding this link can use this access: keep it private.</p>`,
+${download}
+${SHARE_HINT}`,
   );
 }
 
@@ -128,7 +149,8 @@ export function sharePageRoutes(
       .send(
         page(
           'Link not available',
-          '<h1>This link is not available</h1><p class="hint">It does not exist, was replaced by a newer link, or has expired. Ask for a new one.</p>',
+          '<h1>This link is not available</h1>' +
+            '<p class="hint">It does not exist, was replaced by a newer link, or has expired. Ask for a new one.</p>',
         ),
       );
   };

@@ -10,7 +10,9 @@ import { WebhookCreateBody, WebhookPatchBody, WebhookWithSecretSchema } from '..
 const WebhookRef = Type.Ref('Webhook');
 const DeliveryRef = Type.Ref('WebhookDelivery');
 const DESCRIPTION =
-  'Deliveries are signed per the Standard Webhooks spec (webhook-id, webhook-timestamp, webhook-signature), sent at least once and retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h; receivers de-duplicate on webhook-id.';
+  'Deliveries are signed per the Standard Webhooks spec (webhook-id, webhook-timestamp, webhook-signature), ' +
+  'sent at least once and retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h; ' +
+  'receivers de-duplicate on webhook-id.';
 
 export function webhookRoutes(api: Api, webhooks: WebhookService): void {
   api.get(

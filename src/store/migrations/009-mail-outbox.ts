@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely';
 import type { MigrationContext } from '../migration-context.ts';
 
 export async function up(db: Kysely<unknown>, { idType, id }: MigrationContext): Promise<void> {
-  // Notification mails, written in the transaction of the change they tell about; the mail sender sends and retries them.
+  // Notification mails, written in the transaction of the change they tell about; the mail sender
+  // sends and retries them.
   await db.schema
     .createTable('mail_outbox')
     .addColumn('id', idType, id)
@@ -29,7 +30,8 @@ export async function up(db: Kysely<unknown>, { idType, id }: MigrationContext):
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute();
 
-  // One row: when the last digest was made, claimed by a conditional update so panels sharing a database make one a minute together.
+  // One row: when the last digest was made, claimed by a conditional update so panels sharing a
+  // database make one a minute together.
   await db.schema
     .createTable('mail_digest')
     .addColumn('id', 'integer', (c) => c.primaryKey())

@@ -107,25 +107,28 @@ describe('wireguard driver: peers (recorded commands)', () => {
     { publicKey: E, allowedIp: '10.128.0.6/32', speedLimitKbps: 0 },
   ];
 
-  test('any order of the desired list gives the same commands: removals, then adds and changes in one call', async () => {
-    const seen = new Set<string>();
-    for (let round = 0; round < 20; round++) {
-      const runner = upHost(shuffled(current));
-      await driverOn(runner).setPeers(1, shuffled(desired));
-      seen.add(JSON.stringify(runner.lines(isChange)));
-    }
-    assert.equal(seen.size, 1);
-    const [first] = seen;
-    const sortedAdds = [
-      [C, '10.128.0.9/32'],
-      [D, '10.128.0.5/32'],
-      [E, '10.128.0.6/32'],
-    ].sort(([x = ''], [y = '']) => (x < y ? -1 : 1));
-    assert.deepEqual(JSON.parse(first ?? '[]'), [
-      `wg set vp1 peer ${A} remove`,
-      `wg set vp1 ${sortedAdds.map(([k, ip]) => `peer ${k} allowed-ips ${ip}`).join(' ')}`,
-    ]);
-  });
+  test(
+    'any order of the desired list gives the same commands: ' + 'removals, then adds and changes in one call',
+    async () => {
+      const seen = new Set<string>();
+      for (let round = 0; round < 20; round++) {
+        const runner = upHost(shuffled(current));
+        await driverOn(runner).setPeers(1, shuffled(desired));
+        seen.add(JSON.stringify(runner.lines(isChange)));
+      }
+      assert.equal(seen.size, 1);
+      const [first] = seen;
+      const sortedAdds = [
+        [C, '10.128.0.9/32'],
+        [D, '10.128.0.5/32'],
+        [E, '10.128.0.6/32'],
+      ].sort(([x = ''], [y = '']) => (x < y ? -1 : 1));
+      assert.deepEqual(JSON.parse(first ?? '[]'), [
+        `wg set vp1 peer ${A} remove`,
+        `wg set vp1 ${sortedAdds.map(([k, ip]) => `peer ${k} allowed-ips ${ip}`).join(' ')}`,
+      ]);
+    },
+  );
 
   test('the state the host already has issues no peer change', async () => {
     const runner = upHost(shuffled(desired.map((p) => [p.publicKey, p.allowedIp] as const)));
@@ -133,24 +136,27 @@ describe('wireguard driver: peers (recorded commands)', () => {
     assert.deepEqual(runner.lines(isChange), []);
   });
 
-  test('a failed bulk call is retried peer by peer; the failing peer is reported and the others still applied', async () => {
-    const runner = upHost([[A, '10.128.0.2/32']])
-      .on(/^wg set vp1 peer \S+ remove/, { exitCode: 1, stderr: 'Unable to modify interface: Protocol error' })
-      .on(/^wg set vp1 peer .* peer /, { exitCode: 1, stderr: 'Unable to modify interface: Invalid argument' })
-      .on(`wg set vp1 peer ${D}`, { exitCode: 1, stderr: 'Unable to modify interface: Invalid argument' });
-    const error = await driverOn(runner)
-      .setPeers(1, desired)
-      .then(
-        () => null,
-        (e: unknown) => e,
-      );
-    assert.ok(error instanceof DriverError);
-    assert.equal(error.failures.length, 2);
-    assert.match(error.failures[0] ?? '', new RegExp(`peer ${escapeRegExp(A)}: .*Protocol error`));
-    assert.match(error.failures[1] ?? '', new RegExp(`peer ${escapeRegExp(D)}: .*Invalid argument`));
-    const singles = runner.lines((l) => /^wg set vp1 peer \S+ allowed-ips \S+$/.test(l));
-    assert.equal(singles.length, 4, 'every peer of the failed batch is tried on its own');
-  });
+  test(
+    'a failed bulk call is retried peer by peer; ' + 'the failing peer is reported and the others still applied',
+    async () => {
+      const runner = upHost([[A, '10.128.0.2/32']])
+        .on(/^wg set vp1 peer \S+ remove/, { exitCode: 1, stderr: 'Unable to modify interface: Protocol error' })
+        .on(/^wg set vp1 peer .* peer /, { exitCode: 1, stderr: 'Unable to modify interface: Invalid argument' })
+        .on(`wg set vp1 peer ${D}`, { exitCode: 1, stderr: 'Unable to modify interface: Invalid argument' });
+      const error = await driverOn(runner)
+        .setPeers(1, desired)
+        .then(
+          () => null,
+          (e: unknown) => e,
+        );
+      assert.ok(error instanceof DriverError);
+      assert.equal(error.failures.length, 2);
+      assert.match(error.failures[0] ?? '', new RegExp(`peer ${escapeRegExp(A)}: .*Protocol error`));
+      assert.match(error.failures[1] ?? '', new RegExp(`peer ${escapeRegExp(D)}: .*Invalid argument`));
+      const singles = runner.lines((l) => /^wg set vp1 peer \S+ allowed-ips \S+$/.test(l));
+      assert.equal(singles.length, 4, 'every peer of the failed batch is tried on its own');
+    },
+  );
 
   test('invalid entries are reported and left alone; the valid rest is applied', async () => {
     const runner = upHost([[A, '10.128.0.2/32']]);
@@ -198,7 +204,10 @@ describe('wireguard driver: peers (recorded commands)', () => {
   test('readCounters parses the dump', async () => {
     const runner = upHost()
       .on('wg show vp1 dump', {
-        stdout: `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t51820\toff\n${A}\t(none)\t192.0.2.2:40000\t10.128.0.2/32\t1700000000\t1234\t5678\toff\n${B}\t(none)\t(none)\t(none)\t0\t0\t0\t25\n`,
+        stdout:
+          `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t51820\toff\n` +
+          `${A}\t(none)\t192.0.2.2:40000\t10.128.0.2/32\t1700000000\t1234\t5678\toff\n` +
+          `${B}\t(none)\t(none)\t(none)\t0\t0\t0\t25\n`,
       })
       .on('ip -n vp-s1 -o link show dev vp1', {
         stdout: '17: vp1: <POINTOPOINT,NOARP,UP,LOWER_UP> mtu 1420 qdisc noqueue state UNKNOWN\n',
@@ -491,8 +500,9 @@ function escapeRegExp(text: string): string {
 // (b) End to end, as root: real namespaces, wireguard-go, a client, pings through the tunnel and
 // out through both NATs. Everything lives in namespaces this test makes and removes.
 //
-//   client ns (PREFIX-c)  192.0.2.2 ── veth ── 192.0.2.1  host ns (PREFIX-h) 192.0.2.129 ── veth ── 192.0.2.130  "internet" ns (PREFIX-i)
-//   wireguard-go PREFIXc0 ─── UDP to 192.0.2.1:PORT ───▶  wireguard-go PREFIX1 (moved into PREFIX-s1)
+//   client ns (PREFIX-c)  192.0.2.2 ── veth ── 192.0.2.1  host ns (PREFIX-h) 192.0.2.129 ── veth ── 192.0.2.130
+//   wireguard-go PREFIXc0 ─── UDP to 192.0.2.1:PORT ───▶  wireguard-go PREFIX1            "internet" ns (PREFIX-i)
+//                                                         (moved into PREFIX-s1)
 // ---------------------------------------------------------------------------------------------
 
 const isRoot = process.getuid?.() === 0;
@@ -619,110 +629,114 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
     }
   });
 
-  test('a client reaches the server and the outside through the tunnel; counters count; removal cuts it; down cleans up', async (t) => {
-    const log = (text: string) => t.diagnostic(text);
-    const state = await timed('up() new server', () => driver.up(spec), log);
-    assert.equal(state.publicKey, serverKey.publicKey);
-    await timed('up() again, nothing to change', () => driver.up(spec), log);
-    assert.deepEqual(await driver.list(), [serverId]);
-    await driver.setPeers(serverId, [clientPeer]);
+  test(
+    'a client reaches the server and the outside through the tunnel; ' +
+      'counters count; removal cuts it; down cleans up',
+    async (t) => {
+      const log = (text: string) => t.diagnostic(text);
+      const state = await timed('up() new server', () => driver.up(spec), log);
+      assert.equal(state.publicKey, serverKey.publicKey);
+      await timed('up() again, nothing to change', () => driver.up(spec), log);
+      assert.deepEqual(await driver.list(), [serverId]);
+      await driver.setPeers(serverId, [clientPeer]);
 
-    client = runner.start('wireguard-go', ['-f', clientIf], {
-      netns: clientNs,
-      env: { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' },
-    });
-    for (let i = 0; i < 150 && !existsSync(`/var/run/wireguard/${clientIf}.sock`); i++)
-      await new Promise((r) => setTimeout(r, 20));
-    const clientConfig = [
-      'set',
-      clientIf,
-      'private-key',
-      '/dev/stdin',
-      'peer',
-      serverKey.publicKey,
-      'endpoint',
-      `192.0.2.1:${listenPort}`,
-      'allowed-ips',
-      '10.77.0.0/24,192.0.2.128/25',
-    ];
-    await runner.run('wg', clientConfig, { input: clientKey.privateKey });
-    sh(['ip', '-n', clientNs, 'addr', 'add', '10.77.0.2/24', 'dev', clientIf]);
-    sh(['ip', '-n', clientNs, 'link', 'set', clientIf, 'up']);
-    sh(['ip', '-n', clientNs, 'route', 'add', '192.0.2.128/25', 'dev', clientIf]);
+      client = runner.start('wireguard-go', ['-f', clientIf], {
+        netns: clientNs,
+        env: { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' },
+      });
+      for (let i = 0; i < 150 && !existsSync(`/var/run/wireguard/${clientIf}.sock`); i++)
+        await new Promise((r) => setTimeout(r, 20));
+      const clientConfig = [
+        'set',
+        clientIf,
+        'private-key',
+        '/dev/stdin',
+        'peer',
+        serverKey.publicKey,
+        'endpoint',
+        `192.0.2.1:${listenPort}`,
+        'allowed-ips',
+        '10.77.0.0/24,192.0.2.128/25',
+      ];
+      await runner.run('wg', clientConfig, { input: clientKey.privateKey });
+      sh(['ip', '-n', clientNs, 'addr', 'add', '10.77.0.2/24', 'dev', clientIf]);
+      sh(['ip', '-n', clientNs, 'link', 'set', clientIf, 'up']);
+      sh(['ip', '-n', clientNs, 'route', 'add', '192.0.2.128/25', 'dev', clientIf]);
 
-    assert.ok(pings('10.77.0.1'), 'client pings the server through the tunnel');
-    // The third namespace has no route back to the tunnel or the veth: replies arrive only through both NATs.
-    assert.ok(pings('192.0.2.130'), 'client reaches a third namespace through both NATs');
-    const [counters] = (await driver.readCounters(serverId)).peers;
-    assert.equal(counters?.publicKey, clientKey.publicKey);
-    assert.ok((counters?.rxBytes ?? 0) > 0 && (counters?.txBytes ?? 0) > 0, JSON.stringify(counters));
-    assert.ok((counters?.lastHandshakeMs ?? 0) > Date.now() - 60_000, 'a recent handshake');
+      assert.ok(pings('10.77.0.1'), 'client pings the server through the tunnel');
+      // The third namespace has no route back to the tunnel or the veth: replies arrive only through both NATs.
+      assert.ok(pings('192.0.2.130'), 'client reaches a third namespace through both NATs');
+      const [counters] = (await driver.readCounters(serverId)).peers;
+      assert.equal(counters?.publicKey, clientKey.publicKey);
+      assert.ok((counters?.rxBytes ?? 0) > 0 && (counters?.txBytes ?? 0) > 0, JSON.stringify(counters));
+      assert.ok((counters?.lastHandshakeMs ?? 0) > Date.now() - 60_000, 'a recent handshake');
 
-    const dummies = Array.from({ length: 999 }, (_, i) => ({
-      publicKey: generateKeyPair().publicKey,
-      allowedIp: `10.78.${i >> 8}.${i & 255}/32`,
-      speedLimitKbps: 0,
-    }));
-    await timed('setPeers() 1,000 peers (999 new)', () => driver.setPeers(serverId, [clientPeer, ...dummies]), log);
-    const changed = [
-      clientPeer,
-      ...dummies.slice(1),
-      { publicKey: generateKeyPair().publicKey, allowedIp: '10.78.9.9/32', speedLimitKbps: 0 },
-    ];
-    await timed('setPeers() one peer swapped at 1,000', () => driver.setPeers(serverId, changed), log);
-    await timed('setPeers() same 1,000 again', () => driver.setPeers(serverId, changed), log);
-    await timed('readCounters() at 1,000', () => driver.readCounters(serverId), log);
-    assert.equal((await driver.readCounters(serverId)).peers.length, 1000);
-    assert.ok(pings('10.77.0.1'), 'the client still works at 1,000 peers');
+      const dummies = Array.from({ length: 999 }, (_, i) => ({
+        publicKey: generateKeyPair().publicKey,
+        allowedIp: `10.78.${i >> 8}.${i & 255}/32`,
+        speedLimitKbps: 0,
+      }));
+      await timed('setPeers() 1,000 peers (999 new)', () => driver.setPeers(serverId, [clientPeer, ...dummies]), log);
+      const changed = [
+        clientPeer,
+        ...dummies.slice(1),
+        { publicKey: generateKeyPair().publicKey, allowedIp: '10.78.9.9/32', speedLimitKbps: 0 },
+      ];
+      await timed('setPeers() one peer swapped at 1,000', () => driver.setPeers(serverId, changed), log);
+      await timed('setPeers() same 1,000 again', () => driver.setPeers(serverId, changed), log);
+      await timed('readCounters() at 1,000', () => driver.readCounters(serverId), log);
+      assert.equal((await driver.readCounters(serverId)).peers.length, 1000);
+      assert.ok(pings('10.77.0.1'), 'the client still works at 1,000 peers');
 
-    await driver.setPeers(serverId, changed.slice(1));
-    assert.equal(pings('10.77.0.1'), false, 'a removed peer is cut off');
-    await driver.setPeers(serverId, []);
-    assert.equal((await driver.readCounters(serverId)).peers.length, 0);
+      await driver.setPeers(serverId, changed.slice(1));
+      assert.equal(pings('10.77.0.1'), false, 'a removed peer is cut off');
+      await driver.setPeers(serverId, []);
+      assert.equal((await driver.readCounters(serverId)).peers.length, 0);
 
-    // Recreating (mtu or port change) puts the peers back; a restarted agent adopts the running server.
-    await driver.setPeers(serverId, changed);
-    const smaller = await timed(
-      'up() with a new mtu at 1,000 peers (recreate)',
-      () => driver.up({ ...spec, mtu: 1380 }),
-      log,
-    );
-    assert.equal(smaller.peerCount, 1000);
-    assert.match(sh(['ip', '-n', serverNs, 'link', 'show', serverIf]), /mtu 1380/);
-    const restarted = new WireGuardDriver({
-      runner,
-      namePrefix: prefix,
-      hostNetns: hostNs,
-      implementation: 'wireguard-go',
-    });
-    drivers.push(restarted);
-    assert.equal((await restarted.up({ ...spec, mtu: 1380 })).peerCount, 1000);
-    const moved = await restarted.up({ ...spec, mtu: 1380, listenPort: listenPort + 1 });
-    assert.equal(moved.peerCount, 1000);
-    assert.equal(sh(['wg', 'show', serverIf, 'listen-port']).trim(), String(listenPort + 1));
-    assert.equal((await restarted.readCounters(serverId)).peers.length, 1000);
+      // Recreating (mtu or port change) puts the peers back; a restarted agent adopts the running server.
+      await driver.setPeers(serverId, changed);
+      const smaller = await timed(
+        'up() with a new mtu at 1,000 peers (recreate)',
+        () => driver.up({ ...spec, mtu: 1380 }),
+        log,
+      );
+      assert.equal(smaller.peerCount, 1000);
+      assert.match(sh(['ip', '-n', serverNs, 'link', 'show', serverIf]), /mtu 1380/);
+      const restarted = new WireGuardDriver({
+        runner,
+        namePrefix: prefix,
+        hostNetns: hostNs,
+        implementation: 'wireguard-go',
+      });
+      drivers.push(restarted);
+      assert.equal((await restarted.up({ ...spec, mtu: 1380 })).peerCount, 1000);
+      const moved = await restarted.up({ ...spec, mtu: 1380, listenPort: listenPort + 1 });
+      assert.equal(moved.peerCount, 1000);
+      assert.equal(sh(['wg', 'show', serverIf, 'listen-port']).trim(), String(listenPort + 1));
+      assert.equal((await restarted.readCounters(serverId)).peers.length, 1000);
 
-    await timed('down()', () => restarted.down(serverId), log);
-    await driver.down(serverId); // a missing server is not an error
-    assert.deepEqual(await driver.list(), []);
-    assert.ok(
-      !sh(['ip', 'netns', 'list'])
-        .split('\n')
-        .some((l) => l.split(' ')[0] === serverNs),
-      'namespace gone',
-    );
-    assert.doesNotMatch(
-      sh(['ip', '-n', hostNs, '-o', 'link', 'show']),
-      new RegExp(`\\b${serverIf}[hs]?[@:]`),
-      'no interface or veth left',
-    );
-    assert.ok(!existsSync(`/var/run/wireguard/${serverIf}.sock`), 'no UAPI socket left');
-    assert.doesNotMatch(sh(['wg', 'show', 'interfaces']), new RegExp(`\\b${serverIf}\\b`));
-    assert.doesNotMatch(
-      sh(['ps', '-eo', 'args']),
-      new RegExp(`wireguard-go -f ${serverIf}$`, 'm'),
-      'no wireguard-go process left',
-    );
-    assert.equal(sh(['ip', 'netns', 'exec', hostNs, 'nft', 'list', 'tables']).trim(), '', 'no host NAT table left');
-  });
+      await timed('down()', () => restarted.down(serverId), log);
+      await driver.down(serverId); // a missing server is not an error
+      assert.deepEqual(await driver.list(), []);
+      assert.ok(
+        !sh(['ip', 'netns', 'list'])
+          .split('\n')
+          .some((l) => l.split(' ')[0] === serverNs),
+        'namespace gone',
+      );
+      assert.doesNotMatch(
+        sh(['ip', '-n', hostNs, '-o', 'link', 'show']),
+        new RegExp(`\\b${serverIf}[hs]?[@:]`),
+        'no interface or veth left',
+      );
+      assert.ok(!existsSync(`/var/run/wireguard/${serverIf}.sock`), 'no UAPI socket left');
+      assert.doesNotMatch(sh(['wg', 'show', 'interfaces']), new RegExp(`\\b${serverIf}\\b`));
+      assert.doesNotMatch(
+        sh(['ps', '-eo', 'args']),
+        new RegExp(`wireguard-go -f ${serverIf}$`, 'm'),
+        'no wireguard-go process left',
+      );
+      assert.equal(sh(['ip', 'netns', 'exec', hostNs, 'nft', 'list', 'tables']).trim(), '', 'no host NAT table left');
+    },
+  );
 });
