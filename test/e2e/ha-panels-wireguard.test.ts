@@ -292,34 +292,38 @@ describe('two panels on one PostgreSQL and Redis, a remote node with real WireGu
     await client.close();
   });
 
-  test('a SIGKILLed lease holder is replaced within 15 s: the other panel takes the lease and checks the node', async (t) => {
-    const holder = await waitFor('a lease holder', holderIndex, 15_000, 100);
-    const survivor = 1 - holder;
-    const killed = await kill(holder);
-    const takenMs = await waitFor(
-      'the other panel to take the lease',
-      async () => ((await holderIndex()) === survivor ? performance.now() - killed.atMs : undefined),
-      2 * TAKEOVER_LIMIT_MS,
-      50,
-    );
-    const checkedMs = await waitFor(
-      'the node checked again after the kill',
-      async () => {
-        const { data } = await api(survivor).GET('/api/v1/nodes');
-        const seen = data?.data.find((n) => n.name === 'edge')?.last_seen_at;
-        return seen != null && Date.parse(seen) > killed.wallMs ? performance.now() - killed.atMs : undefined;
-      },
-      2 * TAKEOVER_LIMIT_MS,
-      100,
-    );
-    t.diagnostic(
-      `panel ${holder} SIGKILLed: lease taken by panel ${survivor} after ${takenMs.toFixed(0)} ms, node checked after ${checkedMs.toFixed(0)} ms`,
-    );
-    assert.ok(takenMs < TAKEOVER_LIMIT_MS, `lease taken over ${takenMs.toFixed(0)} ms after the kill`);
-    assert.ok(checkedMs < TAKEOVER_LIMIT_MS, `node monitor resumed ${checkedMs.toFixed(0)} ms after the kill`);
-    await start(holder);
-    assert.equal(await holderIndex(), survivor, 'a panel that starts does not take a lease that is held');
-    const got = await api(holder).GET('/api/v1/servers/{id}', { params: { path: { id: server.id } } });
-    assert.equal(got.data?.status, 'running', 'and serves the API at once');
-  });
+  test(
+    'a SIGKILLed lease holder is replaced within 15 s: ' + 'the other panel takes the lease and checks the node',
+    async (t) => {
+      const holder = await waitFor('a lease holder', holderIndex, 15_000, 100);
+      const survivor = 1 - holder;
+      const killed = await kill(holder);
+      const takenMs = await waitFor(
+        'the other panel to take the lease',
+        async () => ((await holderIndex()) === survivor ? performance.now() - killed.atMs : undefined),
+        2 * TAKEOVER_LIMIT_MS,
+        50,
+      );
+      const checkedMs = await waitFor(
+        'the node checked again after the kill',
+        async () => {
+          const { data } = await api(survivor).GET('/api/v1/nodes');
+          const seen = data?.data.find((n) => n.name === 'edge')?.last_seen_at;
+          return seen != null && Date.parse(seen) > killed.wallMs ? performance.now() - killed.atMs : undefined;
+        },
+        2 * TAKEOVER_LIMIT_MS,
+        100,
+      );
+      t.diagnostic(
+        `panel ${holder} SIGKILLed: lease taken by panel ${survivor} after ${takenMs.toFixed(0)} ms, ` +
+          `node checked after ${checkedMs.toFixed(0)} ms`,
+      );
+      assert.ok(takenMs < TAKEOVER_LIMIT_MS, `lease taken over ${takenMs.toFixed(0)} ms after the kill`);
+      assert.ok(checkedMs < TAKEOVER_LIMIT_MS, `node monitor resumed ${checkedMs.toFixed(0)} ms after the kill`);
+      await start(holder);
+      assert.equal(await holderIndex(), survivor, 'a panel that starts does not take a lease that is held');
+      const got = await api(holder).GET('/api/v1/servers/{id}', { params: { path: { id: server.id } } });
+      assert.equal(got.data?.status, 'running', 'and serves the API at once');
+    },
+  );
 });

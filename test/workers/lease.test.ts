@@ -71,52 +71,56 @@ describe('DatabaseLease: two panels on one PostgreSQL', () => {
     await opened.close();
   });
 
-  it('one holds; when its database connection is gone it stops holding before the other takes over, within TTL + renewal', async () => {
-    const options = { name: 'duties', ttlMs: 1_000, renewMs: 100 };
-    const dying = openStore({ databaseUrl: opened.database.env.DATABASE_URL, dataDir: opened.database.dataDir });
-    const first = new DatabaseLease(dying.db, silent, options);
-    const second = new DatabaseLease(other.db, silent, options);
-    assert.notEqual(first.holder, second.holder);
-    let firstHeldWhenSecondGained: boolean | undefined;
-    second.onGained(() => {
-      firstHeldWhenSecondGained = first.held;
-    });
-    await first.start();
-    await second.start();
-    try {
-      assert.equal(first.held, true, 'the first to claim holds it');
-      assert.equal(second.held, false);
-      // Renewals keep it well past its TTL.
-      const keptUntil = Date.now() + 2 * options.ttlMs;
-      await waitFor('two TTLs of renewals', async () => (Date.now() > keptUntil ? true : undefined), 5_000, 50);
-      assert.equal(first.held, true, 'the holder keeps it by renewing');
-      assert.equal(second.held, false);
+  it(
+    'one holds; when its database connection is gone it stops holding before the other takes over, ' +
+      'within TTL + renewal',
+    async () => {
+      const options = { name: 'duties', ttlMs: 1_000, renewMs: 100 };
+      const dying = openStore({ databaseUrl: opened.database.env.DATABASE_URL, dataDir: opened.database.dataDir });
+      const first = new DatabaseLease(dying.db, silent, options);
+      const second = new DatabaseLease(other.db, silent, options);
+      assert.notEqual(first.holder, second.holder);
+      let firstHeldWhenSecondGained: boolean | undefined;
+      second.onGained(() => {
+        firstHeldWhenSecondGained = first.held;
+      });
+      await first.start();
+      await second.start();
+      try {
+        assert.equal(first.held, true, 'the first to claim holds it');
+        assert.equal(second.held, false);
+        // Renewals keep it well past its TTL.
+        const keptUntil = Date.now() + 2 * options.ttlMs;
+        await waitFor('two TTLs of renewals', async () => (Date.now() > keptUntil ? true : undefined), 5_000, 50);
+        assert.equal(first.held, true, 'the holder keeps it by renewing');
+        assert.equal(second.held, false);
 
-      // As a panel cut off from the database: its claims fail from now on.
-      const cutMs = Date.now();
-      await dying.close();
-      const takenMs = await waitFor(
-        'the second panel to take over',
-        async () => (second.held ? Date.now() : undefined),
-        10_000,
-        20,
-      );
-      assert.equal(
-        firstHeldWhenSecondGained,
-        false,
-        'the first had stopped believing it held the lease when the second gained it',
-      );
-      const bound = options.ttlMs + options.renewMs;
-      assert.ok(
-        takenMs - cutMs <= bound + 500,
-        `taken over ${takenMs - cutMs} ms after the cut (TTL + renewal: ${bound} ms)`,
-      );
-      assert.equal(first.held, false);
-    } finally {
-      await first.stop();
-      await second.stop();
-    }
-    assert.equal(second.held, false, 'stopped: it gave the lease up');
-    assert.equal(await claimLease(other.db, 'duties', 'a third panel', 60_000), true, 'released, so taken at once');
-  });
+        // As a panel cut off from the database: its claims fail from now on.
+        const cutMs = Date.now();
+        await dying.close();
+        const takenMs = await waitFor(
+          'the second panel to take over',
+          async () => (second.held ? Date.now() : undefined),
+          10_000,
+          20,
+        );
+        assert.equal(
+          firstHeldWhenSecondGained,
+          false,
+          'the first had stopped believing it held the lease when the second gained it',
+        );
+        const bound = options.ttlMs + options.renewMs;
+        assert.ok(
+          takenMs - cutMs <= bound + 500,
+          `taken over ${takenMs - cutMs} ms after the cut (TTL + renewal: ${bound} ms)`,
+        );
+        assert.equal(first.held, false);
+      } finally {
+        await first.stop();
+        await second.stop();
+      }
+      assert.equal(second.held, false, 'stopped: it gave the lease up');
+      assert.equal(await claimLease(other.db, 'duties', 'a third panel', 60_000), true, 'released, so taken at once');
+    },
+  );
 });

@@ -192,36 +192,39 @@ describe('WorkerLoop', () => {
     await loop.stop();
   });
 
-  test('with a lease, ticks and nudges start rounds only while it is held, and gaining it starts one at once', async () => {
-    const held = heldRound();
-    const lease = new ManualLease();
-    const loop = new WorkerLoop(held.round, { intervalMs: INTERVAL_MS, onError: unexpected, lease });
-    loop.start();
-    mock.timers.tick(3 * INTERVAL_MS);
-    loop.nudge();
-    await drain();
-    assert.equal(held.calls(), 0, 'another panel holds the lease: no round');
-    const called = loop.runOnce();
-    assert.equal(held.calls(), 1, 'runOnce runs regardless');
-    held.finish();
-    await called;
+  test(
+    'with a lease, ticks and nudges start rounds only while it is held, ' + 'and gaining it starts one at once',
+    async () => {
+      const held = heldRound();
+      const lease = new ManualLease();
+      const loop = new WorkerLoop(held.round, { intervalMs: INTERVAL_MS, onError: unexpected, lease });
+      loop.start();
+      mock.timers.tick(3 * INTERVAL_MS);
+      loop.nudge();
+      await drain();
+      assert.equal(held.calls(), 0, 'another panel holds the lease: no round');
+      const called = loop.runOnce();
+      assert.equal(held.calls(), 1, 'runOnce runs regardless');
+      held.finish();
+      await called;
 
-    lease.gain();
-    await drain();
-    assert.equal(held.calls(), 2, 'a round starts when the lease is gained, before the next tick');
-    held.finish();
-    await loop.idle();
-    mock.timers.tick(INTERVAL_MS);
-    assert.equal(held.calls(), 3, 'ticks run rounds while it is held');
-    held.finish();
-    await loop.idle();
+      lease.gain();
+      await drain();
+      assert.equal(held.calls(), 2, 'a round starts when the lease is gained, before the next tick');
+      held.finish();
+      await loop.idle();
+      mock.timers.tick(INTERVAL_MS);
+      assert.equal(held.calls(), 3, 'ticks run rounds while it is held');
+      held.finish();
+      await loop.idle();
 
-    lease.held = false;
-    mock.timers.tick(3 * INTERVAL_MS);
-    loop.nudge();
-    await drain();
-    assert.equal(held.calls(), 3, 'lost: no round again');
-    await loop.stop();
-    assert.equal(lease.listeners, 0, 'stop() stops listening to the lease');
-  });
+      lease.held = false;
+      mock.timers.tick(3 * INTERVAL_MS);
+      loop.nudge();
+      await drain();
+      assert.equal(held.calls(), 3, 'lost: no round again');
+      await loop.stop();
+      assert.equal(lease.listeners, 0, 'stop() stops listening to the lease');
+    },
+  );
 });
