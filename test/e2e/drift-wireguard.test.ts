@@ -141,6 +141,7 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
       PUBLIC_HOST: labB.hostIp,
       LOG_LEVEL: 'warn',
       DATA_DIR: join(db.dataDir, 'node'),
+      METRICS_PORT: '0',
     };
     const child = spawn(process.execPath, [CLI, 'node'], {
       env: { ...process.env, ...agentEnv },
