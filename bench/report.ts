@@ -3,7 +3,8 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const FILE = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
-const HEADER = '# Benchmarks\n\nEvery figure here comes from a script in `bench/`, run on demand on this 2-core machine; each section names its command.\n';
+const HEADER =
+  '# Benchmarks\n\nEvery figure here comes from a script in `bench/`, run on demand on this 2-core machine; each section names its command.\n';
 
 /** Replaces the section `## title` of docs/benchmarks.md (or appends it), leaving the others alone. */
 export function writeSection(title: string, body: string): void {
@@ -21,4 +22,18 @@ export function writeSection(title: string, body: string): void {
 
 export function machine(): string {
   return `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}`;
+}
+
+/** Wall and CPU (user + system, this process) time of `work`. */
+export async function timed(work: () => Promise<unknown>): Promise<{ wallMs: number; cpuMs: number }> {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await work();
+  const used = process.cpuUsage(cpu);
+  return { wallMs: performance.now() - start, cpuMs: (used.user + used.system) / 1000 };
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
