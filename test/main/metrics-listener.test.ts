@@ -116,16 +116,13 @@ describe('metrics listeners of serve and node', () => {
     assert.equal((await fetch(`http://127.0.0.1:${panelMetricsPort}/other`)).status, 404);
     assert.equal((await fetch(`http://127.0.0.1:${panelMetricsPort}/metrics`, { method: 'POST' })).status, 405);
 
-    const server = await call('POST', '/servers', { name: 'm-1', max_devices: 10 });
-    assert.equal(server.status, 201);
+    const server = (await call('POST', '/servers', { name: 'm-1', max_devices: 10 })).expect(201);
     const devices = [];
-    for (let i = 0; i < 3; i++) devices.push((await call('POST', '/devices', { server_id: server.json.id })).json);
-    assert.equal((await call('PATCH', `/devices/${devices[0].id}`, { enabled: false })).status, 200);
-    const active = (await call('GET', '/devices?status=active')).json.data.length;
-    const disabled = (await call('GET', '/devices?status=disabled')).json.data.length;
-    const running = (await call('GET', '/servers')).json.data.filter(
-      (s: { status: string }) => s.status === 'running',
-    ).length;
+    for (let i = 0; i < 3; i++) devices.push((await call('POST', '/devices', { server_id: server.id })).expect(201));
+    assert.equal((await call('PATCH', `/devices/${devices[0]?.id}`, { enabled: false })).status, 200);
+    const active = (await call('GET', '/devices?status=active')).expect(200).data.length;
+    const disabled = (await call('GET', '/devices?status=disabled')).expect(200).data.length;
+    const running = (await call('GET', '/servers')).expect(200).data.filter((s) => s.status === 'running').length;
     assert.deepEqual([active, disabled, running], [2, 1, 1]);
 
     // The census recounts every METRICS_REFRESH_INTERVAL (1 s here): wait for the count after these changes.
@@ -142,7 +139,7 @@ describe('metrics listeners of serve and node', () => {
     assert.equal(sampleValue(counted, 'vpn_panel_servers', { status: 'running' }), running);
     assert.equal(sampleValue(counted, 'vpn_panel_nodes', { status: 'online' }), 1);
     assert.equal(
-      sampleValue(counted, 'vpn_node_peers', { server: String(server.json.id) }),
+      sampleValue(counted, 'vpn_node_peers', { server: String(server.id) }),
       active,
       "the embedded node's peers",
     );
