@@ -56,7 +56,9 @@ export function firstLine(cmd: string, args: readonly string[]): string {
 
 /** The load average over 1, 5 and 15 minutes: `0.52 / 0.61 / 0.40` (the machine is shared). */
 export function loadAverage(): string {
-  return loadavg().map((l) => l.toFixed(2)).join(' / ');
+  return loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ');
 }
 
 /** The load average over the last minute. */

@@ -40,33 +40,63 @@ async function panelIngest(): Promise<string[]> {
   const rows: string[] = [];
   for (const kind of DATABASE_KINDS) {
     const database = await createTestDatabase(kind);
-    const store = await openMigratedStore({ dataDir: database.dataDir, databaseUrl: database.env.DATABASE_URL, panelSecret: undefined });
+    const store = await openMigratedStore({
+      dataDir: database.dataDir,
+      databaseUrl: database.env.DATABASE_URL,
+      panelSecret: undefined,
+    });
     try {
       const now = new Date().toISOString();
       const node = await seedNode(store.db, 'bench', now);
       const perServer = Math.ceil(DEVICES / SERVERS);
       for (let s = 0; s < SERVERS; s++) {
-        const server = await seedServer(store.db, node, { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s * 2}.0.0/15`, capacity: perServer }, now);
+        const server = await seedServer(
+          store.db,
+          node,
+          { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s * 2}.0.0/15`, capacity: perServer },
+          now,
+        );
         for (let start = 0; start < perServer; start += 1000) {
           const values = Array.from({ length: Math.min(1000, perServer - start) }, (_, k) => {
             const i = start + k;
-            return deviceValues(server.id, { name: `d${i}`, address: `10.${s * 2 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`, publicKey: fakeKey(s * perServer + i), dataLimit: 10_000_000_000, limitPeriod: 'monthly' }, now);
+            return deviceValues(
+              server.id,
+              {
+                name: `d${i}`,
+                address: `10.${s * 2 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`,
+                publicKey: fakeKey(s * perServer + i),
+                dataLimit: 10_000_000_000,
+                limitPeriod: 'monthly',
+              },
+              now,
+            );
           });
           await store.db.insertInto('devices').values(values).execute();
         }
       }
       const ids = (await store.db.selectFrom('devices').select('id').execute()).map((r) => r.id);
       const usage = new UsageService(store.db, systemClock, new Calendar('Europe/Berlin'));
-      for (const [round, label] of [[1, 'first round (new day and month buckets)'], [2, 'next round (buckets exist)']] as const) {
+      for (const [round, label] of [
+        [1, 'first round (new day and month buckets)'],
+        [2, 'next round (buckets exist)'],
+      ] as const) {
         const report: UsageReport = {
           journalId: 'bench',
-          batches: [{ seq: round, slotStartMs: Date.now(), entries: ids.map((deviceId) => ({ deviceId, rxBytes: 1000 + round, txBytes: 200, meter: 1200 * round })) }],
+          batches: [
+            {
+              seq: round,
+              slotStartMs: Date.now(),
+              entries: ids.map((deviceId) => ({ deviceId, rxBytes: 1000 + round, txBytes: 200, meter: 1200 * round })),
+            },
+          ],
           handshakes: [],
         };
         const cpu = process.cpuUsage();
         const wall = performance.now();
         await usage.ingest(node, report);
-        rows.push(`| ${kind} | ${label} | ${ids.length.toLocaleString('en')} | ${(performance.now() - wall).toFixed(0)} ms | **${cpuMs(cpu).toFixed(0)} ms** |`);
+        rows.push(
+          `| ${kind} | ${label} | ${ids.length.toLocaleString('en')} | ${(performance.now() - wall).toFixed(0)} ms | **${cpuMs(cpu).toFixed(0)} ms** |`,
+        );
       }
     } finally {
       await store.close();
@@ -83,7 +113,12 @@ function nodeCollection(): string {
     const perServer = Math.ceil(DEVICES / SERVERS);
     const readings = Array.from({ length: SERVERS }, (_, s) => ({
       instance: '1',
-      peers: Array.from({ length: perServer }, (_, i) => ({ publicKey: fakeKey(s * perServer + i), rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 })),
+      peers: Array.from({ length: perServer }, (_, i) => ({
+        publicKey: fakeKey(s * perServer + i),
+        rxBytes: 0,
+        txBytes: 0,
+        lastHandshakeMs: 0,
+      })),
     }));
     const deviceOf = (key: string) => Number(Buffer.from(key, 'base64').toString().replace(/^0+/, '') || '0') + 1;
     const round = (step: number) => {
@@ -118,9 +153,19 @@ async function enforcementLatency(): Promise<string> {
     publicKey: fakeKey(i),
     allowedIp: `10.9.${i >> 8}.${i & 255}/32`,
     speedLimitKbps: 0,
-    limits: { remainingBytes: 1_000_000 + Math.floor(Math.random() * 19_000_000), journalId: '', meter: 0, dataLimit: 20_000_000, periodEndsAtMs: null, expiresAtMs: null },
+    limits: {
+      remainingBytes: 1_000_000 + Math.floor(Math.random() * 19_000_000),
+      journalId: '',
+      meter: 0,
+      dataLimit: 20_000_000,
+      periodEndsAtMs: null,
+      expiresAtMs: null,
+    },
   }));
-  await agent.applyServer({ server: { serverId: 1, privateKey: 'k', listenPort: 51820, address: '10.9.0.1/16', mtu: 1420 }, peers });
+  await agent.applyServer({
+    server: { serverId: 1, privateKey: 'k', listenPort: 51820, address: '10.9.0.1/16', mtu: 1420 },
+    peers,
+  });
   const rates = peers.map(() => 1_000_000 + Math.random() * 7_000_000);
   const crossedAt = new Map<string, number>();
   const latencies: number[] = [];
@@ -140,14 +185,16 @@ async function enforcementLatency(): Promise<string> {
       const counters = server?.peers.get(peer.publicKey);
       if (!counters) return;
       counters.tx += Math.round(((rates[i] ?? 0) * (now - last)) / 1000);
-      if (!crossedAt.has(peer.publicKey) && counters.tx + counters.rx >= (peer.limits.remainingBytes ?? Infinity)) crossedAt.set(peer.publicKey, now);
+      if (!crossedAt.has(peer.publicKey) && counters.tx + counters.rx >= (peer.limits.remainingBytes ?? Infinity))
+        crossedAt.set(peer.publicKey, now);
     });
     last = now;
   }
   await agent.stop();
   rmSync(dir, { recursive: true, force: true });
   latencies.sort((a, b) => a - b);
-  const q = (p: number) => (latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? Number.NaN).toFixed(0);
+  const q = (p: number) =>
+    (latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? Number.NaN).toFixed(0);
   return `| ${latencies.length} of ${count} devices cut off | ${q(0.5)} ms | ${q(0.95)} ms | **${q(0.99)} ms** | ${q(1)} ms |`;
 }
 
@@ -169,7 +216,7 @@ const body = [
   '',
   'Reading the counters themselves is `wg show IF dump`: 57 ms at 10,000 peers (see "Peers on one server").',
   '',
-  'Enforcement latency on a scripted data plane (the agent\'s own decisions on its real 1 s metering timer; 1,000 devices with allowances of 1-20 MB downloading at 1-8 MB/s): time from the counters reaching the allowance to the peer leaving the interface. Target p99 under 2 s. On real WireGuard the end-to-end test measures one cut-off at about 0.2-0.5 s (test/e2e/usage-limits-wireguard.test.ts), and removing a peer costs about 3 ms more.',
+  "Enforcement latency on a scripted data plane (the agent's own decisions on its real 1 s metering timer; 1,000 devices with allowances of 1-20 MB downloading at 1-8 MB/s): time from the counters reaching the allowance to the peer leaving the interface. Target p99 under 2 s. On real WireGuard the end-to-end test measures one cut-off at about 0.2-0.5 s (test/e2e/usage-limits-wireguard.test.ts), and removing a peer costs about 3 ms more.",
   '',
   '| cut off | p50 | p95 | p99 | max |',
   '|---|---|---|---|---|',

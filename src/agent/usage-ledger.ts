@@ -31,9 +31,15 @@ const JournalSchema = Type.Object({
   journalId: Type.String(),
   nextSeq: Type.Integer({ minimum: 1 }),
   meters: Type.Record(Type.String(), Type.Integer()),
-  baselines: Type.Record(Type.String(), Type.Object({ instance: Type.String(), peers: Type.Record(Type.String(), BaselineSchema) })),
+  baselines: Type.Record(
+    Type.String(),
+    Type.Object({ instance: Type.String(), peers: Type.Record(Type.String(), BaselineSchema) }),
+  ),
   /** slot start → deviceId → [rx, tx, meter after them], rx and tx from the device's side. */
-  open: Type.Record(Type.String(), Type.Record(Type.String(), Type.Tuple([Type.Integer(), Type.Integer(), Type.Integer()]))),
+  open: Type.Record(
+    Type.String(),
+    Type.Record(Type.String(), Type.Tuple([Type.Integer(), Type.Integer(), Type.Integer()])),
+  ),
   sealed: Type.Array(UsageBatchSchema),
 });
 
@@ -179,7 +185,8 @@ export class UsageLedger {
   }
 
   #book(slot: string, deviceId: number, rx: number, tx: number): void {
-    const open = (this.#journal.open[slot] ??= {});
+    const open = this.#journal.open[slot] ?? {};
+    this.#journal.open[slot] = open;
     const meter = this.meter(deviceId) + rx + tx;
     const sums = open[deviceId] ?? [0, 0, 0];
     open[deviceId] = [sums[0] + rx, sums[1] + tx, meter];
@@ -206,13 +213,21 @@ export class UsageLedger {
       journal.sealed = kept;
     }
     for (const slot of Object.keys(journal.open).sort((a, b) => Number(a) - Number(b))) {
-      const entries = Object.entries(journal.open[slot] ?? {}).map(([id, [rxBytes, txBytes, meter]]) => ({ deviceId: Number(id), rxBytes, txBytes, meter }));
+      const entries = Object.entries(journal.open[slot] ?? {}).map(([id, [rxBytes, txBytes, meter]]) => ({
+        deviceId: Number(id),
+        rxBytes,
+        txBytes,
+        meter,
+      }));
       journal.sealed.push({ seq: journal.nextSeq++, slotStartMs: Number(slot), entries });
       this.#dirty = true;
     }
     journal.open = {};
     this.flush();
-    const handshakes = [...this.#unreported].map((deviceId) => ({ deviceId, lastHandshakeMs: this.#handshakes.get(deviceId) ?? 0 }));
+    const handshakes = [...this.#unreported].map((deviceId) => ({
+      deviceId,
+      lastHandshakeMs: this.#handshakes.get(deviceId) ?? 0,
+    }));
     this.#unreported.clear();
     return { journalId: journal.journalId, batches: journal.sealed.map((b): UsageBatch => b), handshakes };
   }

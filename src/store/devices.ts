@@ -34,16 +34,34 @@ export async function listDeviceAddresses(db: Queryable, serverId: number): Prom
 }
 
 export async function countDevicesOfServer(db: Queryable, serverId: number): Promise<number> {
-  const row = await db.selectFrom('devices').select((eb) => eb.fn.countAll<number>().as('n')).where('server_id', '=', serverId).executeTakeFirst();
+  const row = await db
+    .selectFrom('devices')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('server_id', '=', serverId)
+    .executeTakeFirst();
   return Number(row?.n ?? 0);
 }
 
 export async function isNameTaken(db: Queryable, serverId: number, name: string): Promise<boolean> {
-  return (await db.selectFrom('devices').select('id').where('server_id', '=', serverId).where('name', '=', name).executeTakeFirst()) !== undefined;
+  return (
+    (await db
+      .selectFrom('devices')
+      .select('id')
+      .where('server_id', '=', serverId)
+      .where('name', '=', name)
+      .executeTakeFirst()) !== undefined
+  );
 }
 
 export async function isKeyTaken(db: Queryable, serverId: number, publicKey: string): Promise<boolean> {
-  return (await db.selectFrom('devices').select('id').where('server_id', '=', serverId).where('public_key', '=', publicKey).executeTakeFirst()) !== undefined;
+  return (
+    (await db
+      .selectFrom('devices')
+      .select('id')
+      .where('server_id', '=', serverId)
+      .where('public_key', '=', publicKey)
+      .executeTakeFirst()) !== undefined
+  );
 }
 
 /** Names on the server that start with `prefix` (an index range), for making a name unique. */
@@ -60,8 +78,21 @@ export async function namesStartingWith(db: Queryable, serverId: number, prefix:
 
 /** What a device's peer and its limits are made of (desired-state.ts): no private key to open, no metadata. */
 const PEER_COLUMNS = [
-  'id', 'public_key', 'address', 'enabled', 'speed_limit', 'data_limit', 'limit_period', 'usage_month',
-  'month_rx', 'month_tx', 'period_rx', 'period_tx', 'meter', 'meter_journal', 'expires_at',
+  'id',
+  'public_key',
+  'address',
+  'enabled',
+  'speed_limit',
+  'data_limit',
+  'limit_period',
+  'usage_month',
+  'month_rx',
+  'month_tx',
+  'period_rx',
+  'period_tx',
+  'meter',
+  'meter_journal',
+  'expires_at',
 ] as const;
 export type PeerRow = Pick<DeviceRow, (typeof PEER_COLUMNS)[number]>;
 
@@ -112,7 +143,10 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
   if (filter.status !== undefined) {
     query = query.where(statusOf(filter.nowIso, filter.currentMonth), '=', filter.status);
   }
-  return query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
+  return query
+    .orderBy('id')
+    .limit(rowLimit(page.limit + 1))
+    .execute();
 }
 
 /** How many devices have each status, and how many of them had a handshake after `onlineSinceIso`. */
@@ -155,11 +189,22 @@ export function listDevicesOfGroup(db: Queryable, externalId: string): Promise<D
 
 /** Devices whose expiry passed and has no device.expired yet, soonest first. */
 export function listExpiryDue(db: Queryable, nowIso: string, limit: number): Promise<DeviceRow[]> {
-  return db.selectFrom('devices').selectAll().where('expiry_due_at', '<=', nowIso).orderBy('expiry_due_at').limit(rowLimit(limit)).execute();
+  return db
+    .selectFrom('devices')
+    .selectAll()
+    .where('expiry_due_at', '<=', nowIso)
+    .orderBy('expiry_due_at')
+    .limit(rowLimit(limit))
+    .execute();
 }
 
 /** Takes the device's due expiry off the list; false when another panel (or a PATCH) took it first. */
 export async function clearExpiryDue(db: Queryable, id: number, due: string): Promise<boolean> {
-  const result = await db.updateTable('devices').set({ expiry_due_at: null }).where('id', '=', id).where('expiry_due_at', '=', due).executeTakeFirst();
+  const result = await db
+    .updateTable('devices')
+    .set({ expiry_due_at: null })
+    .where('id', '=', id)
+    .where('expiry_due_at', '=', due)
+    .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
 }

@@ -22,7 +22,13 @@ function chunks<T>(items: readonly T[]): T[][] {
 }
 
 /** Records that a node batch is stored; false when it was stored before (a batch sent twice). */
-export async function claimBatch(db: Queryable, nodeId: number, journalId: string, seq: number, storedAt: string): Promise<boolean> {
+export async function claimBatch(
+  db: Queryable,
+  nodeId: number,
+  journalId: string,
+  seq: number,
+  storedAt: string,
+): Promise<boolean> {
   const result = await db
     .insertInto('usage_batches')
     .values({ node_id: nodeId, journal_id: journalId, seq, stored_at: storedAt })
@@ -63,11 +69,20 @@ function countAssignments(rx: string, tx: string, meter: string, m: string, j: s
  * plans an UPDATE … FROM as a scan of the whole table, so there the chunk goes to a temporary
  * table keyed by device and each device row looks its delta up.
  */
-export async function addToDeviceCounts(db: Queryable, deltas: readonly UsageDelta[], month: string, journalId: string): Promise<number[]> {
+export async function addToDeviceCounts(
+  db: Queryable,
+  deltas: readonly UsageDelta[],
+  month: string,
+  journalId: string,
+): Promise<number[]> {
   const ids: number[] = [];
   const postgres = isPostgres(db);
   if (!postgres) {
-    await runSql(db, 'create temp table if not exists usage_in (device_id integer primary key, rx integer not null, tx integer not null, meter integer not null)', []);
+    await runSql(
+      db,
+      'create temp table if not exists usage_in (device_id integer primary key, rx integer not null, tx integer not null, meter integer not null)',
+      [],
+    );
   }
   for (const part of chunks(deltas)) {
     const rows = part.flatMap((d) => [d.deviceId, d.rx, d.tx, d.meter]);
@@ -78,7 +93,11 @@ export async function addToDeviceCounts(db: Queryable, deltas: readonly UsageDel
         from v where d.id = v.device_id returning id`;
     } else {
       await runSql(db, 'delete from usage_in', []);
-      await runSql(db, `insert into usage_in (device_id, rx, tx, meter) values ${valuesList(part.length, ['integer', 'integer', 'integer', 'integer'])}`, rows);
+      await runSql(
+        db,
+        `insert into usage_in (device_id, rx, tx, meter) values ${valuesList(part.length, ['integer', 'integer', 'integer', 'integer'])}`,
+        rows,
+      );
       const delta = (column: string) => `(select u.${column} from usage_in u where u.device_id = d.id)`;
       text = `update devices as d set ${countAssignments(delta('rx'), delta('tx'), delta('meter'), 'cast($1 as text)', 'cast($2 as text)')}
         where d.id in (select device_id from usage_in) returning id`;
@@ -90,11 +109,20 @@ export async function addToDeviceCounts(db: Queryable, deltas: readonly UsageDel
 }
 
 /** Adds the deltas to the devices' day or month buckets. */
-export async function addToBuckets(db: Queryable, table: 'usage_daily' | 'usage_monthly', start: string, deltas: readonly UsageDelta[]): Promise<void> {
+export async function addToBuckets(
+  db: Queryable,
+  table: 'usage_daily' | 'usage_monthly',
+  start: string,
+  deltas: readonly UsageDelta[],
+): Promise<void> {
   for (const part of chunks(deltas)) {
     const text = `insert into ${table} (device_id, start, rx_bytes, tx_bytes) values ${valuesList(part.length, ['bigint', 'text', 'bigint', 'bigint'])}
       on conflict (device_id, start) do update set rx_bytes = ${table}.rx_bytes + excluded.rx_bytes, tx_bytes = ${table}.tx_bytes + excluded.tx_bytes`;
-    await runSql(db, text, part.flatMap((d) => [d.deviceId, start, d.rx, d.tx]));
+    await runSql(
+      db,
+      text,
+      part.flatMap((d) => [d.deviceId, start, d.rx, d.tx]),
+    );
   }
 }
 
@@ -103,24 +131,36 @@ export async function addToBuckets(db: Queryable, table: 'usage_daily' | 'usage_
  * yet, and returns them: the ones device.limit_reached is posted for. The rows are read back through
  * kysely, so every store plugin (decryption) applies to them.
  */
-export async function markLimitReached(db: Queryable, ids: readonly number[], currentMonth: string, nowIso: string): Promise<DeviceRow[]> {
+export async function markLimitReached(
+  db: Queryable,
+  ids: readonly number[],
+  currentMonth: string,
+  nowIso: string,
+): Promise<DeviceRow[]> {
   const marked: number[] = [];
   for (const part of chunks(ids)) {
     const text = `update devices set limit_reached_at = $1 where id in (${part.map((_, i) => `$${i + 3}`).join(', ')})
       and data_limit > 0 and limit_reached_at is null and period_rx + period_tx >= data_limit
       and (limit_period = 'total' or usage_month = $2) returning id`;
-    for (const row of await runSql<{ id: number }>(db, text, [nowIso, currentMonth, ...part])) marked.push(Number(row.id));
+    for (const row of await runSql<{ id: number }>(db, text, [nowIso, currentMonth, ...part]))
+      marked.push(Number(row.id));
   }
   const rows: DeviceRow[] = [];
-  for (const part of chunks(marked)) rows.push(...(await db.selectFrom('devices').selectAll().where('id', 'in', part).orderBy('id').execute()));
+  for (const part of chunks(marked))
+    rows.push(...(await db.selectFrom('devices').selectAll().where('id', 'in', part).orderBy('id').execute()));
   return rows;
 }
 
 /** Sets the devices' latest handshakes. */
-export async function recordHandshakes(db: Queryable, handshakes: readonly { deviceId: number; at: string }[]): Promise<void> {
+export async function recordHandshakes(
+  db: Queryable,
+  handshakes: readonly { deviceId: number; at: string }[],
+): Promise<void> {
   for (const part of chunks(handshakes)) {
     const values = sql.join(part.map((h) => sql`(cast(${h.deviceId} as bigint), ${h.at})`));
-    await sql`with v (id, at) as (values ${values}) update devices as d set last_handshake = v.at from v where d.id = v.id`.execute(db);
+    await sql`with v (id, at) as (values ${values}) update devices as d set last_handshake = v.at from v where d.id = v.id`.execute(
+      db,
+    );
   }
 }
 
@@ -131,8 +171,19 @@ export interface UsageBucket {
 }
 
 /** A device's buckets from `since` on, oldest first. */
-export function listBuckets(db: Queryable, table: 'usage_daily' | 'usage_monthly', deviceId: number, since: string): Promise<UsageBucket[]> {
-  return db.selectFrom(table).select(['start', 'rx_bytes', 'tx_bytes']).where('device_id', '=', deviceId).where('start', '>=', since).orderBy('start').execute();
+export function listBuckets(
+  db: Queryable,
+  table: 'usage_daily' | 'usage_monthly',
+  deviceId: number,
+  since: string,
+): Promise<UsageBucket[]> {
+  return db
+    .selectFrom(table)
+    .select(['start', 'rx_bytes', 'tx_bytes'])
+    .where('device_id', '=', deviceId)
+    .where('start', '>=', since)
+    .orderBy('start')
+    .execute();
 }
 
 export async function deleteDeviceUsage(db: Queryable, deviceIds: readonly number[]): Promise<void> {

@@ -41,9 +41,15 @@ describe('enforcement on the node', () => {
     assert.equal(onInterface(free), true, 'a device without a limit stays');
     // A usage reset: the panel sends the whole limit again, counted from the meter it has stored.
     const report = agent.collectUsage(null);
-    const meter = report.batches.flatMap((b) => b.entries).filter((e) => e.deviceId === 1).reduce((n, e) => Math.max(n, e.meter), 0);
+    const meter = report.batches
+      .flatMap((b) => b.entries)
+      .filter((e) => e.deviceId === 1)
+      .reduce((n, e) => Math.max(n, e.meter), 0);
     assert.equal(meter, 1000);
-    await agent.changePeers(1, { upsert: [{ ...limited, limits: { ...limited.limits, remainingBytes: 5000, journalId: report.journalId, meter } }], remove: [] });
+    await agent.changePeers(1, {
+      upsert: [{ ...limited, limits: { ...limited.limits, remainingBytes: 5000, journalId: report.journalId, meter } }],
+      remove: [],
+    });
     assert.equal(onInterface(limited), true, 'back when the reset answers');
   });
 
@@ -56,7 +62,21 @@ describe('enforcement on the node', () => {
     download(limited, 5000);
     await agent.meterAll();
     // The panel stored only the first 4000 bytes when it raised the limit to 12,000: 8000 were left then.
-    await agent.changePeers(1, { upsert: [{ ...limited, limits: { ...limited.limits, remainingBytes: 8000, dataLimit: 12_000, journalId: first.journalId, meter: 4000 } }], remove: [] });
+    await agent.changePeers(1, {
+      upsert: [
+        {
+          ...limited,
+          limits: {
+            ...limited.limits,
+            remainingBytes: 8000,
+            dataLimit: 12_000,
+            journalId: first.journalId,
+            meter: 4000,
+          },
+        },
+      ],
+      remove: [],
+    });
     assert.equal(onInterface(limited), true, '5000 of 8000 used since');
     download(limited, 3000);
     await agent.meterAll();
@@ -72,7 +92,10 @@ describe('enforcement on the node', () => {
     clock.advance(1500);
     await agent.meterAll();
     assert.equal(onInterface(expiring), false, 'expired');
-    await agent.changePeers(1, { upsert: [{ ...expiring, limits: { ...expiring.limits, expiresAtMs: clock.nowMs() + 3_600_000 } }], remove: [] });
+    await agent.changePeers(1, {
+      upsert: [{ ...expiring, limits: { ...expiring.limits, expiresAtMs: clock.nowMs() + 3_600_000 } }],
+      remove: [],
+    });
     assert.equal(onInterface(expiring), true, 'renewed');
   });
 
@@ -92,6 +115,6 @@ describe('enforcement on the node', () => {
     assert.equal(onInterface(monthly), true, '999 of the new 1000');
     download(monthly, 1);
     await agent.meterAll();
-    assert.equal(onInterface(monthly), false, 'the new month\'s limit holds too');
+    assert.equal(onInterface(monthly), false, "the new month's limit holds too");
   });
 });
