@@ -12,39 +12,18 @@ import { LocalNodeConnection } from '../src/agent/connection.ts';
 import { DryRunDriver } from '../src/agent/dry-run-driver.ts';
 import { systemClock } from '../src/domain/clock.ts';
 import { Calendar } from '../src/domain/usage.ts';
-import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
 import { openMigratedStore } from '../src/main/panel.ts';
 import { desiredStateOfNode } from '../src/services/desired-state.ts';
 import { NodeConnections } from '../src/services/nodes.ts';
 import { UsageService } from '../src/services/usage.ts';
 import { DriftRepair } from '../src/workers/drift-repair.ts';
 import { createTestDatabase, DATABASE_KINDS } from '../test/support/databases.ts';
-import { deviceValues, seedNode, seedServer } from '../test/support/usage-fixtures.ts';
-import { machine, writeSection } from './report.ts';
+import { seedFleet, seedNode } from '../test/support/usage-fixtures.ts';
+import { machine, median, timed, writeSection } from './report.ts';
 
 const DEVICES = Number(process.env.DEVICES ?? 100_000);
 const SERVERS = Number(process.env.SERVERS ?? 10);
 const RUNS = 3;
-
-/** Distinct valid public keys, cheaply: one real key per server with its first bytes varied. */
-function keyOf(base: Buffer, i: number): string {
-  const key = Buffer.from(base);
-  key.writeUInt32BE(i, 0);
-  return key.toString('base64');
-}
-
-async function timed(work: () => Promise<unknown>): Promise<{ wallMs: number; cpuMs: number }> {
-  const cpu = process.cpuUsage();
-  const start = performance.now();
-  await work();
-  const used = process.cpuUsage(cpu);
-  return { wallMs: performance.now() - start, cpuMs: (used.user + used.system) / 1000 };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-}
 
 const rows: string[] = [];
 for (const kind of DATABASE_KINDS) {
@@ -54,23 +33,12 @@ for (const kind of DATABASE_KINDS) {
   try {
     const now = new Date().toISOString();
     const node = await seedNode(store.db, 'bench', now);
-    const perServer = Math.ceil(DEVICES / SERVERS);
-    for (let s = 0; s < SERVERS; s++) {
-      const fields = { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s * 2}.0.0/15`, capacity: perServer };
-      const server = await seedServer(store.db, node, fields, now);
-      const base = Buffer.from(generateKeyPair().publicKey, 'base64');
-      for (let start = 0; start < perServer; start += 1000) {
-        const values = Array.from({ length: Math.min(1000, perServer - start) }, (_, k) => {
-          const i = start + k;
-          const address = `10.${s * 2 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
-          const publicKey = keyOf(base, i);
-          const fields = { name: `d${i}`, address, publicKey, dataLimit: 10_000_000_000 };
-          const values = deviceValues(server.id, { ...fields, limitPeriod: 'monthly' }, now);
-          return { ...values, speed_limit: i % 10 === 0 ? 5000 : 0 };
-        });
-        await store.db.insertInto('devices').values(values).execute();
-      }
-    }
+    await seedFleet(store.db, node, { devices: DEVICES, servers: SERVERS }, now, (values, i) => ({
+      ...values,
+      data_limit: 10_000_000_000,
+      limit_period: 'monthly',
+      speed_limit: i % 10 === 0 ? 5000 : 0,
+    }));
     const usage = new UsageService(store.db, systemClock, new Calendar('UTC'));
     const agent = new Agent(new DryRunDriver(), 'bench');
     const report = await agent.resync(await desiredStateOfNode(store.db, node.id, usage));

@@ -30,6 +30,20 @@ export function machine(): string {
   );
 }
 
+/** Wall and CPU (user + system, this process) time of `work`. */
+export async function timed(work: () => Promise<unknown>): Promise<{ wallMs: number; cpuMs: number }> {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await work();
+  const used = process.cpuUsage(cpu);
+  return { wallMs: performance.now() - start, cpuMs: (used.user + used.system) / 1000 };
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
 /** The host as the data-plane benches name it: nproc, CPU model and kernel. */
 export function host(): string {
   return `nproc ${availableParallelism()} (${cpus()[0]?.model ?? 'cpu'}), kernel ${release()}`;

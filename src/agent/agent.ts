@@ -16,6 +16,7 @@ import {
 } from './protocol.ts';
 import { MemoryJournal, UsageLedger } from './usage-ledger.ts';
 import { KeyedQueue } from './keyed-queue.ts';
+import { type CutoffReason, type NodeObserver, UNOBSERVED_NODE } from './metrics.ts';
 
 /** A desired peer and where its allowance started on this node's meter. */
 interface PeerState {
@@ -31,6 +32,8 @@ export interface AgentOptions {
   clock?: Clock;
   /** How often counters are read, deltas booked and limits enforced. */
   meterIntervalMs?: number;
+  /** Told what the agent does, for its metrics. */
+  observer?: NodeObserver;
 }
 
 /** Counters are read this often: a device over its limit or past its expiry is off within about this. */
@@ -57,6 +60,7 @@ export class Agent {
   readonly #ledger: UsageLedger;
   readonly #clock: Clock;
   readonly #meterIntervalMs: number;
+  readonly #observer: NodeObserver;
   /** One operation per server at a time. */
   readonly #serial = new KeyedQueue<number>();
   /** Each server's spec, as last applied. */
@@ -74,6 +78,8 @@ export class Agent {
     this.#ledger = options.ledger ?? new UsageLedger(new MemoryJournal());
     this.#clock = options.clock ?? systemClock;
     this.#meterIntervalMs = options.meterIntervalMs ?? METER_INTERVAL_MS;
+    this.#observer = options.observer ?? UNOBSERVED_NODE;
+    this.#observer.unacknowledgedBatches(this.#ledger.unacknowledgedBatches);
   }
 
   get driverKind(): Driver['kind'] {
@@ -93,20 +99,29 @@ export class Agent {
   applyServer(desired: DesiredServer): Promise<ServerState> {
     const serverId = desired.server.serverId;
     return this.#serial.run(serverId, async () => {
+      const startedMs = performance.now();
       // What the interface counted so far is booked before up() may make it anew.
       if ((await this.#driver.list()).includes(serverId)) await this.#meter(serverId).catch(() => undefined);
       const state = await this.#driver.up(desired.server);
       this.#specs.set(serverId, desired.server);
       const before = this.#peers.get(serverId);
+      const wasAdmitted = this.#admitted.get(serverId);
       const peers = new Map(desired.peers.map((p) => [p.publicKey, this.#stateOf(p, before?.get(p.publicKey))]));
       this.#peers.set(serverId, peers);
       const nowMs = this.#clock.nowMs();
-      const admitted = [...peers.values()].filter((s) => !this.#isCut(s, nowMs)).map((s) => specOf(s.peer));
+      const admitted: PeerSpec[] = [];
+      for (const [key, peerState] of peers) {
+        const cut = this.#cutReason(peerState, nowMs);
+        if (cut === undefined) admitted.push(specOf(peerState.peer));
+        else if (wasAdmitted?.has(key)) this.#observer.cutOff(cut);
+      }
       const admittedKeys = new Set(admitted.map((p) => p.publicKey));
       this.#admitted.set(serverId, admittedKeys);
+      this.#observer.serverPeers(serverId, admittedKeys.size);
       await this.#driver.setPeers(serverId, admitted);
       this.#ledger.forgetPeers(serverId, { keep: admittedKeys });
       this.#ledger.flush();
+      this.#observer.applied('server', (performance.now() - startedMs) / 1000);
       return { ...state, peerCount: admitted.length };
     });
   }
@@ -124,23 +139,33 @@ export class Agent {
         throw new DriverError(`change peers of server ${serverId}`, [
           'the agent does not run this server yet; the panel resyncs it',
         ]);
+      const startedMs = performance.now();
+      this.#observer.peersChanged(change.upsert.length + change.remove.length);
       const nowMs = this.#clock.nowMs();
       const remove = [...change.remove];
       const upsert: PeerSpec[] = [];
+      const cutOff: CutoffReason[] = [];
       for (const key of change.remove) peers.delete(key);
       for (const peer of change.upsert) {
         const state = this.#stateOf(peer, peers.get(peer.publicKey));
         peers.set(peer.publicKey, state);
-        if (this.#isCut(state, nowMs)) remove.push(peer.publicKey);
-        else upsert.push(specOf(peer));
+        const cut = this.#cutReason(state, nowMs);
+        if (cut === undefined) upsert.push(specOf(peer));
+        else {
+          remove.push(peer.publicKey);
+          if (admitted.has(peer.publicKey)) cutOff.push(cut);
+        }
       }
       // A removed peer's counters vanish with it: what they hold is booked first.
       if (change.deleted !== true && remove.some((key) => admitted.has(key))) await this.#meter(serverId);
       for (const key of remove) admitted.delete(key);
       for (const peer of upsert) admitted.add(peer.publicKey);
+      for (const reason of cutOff) this.#observer.cutOff(reason);
+      this.#observer.serverPeers(serverId, admitted.size);
       await this.#driver.changePeers(serverId, upsert, remove);
       this.#ledger.forgetPeers(serverId, { remove });
       this.#ledger.flush();
+      this.#observer.applied('peers', (performance.now() - startedMs) / 1000);
     });
   }
 
@@ -151,6 +176,7 @@ export class Agent {
       this.#specs.delete(serverId);
       this.#peers.delete(serverId);
       this.#admitted.delete(serverId);
+      this.#observer.serverPeers(serverId, undefined);
       this.#ledger.forgetServer(serverId);
       this.#ledger.flush();
     });
@@ -217,7 +243,9 @@ export class Agent {
 
   /** The panel's collection of usage (see UsageLedger.collect). */
   collectUsage(ack: UsageAck | null): UsageReport {
-    return this.#ledger.collect(ack);
+    const report = this.#ledger.collect(ack);
+    this.#observer.unacknowledgedBatches(report.batches.length);
+    return report;
   }
 
   /**
@@ -261,13 +289,16 @@ export class Agent {
     const remove: string[] = [];
     const upsert: PeerSpec[] = [];
     for (const [key, state] of peers) {
-      const cut = this.#isCut(state, nowMs);
-      if (cut && admitted.has(key)) remove.push(key);
-      else if (!cut && !admitted.has(key)) upsert.push(specOf(state.peer));
+      const cut = this.#cutReason(state, nowMs);
+      if (cut !== undefined && admitted.has(key)) {
+        remove.push(key);
+        this.#observer.cutOff(cut);
+      } else if (cut === undefined && !admitted.has(key)) upsert.push(specOf(state.peer));
     }
     if (remove.length === 0 && upsert.length === 0) return;
     for (const key of remove) admitted.delete(key);
     for (const peer of upsert) admitted.add(peer.publicKey);
+    this.#observer.serverPeers(serverId, admitted.size);
     await this.#driver.changePeers(serverId, upsert, remove);
     this.#ledger.forgetPeers(serverId, { remove });
   }
@@ -276,7 +307,8 @@ export class Agent {
   async #meter(serverId: number): Promise<void> {
     const reading = await this.#driver.readCounters(serverId);
     const peers = this.#peers.get(serverId);
-    this.#ledger.record(serverId, reading, (key) => peers?.get(key)?.peer.deviceId, this.#clock.nowMs());
+    const booked = this.#ledger.record(serverId, reading, (key) => peers?.get(key)?.peer.deviceId, this.#clock.nowMs());
+    if (booked.rxBytes + booked.txBytes > 0) this.#observer.metered(booked.rxBytes, booked.txBytes);
   }
 
   #stateOf(peer: AgentPeer, previous: PeerState | undefined): PeerState {
@@ -291,16 +323,16 @@ export class Agent {
     };
   }
 
-  /** Whether the device must be off its server now: expired, or its allowance used. */
-  #isCut(state: PeerState, nowMs: number): boolean {
+  /** Why the device must be off its server now (expired, or its allowance used); undefined while it may stay. */
+  #cutReason(state: PeerState, nowMs: number): CutoffReason | undefined {
     const limits = state.peer.limits;
-    if (limits.expiresAtMs !== null && nowMs >= limits.expiresAtMs) return true;
-    if (limits.remainingBytes === null) return false;
+    if (limits.expiresAtMs !== null && nowMs >= limits.expiresAtMs) return 'expired';
+    if (limits.remainingBytes === null) return undefined;
     const meter = this.#ledger.meter(state.peer.deviceId);
     if (limits.periodEndsAtMs !== null && nowMs >= limits.periodEndsAtMs) {
       state.rolloverMeter ??= meter;
-      return meter - state.rolloverMeter >= limits.dataLimit;
+      return meter - state.rolloverMeter >= limits.dataLimit ? 'limit_reached' : undefined;
     }
-    return meter - state.grantMeter >= limits.remainingBytes;
+    return meter - state.grantMeter >= limits.remainingBytes ? 'limit_reached' : undefined;
   }
 }

@@ -95,6 +95,12 @@ function emptyJournal(): Journal {
   return { journalId: randomUUID(), nextSeq: 1, meters: {}, baselines: {}, open: {}, sealed: [] };
 }
 
+/** Bytes one reading booked, from the devices' side (rx: what they received). */
+export interface Booked {
+  rxBytes: number;
+  txBytes: number;
+}
+
 export class UsageLedger {
   readonly #store: JournalStore;
   #journal: Journal;
@@ -112,6 +118,11 @@ export class UsageLedger {
     return this.#journal.journalId;
   }
 
+  /** Batches sealed for the panel that it has not acknowledged yet. */
+  get unacknowledgedBatches(): number {
+    return this.#journal.sealed.length;
+  }
+
   /** The device's bytes counted by this journal. */
   meter(deviceId: number): number {
     return this.#journal.meters[deviceId] ?? 0;
@@ -121,17 +132,19 @@ export class UsageLedger {
    * Books a reading of one server's counters. `deviceOf` names the device of a peer the node runs now;
    * a peer it does not know keeps the device its baseline names (after a restart, before the resync),
    * and a peer nobody knows is not counted. Peers missing from the reading lose their baselines.
+   * Returns the bytes booked, from the devices' side.
    */
   record(
     serverId: number,
     reading: CounterReading,
     deviceOf: (publicKey: string) => number | undefined,
     nowMs: number,
-  ): void {
+  ): Booked {
     const previous = this.#journal.baselines[serverId];
     const before = previous?.instance === reading.instance ? previous.peers : {};
     const peers: Record<string, Static<typeof BaselineSchema>> = {};
     const slot = String(slotStartMs(nowMs));
+    const booked = { rxBytes: 0, txBytes: 0 };
     for (const peer of reading.peers) {
       const baseline = before[peer.publicKey];
       const deviceId = deviceOf(peer.publicKey) ?? baseline?.[0];
@@ -139,13 +152,18 @@ export class UsageLedger {
       peers[peer.publicKey] = [deviceId, peer.rxBytes, peer.txBytes];
       const uploaded = counterDelta(baseline?.[1] ?? 0, peer.rxBytes);
       const downloaded = counterDelta(baseline?.[2] ?? 0, peer.txBytes);
-      if (uploaded + downloaded > 0) this.#book(slot, deviceId, downloaded, uploaded);
+      if (uploaded + downloaded > 0) {
+        this.#book(slot, deviceId, downloaded, uploaded);
+        booked.rxBytes += downloaded;
+        booked.txBytes += uploaded;
+      }
       if (peer.lastHandshakeMs > (this.#handshakes.get(deviceId) ?? 0)) {
         this.#handshakes.set(deviceId, peer.lastHandshakeMs);
         this.#unreported.add(deviceId);
       }
     }
     this.#journal.baselines[serverId] = { instance: reading.instance, peers };
+    return booked;
   }
 
   /**

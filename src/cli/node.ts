@@ -2,6 +2,7 @@ import { type AgentCertificate, loadCertificate, loadOrCreateAgentCertificate } 
 import { buildAgentApp } from '../agent/http.ts';
 import { type AgentConfig, loadAgentConfig } from '../main/config.ts';
 import { createLogger } from '../main/logging.ts';
+import { MetricsEndpoint, NodeMetrics } from '../main/metrics.ts';
 import { makeAgent } from '../main/node-driver.ts';
 import { VERSION } from '../main/version.ts';
 import { parseCommandArgs } from './usage.ts';
@@ -13,9 +14,11 @@ export async function nodeCommand(args: string[]): Promise<number> {
   const log = createLogger(config.logLevel);
   const certificate = agentCertificate(config);
   if (certificate?.created) log.info({ certFile: certificate.certFile }, 'made a key and self-signed certificate');
-  const agent = await makeAgent(config, log, VERSION);
+  const metrics = config.metrics && new MetricsEndpoint(config.metrics);
+  const agent = await makeAgent(config, log, VERSION, metrics && new NodeMetrics(metrics.registry));
   const https = certificate && { cert: certificate.cert, key: certificate.key };
   const app = await buildAgentApp({ agent, token: config.token, logger: log, https });
+  await metrics?.listen(log);
   await app.listen({ port: config.port, host: config.host });
   agent.start((err: unknown) => log.error({ err }, 'usage metering failed'));
   const tls = certificate ? { certSha256: certificate.sha256 } : { tls: 'off' };
@@ -23,7 +26,7 @@ export async function nodeCommand(args: string[]): Promise<number> {
   log.info({ driver: agent.driverKind, publicHost: config.publicHost, ...tls }, `node agent ready${pin}`);
   return new Promise((resolve) => {
     const stop = () => {
-      Promise.all([app.close(), agent.stop()]).then(
+      Promise.all([app.close(), agent.stop(), metrics?.close()]).then(
         () => resolve(0),
         () => resolve(1),
       );

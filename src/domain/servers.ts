@@ -25,6 +25,7 @@ export const SERVER_DEFAULTS = {
 
 /** `deploying` while POST waits for the node; `node_offline` while the node misses heartbeats. */
 export type ServerStatus = 'deploying' | 'running' | 'node_offline' | 'error';
+export const SERVER_STATUSES: readonly ServerStatus[] = ['deploying', 'running', 'node_offline', 'error'];
 
 /** What a caller may give when creating a server (DESIGN §3). */
 export interface ServerCreateInput {

@@ -17,6 +17,7 @@ import type { DeviceService } from '../services/devices.ts';
 import type { EventService } from '../services/events.ts';
 import type { GroupService } from '../services/groups.ts';
 import type { IdempotencyService } from '../services/idempotency.ts';
+import type { PanelObserver } from '../services/metrics.ts';
 import type { ShareLinkService } from '../services/share-links.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
@@ -64,6 +65,8 @@ export interface AppDeps {
   trustProxy: false | string[];
   /** Connections held at once; more are closed as they arrive. */
   maxConnections: number;
+  /** Told of every answer, for the metrics; none: no hook runs. */
+  observer?: PanelObserver;
 }
 
 /** Request bodies here are small JSON objects (metadata is at most 4 KB). */
@@ -94,6 +97,9 @@ function changesState(method: string | string[]): boolean {
 }
 
 const RATE_LIMIT_POLICY = rateLimitPolicyField(REQUEST_RATE);
+
+/** The route of a request that matched none: one label value for all of them, whatever their URL. */
+const UNMATCHED_ROUTE = 'unmatched';
 
 /** The rate-limit fields (none for an exempt key) and the scope: refuses the request, or lets it through. */
 function enforce(reply: FastifyReply, principal: Principal, scope: Scope, decision: RateDecision | undefined): void {
@@ -170,6 +176,15 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   app.setNotFoundHandler((request, reply) =>
     sendError(new AppError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`), request, reply),
   );
+  const observer = deps.observer;
+  if (observer !== undefined) {
+    // The route's template, never the URL: ids and share tokens stay out of the metrics, and their labels stay few.
+    app.addHook('onResponse', (request, reply, done) => {
+      const route = request.routeOptions.url ?? UNMATCHED_ROUTE;
+      observer.httpRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    });
+  }
 
   // Only JSON bodies; an empty body counts as none, since POSTs such as usage reset carry nothing.
   const parseJson = app.getDefaultJsonParser('error', 'error');

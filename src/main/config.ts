@@ -38,6 +38,15 @@ export interface PanelConfig {
   trustProxy: TrustProxy;
   /** `HTTP_MAX_CONNECTIONS`: connections the API holds at once; more are closed as they arrive. */
   maxConnections: number;
+  metrics: MetricsListenerConfig | undefined;
+  /** `METRICS_REFRESH_INTERVAL`: how often the metrics recount devices, servers, nodes and outboxes in the database. */
+  metricsRefreshMs: number;
+}
+
+/** `METRICS_HOST`:`METRICS_PORT`, where GET /metrics answers; undefined with `METRICS_PORT=0` (no listener). */
+export interface MetricsListenerConfig {
+  host: string;
+  port: number;
 }
 
 /** The addresses and CIDRs of the proxies in front of the panel (and proxy-addr's named ranges). */
@@ -57,6 +66,7 @@ export interface AgentConfig extends NodeDriverConfig {
   logLevel: LogLevel;
   /** `files`: AGENT_TLS_CERT/KEY; `self-signed`: made in DATA_DIR at first start; `off`: plain HTTP (AGENT_TLS=off). */
   tls: { kind: 'files'; certFile: string; keyFile: string } | { kind: 'self-signed' } | { kind: 'off' };
+  metrics: MetricsListenerConfig | undefined;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -172,16 +182,21 @@ const DRIFT_CHECK_INTERVAL_MS = 15_000;
 /** Longest DRIFT_CHECK_INTERVAL: two rounds and a repair must fit in the 60 s within which drift is repaired. */
 const MAX_DRIFT_CHECK_SECONDS = 20;
 
-/** `DRIFT_CHECK_INTERVAL`: seconds, or `off`; unset = the default. */
-function driftCheckInterval(env: Env, fallbackMs: number): number | null {
-  const v = value(env, 'DRIFT_CHECK_INTERVAL');
+/** An interval in seconds (fractions allowed), 1 to `maxSeconds`, as milliseconds; unset = `fallbackMs`. */
+function intervalMs(env: Env, name: string, fallbackMs: number, maxSeconds: number, orElse = ''): number {
+  const v = value(env, name);
   if (v === undefined) return fallbackMs;
-  if (v.toLowerCase() === 'off') return null;
   const seconds = Number(v);
-  if (!/^[0-9]+(\.[0-9]+)?$/.test(v) || seconds < 1 || seconds > MAX_DRIFT_CHECK_SECONDS) {
-    throw new ConfigError('DRIFT_CHECK_INTERVAL', `must be 1-${MAX_DRIFT_CHECK_SECONDS} seconds or off (got '${v}')`);
+  if (!/^[0-9]+(\.[0-9]+)?$/.test(v) || seconds < 1 || seconds > maxSeconds) {
+    throw new ConfigError(name, `must be 1-${maxSeconds} seconds${orElse} (got '${v}')`);
   }
   return Math.round(seconds * 1000);
+}
+
+/** `DRIFT_CHECK_INTERVAL`: seconds, or `off`; unset = the default. */
+function driftCheckInterval(env: Env, fallbackMs: number): number | null {
+  if (value(env, 'DRIFT_CHECK_INTERVAL')?.toLowerCase() === 'off') return null;
+  return intervalMs(env, 'DRIFT_CHECK_INTERVAL', fallbackMs, MAX_DRIFT_CHECK_SECONDS, ' or off');
 }
 
 function timezone(env: Env): string {
@@ -201,6 +216,17 @@ function allowCidrs(env: Env): Cidr[] {
   }
   return parsed;
 }
+
+/** The metrics listener of `serve` and `node` alike (README "Metrics"): loopback unless told, off with port 0. */
+function metricsListener(env: Env): MetricsListenerConfig | undefined {
+  if (value(env, 'METRICS_PORT') === '0') return undefined;
+  return { host: value(env, 'METRICS_HOST') ?? '127.0.0.1', port: port(env, 'METRICS_PORT', 9464) };
+}
+
+/** The database's counts in the metrics are this old at most (one pass over the devices each time). */
+const METRICS_REFRESH_MS = 15_000;
+/** Longest METRICS_REFRESH_INTERVAL: gauges older than a few minutes would mislead more than they save. */
+const MAX_METRICS_REFRESH_SECONDS = 300;
 
 /** The host's first non-loopback IPv4 address: where clients reach the local node by default. */
 function firstPublicIpv4(): string {
@@ -267,6 +293,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
       : certFile !== undefined && keyFile !== undefined
         ? { kind: 'files', certFile, keyFile }
         : { kind: 'self-signed' },
+    metrics: metricsListener(env),
   };
 }
 
@@ -294,5 +321,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     trustProxy: trustProxy(env),
     maxConnections: count(env, 'HTTP_MAX_CONNECTIONS', 1024, 1_000_000),
+    metrics: metricsListener(env),
+    metricsRefreshMs: intervalMs(env, 'METRICS_REFRESH_INTERVAL', METRICS_REFRESH_MS, MAX_METRICS_REFRESH_SECONDS),
   };
 }

@@ -8,6 +8,7 @@ import { JournalFile, UsageLedger } from '../agent/usage-ledger.ts';
 import { canRunWireGuard } from '../agent/wireguard/capabilities.ts';
 import { WireGuardDriver } from '../agent/wireguard/driver.ts';
 import { preparePrivateDir } from '../agent/private-files.ts';
+import type { NodeObserver } from '../agent/metrics.ts';
 import { ConfigError, type NodeDriverConfig } from './config.ts';
 
 /** What a node keeps on disk: its usage journal and its children's logs (`children/`), under DATA_DIR. */
@@ -39,9 +40,14 @@ export async function makeDriver(config: NodeFilesConfig, log: FastifyBaseLogger
   return new DryRunDriver();
 }
 
-/** A node's agent: its driver, and its usage journal in `dataDir` so usage survives restarts. */
-export async function makeAgent(config: NodeFilesConfig, log: FastifyBaseLogger, version: string): Promise<Agent> {
+/** A node's agent: its driver, its usage journal in `dataDir` so usage survives restarts, and its metrics if any. */
+export async function makeAgent(
+  config: NodeFilesConfig,
+  log: FastifyBaseLogger,
+  version: string,
+  observer: NodeObserver | undefined,
+): Promise<Agent> {
   preparePrivateDir(config.dataDir);
   const ledger = new UsageLedger(new JournalFile(join(config.dataDir, 'node-usage-journal.json')));
-  return new Agent(await makeDriver(config, log), version, { ledger });
+  return new Agent(await makeDriver(config, log), version, { ledger, observer });
 }

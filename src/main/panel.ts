@@ -42,6 +42,7 @@ import { UsageService } from '../services/usage.ts';
 import { VERSION } from './version.ts';
 import { ExpiryWatch } from '../workers/expiry-watch.ts';
 import { DatabaseLease, DUTY_LEASE } from '../workers/lease.ts';
+import { type PanelMetrics, panelMetrics } from './panel-metrics.ts';
 
 /** DESIGN §3: an attempt may take 15 s; a dead receiver holds one slot that long, never the API. */
 const WEBHOOK_TIMEOUT_MS = 15_000;
@@ -96,6 +97,8 @@ async function makeRateLimiters(config: PanelConfig, clock: Clock): Promise<Rate
 export interface Panel {
   readonly app: Api;
   readonly store: Store;
+  /** Undefined with METRICS_PORT=0. */
+  readonly metrics: PanelMetrics | undefined;
   /** Resyncs the nodes, listens, and starts the background workers. */
   start(): Promise<void>;
   /** Stops taking requests, lets the running ones finish, stops the workers, closes the database. */
@@ -120,17 +123,19 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
   const rateLimiters = await makeRateLimiters(config, clock);
   // Panels sharing a PostgreSQL run the once-only duties on one of them; on SQLite the one panel runs them all.
   const duties = store.dialect === 'postgres' ? new DatabaseLease(store.db, log, DUTY_LEASE) : undefined;
-  const localAgent = config.localNode ? await makeAgent(config, log, VERSION) : undefined;
+  const metrics = panelMetrics(config, store.db, clock, log);
+  const localAgent = config.localNode ? await makeAgent(config, log, VERSION, metrics?.node) : undefined;
   const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
   const nodes = new NodeService(store.db, clock);
   if (config.localNode) await nodes.ensureLocal(config.publicHost);
-  const usage = new UsageService(store.db, clock, new Calendar(config.timezone));
+  const usage = new UsageService(store.db, clock, new Calendar(config.timezone), metrics?.observer);
   const sender = new WebhookSender(store.db, clock, log, {
     scheduleMs: config.webhookRetryScheduleMs ?? RETRY_SCHEDULE_MS,
     timeoutMs: WEBHOOK_TIMEOUT_MS,
     concurrency: WEBHOOK_CONCURRENCY,
     pollIntervalMs: WEBHOOK_POLL_MS,
     allowPrivate: config.webhookAllowPrivate,
+    observer: metrics?.observer,
   });
   // Every API change lands through this: recorded in its transaction, then the sender nudged.
   const changes = new ChangePublisher(store.db, clock, connections, { nudgeWebhooks: () => sender.nudge() });
@@ -157,6 +162,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     logger: log,
     trustProxy: config.trustProxy,
     maxConnections: config.maxConnections,
+    observer: metrics?.observer,
   });
   const mailer = new MailSender(store.db, clock, log, {
     settings:
@@ -169,10 +175,15 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     lease: duties,
   });
   const housekeeping = new Housekeeping(store.db, clock, log, duties);
-  const monitor = new NodeMonitor(store.db, clock, connections, usage, log, {
-    ...NODE_MONITOR_DEFAULTS,
-    lease: duties,
-  });
+  const monitor = new NodeMonitor(
+    store.db,
+    clock,
+    connections,
+    usage,
+    log,
+    { ...NODE_MONITOR_DEFAULTS, lease: duties },
+    metrics?.observer,
+  );
   const expiry = new ExpiryWatch(store.db, clock, log, duties);
   const driftOptions =
     config.driftCheckIntervalMs === null ? undefined : { intervalMs: config.driftCheckIntervalMs, lease: duties };
@@ -180,11 +191,14 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
   return {
     app,
     store,
+    metrics,
     async start() {
       await duties?.start();
       // The first round resyncs every node, so servers come back after a restart before the API answers
       // (the lease holder's duty: when another panel holds it, the nodes already follow the database).
       if (duties?.held ?? true) await monitor.checkAll();
+      // Before the API, so a metrics port taken stops the start; after the round, so nodes are counted as seen.
+      await metrics?.start();
       await app.listen({ port: config.port, host: config.host });
       housekeeping.start();
       localAgent?.start((err: unknown) => log.error({ err }, 'usage metering failed'));
@@ -204,6 +218,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
       await mailer.stop();
       await duties?.stop();
       await app.close();
+      await metrics?.stop();
       await rateLimiters.close();
       await store.close();
       await lock.release();

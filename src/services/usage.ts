@@ -28,6 +28,7 @@ import {
 import { type Change, change, recordChange } from './changes.ts';
 import { deviceEventDraft } from './events.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { type PanelObserver, UNOBSERVED_PANEL } from './metrics.ts';
 
 /** Spec §2.4. */
 export interface UsageReportView {
@@ -67,11 +68,13 @@ export class UsageService {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly calendar: Calendar;
+  readonly #observer: PanelObserver;
 
-  constructor(db: Db, clock: Clock, calendar: Calendar) {
+  constructor(db: Db, clock: Clock, calendar: Calendar, observer: PanelObserver = UNOBSERVED_PANEL) {
     this.#db = db;
     this.#clock = clock;
     this.calendar = calendar;
+    this.#observer = observer;
   }
 
   currentMonth(): string {
@@ -126,9 +129,9 @@ export class UsageService {
   async ingest(node: Pick<NodeRow, 'id'>, report: UsageReport): Promise<UsageAck | null> {
     let ack: UsageAck | null = null;
     for (const batch of report.batches) {
-      await write(this.#db, async (tx) => {
+      const booked = await write(this.#db, async (tx) => {
         const nowMs = this.#clock.nowMs();
-        if (!(await claimBatch(tx, node.id, report.journalId, batch.seq, isoAt(nowMs)))) return;
+        if (!(await claimBatch(tx, node.id, report.journalId, batch.seq, isoAt(nowMs)))) return [];
         const deltas: UsageDelta[] = batch.entries.map((e) => ({
           deviceId: e.deviceId,
           rx: e.rxBytes,
@@ -142,7 +145,12 @@ export class UsageService {
         await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
         const marked = await markLimitReached(tx, [...existing], this.calendar.month(nowMs), isoAt(nowMs));
         await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
+        return stored;
       });
+      this.#observer.usageStored(
+        booked.reduce((sum, d) => sum + d.rx, 0),
+        booked.reduce((sum, d) => sum + d.tx, 0),
+      );
       ack = { journalId: report.journalId, seq: batch.seq };
     }
     if (report.handshakes.length > 0) {

@@ -74,3 +74,13 @@ export async function updateNode(db: Queryable, id: number, changes: Partial<Omi
 export async function deleteNode(db: Queryable, id: number): Promise<void> {
   await db.deleteFrom('nodes').where('id', '=', id).execute();
 }
+
+/** Nodes by status, for the metrics. */
+export async function countNodesByStatus(db: Queryable): Promise<Map<NodeRow['status'], number>> {
+  const rows = await db
+    .selectFrom('nodes')
+    .select((eb) => ['status', eb.fn.countAll<number>().as('nodes')])
+    .groupBy('status')
+    .execute();
+  return new Map(rows.map((r) => [r.status, Number(r.nodes)]));
+}

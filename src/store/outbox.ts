@@ -34,3 +34,13 @@ export async function claimableIds(
     .execute();
   return rows.map((row) => row.id);
 }
+
+/** Rows of `outbox` not yet sent nor given up, counted on its index of due rows (`state`, `next_attempt_at`). */
+export async function countPending(db: Queryable, outbox: Outbox): Promise<number> {
+  const row = await db
+    .selectFrom(outbox)
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}

@@ -103,3 +103,16 @@ export async function lockServer(db: Queryable, id: number, dialect: Dialect): P
 export function listRunningServers(db: Queryable): Promise<ServerRow[]> {
   return db.selectFrom('servers').selectAll().where('status', '=', 'running').orderBy('id').execute();
 }
+
+/** Servers by their stored status and their node's status, for the metrics (a few rows of a small table). */
+export async function countServersByStatus(
+  db: Queryable,
+): Promise<{ status: ServerRow['status']; node_status: NodeRow['status']; servers: number }[]> {
+  const rows = await db
+    .selectFrom('servers')
+    .innerJoin('nodes', 'nodes.id', 'servers.node_id')
+    .select((eb) => ['servers.status', 'nodes.status as node_status', eb.fn.countAll<number>().as('servers')])
+    .groupBy(['servers.status', 'nodes.status'])
+    .execute();
+  return rows.map((r) => ({ ...r, servers: Number(r.servers) }));
+}

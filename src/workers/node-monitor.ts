@@ -11,6 +11,7 @@ import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
 import type { UsageAck } from '../agent/protocol.ts';
 import type { UsageService } from '../services/usage.ts';
+import { type PanelObserver, UNOBSERVED_PANEL } from '../services/metrics.ts';
 import { type Lease, WorkerLoop } from './loop.ts';
 
 export interface NodeMonitorOptions {
@@ -41,6 +42,7 @@ export class NodeMonitor {
   readonly #acks = new Map<number, UsageAck>();
   #month: string | undefined;
   readonly #loop: WorkerLoop<void>;
+  readonly #observer: PanelObserver;
 
   constructor(
     db: Db,
@@ -49,8 +51,10 @@ export class NodeMonitor {
     usage: UsageService,
     log: FastifyBaseLogger,
     options: NodeMonitorOptions,
+    observer: PanelObserver = UNOBSERVED_PANEL,
   ) {
     this.#db = db;
+    this.#observer = observer;
     this.#usage = usage;
     this.#clock = clock;
     this.#connections = connections;
@@ -155,9 +159,11 @@ export class NodeMonitor {
    * failure here is not the node's liveness: the node keeps its batches and they come next round.
    */
   async #collectUsage(node: NodeRow): Promise<void> {
+    const startedMs = performance.now();
     const report = await this.#connections.for(node).collectUsage(this.#acks.get(node.id) ?? null);
     const ack = await this.#usage.ingest(node, report);
     if (ack) this.#acks.set(node.id, ack);
+    this.#observer.usageCollected((performance.now() - startedMs) / 1000);
   }
 
   start(): void {

@@ -3,6 +3,7 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type AttemptReply, attemptVerdict } from '../domain/webhooks.ts';
 import { recordActivity } from '../services/activity.ts';
+import { type PanelObserver, UNOBSERVED_PANEL } from '../services/metrics.ts';
 import { type Db, type Tx, write } from '../store/db.ts';
 import {
   type AttemptRecord,
@@ -37,14 +38,22 @@ export class DeliveryOutcomes {
   readonly #clock: Clock;
   readonly #log: FastifyBaseLogger;
   readonly #scheduleMs: readonly number[];
+  readonly #observer: PanelObserver;
   #outcomes: Outcome[] = [];
   #flushing: Promise<void> | undefined;
 
-  constructor(db: Db, clock: Clock, log: FastifyBaseLogger, scheduleMs: readonly number[]) {
+  constructor(
+    db: Db,
+    clock: Clock,
+    log: FastifyBaseLogger,
+    scheduleMs: readonly number[],
+    observer: PanelObserver = UNOBSERVED_PANEL,
+  ) {
     this.#db = db;
     this.#clock = clock;
     this.#log = log;
     this.#scheduleMs = scheduleMs;
+    this.#observer = observer;
   }
 
   /** Records one attempt's reply; true when it disables the webhook (410 Gone): its queued deliveries are to fail. */
@@ -54,6 +63,7 @@ export class DeliveryOutcomes {
     const { disablesWebhook, ...verdict } = attemptVerdict(reply, attempts, this.#scheduleMs, nowMs, Math.random);
     const record = { ...verdict, attempts, lastAttemptAt: isoAt(timing.startedAtMs), durationMs: timing.durationMs };
     this.#record(delivery.id, record, disablesWebhook ? webhook.id : undefined);
+    this.#observer.webhookDelivery(verdict.state === 'pending' ? 'retry' : verdict.state);
     if (disablesWebhook) {
       // The host only: a receiver's URL often carries its own secret in the path or query.
       const host = new URL(webhook.url).host;
@@ -64,6 +74,7 @@ export class DeliveryOutcomes {
 
   /** Fails a delivery of a disabled webhook without an attempt; the previous attempt's details stay. */
   giveUp(delivery: DeliveryRow, nowMs: number): void {
+    this.#observer.webhookDelivery('failed');
     this.#record(delivery.id, {
       state: 'failed',
       attempts: delivery.attempts,

@@ -6,6 +6,7 @@ import { claimDueDeliveries, type DeliveryRow, listEnabledWebhooks, type Webhook
 import { WorkerLoop } from './loop.ts';
 import { type WebhookAttempt, WebhookPoster, type WebhookPosterOptions } from './webhook-attempt.ts';
 import { DeliveryOutcomes } from './webhook-outcomes.ts';
+import type { PanelObserver } from '../services/metrics.ts';
 
 export interface WebhookSenderOptions extends WebhookPosterOptions {
   /** Waits before each retry: RETRY_SCHEDULE_MS in production. */
@@ -14,6 +15,8 @@ export interface WebhookSenderOptions extends WebhookPosterOptions {
   concurrency: number;
   /** How often due deliveries (retries) are looked for when nothing nudges the sender. */
   pollIntervalMs: number;
+  /** Told what became of each attempt, for the metrics. */
+  observer?: PanelObserver;
 }
 
 /** Time after an attempt's timeout for its result to be written before another sender may take the delivery. */
@@ -72,7 +75,7 @@ export class WebhookSender {
     } else {
       this.#attempt = attempt;
     }
-    this.#outcomes = new DeliveryOutcomes(db, clock, log, options.scheduleMs);
+    this.#outcomes = new DeliveryOutcomes(db, clock, log, options.scheduleMs, options.observer);
     this.#perWebhookCap = Math.max(1, Math.floor(options.concurrency / 4));
     this.#pump = new WorkerLoop(() => this.#fill(), {
       intervalMs: options.pollIntervalMs,

@@ -5,43 +5,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
-import type { AgentPeer, PeerLimits } from '../../src/agent/protocol.ts';
+import type { AgentPeer } from '../../src/agent/protocol.ts';
 import { MemoryJournal, UsageLedger } from '../../src/agent/usage-ledger.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
-import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
+import { TEST_SERVER, testPeer } from '../support/agent-peers.ts';
 import { ScriptedDriver } from '../support/scripted-driver.ts';
-
-const SERVER = {
-  serverId: 1,
-  privateKey: generateKeyPair().privateKey,
-  listenPort: 51820,
-  address: '10.9.0.1/24',
-  mtu: 1420,
-};
-const NO_LIMITS: PeerLimits = {
-  remainingBytes: null,
-  journalId: '',
-  meter: 0,
-  dataLimit: 0,
-  periodEndsAtMs: null,
-  expiresAtMs: null,
-};
-
-function peer(deviceId: number, limits: Partial<PeerLimits>): AgentPeer {
-  return {
-    deviceId,
-    publicKey: generateKeyPair().publicKey,
-    allowedIp: `10.9.0.${deviceId + 1}/32`,
-    speedLimitKbps: 0,
-    limits: { ...NO_LIMITS, ...limits },
-  };
-}
 
 async function setup(peers: AgentPeer[]) {
   const clock = new ManualClock(Date.parse('2026-11-30T22:00:00Z'));
   const driver = new ScriptedDriver();
   const agent = new Agent(driver, 'test', { ledger: new UsageLedger(new MemoryJournal()), clock });
-  await agent.applyServer({ server: SERVER, peers });
+  await agent.applyServer({ server: TEST_SERVER, peers });
   const onInterface = (p: AgentPeer) => driver.servers.get(1)?.peers.has(p.publicKey) ?? false;
   /** The device downloads `bytes` (the server sends them). */
   const download = (p: AgentPeer, bytes: number) => {
@@ -54,8 +28,8 @@ async function setup(peers: AgentPeer[]) {
 
 describe('enforcement on the node', () => {
   it('cuts a device off once its allowance is used, and a new allowance brings it back at once', async () => {
-    const limited = peer(1, { remainingBytes: 1000, dataLimit: 5000 });
-    const free = peer(2, {});
+    const limited = testPeer(1, { remainingBytes: 1000, dataLimit: 5000 });
+    const free = testPeer(2, {});
     const { agent, onInterface, download } = await setup([limited, free]);
     download(limited, 999);
     download(free, 1_000_000);
@@ -80,7 +54,7 @@ describe('enforcement on the node', () => {
   });
 
   it('counts usage the panel has not stored yet against a new allowance', async () => {
-    const limited = peer(1, { remainingBytes: 10_000, dataLimit: 10_000 });
+    const limited = testPeer(1, { remainingBytes: 10_000, dataLimit: 10_000 });
     const { agent, onInterface, download } = await setup([limited]);
     download(limited, 4000);
     await agent.meterAll();
@@ -111,7 +85,7 @@ describe('enforcement on the node', () => {
 
   it('cuts a device off when its expiry passes on the node clock; a later expiry re-admits it', async () => {
     const { clock, agent, onInterface } = await setup([]);
-    const expiring = peer(3, { expiresAtMs: clock.nowMs() + 1500 });
+    const expiring = testPeer(3, { expiresAtMs: clock.nowMs() + 1500 });
     await agent.changePeers(1, { upsert: [expiring], remove: [] });
     await agent.meterAll();
     assert.equal(onInterface(expiring), true);
@@ -128,7 +102,7 @@ describe('enforcement on the node', () => {
   it('re-admits a monthly device on its own at the start of the next month, with the whole limit', async () => {
     const { clock, agent, onInterface, download } = await setup([]);
     const periodEndsAtMs = Date.parse('2026-11-30T23:00:00Z'); // 1 December 00:00 in Berlin
-    const monthly = peer(4, { remainingBytes: 100, dataLimit: 1000, periodEndsAtMs });
+    const monthly = testPeer(4, { remainingBytes: 100, dataLimit: 1000, periodEndsAtMs });
     await agent.changePeers(1, { upsert: [monthly], remove: [] });
     download(monthly, 100);
     await agent.meterAll();

@@ -31,10 +31,11 @@ function jsonLines(text: string): Record<string, unknown>[] {
 
 /**
  * Starts `vpn-panel node` with `env` (at LOG_LEVEL info unless told, so its ready line with the
- * certificate's fingerprint is printed) and waits up to 20 s for that line.
+ * certificate's fingerprint is printed; without metrics unless told, so agents of parallel tests never
+ * share a port) and waits up to 20 s for that line.
  */
 export async function startAgent(env: Env, track?: (child: ChildProcess) => void): Promise<AgentProcess> {
-  const options = { env: { ...process.env, LOG_LEVEL: 'info', ...env }, cwd: ROOT };
+  const options = { env: { ...process.env, LOG_LEVEL: 'info', METRICS_PORT: '0', ...env }, cwd: ROOT };
   const child = spawn(process.execPath, [CLI, 'node'], { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
   track?.(child);
   let output = '';

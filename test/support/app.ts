@@ -4,6 +4,7 @@ import { systemClock } from '../../src/domain/clock.ts';
 import type { Api } from '../../src/http/api.ts';
 import { loadPanelConfig } from '../../src/main/config.ts';
 import { assemblePanel, type Panel } from '../../src/main/panel.ts';
+import type { PanelMetrics } from '../../src/main/panel-metrics.ts';
 import { ApiKeyService } from '../../src/services/api-keys.ts';
 import type { Store } from '../../src/store/open.ts';
 import type { paths } from './api-types.ts';
@@ -20,6 +21,8 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as 
 export interface AppUnderTest {
   readonly app: Api;
   readonly store: Store;
+  /** The panel's metrics as its listener would serve them (nothing listens here); undefined with METRICS_PORT=0. */
+  readonly metrics: PanelMetrics | undefined;
   /** An API key made as `vpn-panel keys create` makes it; returns the key. */
   createKey(name: string, scopes: string, options?: { rateLimitExempt?: boolean }): Promise<string>;
   /** The typed client of the OpenAPI document, its requests answered in process. */
@@ -41,7 +44,7 @@ export async function buildTestApp(database: TestDatabase, env: Record<string, s
   });
   let output = '';
   const panel: Panel = await assemblePanel(config, { logDestination: { write: (line) => (output += line) } });
-  const { app, store } = panel;
+  const { app, store, metrics } = panel;
   const fetchInProcess = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
     const body = request.body === null ? undefined : await request.text();
@@ -64,6 +67,7 @@ export async function buildTestApp(database: TestDatabase, env: Record<string, s
   return {
     app,
     store,
+    metrics,
     async createKey(name, scopes, options = {}) {
       const keys = new ApiKeyService(store, systemClock);
       const input = { name, scopes, rateLimitExempt: options.rateLimitExempt ?? false };

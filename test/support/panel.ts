@@ -258,6 +258,7 @@ export interface StartOptions {
 /**
  * Starts `vpn-panel serve` the way the README does, on a free port, and waits for /healthz.
  * Tests run as one process each, so a panel that a test forgets is still ended by `stop()` in `after`.
+ * Its metrics listener is off unless the test sets METRICS_PORT, so panels of parallel tests never share one.
  */
 export async function startPanel(options: StartOptions): Promise<PanelProcess> {
   const port = options.port ?? (await freePort());
@@ -265,6 +266,7 @@ export async function startPanel(options: StartOptions): Promise<PanelProcess> {
     PORT: String(port),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
+    METRICS_PORT: '0',
     NODE_DRIVER: 'dry-run',
     PUBLIC_HOST: '192.0.2.1',
     ...options.database.env,

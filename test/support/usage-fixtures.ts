@@ -90,6 +90,41 @@ export function deviceValues(
   };
 }
 
+/** Distinct valid public keys, cheaply: one real key with its first bytes varied. */
+function keyOf(base: Buffer, i: number): string {
+  const key = Buffer.from(base);
+  key.writeUInt32BE(i, 0);
+  return key.toString('base64');
+}
+
+/**
+ * `devices` enabled devices over `servers` running servers of `node` (the n-th on 10.2n.0.0/15), inserted a
+ * thousand a statement, for benchmarks at fleet scale. `row` may change each device's row (`i`: its index on
+ * its server).
+ */
+export async function seedFleet(
+  db: Db,
+  node: Pick<NodeRow, 'id'>,
+  size: { devices: number; servers: number },
+  nowIso: string,
+  row: (values: Insertable<DeviceTable>, i: number) => Insertable<DeviceTable> = (values) => values,
+): Promise<void> {
+  const perServer = Math.ceil(size.devices / size.servers);
+  for (let s = 0; s < size.servers; s++) {
+    const fields = { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s * 2}.0.0/15`, capacity: perServer };
+    const server = await seedServer(db, node, fields, nowIso);
+    const base = Buffer.from(generateKeyPair().publicKey, 'base64');
+    for (let start = 0; start < perServer; start += 1000) {
+      const values = Array.from({ length: Math.min(1000, perServer - start) }, (_, k) => {
+        const i = start + k;
+        const address = `10.${s * 2 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+        return row(deviceValues(server.id, { name: `d${i}`, address, publicKey: keyOf(base, i) }, nowIso), i);
+      });
+      await db.insertInto('devices').values(values).execute();
+    }
+  }
+}
+
 /** A migrated store on a new test database of the kind, opened before the suite's tests and dropped after them. */
 export function migratedStoreForSuite(kind: DatabaseKind): { readonly store: Store; readonly database: TestDatabase } {
   let opened: TestStore | undefined;
