@@ -8,3 +8,17 @@ project_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ ! -f "$project_root/node_modules/.package-lock.json" ] || [ "$project_root/package-lock.json" -nt "$project_root/node_modules/.package-lock.json" ]; then
   (cd "$project_root" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
 fi
+
+# Builds the operator console (console/ into dist/console, `npm run build:console`) when it was never
+# built or a file of console/ or the lock file changed since the last build; otherwise does nothing.
+build_console() {
+  local stamp="$project_root/dist/console.built"
+  if [ -f "$stamp" ] && [ -z "$(find "$project_root/console" "$project_root/package-lock.json" -newer "$stamp" -print -quit)" ]; then
+    return
+  fi
+  mkdir -p "$project_root/dist"
+  # Stamped with the time the build began, so a file changed during the build triggers the next one.
+  touch "$stamp.next"
+  (cd "$project_root" && npm run --silent build:console >&2)
+  mv "$stamp.next" "$stamp"
+}

@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
-import type { components } from '../support/api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { endLab, LabPanel } from '../support/lab-panel.ts';
 import type { ApiClient } from '../support/panel.ts';

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AgentProcess, startAgent } from './agent.ts';
-import type { components } from './api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import type { TestDatabase } from './databases.ts';
 import { type NetLab, run, sleep, waitFor, type WgClient } from './netns.ts';
 import { type ApiClient, type CliResult, freePort, type PanelProcess, startPanel } from './panel.ts';

@@ -1,0 +1,3 @@
+import { render } from 'preact';
+
+render(<main>console</main>, document.getElementById('app') ?? document.body);
