@@ -1,3 +1,5 @@
 import { render } from 'preact';
+import { App } from './app.tsx';
+import './styles.css';
 
-render(<main>console</main>, document.getElementById('app') ?? document.body);
+render(<App />, document.getElementById('app') ?? document.body);
