@@ -242,12 +242,12 @@ function Config({ device }: { device: Device }) {
         <div>
           <p>Scan the code with the WireGuard app, or give the file to the device.</p>
           <p>
-            <a class="button" href={file} download>
+            <a class="button" href={file} download="">
               Download config
             </a>
           </p>
           <p>
-            <a href={`${file}?kill_switch=true`} download>
+            <a href={`${file}?kill_switch=true`} download="">
               Download with a kill switch (Linux)
             </a>
           </p>
