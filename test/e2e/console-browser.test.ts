@@ -30,7 +30,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { components } from '../../console/src/api-types.ts';
 import { chromiumSkip, launchChromium } from '../support/chromium.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { endLab, LabPanel, need } from '../support/lab-panel.ts';
+import { endLab, LabPanel, need, ok } from '../support/lab-panel.ts';
 import { ROOT } from '../support/panel.ts';
 import { decodeQr, needsTool } from '../support/tools.ts';
 
@@ -152,12 +152,6 @@ function cliWithInput(panel: LabPanel, args: readonly string[], input: string): 
     );
     child.stdin.end(input);
   });
-}
-
-/** The data of an openapi-fetch answer, or a failed assertion naming the call and the answer. */
-function ok<T>(result: { data?: T; error?: unknown; response: Response }, what: string): T {
-  assert.ok(result.data !== undefined, `${what}: ${result.response.status} ${JSON.stringify(result.error)}`);
-  return result.data;
 }
 
 describe('the operator console in headless Chromium (sqlite)', {
@@ -502,7 +496,12 @@ describe('the operator console in headless Chromium (sqlite)', {
       await page.getByRole('link', { name: 'New server' }).click();
       await heading(page, 'New server');
       await page.getByLabel('Name', { exact: true }).fill('ams-1');
-      await page.getByRole('button', { name: 'Create server' }).click();
+      const [post] = await Promise.all([
+        page.waitForRequest((request) => request.method() === 'POST' && request.url().endsWith('/api/v1/servers')),
+        page.getByRole('button', { name: 'Create server' }).click(),
+      ]);
+      assert.equal(post.headers()['x-console-request'], '1', 'a write of the console says so');
+      assert.equal(post.headers().authorization === undefined, sessions, 'the console itself sends no key');
       await heading(page, 'ams-1');
       const servers = ok(await need(panel, 'the panel').api.GET('/api/v1/servers'), 'GET /servers').data;
       const made = servers.find((server) => server.name === 'ams-1');

@@ -21,7 +21,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { chromiumSkip, launchChromium } from '../support/chromium.ts';
-import { endLab, LabPanel } from '../support/lab-panel.ts';
+import { endLab, LabPanel, ok } from '../support/lab-panel.ts';
 import type { ApiClient } from '../support/panel.ts';
 import { decodeQr, needsTool } from '../support/tools.ts';
 
@@ -35,12 +35,6 @@ const DATA_LIMIT = 1_500_000_000;
 const EXPIRES_AT = '2099-06-30T12:00:00Z';
 
 const noZbarimg = needsTool('zbarimg', 'zbar-tools');
-
-/** The data of an openapi-fetch answer, or a failed assertion naming the call and the answer. */
-function ok<T>(result: { data?: T; error?: unknown; response: Response }, what: string): T {
-  assert.ok(result.data !== undefined, `${what}: ${result.response.status} ${JSON.stringify(result.error)}`);
-  return result.data;
-}
 
 describe('the public share page in headless Chromium (sqlite)', {
   skip: chromiumSkip,

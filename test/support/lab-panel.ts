@@ -22,6 +22,12 @@ export function need<T>(value: T | undefined, what: string): T {
   return value;
 }
 
+/** The data of an openapi-fetch answer, or a failed assertion naming the call and the answer. */
+export function ok<T>(result: { data?: T; error?: unknown; response: Response }, what: string): T {
+  assert.ok(result.data !== undefined, `${what}: ${result.response.status} ${JSON.stringify(result.error)}`);
+  return result.data;
+}
+
 /** The env that makes a node (embedded or `vpn-panel node`) drive real WireGuard in the lab's host namespace. */
 export function labNodeEnv(lab: NetLab): Record<string, string> {
   return { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: lab.prefix, PUBLIC_HOST: lab.hostIp };

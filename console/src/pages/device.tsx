@@ -27,7 +27,7 @@ import {
   useCanWrite,
   useLoad,
 } from '../ui.tsx';
-import { DataLimit, DEVICE_POLL_MS } from './devices.tsx';
+import { DataLimit, DEVICE_POLL_MS, LimitFields } from './devices.tsx';
 import { loadAllServers } from './servers.tsx';
 
 type DeviceChange = paths['/api/v1/devices/{id}']['patch']['requestBody']['content']['application/json'];
@@ -123,15 +123,7 @@ function Limits({ device, onSaved }: { device: Device; onSaved: (device: Device)
     <form onSubmit={submit} class="form" aria-labelledby="limits">
       <h2 id="limits">Limits</h2>
       <FormProblem problem={problem} shown={['data_limit', 'limit_period', 'expires_at', 'speed_limit']} />
-      <TextField
-        label="Data limit (GB)"
-        name="data_limit"
-        problem={problem}
-        inputMode="decimal"
-        hint="Downloads and uploads together; empty: no limit."
-        value={form.dataLimit}
-        onValue={(dataLimit) => set({ dataLimit })}
-      />
+      <LimitFields form={form} set={set} problem={problem} />
       <SelectField
         label="Limit period"
         name="limit_period"
@@ -142,15 +134,6 @@ function Limits({ device, onSaved }: { device: Device; onSaved: (device: Device)
           { value: 'total', label: 'In total (until a reset)' },
         ]}
         onValue={(period) => set({ period: period === 'total' ? 'total' : 'monthly' })}
-      />
-      <TextField
-        label="Expires"
-        name="expires_at"
-        dateTime
-        problem={problem}
-        hint="Empty: never."
-        value={form.expires}
-        onValue={(expires) => set({ expires })}
       />
       <TextField
         label="Speed limit (Mbit/s)"

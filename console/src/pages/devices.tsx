@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, type Device, read, type Server } from '../api.ts';
+import { api, type Device, type Problem, read, type Server } from '../api.ts';
 import type { paths } from '../api-types.ts';
 import { formatBytes, fromLocalInput, gigabytesToBytes } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
@@ -114,6 +114,37 @@ export function DeviceList({ filter }: { filter: Omit<DeviceQuery, 'after' | 'li
   );
 }
 
+/** A device's data limit (typed in GB) and expiry (in the browser's zone): the new device's and the limits' form. */
+export function LimitFields(props: {
+  form: { dataLimit: string; expires: string };
+  set: (change: { dataLimit?: string; expires?: string }) => void;
+  problem: Problem | null;
+}) {
+  const { form, set, problem } = props;
+  return (
+    <>
+      <TextField
+        label="Data limit (GB)"
+        name="data_limit"
+        problem={problem}
+        inputMode="decimal"
+        hint="Downloads and uploads together; empty: no limit."
+        value={form.dataLimit}
+        onValue={(dataLimit) => set({ dataLimit })}
+      />
+      <TextField
+        label="Expires"
+        name="expires_at"
+        dateTime
+        problem={problem}
+        hint="Empty: never."
+        value={form.expires}
+        onValue={(expires) => set({ expires })}
+      />
+    </>
+  );
+}
+
 function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () => void }) {
   const [form, setForm] = useState({ name: '', server: props.server, externalId: '', dataLimit: '', expires: '' });
   const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
@@ -160,23 +191,7 @@ function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () 
         value={form.externalId}
         onValue={(externalId) => set({ externalId })}
       />
-      <TextField
-        label="Data limit (GB)"
-        name="data_limit"
-        problem={problem}
-        inputMode="decimal"
-        hint="Per month; empty: no limit."
-        value={form.dataLimit}
-        onValue={(dataLimit) => set({ dataLimit })}
-      />
-      <TextField
-        label="Expires"
-        name="expires_at"
-        dateTime
-        problem={problem}
-        value={form.expires}
-        onValue={(expires) => set({ expires })}
-      />
+      <LimitFields form={form} set={set} problem={problem} />
       <div class="actions">
         <button type="submit" class="primary" disabled={action.busy}>
           Create

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { act, api, read, readPages, type Server } from '../api.ts';
+import { act, api, type Problem, read, readPages, type Server } from '../api.ts';
 import type { paths } from '../api-types.ts';
 import { formatCount } from '../format.ts';
 import { navigate } from '../router.ts';
@@ -64,19 +64,87 @@ export function ServersPage() {
   );
 }
 
+/** The settings a server is made with and changed by (both forms). */
+interface ServerSettings {
+  name: string;
+  endpoint: string;
+  port: string;
+  dns: string;
+  clientToClient: boolean;
+}
+
+const SETTINGS_FIELDS = ['name', 'endpoint', 'listen_port', 'dns'];
+
+function SettingsFields(props: {
+  form: ServerSettings;
+  set: (change: Partial<ServerSettings>) => void;
+  problem: Problem | null;
+  creating: boolean;
+}) {
+  const { form, set, problem, creating } = props;
+  return (
+    <>
+      <TextField
+        label="Name"
+        name="name"
+        problem={problem}
+        required
+        value={form.name}
+        onValue={(name) => set({ name })}
+      />
+      <TextField
+        label="Endpoint"
+        name="endpoint"
+        problem={problem}
+        hint={`Host name or address clients connect to${creating ? "; empty: the node's public host" : ''}.`}
+        value={form.endpoint}
+        onValue={(endpoint) => set({ endpoint })}
+      />
+      <TextField
+        label="Listen port"
+        name="listen_port"
+        problem={problem}
+        inputMode="numeric"
+        hint={
+          creating
+            ? 'Empty: the next free port.'
+            : 'A new port or MTU restarts the server: connections drop for a moment.'
+        }
+        value={form.port}
+        onValue={(port) => set({ port })}
+      />
+      <TextField
+        label="DNS servers"
+        name="dns"
+        problem={problem}
+        hint={`Comma-separated addresses${creating ? '; empty: the default' : ''}.`}
+        value={form.dns}
+        onValue={(dns) => set({ dns })}
+      />
+      <CheckField
+        label="Clients may reach each other"
+        name="client_to_client"
+        problem={problem}
+        checked={form.clientToClient}
+        onChecked={(clientToClient) => set({ clientToClient })}
+      />
+    </>
+  );
+}
+
 export function NewServerPage() {
   const [nodes] = useLoad(() => read(api.GET('/api/v1/nodes')), []);
   const [form, setForm] = useState({
     name: '',
-    node: '',
     endpoint: '',
     port: '',
+    dns: '',
+    clientToClient: false,
+    node: '',
     address: '',
     maxDevices: '',
     country: '',
     city: '',
-    dns: '',
-    clientToClient: false,
   });
   const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
   const action = useAction();
@@ -101,19 +169,14 @@ export function NewServerPage() {
     );
   };
   const { problem } = action;
-  const shown = ['name', 'node_id', 'endpoint', 'listen_port', 'address', 'max_devices', 'country', 'city', 'dns'];
   return (
     <Page title="New server">
       <form onSubmit={submit} class="form">
-        <FormProblem problem={problem} shown={shown} />
-        <TextField
-          label="Name"
-          name="name"
+        <FormProblem
           problem={problem}
-          required
-          value={form.name}
-          onValue={(name) => set({ name })}
+          shown={[...SETTINGS_FIELDS, 'node_id', 'address', 'max_devices', 'country', 'city']}
         />
+        <SettingsFields form={form} set={set} problem={problem} creating />
         <Show loaded={nodes} what="nodes">
           {(data) => (
             <SelectField
@@ -129,23 +192,6 @@ export function NewServerPage() {
             />
           )}
         </Show>
-        <TextField
-          label="Endpoint"
-          name="endpoint"
-          problem={problem}
-          hint="Host name or address clients connect to; empty: the node's public host."
-          value={form.endpoint}
-          onValue={(endpoint) => set({ endpoint })}
-        />
-        <TextField
-          label="Listen port"
-          name="listen_port"
-          problem={problem}
-          inputMode="numeric"
-          hint="Empty: the next free port."
-          value={form.port}
-          onValue={(port) => set({ port })}
-        />
         <TextField
           label="Address"
           name="address"
@@ -171,21 +217,6 @@ export function NewServerPage() {
           onValue={(country) => set({ country })}
         />
         <TextField label="City" name="city" problem={problem} value={form.city} onValue={(city) => set({ city })} />
-        <TextField
-          label="DNS servers"
-          name="dns"
-          problem={problem}
-          hint="Comma-separated addresses; empty: the default."
-          value={form.dns}
-          onValue={(dns) => set({ dns })}
-        />
-        <CheckField
-          label="Clients may reach each other"
-          name="client_to_client"
-          problem={problem}
-          checked={form.clientToClient}
-          onChecked={(clientToClient) => set({ clientToClient })}
-        />
         <div class="actions">
           <button type="submit" class="primary" disabled={action.busy}>
             {action.busy ? 'Deploying…' : 'Create server'}
@@ -239,10 +270,10 @@ function EditServer({ server, onSaved }: { server: Server; onSaved: () => void }
     name: server.name,
     endpoint: server.endpoint,
     port: String(server.listen_port),
-    mtu: String(server.mtu),
-    keepalive: String(server.persistent_keepalive),
     dns: server.dns.join(', '),
     clientToClient: server.client_to_client,
+    mtu: String(server.mtu),
+    keepalive: String(server.persistent_keepalive),
   };
   const [form, setForm] = useState(initial);
   const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
@@ -268,35 +299,11 @@ function EditServer({ server, onSaved }: { server: Server; onSaved: () => void }
     );
   };
   const { problem } = action;
-  const shown = ['name', 'endpoint', 'listen_port', 'mtu', 'persistent_keepalive', 'dns'];
   return (
     <form onSubmit={submit} class="form" aria-labelledby="edit-server">
       <h2 id="edit-server">Settings</h2>
-      <FormProblem problem={problem} shown={shown} />
-      <TextField
-        label="Name"
-        name="name"
-        problem={problem}
-        required
-        value={form.name}
-        onValue={(name) => set({ name })}
-      />
-      <TextField
-        label="Endpoint"
-        name="endpoint"
-        problem={problem}
-        value={form.endpoint}
-        onValue={(endpoint) => set({ endpoint })}
-      />
-      <TextField
-        label="Listen port"
-        name="listen_port"
-        problem={problem}
-        inputMode="numeric"
-        hint="A new port or MTU restarts the server: connections drop for a moment."
-        value={form.port}
-        onValue={(port) => set({ port })}
-      />
+      <FormProblem problem={problem} shown={[...SETTINGS_FIELDS, 'mtu', 'persistent_keepalive']} />
+      <SettingsFields form={form} set={set} problem={problem} creating={false} />
       <TextField
         label="MTU"
         name="mtu"
@@ -312,14 +319,6 @@ function EditServer({ server, onSaved }: { server: Server; onSaved: () => void }
         inputMode="numeric"
         value={form.keepalive}
         onValue={(keepalive) => set({ keepalive })}
-      />
-      <TextField label="DNS servers" name="dns" problem={problem} value={form.dns} onValue={(dns) => set({ dns })} />
-      <CheckField
-        label="Clients may reach each other"
-        name="client_to_client"
-        problem={problem}
-        checked={form.clientToClient}
-        onChecked={(clientToClient) => set({ clientToClient })}
       />
       <div class="actions">
         <button type="submit" class="primary" disabled={action.busy}>
