@@ -10,10 +10,12 @@ if [ ! -f "$project_root/node_modules/.package-lock.json" ] || [ "$project_root/
 fi
 
 # Builds the operator console (console/ into dist/console, `npm run build:console`) when it was never
-# built or a file of console/ or the lock file changed since the last build; otherwise does nothing.
+# built or what it is built from changed since the last build: console/, the one file of src/ it imports,
+# the lock file. Otherwise does nothing.
 build_console() {
   local stamp="$project_root/dist/console.built"
-  if [ -f "$stamp" ] && [ -z "$(find "$project_root/console" "$project_root/package-lock.json" -newer "$stamp" -print -quit)" ]; then
+  local sources=("$project_root/console" "$project_root/src/domain/events.ts" "$project_root/package-lock.json")
+  if [ -f "$stamp" ] && [ -z "$(find "${sources[@]}" -newer "$stamp" -print -quit)" ]; then
     return
   fi
   mkdir -p "$project_root/dist"

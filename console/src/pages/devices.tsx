@@ -106,7 +106,7 @@ export function DeviceList({ filter }: { filter: Omit<DeviceQuery, 'after' | 'li
         <>
           <DeviceRows devices={data.data} servers={names} />
           {(after !== '' || data.has_more) && (
-            <Pager after={after} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setAfter} />
+            <Pager key={key} after={after} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setAfter} />
           )}
         </>
       )}
