@@ -164,9 +164,12 @@ describe('the operator console in headless Chromium (sqlite)', {
   let origin: string;
   let problems: Problems;
 
-  /** A new browser context at `viewport`, watched for problems. */
-  async function newContext(viewport: { width: number; height: number }): Promise<BrowserContext> {
-    const context = await need(browser, 'a browser').newContext({ viewport, acceptDownloads: true });
+  /** A new browser context at `viewport` (light unless asked), watched for problems. */
+  async function newContext(
+    viewport: { width: number; height: number },
+    colorScheme: 'light' | 'dark' = 'light',
+  ): Promise<BrowserContext> {
+    const context = await need(browser, 'a browser').newContext({ viewport, colorScheme, acceptDownloads: true });
     await problems.watch(context);
     return context;
   }
@@ -426,8 +429,8 @@ describe('the operator console in headless Chromium (sqlite)', {
       await tour(page, 'desktop');
     });
 
-    it('every page fits a 390 px phone without sideways scrolling (phone)', async () => {
-      const phone = await newContext(PHONE);
+    it('every page fits a 390 px phone without sideways scrolling (phone, dark theme)', async () => {
+      const phone = await newContext(PHONE, 'dark');
       try {
         const small = await signIn(phone, ADMIN, ADMIN_PASSWORD, 'admin');
         await tour(small, 'phone');
