@@ -34,6 +34,7 @@ import { EventSchema } from './schemas/events.ts';
 import { DeliverySchema, WebhookSchema } from './schemas/webhooks.ts';
 import { NodeSchema, ServerSchema } from './schemas/servers.ts';
 import { validatorCompiler } from './validation.ts';
+import { consoleRoutes } from './routes/console.ts';
 import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
 import { groupRoutes } from './routes/groups.ts';
@@ -323,6 +324,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   metaRoutes(app, deps);
   sharePageRoutes(app, deps);
+  consoleRoutes(app);
   await app.register(
     async (api) => {
       openApiRoute(api);

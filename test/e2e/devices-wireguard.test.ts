@@ -21,7 +21,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import type { components } from '../support/api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { hostOf, NetLab, requireRoot, run, sleep, unusedPrefix, waitFor, wgKeyPair } from '../support/netns.ts';
 import { endLab, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';

@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import type { AgentPeer, DesiredServer } from '../../src/agent/protocol.ts';
 import type { ActivityEntry as Activity } from '../../src/domain/activity.ts';
-import type { components } from '../support/api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { endLab, LabAgent, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
 import { NetLab, requireRoot, run, unusedPrefix, waitFor, wgKeyPair } from '../support/netns.ts';

@@ -21,7 +21,7 @@ import { createServer, type Server as HttpServer } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import type { components } from '../support/api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { connectDevice, endLab, LabAgent, LabPanel, need, settledPeerBytes } from '../support/lab-panel.ts';
 import { hostOf, NetLab, requireRoot, unusedPrefix, waitFor, type WgClient } from '../support/netns.ts';

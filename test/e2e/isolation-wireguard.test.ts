@@ -18,7 +18,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { components } from '../support/api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { endLab, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
 import { hostOf, NetLab, requireRoot, run, UPLINK_HOST_IP, unusedPrefix, waitFor } from '../support/netns.ts';

@@ -19,7 +19,7 @@ import { once } from 'node:events';
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
-import type { components } from '../support/api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { endLab, LabAgent, LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
 import {

@@ -10,36 +10,23 @@
  * A screenshot of the live page is written to SCREENSHOT (overwritten by every run, kept after it)
  * so a human can look; its path is printed as a test diagnostic.
  *
- * Chromium must be at /usr/bin/chromium (`apt-get install chromium`). When it is missing the file is
- * skipped, except under CI (`CI` set), where that is a failure; a Chromium that is there but does not
- * start is always a failure. Chromium only ever loads pages from 127.0.0.1: the flags below keep it
- * from calling home, which this machine (and CI) refuses.
+ * Chromium: see test/support/chromium.ts (skipped outside CI when missing).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
-import type { components } from '../support/api-types.ts';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { endLab, LabPanel } from '../support/lab-panel.ts';
+import { chromiumSkip, launchChromium } from '../support/chromium.ts';
+import { endLab, LabPanel, ok } from '../support/lab-panel.ts';
 import type { ApiClient } from '../support/panel.ts';
 import { decodeQr, needsTool } from '../support/tools.ts';
 
 type Device = components['schemas']['Device'];
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const SCREENSHOT = join(tmpdir(), 'vpn-panel-share-page.png');
 /** Launch, panel start and all steps together stay far below this; a hang fails instead of blocking CI. */
 const SUITE_TIMEOUT_MS = 90_000;
@@ -47,21 +34,12 @@ const SUITE_TIMEOUT_MS = 90_000;
 const DATA_LIMIT = 1_500_000_000;
 const EXPIRES_AT = '2099-06-30T12:00:00Z';
 
-const chromiumMissing = !existsSync(CHROMIUM);
-const skip =
-  chromiumMissing && process.env.CI === undefined
-    ? `needs Debian's Chromium at ${CHROMIUM}: apt-get install chromium`
-    : false;
-
 const noZbarimg = needsTool('zbarimg', 'zbar-tools');
 
-/** The data of an openapi-fetch answer, or a failed assertion naming the call and the answer. */
-function ok<T>(result: { data?: T; error?: unknown; response: Response }, what: string): T {
-  assert.ok(result.data !== undefined, `${what}: ${result.response.status} ${JSON.stringify(result.error)}`);
-  return result.data;
-}
-
-describe('the public share page in headless Chromium (sqlite)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+describe('the public share page in headless Chromium (sqlite)', {
+  skip: chromiumSkip,
+  timeout: SUITE_TIMEOUT_MS,
+}, () => {
   let db: TestDatabase | undefined;
   let panel: LabPanel | undefined;
   let browser: Browser | undefined;
@@ -101,22 +79,8 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
   }
 
   before(async () => {
-    if (chromiumMissing)
-      throw new Error(`${CHROMIUM} is missing; CI must install Debian's chromium (apt-get install chromium)`);
     work = mkdtempSync(join(tmpdir(), 'vpn-panel-share-browser-'));
-    try {
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: CHROMIUM_ARGS,
-        headless: true,
-        timeout: 30_000,
-      });
-    } catch (error) {
-      throw new Error(
-        `could not launch ${CHROMIUM} with playwright-core: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      );
-    }
+    browser = await launchChromium();
 
     db = await createTestDatabase('sqlite');
     // startPanel picks the port itself and gives no way to know it before the start, so PANEL_URL

@@ -19,7 +19,7 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import type { components } from '../support/api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { hostOf, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
 import { endLab, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';

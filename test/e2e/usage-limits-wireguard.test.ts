@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
-import type { components } from '../support/api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { connectDevice, endLab, LabAgent, LabPanel, need, settledPeerBytes } from '../support/lab-panel.ts';
 import { hostOf, NetLab, requireRoot, run, sleep, succeeds, waitFor, type WgClient } from '../support/netns.ts';

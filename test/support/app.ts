@@ -7,7 +7,7 @@ import { assemblePanel, type Panel } from '../../src/main/panel.ts';
 import type { PanelMetrics } from '../../src/main/panel-metrics.ts';
 import { ApiKeyService } from '../../src/services/api-keys.ts';
 import type { Store } from '../../src/store/open.ts';
-import type { paths } from './api-types.ts';
+import type { paths } from '../../console/src/api-types.ts';
 import type { TestDatabase } from './databases.ts';
 import type { ApiClient } from './panel.ts';
 

@@ -1,12 +1,15 @@
 /**
- * Writes test/support/api-types.ts, the types of the typed test client, from the OpenAPI document
- * the code serves. test/http/openapi.test.ts fails when the committed file is out of date.
- * Run: npm run gen:api-types
+ * Writes console/src/api-types.ts, the types of the API for the operator console and the typed test
+ * client, from the OpenAPI document the code serves. test/http/openapi.test.ts fails when the committed
+ * file is out of date. Run: npm run gen:api-types
  */
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { openApiDocument } from '../../src/main/openapi.ts';
+
+/** Where the generated types live: the console imports them, and so do the tests. */
+export const API_TYPES = new URL('../../console/src/api-types.ts', import.meta.url);
 
 export async function apiTypesSource(document: unknown): Promise<string> {
   const ast = await openapiTS(JSON.stringify(document));
@@ -14,7 +17,6 @@ export async function apiTypesSource(document: unknown): Promise<string> {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const target = fileURLToPath(new URL('./api-types.ts', import.meta.url));
-  writeFileSync(target, await apiTypesSource(await openApiDocument()));
-  console.log(`wrote ${target}`);
+  writeFileSync(API_TYPES, await apiTypesSource(await openApiDocument()));
+  console.log(`wrote ${fileURLToPath(API_TYPES)}`);
 }

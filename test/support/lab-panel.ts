@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AgentProcess, startAgent } from './agent.ts';
-import type { components } from './api-types.ts';
+import type { components } from '../../console/src/api-types.ts';
 import type { TestDatabase } from './databases.ts';
 import { type NetLab, run, sleep, waitFor, type WgClient } from './netns.ts';
 import { type ApiClient, type CliResult, freePort, type PanelProcess, startPanel } from './panel.ts';
@@ -20,6 +20,12 @@ const EXIT_GRACE_MS = 5_000;
 export function need<T>(value: T | undefined, what: string): T {
   assert.ok(value !== undefined, `needs ${what} (see the failure above)`);
   return value;
+}
+
+/** The data of an openapi-fetch answer, or a failed assertion naming the call and the answer. */
+export function ok<T>(result: { data?: T; error?: unknown; response: Response }, what: string): T {
+  assert.ok(result.data !== undefined, `${what}: ${result.response.status} ${JSON.stringify(result.error)}`);
+  return result.data;
 }
 
 /** The env that makes a node (embedded or `vpn-panel node`) drive real WireGuard in the lab's host namespace. */

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import createClient from 'openapi-fetch';
-import type { components, paths } from './api-types.ts';
+import type { components, paths } from '../../console/src/api-types.ts';
 import type { TestDatabase } from './databases.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -142,7 +142,7 @@ export interface UncheckedAnswer {
 
 /**
  * `METHOD /api/v1<path>` with the key (if any) and an optional JSON body, as any client would send it.
- * Method, path, body and the answer are typed by the OpenAPI document (test/support/api-types.ts).
+ * Method, path, body and the answer are typed by the OpenAPI document (console/src/api-types.ts).
  */
 export async function callApi<M extends ApiMethod, P extends ApiPath<M>>(
   baseUrl: string,

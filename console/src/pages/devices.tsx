@@ -1,0 +1,279 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, type Device, type Problem, read, type Server } from '../api.ts';
+import type { paths } from '../api-types.ts';
+import { formatBytes, fromLocalInput, gigabytesToBytes } from '../format.ts';
+import { navigate, withQuery } from '../router.ts';
+import {
+  Badge,
+  FormProblem,
+  Link,
+  Online,
+  Page,
+  Pager,
+  SelectField,
+  Show,
+  Table,
+  TextField,
+  Time,
+  useAction,
+  useCanWrite,
+  useLoad,
+} from '../ui.tsx';
+import { loadAllServers } from './servers.tsx';
+
+type DeviceQuery = NonNullable<paths['/api/v1/devices']['get']['parameters']['query']>;
+type NewDevice = paths['/api/v1/devices']['post']['requestBody']['content']['application/json'];
+
+/** Online state changes with every handshake: lists and the device page ask again this often. */
+export const DEVICE_POLL_MS = 10_000;
+const PAGE_SIZE = 50;
+const STATUSES: ReadonlyArray<{ value: string; label: string }> = [
+  { value: '', label: 'Any status' },
+  { value: 'active', label: 'Active' },
+  { value: 'disabled', label: 'Disabled' },
+  { value: 'expired', label: 'Expired' },
+  { value: 'limit_reached', label: 'Limit reached' },
+];
+
+function statusOf(value: string | null): DeviceQuery['status'] {
+  return value === 'active' || value === 'disabled' || value === 'expired' || value === 'limit_reached'
+    ? value
+    : undefined;
+}
+
+export function DataLimit({ device }: { device: Device }) {
+  if (device.data_limit === 0) return <>{formatBytes(device.period_usage.total_bytes)} (no limit)</>;
+  const per = device.limit_period === 'monthly' ? 'a month' : 'in total';
+  return (
+    <>
+      {formatBytes(device.period_usage.total_bytes)} of {formatBytes(device.data_limit)} {per}
+    </>
+  );
+}
+
+export function DeviceRows({ devices, servers }: { devices: Device[]; servers: ReadonlyMap<number, string> }) {
+  if (devices.length === 0) return <p>No devices.</p>;
+  return (
+    <Table caption="Devices" head={['Device', 'Status', 'Online', 'Server', 'Data used', 'Expires']}>
+      {devices.map((device) => (
+        <tr key={device.id}>
+          <td>
+            <Link href={`/devices/${device.id}`}>{device.name}</Link>
+            {device.external_id !== null && <div class="muted small">{device.external_id}</div>}
+          </td>
+          <td>
+            <Badge status={device.status} />
+          </td>
+          <td>
+            <Online online={device.online} />
+          </td>
+          <td>{servers.get(device.server_id) ?? `#${device.server_id}`}</td>
+          <td>
+            <DataLimit device={device} />
+          </td>
+          <td>
+            <Time iso={device.expires_at} />
+          </td>
+        </tr>
+      ))}
+    </Table>
+  );
+}
+
+/** One page of devices matching `filter`, refreshed by itself, with cursor paging. */
+export function DeviceList({ filter }: { filter: Omit<DeviceQuery, 'after' | 'limit'> }) {
+  const [after, setAfter] = useState('');
+  const key = JSON.stringify(filter);
+  // A new filter starts again at the first page.
+  useEffect(() => setAfter(''), [key]);
+  const [servers] = useLoad(loadAllServers, []);
+  const [page] = useLoad(
+    () =>
+      read(
+        api.GET('/api/v1/devices', {
+          params: { query: { ...filter, after: after === '' ? undefined : Number(after), limit: PAGE_SIZE } },
+        }),
+      ),
+    [key, after],
+    DEVICE_POLL_MS,
+  );
+  const names = new Map<number, string>(
+    servers.state === 'ready' ? servers.data.items.map((server) => [server.id, server.name]) : [],
+  );
+  return (
+    <Show loaded={page} what="devices">
+      {(data) => (
+        <>
+          <DeviceRows devices={data.data} servers={names} />
+          {(after !== '' || data.has_more) && (
+            <Pager key={key} after={after} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setAfter} />
+          )}
+        </>
+      )}
+    </Show>
+  );
+}
+
+/** A device's data limit (typed in GB) and expiry (in the browser's zone): the new device's and the limits' form. */
+export function LimitFields(props: {
+  form: { dataLimit: string; expires: string };
+  set: (change: { dataLimit?: string; expires?: string }) => void;
+  problem: Problem | null;
+}) {
+  const { form, set, problem } = props;
+  return (
+    <>
+      <TextField
+        label="Data limit (GB)"
+        name="data_limit"
+        problem={problem}
+        inputMode="decimal"
+        hint="Downloads and uploads together; empty: no limit."
+        value={form.dataLimit}
+        onValue={(dataLimit) => set({ dataLimit })}
+      />
+      <TextField
+        label="Expires"
+        name="expires_at"
+        dateTime
+        problem={problem}
+        hint="Empty: never."
+        value={form.expires}
+        onValue={(expires) => set({ expires })}
+      />
+    </>
+  );
+}
+
+function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () => void }) {
+  const [form, setForm] = useState({ name: '', server: props.server, externalId: '', dataLimit: '', expires: '' });
+  const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
+  const action = useAction();
+  const first = useRef<HTMLFormElement>(null);
+  useEffect(() => first.current?.querySelector('input')?.focus(), []);
+  const submit = (event: SubmitEvent) => {
+    event.preventDefault();
+    const body: NewDevice = { server_id: form.server === 'auto' ? 'auto' : Number(form.server) };
+    if (form.name.trim() !== '') body.name = form.name.trim();
+    if (form.externalId.trim() !== '') body.external_id = form.externalId.trim();
+    if (form.dataLimit.trim() !== '') body.data_limit = gigabytesToBytes(form.dataLimit);
+    if (form.expires !== '') body.expires_at = fromLocalInput(form.expires);
+    void action.run(
+      () => read(api.POST('/api/v1/devices', { body })),
+      (device) => navigate(`/devices/${device.id}`),
+    );
+  };
+  const { problem } = action;
+  return (
+    <form ref={first} onSubmit={submit} class="form panel" aria-labelledby="new-device">
+      <h2 id="new-device">New device</h2>
+      <FormProblem problem={problem} shown={['name', 'server_id', 'external_id', 'data_limit', 'expires_at']} />
+      <TextField label="Name" name="name" problem={problem} value={form.name} onValue={(name) => set({ name })} />
+      <SelectField
+        label="Server"
+        name="server_id"
+        problem={problem}
+        value={form.server}
+        onValue={(server) => set({ server })}
+        options={[
+          { value: 'auto', label: 'Any running server with room' },
+          ...props.servers.map((server) => ({
+            value: String(server.id),
+            label: `${server.name} (${server.device_count}/${server.capacity})`,
+          })),
+        ]}
+      />
+      <TextField
+        label="External ID"
+        name="external_id"
+        problem={problem}
+        hint="Your own id, e.g. a customer's; devices sharing one form a group."
+        value={form.externalId}
+        onValue={(externalId) => set({ externalId })}
+      />
+      <LimitFields form={form} set={set} problem={problem} />
+      <div class="actions">
+        <button type="submit" class="primary" disabled={action.busy}>
+          Create
+        </button>
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
+export function DevicesPage({ query }: { query: URLSearchParams }) {
+  const canWrite = useCanWrite();
+  const externalId = query.get('external_id') ?? '';
+  const status = statusOf(query.get('status'));
+  const server = query.get('server') ?? '';
+  const creating = canWrite && query.get('new') === '1';
+  const [search, setSearch] = useState(externalId);
+  const [servers] = useLoad(loadAllServers, []);
+  const go = (change: Record<string, string | undefined>) =>
+    navigate(
+      withQuery('/devices', { external_id: externalId, status, server, new: creating ? '1' : undefined, ...change }),
+      { replace: true },
+    );
+  const filter: Omit<DeviceQuery, 'after' | 'limit'> = {};
+  if (externalId !== '') filter.external_id = externalId;
+  if (status !== undefined) filter.status = status;
+  if (/^\d+$/.test(server)) filter.server_id = Number(server);
+  const serverList = servers.state === 'ready' ? servers.data.items : [];
+
+  return (
+    <Page
+      title="Devices"
+      actions={
+        canWrite &&
+        !creating && (
+          <button type="button" class="primary" onClick={() => go({ new: '1' })}>
+            New device
+          </button>
+        )
+      }
+    >
+      {creating && (
+        <NewDeviceForm
+          servers={serverList}
+          server={/^\d+$/.test(server) ? server : 'auto'}
+          onCancel={() => go({ new: undefined })}
+        />
+      )}
+      <search aria-label="Find devices">
+        <form
+          class="filters"
+          onSubmit={(event) => {
+            event.preventDefault();
+            go({ external_id: search.trim() });
+          }}
+        >
+          <TextField label="External ID" name="external_id" problem={null} value={search} onValue={setSearch} />
+          <SelectField
+            label="Status"
+            name="status"
+            problem={null}
+            value={status ?? ''}
+            options={STATUSES}
+            onValue={(value) => go({ status: value })}
+          />
+          <SelectField
+            label="Server"
+            name="server"
+            problem={null}
+            value={server}
+            options={[
+              { value: '', label: 'Any server' },
+              ...serverList.map((one) => ({ value: String(one.id), label: one.name })),
+            ]}
+            onValue={(value) => go({ server: value })}
+          />
+          <button type="submit">Search</button>
+        </form>
+      </search>
+      <DeviceList filter={filter} />
+    </Page>
+  );
+}

@@ -1,0 +1,176 @@
+import { api, type Device, type PanelNode, type Pages, type Result, read, readPages, type Server } from '../api.ts';
+import { formatBytes, formatCount } from '../format.ts';
+import { Badge, Link, Page, Show, Table, Time, useLoad } from '../ui.tsx';
+
+/** How often the overview asks again: online state and counts follow the data plane by themselves. */
+const POLL_MS = 15_000;
+/** The devices counted for "online now" and this month's usage: 5 pages of 200. */
+const DEVICE_PAGES = 5;
+/** Webhooks whose deliveries are counted. */
+const WEBHOOKS_COUNTED = 20;
+
+interface DeliveryCounts {
+  pending: number;
+  failed: number;
+  /** A webhook had more of a state than one page shows. */
+  atLeast: boolean;
+}
+
+async function deliveryCounts(): Promise<Result<DeliveryCounts>> {
+  const hooks = await read(api.GET('/api/v1/webhooks', { params: { query: { limit: WEBHOOKS_COUNTED } } }));
+  if (!hooks.ok) return hooks;
+  const counts = { pending: 0, failed: 0, atLeast: false };
+  const pages = await Promise.all(
+    hooks.data.data.flatMap((hook) =>
+      (['pending', 'failed'] as const).map(async (state) => ({
+        state,
+        page: await read(
+          api.GET('/api/v1/webhooks/{id}/deliveries', {
+            params: { path: { id: hook.id }, query: { state, limit: 200 } },
+          }),
+        ),
+      })),
+    ),
+  );
+  for (const { state, page } of pages) {
+    if (!page.ok) return page;
+    counts[state] += page.data.data.length;
+    counts.atLeast ||= page.data.has_more;
+  }
+  return { ok: true, data: counts };
+}
+
+function DeviceSummary({ devices }: { devices: Pages<Device> }) {
+  const online = devices.items.filter((device) => device.online).length;
+  const month = devices.items.reduce(
+    (sum, device) => ({
+      rx: sum.rx + device.month_usage.rx_bytes,
+      tx: sum.tx + device.month_usage.tx_bytes,
+    }),
+    { rx: 0, tx: 0 },
+  );
+  const counted = devices.complete ? '' : ` (of the first ${formatCount(devices.items.length)} devices)`;
+  const byStatus = (status: Device['status']) => devices.items.filter((device) => device.status === status).length;
+  return (
+    <>
+      <section class="tile" aria-labelledby="online-now">
+        <h2 id="online-now">Online now</h2>
+        <p class="big">
+          {formatCount(online)} <span class="muted">of {formatCount(devices.items.length)} devices</span>
+        </p>
+        <p class="muted">
+          {formatCount(byStatus('disabled'))} disabled, {formatCount(byStatus('expired'))} expired,{' '}
+          {formatCount(byStatus('limit_reached'))} at their limit{counted}
+        </p>
+      </section>
+      <section class="tile" aria-labelledby="usage-month">
+        <h2 id="usage-month">Usage this month</h2>
+        <p class="big">{formatBytes(month.rx + month.tx)}</p>
+        <p class="muted">
+          {formatBytes(month.rx)} down, {formatBytes(month.tx)} up{counted}
+        </p>
+      </section>
+    </>
+  );
+}
+
+function NodesTable({ nodes }: { nodes: PanelNode[] }) {
+  return (
+    <Table caption="Nodes" head={['Node', 'State', 'Version', 'Last seen', 'Servers', 'Devices']}>
+      {nodes.map((node) => (
+        <tr key={node.id}>
+          <td>{node.name}</td>
+          <td>
+            <Badge status={node.status} />
+          </td>
+          <td>{node.version ?? 'unknown'}</td>
+          <td>
+            <Time iso={node.last_seen_at} relative />
+          </td>
+          <td>{formatCount(node.server_count)}</td>
+          <td>{formatCount(node.device_count)}</td>
+        </tr>
+      ))}
+    </Table>
+  );
+}
+
+export function ServersTable({ servers }: { servers: Server[] }) {
+  if (servers.length === 0) return <p>No server yet.</p>;
+  return (
+    <Table caption="Servers" head={['Server', 'State', 'Devices', 'Location', 'Node']}>
+      {servers.map((server) => (
+        <tr key={server.id}>
+          <td>
+            <Link href={`/servers/${server.id}`}>{server.name}</Link>
+          </td>
+          <td>
+            <Badge status={server.status} />
+          </td>
+          <td>
+            <meter
+              min={0}
+              max={server.capacity}
+              value={server.device_count}
+              aria-label={`${server.name}: ${server.device_count} of ${server.capacity} devices`}
+            />{' '}
+            {formatCount(server.device_count)} / {formatCount(server.capacity)}
+          </td>
+          <td>{[server.city, server.country].filter((part) => part !== '').join(', ') || '—'}</td>
+          <td>{server.node.name}</td>
+        </tr>
+      ))}
+    </Table>
+  );
+}
+
+export function OverviewPage() {
+  const [nodes] = useLoad(() => read(api.GET('/api/v1/nodes')), [], POLL_MS);
+  const [servers] = useLoad(
+    () => readPages((after) => api.GET('/api/v1/servers', { params: { query: { after, limit: 200 } } }), 10),
+    [],
+    POLL_MS,
+  );
+  const [devices] = useLoad(
+    () => readPages((after) => api.GET('/api/v1/devices', { params: { query: { after, limit: 200 } } }), DEVICE_PAGES),
+    [],
+    POLL_MS,
+  );
+  const [deliveries] = useLoad(deliveryCounts, [], POLL_MS * 2);
+  return (
+    <Page title="Overview">
+      <div class="tiles">
+        <Show loaded={devices} what="devices">
+          {(data) => <DeviceSummary devices={data} />}
+        </Show>
+        <section class="tile" aria-labelledby="deliveries">
+          <h2 id="deliveries">Webhook deliveries</h2>
+          <Show loaded={deliveries} what="deliveries">
+            {(counts) => (
+              <p class="big">
+                {formatCount(counts.pending)}
+                {counts.atLeast ? '+' : ''} <span class="muted">pending</span>, {formatCount(counts.failed)}
+                {counts.atLeast ? '+' : ''} <span class="muted">failed</span>
+              </p>
+            )}
+          </Show>
+          <p>
+            <Link href="/webhooks">Webhooks</Link>
+          </p>
+        </section>
+      </div>
+      <section aria-labelledby="nodes">
+        <h2 id="nodes">Nodes</h2>
+        <Show loaded={nodes} what="nodes">
+          {(data) => <NodesTable nodes={data.data} />}
+        </Show>
+      </section>
+      <section aria-labelledby="servers">
+        <h2 id="servers">Servers</h2>
+        <Show loaded={servers} what="servers">
+          {(data) => <ServersTable servers={data.items} />}
+        </Show>
+      </section>
+    </Page>
+  );
+}
