@@ -65,9 +65,16 @@ VPN_PANEL_TOOLS="$prefix"
 source "$source_dir/scripts/node24.sh"
 mkdir -p "$app" "$prefix/bin"
 rm -rf "$app/bin" "$app/src"
-tar -C "$source_dir" -cf - bin src package.json package-lock.json | tar -C "$app" -xf -
+rm -rf "$app/console" "$app/dist"
+tar -C "$source_dir" -cf - bin src console package.json package-lock.json | tar -C "$app" -xf -
 # --ignore-scripts: see scripts/env.sh.
-(cd "$app" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+npm_ci=(npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+if $app_only; then
+  # A panel serves the operator console: built with the dev dependencies (Vite), which are then removed.
+  (cd "$app" && "${npm_ci[@]}" >&2 && npm run --silent build:console >&2 && npm prune --omit=dev --loglevel=error >&2)
+else
+  (cd "$app" && "${npm_ci[@]}" --omit=dev >&2)
+fi
 cat >"$prefix/bin/vpn-panel" <<EOF
 #!/bin/sh
 # Written by deploy/install-node.sh: the vpn-panel CLI on the Node.js it installed.
