@@ -262,6 +262,7 @@ describe('wireguard driver: servers (recorded commands)', () => {
       mtu: 1420,
       publicKey: SERVER_KEY.publicKey,
       peerCount: 0,
+      ipv6: 'off',
     });
     assert.deepEqual(
       runner.starts.map((s) => [s.line, s.env?.LOG_LEVEL]),
