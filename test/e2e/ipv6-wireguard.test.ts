@@ -228,11 +228,8 @@ describe('IPv6 on a real WireGuard node (wg-quick clients, wireguard-go)', { ski
     const state = await need(agent, 'the agent').applyServer(desired([peerOf(c1), peerOf(c2)]));
     assert.equal(state.ipv6, 'nat66', 'the node has an IPv6 default route');
     const n = need(driver, 'the driver').names(SERVER_ID);
-    const dump = await run('wg', ['show', n.iface, 'allowed-ips']);
-    assert.match(
-      dump,
-      new RegExp(`${c1.keys.publicKey.replace(/[+/]/g, '\\$&')}\\s+10\\.131\\.0\\.2/32 ${c1.ip6}/128`),
-    );
+    const allowed = (await run('wg', ['show', n.iface, 'allowed-ips'])).split('\n');
+    assert.ok(allowed.includes(`${c1.keys.publicKey}\t10.131.0.2/32 ${c1.ip6}/128`), allowed.join('\n'));
 
     await bringUp(c1);
     assert.equal(
@@ -316,16 +313,14 @@ describe('IPv6 on a real WireGuard node (wg-quick clients, wireguard-go)', { ski
       remove: [],
     });
     const n = need(driver, 'the driver').names(SERVER_ID);
-    assert.doesNotMatch(
-      await run('wg', ['show', n.iface, 'peers']),
-      new RegExp(c1.keys.publicKey.replace(/[+/]/g, '\\$&')),
-    );
+    const onInterface = await run('wg', ['show', n.iface, 'peers']);
+    assert.ok(!onInterface.includes(c1.keys.publicKey), 'the peer left the interface');
     assert.equal(await l.pingFrom(c1.netns, serverIp6(), 2), false, 'no IPv6 ping to the server');
     assert.equal(await l.tcpConnects(c1.netns, INTERNET_IP6, PORT), false, 'no IPv6 beyond the node');
     assert.equal(await l.tcpConnects(c1.netns, INTERNET_IP, PORT), false, 'nor IPv4');
   });
 
-  test('without an IPv6 default route the node reports tunnel_only: the server answers, the rest fails at once', async () => {
+  test('without an IPv6 default route the node reports tunnel_only: the server answers, the rest fails at once', async (t) => {
     const l = need(lab, 'the lab');
     const [c1, c2] = [need(one, 'client one'), need(two, 'client two')];
     const a = need(agent, 'the agent');
@@ -336,6 +331,7 @@ describe('IPv6 on a real WireGuard node (wg-quick clients, wireguard-go)', { ski
     assert.deepEqual(await discrepancies(), []);
     assert.ok(await l.pingFrom(c2.netns, serverIp6()), "the server's IPv6 address answers inside the tunnel");
     const { ms, outcome } = await connectOutcome(c2.netns, INTERNET_IP6);
+    t.diagnostic(`a connect beyond the node in tunnel_only: ${outcome} after ${ms} ms`);
     assert.match(outcome, /unreachable|No route to host/i, 'refused with an ICMPv6 error, not silently dropped');
     assert.ok(ms < 2000, `it failed after ${ms} ms`);
 
