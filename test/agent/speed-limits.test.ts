@@ -18,6 +18,7 @@ import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
 import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping.ts';
 import { generateKeyPair, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
+import { driverOn } from '../support/recorded-host.ts';
 
 // ---------------------------------------------------------------------------------------------
 // (a) Against a RecordingRunner: server 1 of prefix `vp` (interface vp1 and veth end vp1s in
@@ -83,10 +84,6 @@ function shapedHost(peers: readonly HostPeer[]): RecordingRunner {
     runner.on(`tc -n vp-s1 class show dev ${dev}`, { stdout: classes });
   }
   return runner.on('[vp-s1] nft list table ip vpnpanel_shape', { stdout: table });
-}
-
-function driverOn(runner: RecordingRunner): WireGuardDriver {
-  return new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go' });
 }
 
 const peer = (publicKey: string, ip: string, speedLimitKbps: number): PeerSpec => ({

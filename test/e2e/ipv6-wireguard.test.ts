@@ -25,6 +25,7 @@ import type { ServerSpec } from '../../src/agent/driver.ts';
 import type { AgentPeer, DesiredServer, PeerLimits } from '../../src/agent/protocol.ts';
 import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
+import { NO_LIMITS } from '../support/agent-peers.ts';
 import { need } from '../support/lab-panel.ts';
 import {
   CHILD_LOG_DIR,
@@ -65,14 +66,6 @@ const TOLERANCE = 0.25;
 const IPERF_SECONDS = 3;
 /** A first handshake comes within this. */
 const REACH_TIMEOUT_MS = 15_000;
-const NO_LIMITS: PeerLimits = {
-  remainingBytes: null,
-  journalId: '',
-  meter: 0,
-  dataLimit: 0,
-  periodEndsAtMs: null,
-  expiresAtMs: null,
-};
 
 interface Client {
   deviceId: number;

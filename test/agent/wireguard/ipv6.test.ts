@@ -10,10 +10,11 @@ import { Agent } from '../../../src/agent/agent.ts';
 import { RecordingRunner } from '../../../src/agent/commands.ts';
 import type { PeerSpec, ServerSpec } from '../../../src/agent/driver.ts';
 import { hostTableText, type IsolationPlace, serverTableText } from '../../../src/agent/isolation.ts';
-import { WireGuardDriver } from '../../../src/agent/wireguard/driver.ts';
 import { serverNames } from '../../../src/agent/wireguard/names.ts';
 import { generateKeyPair } from '../../../src/domain/wireguard-keys.ts';
+import { NO_LIMITS } from '../../support/agent-peers.ts';
 import { ISOLATED, ISOLATION_PLACE } from '../../support/isolation.ts';
+import { driverOn, emptyHost, isChange } from '../../support/recorded-host.ts';
 
 const SERVER_KEY = generateKeyPair();
 const [A, B] = [generateKeyPair().publicKey, generateKeyPair().publicKey];
@@ -31,6 +32,12 @@ const ADDRESS6 = 'fd3a:1b2c:4d5e:1::1/64';
 const PLACE6: IsolationPlace = { ...ISOLATION_PLACE, serverIp6: 'fd3a:1b2c:4d5e:1::1' };
 const VETH_HOST6 = `${N.hostIp6}/126`;
 const VETH_SERVER6 = `${N.serverIp6}/126`;
+/** What every server with IPv6 gets first: the veth's addresses and forwarding in its namespace. */
+const VETH_STEPS = [
+  `ip -n hh addr add ${VETH_HOST6} dev vp1h nodad`,
+  `ip -n vp-s1 addr add ${VETH_SERVER6} dev vp1s nodad`,
+  '[vp-s1] sysctl -w net.ipv6.conf.all.forwarding=1',
+];
 const UPLINK_ROUTE = { dst: 'default', gateway: '2001:db8:f::2', dev: 'eth0', protocol: 'boot', flags: [] };
 
 type Addr = string;
@@ -121,24 +128,10 @@ function hostOf(state: HostState): RecordingRunner {
     .on('[hh] sysctl -n net.ipv6.conf.all.forwarding', flag(state.hostForwarding));
 }
 
-/** A host with nothing of server 1 on it; `uplink`: the host namespace's IPv6 default routes. */
-function emptyHost(uplink: readonly object[]): RecordingRunner {
-  return new RecordingRunner()
-    .on('ip netns list', { stdout: 'hh\n' })
-    .on('wg show vp1 dump', { exitCode: 1, stderr: 'Unable to access interface: No such file or directory' })
-    .on(/nft list table inet /, { exitCode: 1, stderr: 'Error: No such file or directory' })
-    .on('ip -n hh -j -6 route show default', { stdout: JSON.stringify(uplink) })
-    .on(/sysctl -n/, { stdout: '0\n' });
+/** A host with nothing of server 1 on it whose host namespace has `uplink` as its IPv6 default routes. */
+function emptyHostWith(uplink: readonly object[]): RecordingRunner {
+  return emptyHost().on('ip -n hh -j -6 route show default', { stdout: JSON.stringify(uplink) });
 }
-
-function driverOn(runner: RecordingRunner): WireGuardDriver {
-  return new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go' });
-}
-
-const isChange = (line: string) =>
-  !/^(\[[^\]]+\] )?(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show )/.test(
-    line,
-  );
 
 /** The commands of `runner` that change the host, from the first that touches IPv6 beyond the interface. */
 function ipv6Steps(runner: RecordingRunner): string[] {
@@ -152,7 +145,7 @@ const inputOf = (runner: RecordingRunner, index: number): string =>
 
 describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
   test('with an IPv6 default route on the host: address6, the veth /126, forwarding, a default route, NAT66', async () => {
-    const runner = emptyHost([UPLINK_ROUTE]);
+    const runner = emptyHostWith([UPLINK_ROUTE]);
     const state = await driverOn(runner).up(SPEC);
     assert.equal(state.ipv6, 'nat66');
     const lines = runner.lines(isChange);
@@ -162,9 +155,7 @@ describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
       'before the interface comes up',
     );
     assert.deepEqual(ipv6Steps(runner), [
-      `ip -n hh addr add ${VETH_HOST6} dev vp1h nodad`,
-      `ip -n vp-s1 addr add ${VETH_SERVER6} dev vp1s nodad`,
-      '[vp-s1] sysctl -w net.ipv6.conf.all.forwarding=1',
+      ...VETH_STEPS,
       '[hh] sysctl -w net.ipv6.conf.all.forwarding=1',
       `ip -n vp-s1 -6 route replace default via ${N.hostIp6} dev vp1s`,
       '[vp-s1] nft -f -',
@@ -184,24 +175,18 @@ describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
   });
 
   test('without one: tunnel_only, no default route, no NAT66, the host does not forward IPv6', async () => {
-    const runner = emptyHost([]);
+    const runner = emptyHostWith([]);
     const state = await driverOn(runner).up(SPEC);
     assert.equal(state.ipv6, 'tunnel_only');
-    assert.deepEqual(ipv6Steps(runner), [
-      `ip -n hh addr add ${VETH_HOST6} dev vp1h nodad`,
-      `ip -n vp-s1 addr add ${VETH_SERVER6} dev vp1s nodad`,
-      '[vp-s1] sysctl -w net.ipv6.conf.all.forwarding=1',
-    ]);
+    assert.deepEqual(ipv6Steps(runner), VETH_STEPS);
   });
 
   test('routed6: a route to the prefix over the veth instead of NAT66', async () => {
-    const runner = emptyHost([UPLINK_ROUTE]);
+    const runner = emptyHostWith([UPLINK_ROUTE]);
     const state = await driverOn(runner).up({ ...SPEC, routed6: true });
     assert.equal(state.ipv6, 'routed');
     assert.deepEqual(ipv6Steps(runner), [
-      `ip -n hh addr add ${VETH_HOST6} dev vp1h nodad`,
-      `ip -n vp-s1 addr add ${VETH_SERVER6} dev vp1s nodad`,
-      '[vp-s1] sysctl -w net.ipv6.conf.all.forwarding=1',
+      ...VETH_STEPS,
       '[hh] sysctl -w net.ipv6.conf.all.forwarding=1',
       `ip -n vp-s1 -6 route replace default via ${N.hostIp6} dev vp1s`,
       `ip -n hh -6 route replace fd3a:1b2c:4d5e:1::/64 via ${N.serverIp6} dev vp1h`,
@@ -209,7 +194,7 @@ describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
   });
 
   test('a default route learned from router advertisements keeps coming: accept_ra 2 before forwarding', async () => {
-    const runner = emptyHost([{ ...UPLINK_ROUTE, protocol: 'ra' }]);
+    const runner = emptyHostWith([{ ...UPLINK_ROUTE, protocol: 'ra' }]);
     await driverOn(runner).up(SPEC);
     const steps = ipv6Steps(runner);
     const ra = steps.indexOf('[hh] sysctl -w net.ipv6.conf.eth0.accept_ra=2');
@@ -383,7 +368,7 @@ describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
   });
 
   test('a malformed address6 is refused before anything is touched', async () => {
-    const runner = emptyHost([]);
+    const runner = emptyHostWith([]);
     await assert.rejects(
       driverOn(runner).up({ ...SPEC, address6: '10.0.0.1/24' }),
       /address6 "10\.0\.0\.1\/24" is not an IPv6/,
@@ -451,15 +436,7 @@ describe('wireguard driver: peers with IPv6 addresses (recorded commands)', () =
   test('changePeers and the agent pass the IPv6 address on; a removed peer goes in both families at once', async () => {
     const runner = hostOf(NAT66);
     const agent = new Agent(driverOn(runner), 'test');
-    const limits = {
-      remainingBytes: null,
-      journalId: '',
-      meter: 0,
-      dataLimit: 0,
-      periodEndsAtMs: null,
-      expiresAtMs: null,
-    };
-    await agent.applyServer({ server: SPEC, peers: [{ ...dual, deviceId: 1, limits }] });
+    await agent.applyServer({ server: SPEC, peers: [{ ...dual, deviceId: 1, limits: NO_LIMITS }] });
     assert.ok(runner.lines(isChange).some((l) => l.endsWith(`allowed-ips 10.128.0.2/32,fd3a:1b2c:4d5e:1::2/128`)));
     runner.clear();
     await driverOn(runner).changePeers(1, [], [A]);
