@@ -20,6 +20,6 @@ export function emptyHost(): RecordingRunner {
 
 /** Whether a recorded command line changes the host (the driver's reads are not). */
 export const isChange = (line: string): boolean =>
-  !/^(\[[^\]]+\] )?(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show )/.test(
+  !/^(\[[^\]]+\] )?(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show |test -d )/.test(
     line,
   );

@@ -75,6 +75,8 @@ export class WireGuardDriver implements Driver {
   readonly #serial = new KeyedQueue<number>();
   readonly #shaper: Shaper;
   readonly #allowCidrs: readonly Cidr[];
+  /** Whether the kernel has IPv6 at all (`ipv6.disable=1` leaves it out); read once, when a server first has some. */
+  #kernelIpv6: Promise<boolean> | undefined;
 
   constructor(options: WireGuardDriverOptions) {
     const prefix = options.namePrefix ?? 'vp';
@@ -94,7 +96,7 @@ export class WireGuardDriver implements Driver {
   }
 
   up(spec: ServerSpec): Promise<ServerState> {
-    return this.#serial.run(spec.serverId, () => this.#up(spec));
+    return this.#serial.run(spec.serverId, async () => this.#up(await this.#forKernel(spec)));
   }
 
   setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
@@ -144,7 +146,8 @@ export class WireGuardDriver implements Driver {
    * (docs/dataplane.md, "Client isolation"); empty when they are as expected. Reads only: the next
    * up() puts them right.
    */
-  async isolationProblems(spec: ServerSpec): Promise<string[]> {
+  async isolationProblems(asked: ServerSpec): Promise<string[]> {
+    const spec = await this.#forKernel(asked);
     const [place, policy] = [this.#isolationPlace(spec), this.#isolationPolicy(spec)];
     return this.#serial.run(spec.serverId, () => isolationProblems(this.#runner, place, policy));
   }
@@ -154,8 +157,9 @@ export class WireGuardDriver implements Driver {
    * differs from `spec` and `peers`; changes nothing. Costs a `wg show dump` (which metering reads every
    * second anyway), two `ip` and two `nft list tables`, and the shaper's reads only where a peer is limited.
    */
-  inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
-    return this.#serial.run(spec.serverId, async () => {
+  inspect(asked: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
+    return this.#serial.run(asked.serverId, async () => {
+      const spec = await this.#forKernel(asked);
       const n = this.names(spec.serverId);
       const valid = validPeers(peers);
       const [dump, links, serverTables, hostTables] = await Promise.all([
@@ -396,6 +400,18 @@ export class WireGuardDriver implements Driver {
   #isolationPolicy(spec: ServerSpec): IsolationPolicy {
     const { clientToClient = false, dnsOnServer = false } = spec;
     return { clientToClient, dnsOnServer, allow: this.#allowCidrs };
+  }
+
+  /** `spec` as this kernel can run it: a kernel without IPv6 runs a server's IPv4 alone (its `ipv6` is then off). */
+  async #forKernel(spec: ServerSpec): Promise<ServerSpec> {
+    if (spec.address6 === undefined) return spec;
+    this.#kernelIpv6 ??= this.#runner.run('test', ['-d', '/proc/sys/net/ipv6']).then(
+      () => true,
+      () => false,
+    );
+    if (await this.#kernelIpv6) return spec;
+    const { address6: _address6, routed6: _routed6, ...ipv4 } = spec;
+    return ipv4;
   }
 
   /**

@@ -1,10 +1,10 @@
 /**
- * A server's IPv6 beyond its interface (docs/dataplane.md, "IPv6"): the veth pair gets a /126 of the project's
- * ULA (names.ts) beside its IPv4 /30, and what else the server needs depends on the node. With an IPv6 default
- * route in the host namespace (an uplink), the server namespace routes IPv6 through the veth: masqueraded on
- * both sides as IPv4 is (NAT66), or, for a prefix the operator routes to the node (`routed6`), without NAT and
- * with a host route back to the prefix. Without one, the server has no IPv6 default route, so only its own
- * address answers inside the tunnel and anything else fails at once (ICMPv6 unreachable) instead of silently.
+ * A server's IPv6 beyond its interface (docs/dataplane.md, "IPv6"), which depends on the node. With an IPv6
+ * default route in the host namespace (an uplink), the veth pair gets a /126 of the project's ULA (names.ts)
+ * beside its IPv4 /30 and the server namespace routes IPv6 through it: masqueraded on both sides as IPv4 is
+ * (NAT66), or, for a prefix the operator routes to the node (`routed6`), without NAT and with a host route back
+ * to the prefix. Without one, the server has no IPv6 default route, so only its own address answers inside the
+ * tunnel and anything else fails at once (ICMPv6 unreachable) instead of silently.
  */
 import { canonicalNetwork } from '../../domain/addresses.ts';
 import type { Ipv6Mode, ServerSpec } from '../driver.ts';
@@ -48,13 +48,17 @@ export function hasIpv6Uplink(
   );
 }
 
-/** What the host should hold for `spec` in `mode`. */
+/**
+ * What the host should hold for `spec` in `mode`. Only a way out uses the veth's IPv6, so tunnel_only needs nothing
+ * of the host namespace (which may even have IPv6 turned off).
+ */
 function wanted(spec: ServerSpec, n: Names, mode: Ipv6Mode) {
   const network = spec.address6 === undefined ? undefined : canonicalNetwork(spec.address6);
+  const out = mode === 'nat66' || mode === 'routed';
   return {
-    vethAddresses: mode !== 'off',
-    defaultRoute: mode === 'nat66' || mode === 'routed' ? `${n.hostIp6} ${n.vethServer}` : '',
-    hostForwarding: mode === 'nat66' || mode === 'routed',
+    vethAddresses: out,
+    defaultRoute: out ? `${n.hostIp6} ${n.vethServer}` : '',
+    hostForwarding: out,
     nat: mode === 'nat66',
     hostRoutes: mode === 'routed' && network !== undefined ? [network] : [],
   };
@@ -139,7 +143,7 @@ export function uplink6Problems(spec: ServerSpec, n: Names, state: Uplink6State)
   for (const [link, dev, ip] of ends) {
     const has = link?.addrs6.includes(`${ip}/${VETH6_PREFIX_BITS}`) ?? false;
     if (want.vethAddresses && !has) found.push(`uplink ${dev} lacks its IPv6 address ${ip}`);
-    if (!want.vethAddresses && has) found.push(`uplink ${dev} has IPv6 address ${ip}, but the server has no IPv6`);
+    if (!want.vethAddresses && has) found.push(`uplink ${dev} has IPv6 address ${ip}, which IPv6 ${mode} does not use`);
   }
   if (mode !== 'off' && !routes.serverForwarding) found.push(`IPv6 forwarding is off in namespace ${n.netns}`);
   if (want.hostForwarding && !routes.hostForwarding) found.push('IPv6 forwarding is off in the host namespace');

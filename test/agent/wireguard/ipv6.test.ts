@@ -174,11 +174,23 @@ describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
     assert.match(inputOf(runner, 1), /iifname "vp1h" icmpv6 type \{ nd-neighbor-solicit, nd-neighbor-advert \}/);
   });
 
-  test('without one: tunnel_only, no default route, no NAT66, the host does not forward IPv6', async () => {
+  test('without one: tunnel_only, nothing on the host namespace, no default route, no NAT66', async () => {
     const runner = emptyHostWith([]);
     const state = await driverOn(runner).up(SPEC);
     assert.equal(state.ipv6, 'tunnel_only');
-    assert.deepEqual(ipv6Steps(runner), VETH_STEPS);
+    assert.deepEqual(ipv6Steps(runner), ['[vp-s1] sysctl -w net.ipv6.conf.all.forwarding=1']);
+    assert.ok(runner.lines(isChange).includes(`ip -n vp-s1 addr add ${ADDRESS6} dev vp1`), 'the address in the tunnel');
+  });
+
+  test('a kernel without IPv6 (ipv6.disable=1) runs the server on IPv4 and says so: off', async () => {
+    const runner = emptyHostWith([UPLINK_ROUTE]).on('test -d /proc/sys/net/ipv6', { exitCode: 1 });
+    const driver = driverOn(runner);
+    assert.equal((await driver.up(SPEC)).ipv6, 'off');
+    assert.ok(!runner.lines(isChange).some((l) => l.includes(':')), runner.lines(isChange).join('\n'));
+    assert.doesNotMatch(inputOf(runner, 0), /ip6 daddr fd3a/);
+    assert.equal(runner.lines().filter((l) => l.startsWith('test -d')).length, 1, 'read once');
+    await driver.up(SPEC);
+    assert.equal(runner.lines().filter((l) => l.startsWith('test -d')).length, 1, 'and remembered');
   });
 
   test('routed6: a route to the prefix over the veth instead of NAT66', async () => {
@@ -230,6 +242,8 @@ describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
     const lost = hostOf({ ...NAT66, uplink: [] });
     assert.equal((await driverOn(lost).up(SPEC)).ipv6, 'tunnel_only');
     assert.deepEqual(lost.lines(isChange), [
+      `ip -n hh addr del ${VETH_HOST6} dev vp1h`,
+      `ip -n vp-s1 addr del ${VETH_SERVER6} dev vp1s`,
       'ip -n vp-s1 -6 route del default',
       '[vp-s1] nft delete table ip6 vpnpanel',
       '[hh] nft delete table ip6 vpnpanel_vp1',
@@ -361,6 +375,8 @@ describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
   test('the drift check sees the host lose its IPv6 uplink (and the next up() makes the server tunnel_only)', async () => {
     const runner = hostOf({ ...NAT66, uplink: [] });
     assert.deepEqual(await driverOn(runner).inspect(SPEC, []), [
+      `uplink vp1h has IPv6 address ${N.hostIp6}, which IPv6 tunnel_only does not use`,
+      `uplink vp1s has IPv6 address ${N.serverIp6}, which IPv6 tunnel_only does not use`,
       `IPv6 default route of namespace vp-s1 is via ${N.hostIp6} vp1s, not none (IPv6 tunnel_only)`,
       'nft table ip6 vpnpanel is in namespace vp-s1, but IPv6 is tunnel_only, not nat66',
       'nft table ip6 vpnpanel_vp1 is in the host namespace, but IPv6 is tunnel_only, not nat66',
