@@ -42,7 +42,8 @@ export const METER_INTERVAL_MS = 1000;
 const INSPECT_CONCURRENCY = 8;
 
 function specOf(peer: AgentPeer): PeerSpec {
-  return { publicKey: peer.publicKey, allowedIp: peer.allowedIp, speedLimitKbps: peer.speedLimitKbps };
+  const spec = { publicKey: peer.publicKey, allowedIp: peer.allowedIp, speedLimitKbps: peer.speedLimitKbps };
+  return peer.allowedIp6 === undefined ? spec : { ...spec, allowedIp6: peer.allowedIp6 };
 }
 
 /**

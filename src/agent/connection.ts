@@ -151,8 +151,11 @@ export class HttpNodeConnection implements NodeConnection {
   status(): Promise<AgentStatus> {
     return this.#call('GET', '/v1/status', undefined, STATUS_TIMEOUT_MS, AgentStatusSchema);
   }
-  applyServer(desired: DesiredServer): Promise<ServerState> {
-    return this.#call('PUT', `/v1/servers/${desired.server.serverId}`, desired, APPLY_TIMEOUT_MS, ServerStateSchema);
+  async applyServer(desired: DesiredServer): Promise<ServerState> {
+    const path = `/v1/servers/${desired.server.serverId}`;
+    const state = await this.#call('PUT', path, desired, APPLY_TIMEOUT_MS, ServerStateSchema);
+    // An agent that predates IPv6 sends no `ipv6`: it made none.
+    return { ...state, ipv6: state.ipv6 ?? 'off' };
   }
   collectUsage(ack: UsageAck | null): Promise<UsageReport> {
     return this.#call('POST', '/v1/usage', { ack }, APPLY_TIMEOUT_MS, UsageReportSchema);

@@ -20,13 +20,28 @@ export interface ServerSpec {
   clientToClient?: boolean;
   /** The server answers DNS on its tunnel address, so clients may reach port 53 there; absent: false. */
   dnsOnServer?: boolean;
+  /**
+   * The server's IPv6 address with its subnet6 prefix, e.g. `fd3a:1b2c:4d5e:1::1/64`. Absent: the server has no
+   * IPv6 (older panels, or IPv6 off).
+   */
+  address6?: string;
+  /**
+   * subnet6 is a global prefix the operator routes to the node: routed without NAT. Absent/false: NAT66
+   * (masquerade) to the node's uplink when it has global IPv6 (docs/dataplane.md, "IPv6").
+   */
+  routed6?: boolean;
 }
 
 export interface PeerSpec {
   publicKey: string;
   /** The device's single address, e.g. `10.128.0.2/32`. */
   allowedIp: string;
-  /** kbit/s (1000 bit/s) for download and upload each; 0 = unlimited. A limit needs an IPv4 /32 `allowedIp`. */
+  /** The device's IPv6 /128, e.g. `fd3a:1b2c:4d5e:1::2/128`. Absent: none. */
+  allowedIp6?: string;
+  /**
+   * kbit/s (1000 bit/s) for download and upload each, both families together; 0 = unlimited. A limit needs an IPv4
+   * /32 `allowedIp` (and an `allowedIp6`, when given, of a single address).
+   */
   speedLimitKbps: number;
 }
 
@@ -49,6 +64,13 @@ export interface CounterReading {
   peers: PeerCounters[];
 }
 
+/**
+ * What the node did with a server's IPv6: off = no address6; nat66 = clients reach IPv6 beyond the node through
+ * masquerade; routed = routed without NAT; tunnel_only = the node has no IPv6 uplink: only the server's IPv6
+ * address answers inside the tunnel.
+ */
+export type Ipv6Mode = 'off' | 'nat66' | 'routed' | 'tunnel_only';
+
 export interface ServerState {
   serverId: number;
   listenPort: number;
@@ -56,6 +78,7 @@ export interface ServerState {
   mtu: number;
   publicKey: string;
   peerCount: number;
+  ipv6: Ipv6Mode;
 }
 
 export interface Driver {

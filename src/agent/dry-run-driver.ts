@@ -5,8 +5,9 @@
  */
 import { networkInterfaces } from 'node:os';
 import { DriverError } from './driver.ts';
-import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from './driver.ts';
+import type { CounterReading, Driver, Ipv6Mode, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
+import { allowedIpsOf } from './wireguard/peers.ts';
 
 interface MemoryServer {
   spec: ServerSpec;
@@ -38,6 +39,7 @@ export class DryRunDriver implements Driver {
       mtu: spec.mtu,
       publicKey: publicKeyOf(spec.privateKey),
       peerCount: server.peers.size,
+      ipv6: dryRunIpv6(spec),
     });
   }
 
@@ -86,15 +88,15 @@ export class DryRunDriver implements Driver {
     if (server === undefined) return Promise.resolve([`server ${spec.serverId} is not up`]);
     const found: string[] = [];
     const held = server.spec;
-    for (const field of ['privateKey', 'listenPort', 'address', 'mtu'] as const) {
+    for (const field of ['privateKey', 'listenPort', 'address', 'mtu', 'address6', 'routed6'] as const) {
       if (held[field] !== spec[field]) found.push(`server ${spec.serverId}: ${field} differs from what was applied`);
     }
     const wanted = new Map(peers.map((p) => [p.publicKey, p]));
     for (const [key, peer] of server.peers) {
       const want = wanted.get(key);
       if (want === undefined) found.push(`peer ${key} is on the server but was not applied`);
-      else if (want.allowedIp !== peer.allowedIp) {
-        found.push(`peer ${key} has allowed ip ${peer.allowedIp}, not ${want.allowedIp}`);
+      else if (allowedIpsOf(want) !== allowedIpsOf(peer)) {
+        found.push(`peer ${key} has allowed ip ${allowedIpsOf(peer)}, not ${allowedIpsOf(want)}`);
       } else if (want.speedLimitKbps !== peer.speedLimitKbps) {
         found.push(`peer ${key} has speed limit ${peer.speedLimitKbps} kbit/s, not ${want.speedLimitKbps}`);
       }
@@ -117,4 +119,10 @@ export class DryRunDriver implements Driver {
     const addresses = Object.values(networkInterfaces()).flatMap((list) => list ?? []);
     return Promise.resolve(addresses.flatMap((a) => (a.cidr === null ? [] : [a.cidr])));
   }
+}
+
+/** What a dry-run server reports of its IPv6: what a node with an IPv6 uplink would do, so configs are issued alike. */
+function dryRunIpv6(spec: ServerSpec): Ipv6Mode {
+  if (spec.address6 === undefined) return 'off';
+  return spec.routed6 === true ? 'routed' : 'nat66';
 }

@@ -7,7 +7,11 @@
  *   interface (client to client, unless the server allows it); an input chain that lets clients
  *   reach the server itself only with ICMP echo and, when the server offers it, DNS;
  * - in the host namespace, `inet vpnpanel_iso_PN`: an input chain that drops everything arriving
- *   from the server's veth, so no address of the host is reachable, whatever it is.
+ *   from the server's veth, so no address of the host is reachable, whatever it is (but IPv6 neighbour
+ *   discovery, which the veth's IPv6 needs, when the server has IPv6).
+ * A server with IPv6 also refuses connections from beyond the node to its clients' addresses (which a
+ * routed prefix would otherwise expose; with NAT66 none could come), and answers ping and DNS on its IPv6
+ * address as on its IPv4 one.
  * A drop in a base chain is final in nftables, so no other table's accept can open these.
  *
  * Each table is replaced atomically by one `nft -f -` transaction. Whether the rules in place are
@@ -168,6 +172,8 @@ export interface IsolationPlace {
   wg: string;
   /** The server's own tunnel address, bare (`10.128.0.1`). */
   serverIp: string;
+  /** Its IPv6 address, bare (`fd00::1`), when it has one. */
+  serverIp6?: string;
   /** undefined: the process's own namespace. */
   hostNetns: string | undefined;
   /** The host end of the server's veth. */
@@ -184,17 +190,26 @@ function elements(prefixes: readonly string[]): string {
 export function serverTableText(place: IsolationPlace, policy: IsolationPolicy): string {
   const { v4, v6 } = blockedPrefixes(policy.allow);
   const wg = JSON.stringify(place.wg);
-  const ip = place.serverIp;
-  const dns = policy.dnsOnServer ? [`ip daddr ${ip} udp dport 53 accept`, `ip daddr ${ip} tcp dport 53 accept`] : [];
+  const addresses = [
+    { match: `ip daddr ${place.serverIp}`, ping: 'icmp type echo-request' },
+    ...(place.serverIp6 === undefined
+      ? []
+      : [{ match: `ip6 daddr ${place.serverIp6}`, ping: 'icmpv6 type echo-request' }]),
+  ];
+  const dns = policy.dnsOnServer
+    ? addresses.flatMap(({ match }) => [`${match} udp dport 53 accept`, `${match} tcp dport 53 accept`])
+    : [];
+  const inbound = `iifname != ${wg} oifname ${wg} meta nfproto ipv6 ct state != { established, related } drop`;
   const forward = [
     `iifname ${wg} oifname ${wg} ${policy.clientToClient ? 'accept' : 'drop'}`,
     ...(v4.length > 0 ? [`iifname ${wg} ip daddr @blocked4 drop`] : []),
     ...(v6.length > 0 ? [`iifname ${wg} ip6 daddr @blocked6 drop`] : []),
+    ...(place.serverIp6 === undefined ? [] : [inbound]),
   ];
   const input = [
     `iifname != ${wg} accept`,
     'ct state established,related accept',
-    `ip daddr ${ip} icmp type echo-request accept`,
+    ...addresses.map(({ match, ping }) => `${match} ${ping} accept`),
     ...dns,
     'drop',
   ];
@@ -208,10 +223,15 @@ export function serverTableText(place: IsolationPlace, policy: IsolationPolicy):
   ].join('\n');
 }
 
-/** The host namespace's table: nothing from the server's veth is delivered to the host itself. */
+/**
+ * The host namespace's table: nothing from the server's veth is delivered to the host itself but, when the server
+ * has IPv6, the veth's neighbour discovery (hop limit 255: never a forwarded packet, so never a client's).
+ */
 export function hostTableText(place: IsolationPlace): string {
-  const input = chain('input', [`iifname ${JSON.stringify(place.vethHost)} drop`]);
-  return [`table inet ${place.hostTable} {`, input, '}'].join('\n');
+  const veth = JSON.stringify(place.vethHost);
+  const neighbours = `iifname ${veth} icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } ip6 hoplimit 255 accept`;
+  const rules = [...(place.serverIp6 === undefined ? [] : [neighbours]), `iifname ${veth} drop`];
+  return [`table inet ${place.hostTable} {`, chain('input', rules), '}'].join('\n');
 }
 
 function chain(name: 'forward' | 'input', rules: readonly string[]): string {

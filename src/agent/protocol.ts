@@ -15,11 +15,15 @@ export const ServerSpecSchema = Type.Object({
   // Optional so a panel that predates them still drives a newer agent: absent means off.
   clientToClient: Type.Optional(Type.Boolean()),
   dnsOnServer: Type.Optional(Type.Boolean()),
+  // Absent: the server has no IPv6 (a panel that predates it, or IPv6 off).
+  address6: Type.Optional(Type.String()),
+  routed6: Type.Optional(Type.Boolean()),
 });
 
 export const PeerSpecSchema = Type.Object({
   publicKey: Type.String(),
   allowedIp: Type.String(),
+  allowedIp6: Type.Optional(Type.String()),
   speedLimitKbps: Type.Integer({ minimum: 0, maximum: SPEED_LIMIT_MAX_KBPS }),
 });
 
@@ -70,6 +74,10 @@ export const ServerStateSchema = Type.Object({
   mtu: Type.Integer(),
   publicKey: Type.String(),
   peerCount: Type.Integer(),
+  /** Optional so a panel can read an agent that predates it: absent means off (src/agent/connection.ts). */
+  ipv6: Type.Optional(
+    Type.Union([Type.Literal('off'), Type.Literal('nat66'), Type.Literal('routed'), Type.Literal('tunnel_only')]),
+  ),
 });
 
 export const AgentStatusSchema = Type.Object({
@@ -158,21 +166,25 @@ export type NodeDigest = Static<typeof NodeDigestSchema>;
  * agent (from what it was sent), so the two compare without sending the state. Peer order does not
  * count. Left out are the limit fields that differ between the two sides as usage goes on: the
  * remaining bytes, the meter and its journal. What is in it stays equal until the panel changes it:
- * the whole server spec, each peer's key, device, address and speed limit, its data limit and
+ * the whole server spec, each peer's key, device, addresses and speed limit, its data limit and
  * whether it has one (a node told "no limit" differs), the end of its monthly period (it changes at
- * a month's start, when the panel resyncs every node) and its expiry.
+ * a month's start, when the panel resyncs every node) and its expiry. The IPv6 fields count only when
+ * present, so a state without IPv6 keeps the digest it had before they existed.
  */
 export function desiredDigest(desired: DesiredServer): string {
-  const { serverId, privateKey, listenPort, address, mtu, clientToClient, dnsOnServer } = desired.server;
+  const { serverId, privateKey, listenPort, address, mtu, clientToClient, dnsOnServer, address6, routed6 } =
+    desired.server;
   const peers = desired.peers
     .map((p) => {
       const l = p.limits;
       const limits = [l.dataLimit, l.remainingBytes === null, l.periodEndsAtMs, l.expiresAtMs];
-      return JSON.stringify([p.publicKey, p.deviceId, p.allowedIp, p.speedLimitKbps, ...limits]);
+      const ip6 = p.allowedIp6 === undefined ? [] : [p.allowedIp6];
+      return JSON.stringify([p.publicKey, p.deviceId, p.allowedIp, p.speedLimitKbps, ...limits, ...ip6]);
     })
     .sort();
-  // Absent isolation switches mean off (an older panel's spec): the same digest as false.
+  // Absent switches mean off (an older panel's spec): the same digest as false.
   const isolation = [clientToClient === true, dnsOnServer === true];
-  const text = JSON.stringify([serverId, privateKey, listenPort, address, mtu, ...isolation, peers]);
+  const ipv6 = address6 === undefined && routed6 !== true ? [] : [address6 ?? null, routed6 === true];
+  const text = JSON.stringify([serverId, privateKey, listenPort, address, mtu, ...isolation, ...ipv6, peers]);
   return createHash('sha256').update(text).digest('base64url');
 }

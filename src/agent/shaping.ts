@@ -5,9 +5,11 @@
  * queue. An nft map in the server namespace, address → class id, sets `meta priority` in the forward
  * and output hooks; HTB puts a packet whose priority names one of its classes straight into it. So
  * there are no tc filters and no IFB, and classifying costs one hash lookup however many peers are
- * limited. Traffic of an address without a map entry is not classified and passes unshaped.
+ * limited. Traffic of an address without a map entry is not classified and passes unshaped. IPv6 has
+ * a map of its own (in an `ip6` table beside the `ip` one, made only while a limited peer has an IPv6
+ * address) whose entries name the same class as the peer's IPv4 address: one limit for both families.
  *
- * Class ids are `1:<the low 16 bits of the peer's address, in hex>`: unique within any subnet of /16
+ * Class ids are `1:<the low 16 bits of the peer's IPv4 address, in hex>`: unique within any subnet of /16
  * or smaller, and derived, so nothing has to be remembered to find a peer's class again.
  *
  * Changes are incremental: a class is added, changed or deleted only for a peer whose limit differs,
@@ -17,9 +19,13 @@ import { messageOf } from '../domain/errors.ts';
 import { CommandError, type CommandRunner } from './commands.ts';
 import type { PeerSpec } from './driver.ts';
 
-/** nft table of the server namespace that holds the map and the two classifying chains. */
+/** nft tables (`ip` and `ip6`) of the server namespace that hold the maps and the classifying chains. */
 const SHAPING_TABLE = 'vpnpanel_shape';
 const MAP = 'limited';
+/** The nft families of the two tables; each is also the keyword of its address match (`ip daddr`, `ip6 daddr`). */
+type Family = 'ip' | 'ip6';
+const FAMILIES: readonly Family[] = ['ip', 'ip6'];
+const ADDRESS_TYPE: Record<Family, string> = { ip: 'ipv4_addr', ip6: 'ipv6_addr' };
 /** The largest Ethernet frame without VLAN tag: HTB's quantum, and the unit of the sizes below. */
 const FRAME_BYTES = 1514;
 /**
@@ -49,13 +55,16 @@ export interface ShapingPlace {
 }
 
 /**
- * A peer's limit: its bare IPv4 address and kbit/s; `kbps` is NaN when not known exactly (a step
- * failed, or it was read back from the host).
+ * A peer's limit: its bare IPv4 address (which names its class), its bare IPv6 one if any, and kbit/s;
+ * `kbps` is NaN when not known exactly (a step failed, or it was read back from the host).
  */
 interface Limit {
   ip: string;
+  ip6?: string;
   kbps: number;
 }
+
+type TableState = 'ok' | 'damaged' | 'missing';
 
 interface ClassState {
   /** As tc prints them, e.g. `2Mbit`. */
@@ -71,8 +80,8 @@ interface DeviceState {
 }
 
 interface ShapingState {
-  table: 'ok' | 'damaged' | 'missing';
-  /** Map entries: address → class id as nft prints it (`1:a`). */
+  tables: Record<Family, TableState>;
+  /** Entries of both maps: address → class id as nft prints it (`1:a`). */
   elements: Map<string, string>;
   wg: DeviceState;
   uplink: DeviceState;
@@ -101,6 +110,29 @@ export function classMinor(ip: string): number {
 
 function classId(ip: string): string {
   return `1:${classMinor(ip).toString(16)}`;
+}
+
+function familyOf(address: string): Family {
+  return address.includes(':') ? 'ip6' : 'ip';
+}
+
+/** A limit's map entries: each address of the peer → the class of its IPv4 address. */
+function entriesOf(limit: Limit): [string, string][] {
+  const id = classId(limit.ip);
+  return limit.ip6 === undefined
+    ? [[limit.ip, id]]
+    : [
+        [limit.ip, id],
+        [limit.ip6, id],
+      ];
+}
+
+/** A limit of `kbps` for a peer with these addresses (bare, as `wg` prints them); null without an IPv4 one. */
+function limitAt(addresses: readonly string[], kbps: number): Limit | null {
+  const ip = addresses.find((a) => familyOf(a) === 'ip');
+  const ip6 = addresses.find((a) => familyOf(a) === 'ip6');
+  if (ip === undefined) return null;
+  return ip6 === undefined ? { ip, kbps } : { ip, ip6, kbps };
 }
 
 /**
@@ -135,9 +167,9 @@ export function queueBytes(kbps: number): number {
 }
 
 /**
- * The limit to apply for a peer (its allowed ip as `wg` prints it, its limit checked by the driver):
+ * The limit to apply for a peer (its allowed ips as `wg` prints them, its limit checked by the driver):
  * null when it has none (0), else the limit or what is wrong with it. A limit needs a single IPv4
- * address whose class id is not the qdisc's own (minor 0).
+ * address whose class id is not the qdisc's own (minor 0), and an IPv6 address, if any, of one address.
  */
 function limitOf(peer: PeerSpec): Limit | null | string {
   const kbps = peer.speedLimitKbps;
@@ -145,7 +177,10 @@ function limitOf(peer: PeerSpec): Limit | null | string {
   const ip = /^(\d{1,3}(?:\.\d{1,3}){3})\/32$/.exec(peer.allowedIp)?.[1];
   if (ip === undefined) return `a speed limit needs a single IPv4 address, not ${peer.allowedIp}`;
   if (classMinor(ip) === 0) return `${ip} ends in .0.0, which has no class id of its own`;
-  return { ip, kbps };
+  if (peer.allowedIp6 === undefined) return { ip, kbps };
+  const ip6 = /^([0-9a-f:]+)\/128$/.exec(peer.allowedIp6)?.[1];
+  if (ip6 === undefined) return `a speed limit needs a single IPv6 address, not ${peer.allowedIp6}`;
+  return { ip, ip6, kbps };
 }
 
 /** `tc class show dev D`: our classes (major 1) by minor. */
@@ -165,17 +200,17 @@ function parseClasses(stdout: string): Map<number, ClassState> {
 }
 
 /**
- * The two classifying chains: download by destination on the WireGuard interface, upload by source
- * toward the uplink.
+ * The two classifying chains of a family's table: download by destination on the WireGuard interface, upload by
+ * source toward the uplink.
  */
-function chainRules(place: ShapingPlace): Record<'forward' | 'output', string[]> {
+function chainRules(place: ShapingPlace, family: Family): Record<'forward' | 'output', string[]> {
   return {
     forward: [
-      `oifname "${place.wg}" meta priority set ip daddr map @${MAP}`,
-      `oifname "${place.uplink}" meta priority set ip saddr map @${MAP}`,
+      `oifname "${place.wg}" meta priority set ${family} daddr map @${MAP}`,
+      `oifname "${place.uplink}" meta priority set ${family} saddr map @${MAP}`,
     ],
     // Packets the server namespace sends itself (e.g. replies to pings of its address).
-    output: [`oifname "${place.wg}" meta priority set ip daddr map @${MAP}`],
+    output: [`oifname "${place.wg}" meta priority set ${family} daddr map @${MAP}`],
   };
 }
 
@@ -184,14 +219,18 @@ const CHAIN_HOOKS = {
   output: 'type filter hook output priority 0; policy accept;',
 } as const;
 
-/** `nft list table ip vpnpanel_shape`: its map entries, and whether its chains hold exactly our rules. */
-function parseTable(stdout: string, place: ShapingPlace): Pick<ShapingState, 'table' | 'elements'> {
+/** `nft list table FAMILY vpnpanel_shape`: its map entries, and whether its chains hold exactly our rules. */
+function parseTable(
+  stdout: string,
+  place: ShapingPlace,
+  family: Family,
+): { table: TableState; elements: Map<string, string> } {
   const elements = new Map<string, string>();
-  if (!stdout.includes(`table ip ${SHAPING_TABLE} {`)) return { table: 'missing', elements };
+  if (!stdout.includes(`table ${family} ${SHAPING_TABLE} {`)) return { table: 'missing', elements };
   const mapBlock = new RegExp(`map ${MAP} \\{([\\s\\S]*?)\\n\\t\\}`).exec(stdout)?.[1];
-  for (const match of (mapBlock ?? '').matchAll(/(\d+\.\d+\.\d+\.\d+) : ([0-9a-f]+:[0-9a-f]+)/g))
+  for (const match of (mapBlock ?? '').matchAll(/([0-9a-f:.]+) : ([0-9a-f]+:[0-9a-f]+)/g))
     elements.set(match[1] ?? '', match[2] ?? '');
-  const expected = chainRules(place);
+  const expected = chainRules(place, family);
   const intact =
     mapBlock !== undefined &&
     (['forward', 'output'] as const).every((chain) => {
@@ -209,31 +248,48 @@ function elementList(entries: Iterable<[string, string]>): string {
   return [...entries].map(([ip, id]) => `${ip} : ${id}`).join(', ');
 }
 
-/** An nft script that makes the table afresh (atomically replacing a damaged one) holding `elements`. */
-function tableScript(place: ShapingPlace, elements: ReadonlyMap<string, string>): string {
-  const rules = chainRules(place);
+/**
+ * An nft script that makes a family's table afresh (atomically replacing a damaged one) holding `elements`.
+ */
+function tableScript(place: ShapingPlace, family: Family, elements: ReadonlyMap<string, string>): string {
+  const rules = chainRules(place, family);
+  const table = `${family} ${SHAPING_TABLE}`;
   const chain = (name: 'forward' | 'output') =>
     `  chain ${name} {\n    ${CHAIN_HOOKS[name]}\n${rules[name].map((r) => `    ${r}\n`).join('')}  }\n`;
   const entries = elements.size === 0 ? '' : `    elements = { ${elementList(elements)} }\n`;
   return (
-    `table ip ${SHAPING_TABLE} {}\ndelete table ip ${SHAPING_TABLE}\n` +
-    `table ip ${SHAPING_TABLE} {\n  map ${MAP} {\n    type ipv4_addr : classid\n${entries}  }\n` +
+    `table ${table} {}\ndelete table ${table}\n` +
+    `table ${table} {\n  map ${MAP} {\n    type ${ADDRESS_TYPE[family]} : classid\n${entries}  }\n` +
     `${chain('forward')}${chain('output')}}\n`
   );
 }
 
-/** Creates the table, map and chains where missing and rewrites the chains' rules, keeping the map's entries. */
-function ensureTableScript(place: ShapingPlace): string {
-  const rules = chainRules(place);
-  const lines = [`add table ip ${SHAPING_TABLE}`, `add map ip ${SHAPING_TABLE} ${MAP} { type ipv4_addr : classid; }`];
+/**
+ * Creates a family's table, map and chains where missing and rewrites the chains' rules, keeping the map's
+ * entries.
+ */
+function ensureTableScript(place: ShapingPlace, family: Family): string {
+  const rules = chainRules(place, family);
+  const table = `${family} ${SHAPING_TABLE}`;
+  const lines = [`add table ${table}`, `add map ${table} ${MAP} { type ${ADDRESS_TYPE[family]} : classid; }`];
   for (const name of ['forward', 'output'] as const) {
-    lines.push(
-      `add chain ip ${SHAPING_TABLE} ${name} { ${CHAIN_HOOKS[name]} }`,
-      `flush chain ip ${SHAPING_TABLE} ${name}`,
-    );
-    for (const rule of rules[name]) lines.push(`add rule ip ${SHAPING_TABLE} ${name} ${rule}`);
+    lines.push(`add chain ${table} ${name} { ${CHAIN_HOOKS[name]} }`, `flush chain ${table} ${name}`);
+    for (const rule of rules[name]) lines.push(`add rule ${table} ${name} ${rule}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * `add element` (or `delete element`, which takes addresses alone) statements for `entries`, one per family
+ * that has some: IPv4 first.
+ */
+function elementStatements(verb: 'add' | 'delete', entries: readonly [string, string][]): string[] {
+  return FAMILIES.flatMap((family) => {
+    const own = entries.filter(([address]) => familyOf(address) === family);
+    if (own.length === 0) return [];
+    const list = verb === 'add' ? elementList(own) : own.map(([address]) => address).join(', ');
+    return [`${verb} element ${family} ${SHAPING_TABLE} ${MAP} { ${list} }`];
+  });
 }
 
 function rootLine(dev: string, replace: boolean): BatchLine {
@@ -309,11 +365,14 @@ export class Shaper {
         (r) => r.stdout,
         () => '',
       );
-    const [table, wgRoot, wgClasses, uplinkRoot, uplinkClasses] = await Promise.all([
-      this.#runner.run('nft', ['list', 'table', 'ip', SHAPING_TABLE], { netns: place.netns }).then(
+    const nft = (family: Family): Promise<string> =>
+      this.#runner.run('nft', ['list', 'table', family, SHAPING_TABLE], { netns: place.netns }).then(
         (r) => r.stdout,
         () => '',
-      ),
+      );
+    const [table4, table6, wgRoot, wgClasses, uplinkRoot, uplinkClasses] = await Promise.all([
+      nft('ip'),
+      nft('ip6'),
       tc(['qdisc', 'show', 'dev', place.wg, 'root']),
       tc(['class', 'show', 'dev', place.wg]),
       tc(['qdisc', 'show', 'dev', place.uplink, 'root']),
@@ -323,13 +382,19 @@ export class Shaper {
       const htbRoot = HTB_ROOT.test(root);
       return { htbRoot, classes: htbRoot ? parseClasses(classes) : new Map() };
     };
-    return { ...parseTable(table, place), wg: device(wgRoot, wgClasses), uplink: device(uplinkRoot, uplinkClasses) };
+    const [v4, v6] = [parseTable(table4, place, 'ip'), parseTable(table6, place, 'ip6')];
+    return {
+      tables: { ip: v4.table, ip6: v6.table },
+      elements: new Map([...v4.elements, ...v6.elements]),
+      wg: device(wgRoot, wgClasses),
+      uplink: device(uplinkRoot, uplinkClasses),
+    };
   }
 
   /**
    * setPeers: makes the host's limits exactly those of `peers` (allowed ips as `wg` prints them), reading
-   * what the host has and changing only the difference; the shaping of `keepIps` (peers left as they
-   * are) is not touched.
+   * what the host has and changing only the difference; the shaping of `keepIps` (the addresses of peers
+   * left as they are) is not touched.
    */
   async sync(
     serverId: number,
@@ -357,23 +422,26 @@ export class Shaper {
 
   /**
    * up() after the interface or the veth was made again (their classes went with them): puts back
-   * the limits of `peers` (public key → bare address) as remembered, or as the surviving half of the
+   * the limits of `peers` (public key → bare addresses) as remembered, or as the surviving half of the
    * host's state says.
    */
   async restore(
     serverId: number,
     place: ShapingPlace,
-    peers: ReadonlyMap<string, string>,
+    peers: ReadonlyMap<string, readonly string[]>,
     failures: string[],
   ): Promise<void> {
     const state = await this.#read(place);
     const known = this.#known.get(serverId);
     if (known === undefined && state.elements.size === 0) return;
     const want = new Map<string, Limit>();
-    for (const [publicKey, ip] of peers) {
+    for (const [publicKey, addresses] of peers) {
+      const found = limitAt(addresses, Number.NaN);
+      if (found === null) continue;
       const remembered = known?.get(publicKey);
-      const kbps = remembered?.ip === ip && Number.isFinite(remembered.kbps) ? remembered.kbps : hostLimit(state, ip);
-      if (kbps > 0) want.set(publicKey, { ip, kbps });
+      const kbps =
+        remembered?.ip === found.ip && Number.isFinite(remembered.kbps) ? remembered.kbps : hostLimit(state, found.ip);
+      if (kbps > 0) want.set(publicKey, { ...found, kbps });
     }
     await this.#converge(serverId, place, state, want, new Set(), failures);
   }
@@ -385,14 +453,22 @@ export class Shaper {
    */
   async inspect(serverId: number, place: ShapingPlace, peers: readonly PeerSpec[]): Promise<string[]> {
     const want = new Map<string, number>();
+    const wantEntries = new Map<string, string>();
     for (const peer of peers) {
       const limit = limitOf(peer);
-      if (limit !== null && typeof limit !== 'string') want.set(limit.ip, limit.kbps);
+      if (limit === null || typeof limit === 'string') continue;
+      want.set(limit.ip, limit.kbps);
+      for (const [address, id] of entriesOf(limit)) wantEntries.set(address, id);
     }
     if (want.size === 0 && (this.#known.get(serverId)?.size ?? 0) === 0) return [];
     const state = await this.#read(place);
     const found: string[] = [];
-    if (state.table !== 'ok') found.push(`nft table ${SHAPING_TABLE} is ${state.table}`);
+    for (const family of FAMILIES) {
+      const table = state.tables[family];
+      const needed = family === 'ip' || [...wantEntries.keys()].some((a) => familyOf(a) === family);
+      if (table !== 'ok' && (needed || table === 'damaged'))
+        found.push(`nft table ${family} ${SHAPING_TABLE} is ${table}`);
+    }
     const wantedMinors = new Set([...want.keys()].map(classMinor));
     for (const [dev, device] of [
       [place.wg, state.wg],
@@ -411,34 +487,41 @@ export class Shaper {
         if (!wantedMinors.has(minor)) found.push(`class 1:${minor.toString(16)} on ${dev} is of no limited peer`);
       }
     }
-    for (const ip of want.keys()) {
-      const entry = state.elements.get(ip);
-      if (state.table === 'ok' && entry !== classId(ip)) found.push(`speed limit of ${ip}: no map entry`);
+    for (const [address, id] of wantEntries) {
+      const tableOk = state.tables[familyOf(address)] === 'ok';
+      if (tableOk && state.elements.get(address) !== id) found.push(`speed limit of ${address}: no map entry`);
     }
-    for (const ip of state.elements.keys()) if (!want.has(ip)) found.push(`map entry ${ip} is of no limited peer`);
+    for (const address of state.elements.keys()) {
+      if (!wantEntries.has(address)) found.push(`map entry ${address} is of no limited peer`);
+    }
     return found;
   }
 
   /**
    * changePeers: applies the limits of `upsert` and removes those of the keys in `remove`, touching
    * only peers whose limit differs from what was applied; reads nothing from the host unless this
-   * process has not seen the server yet (`peersOnHost` then gives public key → allowed ip).
+   * process has not seen the server yet (`peersOnHost` then gives public key → bare addresses).
    */
   async change(
     serverId: number,
     place: ShapingPlace,
     upsert: readonly PeerSpec[],
     remove: readonly string[],
-    peersOnHost: () => Promise<Map<string, string>>,
+    peersOnHost: () => Promise<Map<string, string[]>>,
     failures: string[],
   ): Promise<void> {
     const known = this.#known.get(serverId) ?? (await this.#load(place, peersOnHost));
     this.#known.set(serverId, known);
     const unshape = new Set<string>();
-    const shape = new Map<string, { limit: Limit; publicKey: string; hadElement: boolean }>();
+    const shape = new Map<string, Limit>();
+    /** Map entries to drop, and to add with the peer they are for. */
+    const dropEntries = new Map<string, string>();
+    const addEntries = new Map<string, { id: string; publicKey: string }>();
     for (const key of remove) {
       const old = known.get(key);
-      if (old !== undefined) unshape.add(old.ip);
+      if (old === undefined) continue;
+      unshape.add(old.ip);
+      for (const [address, id] of entriesOf(old)) dropEntries.set(address, id);
       known.delete(key);
     }
     for (const peer of upsert) {
@@ -450,6 +533,10 @@ export class Shaper {
       const old = known.get(peer.publicKey);
       if (old !== undefined && old.ip !== limit?.ip) unshape.add(old.ip);
       known.delete(peer.publicKey);
+      const newEntries = new Map(limit === null ? [] : entriesOf(limit));
+      for (const [address, id] of old === undefined ? [] : entriesOf(old)) {
+        if (newEntries.get(address) !== id) dropEntries.set(address, id);
+      }
       if (limit === null) continue;
       const clash = [...known.values()].find(
         (other) => other.ip !== limit.ip && classMinor(other.ip) === classMinor(limit.ip),
@@ -459,46 +546,48 @@ export class Shaper {
         continue;
       }
       known.set(peer.publicKey, limit);
-      if (old?.ip === limit.ip && old.kbps === limit.kbps) continue;
-      // A rate change of a peer whose map entry is in place needs tc alone.
-      shape.set(limit.ip, {
-        limit,
-        publicKey: peer.publicKey,
-        hadElement: old?.ip === limit.ip && Number.isFinite(old.kbps),
-      });
+      // A rate change of a peer whose map entries are in place needs tc alone.
+      if (old?.ip !== limit.ip || old.kbps !== limit.kbps) shape.set(limit.ip, limit);
+      const applied = new Map(old !== undefined && Number.isFinite(old.kbps) ? entriesOf(old) : []);
+      for (const [address, id] of newEntries) {
+        if (applied.get(address) !== id) addEntries.set(address, { id, publicKey: peer.publicKey });
+      }
     }
     for (const ip of shape.keys()) unshape.delete(ip);
-    if (shape.size === 0 && unshape.size === 0) return;
+    for (const address of addEntries.keys()) dropEntries.delete(address);
+    if (shape.size === 0 && unshape.size === 0 && dropEntries.size === 0 && addEntries.size === 0) return;
 
     const lines: BatchLine[] = [];
     for (const dev of [place.wg, place.uplink]) {
       if (shape.size > 0) lines.push(rootLine(dev, false));
       for (const ip of unshape) lines.push(unshapeLine(dev, ip, true));
-      for (const { limit } of shape.values()) lines.push(...shapeLines(dev, limit));
+      for (const limit of shape.values()) lines.push(...shapeLines(dev, limit));
     }
-    const failed = await this.#batch(place, lines, failures);
-    const statements: string[] = [];
+    const failed = lines.length === 0 ? new Set<string>() : await this.#batch(place, lines, failures);
     // Adding first makes deleting an entry that is already gone succeed (nft 1.0.6 has no `destroy`).
-    if (unshape.size > 0) {
-      const entries = elementList([...unshape].map((ip): [string, string] => [ip, classId(ip)]));
-      statements.push(
-        `add element ip ${SHAPING_TABLE} ${MAP} { ${entries} }`,
-        `delete element ip ${SHAPING_TABLE} ${MAP} { ${[...unshape].join(', ')} }`,
-      );
-    }
-    const newEntries = [...shape.values()]
-      .filter((s) => !s.hadElement)
-      .map((s): [string, string] => [s.limit.ip, classId(s.limit.ip)]);
-    if (newEntries.length > 0) statements.push(`add element ip ${SHAPING_TABLE} ${MAP} { ${elementList(newEntries)} }`);
+    const drops = [...dropEntries];
+    const adds = [...addEntries].map(([address, { id }]): [string, string] => [address, id]);
+    const statements = [
+      ...elementStatements('add', drops),
+      ...elementStatements('delete', drops),
+      ...elementStatements('add', adds),
+    ];
     if (statements.length > 0) {
       const script = `${statements.join('\n')}\n`;
-      // The table is made with the first limit; when it is missing or damaged, make it and try once more.
-      const applied =
-        (await this.#nft(place, script, null)) || (await this.#nft(place, ensureTableScript(place) + script, failures));
-      if (!applied) for (const s of shape.values()) failed.add(s.limit.ip);
+      // A table is made with its first limit; when it is missing or damaged, make it and try once more.
+      const families = new Set([...drops, ...adds].map(([address]) => familyOf(address)));
+      const ensure = [...families].map((family) => ensureTableScript(place, family)).join('');
+      const applied = (await this.#nft(place, script, null)) || (await this.#nft(place, ensure + script, failures));
+      if (!applied) {
+        for (const { publicKey } of addEntries.values()) {
+          const limit = known.get(publicKey);
+          if (limit !== undefined) failed.add(limit.ip);
+        }
+      }
     }
-    for (const { limit, publicKey } of shape.values())
-      if (failed.has(limit.ip)) known.set(publicKey, { ip: limit.ip, kbps: Number.NaN });
+    for (const [publicKey, limit] of known) {
+      if (failed.has(limit.ip)) known.set(publicKey, { ...limit, kbps: Number.NaN });
+    }
   }
 
   /**
@@ -506,7 +595,7 @@ export class Shaper {
    * (the agent always runs setPeers first). Without an HTB root nothing is limited, and the peers need
    * not be read.
    */
-  async #load(place: ShapingPlace, peersOnHost: () => Promise<Map<string, string>>): Promise<Map<string, Limit>> {
+  async #load(place: ShapingPlace, peersOnHost: () => Promise<Map<string, string[]>>): Promise<Map<string, Limit>> {
     const roots = await Promise.all(
       [place.wg, place.uplink].map((dev) =>
         this.#runner.run('tc', ['-n', place.netns, 'qdisc', 'show', 'dev', dev, 'root']).then(
@@ -516,12 +605,15 @@ export class Shaper {
       ),
     );
     if (!roots.includes(true)) return new Map();
-    const [state, peers] = await Promise.all([this.#read(place), peersOnHost().catch(() => new Map<string, string>())]);
+    const [state, peers] = await Promise.all([
+      this.#read(place),
+      peersOnHost().catch(() => new Map<string, string[]>()),
+    ]);
     const known = new Map<string, Limit>();
-    for (const [publicKey, allowedIp] of peers) {
-      const ip = /^(\d+\.\d+\.\d+\.\d+)\/32$/.exec(allowedIp)?.[1];
+    for (const [publicKey, addresses] of peers) {
       // Printed rates are rounded above 1 Gbit/s: NaN makes the next upsert apply its limit whatever it is.
-      if (ip !== undefined && state.elements.has(ip)) known.set(publicKey, { ip, kbps: Number.NaN });
+      const limit = limitAt(addresses, Number.NaN);
+      if (limit !== null && state.elements.has(limit.ip)) known.set(publicKey, limit);
     }
     return known;
   }
@@ -538,8 +630,9 @@ export class Shaper {
     const previous = this.#known.get(serverId);
     const exact = new Map([...(previous?.values() ?? [])].map((l) => [l.ip, l.kbps]));
     const wanted = new Map([...want.values()].map((l) => [l.ip, l]));
+    const wantedEntries = new Map([...want.values()].flatMap(entriesOf));
     const wantedMinors = new Set([...wanted.keys()].map(classMinor));
-    const keptMinors = new Set([...keepIps].map(classMinor));
+    const keptMinors = new Set([...keepIps].filter((ip) => familyOf(ip) === 'ip').map(classMinor));
     const devices = [
       [place.wg, state.wg],
       [place.uplink, state.uplink],
@@ -552,7 +645,9 @@ export class Shaper {
         .filter(([, d]) => d.htbRoot)
         .map(([dev]): BatchLine => ({ text: `qdisc del dev ${dev} root`, ip: null, tolerate: MISSING }));
       if (lines.length > 0) await this.#batch(place, lines, failures);
-      if (state.table !== 'missing') await this.#nft(place, `delete table ip ${SHAPING_TABLE}\n`, failures);
+      const present = FAMILIES.filter((family) => state.tables[family] !== 'missing');
+      const script = present.map((family) => `delete table ${family} ${SHAPING_TABLE}\n`).join('');
+      if (script !== '') await this.#nft(place, script, failures);
       this.#known.set(serverId, new Map());
       return;
     }
@@ -578,31 +673,34 @@ export class Shaper {
     }
     if (lines.length > 0) for (const ip of await this.#batch(place, lines, failures)) failed.add(ip);
 
-    if (state.table === 'ok') {
-      const stale = [...state.elements]
-        .filter(([ip, id]) => !keepIps.has(ip) && (!wanted.has(ip) || id !== classId(ip)))
-        .map(([ip]) => ip);
-      const missing = [...wanted.keys()].filter((ip) => state.elements.get(ip) !== classId(ip));
-      const statements = [
-        ...(stale.length > 0 ? [`delete element ip ${SHAPING_TABLE} ${MAP} { ${stale.join(', ')} }`] : []),
-        ...(missing.length > 0
-          ? [
-              `add element ip ${SHAPING_TABLE} ${MAP} { ` +
-                `${elementList(missing.map((ip): [string, string] => [ip, classId(ip)]))} }`,
-            ]
-          : []),
-      ];
-      if (statements.length > 0 && !(await this.#nft(place, `${statements.join('\n')}\n`, failures)))
-        for (const ip of missing) failed.add(ip);
-    } else {
-      const kept = [...state.elements].filter(([ip]) => keepIps.has(ip));
-      const elements = new Map([...kept, ...[...wanted.keys()].map((ip): [string, string] => [ip, classId(ip)])]);
-      if (!(await this.#nft(place, tableScript(place, elements), failures)))
-        for (const ip of wanted.keys()) failed.add(ip);
+    const scripts: string[] = [];
+    /** The IPv4 address (class) of each wanted address, to mark a peer failed when its table's script fails. */
+    const owners = new Map([...want.values()].flatMap((l) => entriesOf(l).map(([a]): [string, string] => [a, l.ip])));
+    const touched: string[] = [];
+    for (const family of FAMILIES) {
+      const mine = <T>(entries: Iterable<[string, T]>): [string, T][] =>
+        [...entries].filter(([address]) => familyOf(address) === family);
+      const wantedHere = mine(wantedEntries);
+      const kept = mine(state.elements).filter(([address]) => keepIps.has(address));
+      if (state.tables[family] === 'ok') {
+        const stale = mine(state.elements).filter(
+          ([address, id]) => !keepIps.has(address) && wantedEntries.get(address) !== id,
+        );
+        const missing = wantedHere.filter(([address, id]) => state.elements.get(address) !== id);
+        scripts.push(...elementStatements('delete', stale).map((l) => `${l}\n`));
+        scripts.push(...elementStatements('add', missing).map((l) => `${l}\n`));
+        touched.push(...missing.map(([address]) => address));
+      } else if (wantedHere.length > 0 || kept.length > 0) {
+        scripts.push(tableScript(place, family, new Map([...kept, ...wantedHere])));
+        touched.push(...wantedHere.map(([address]) => address));
+      } else if (state.tables[family] === 'damaged') scripts.push(`delete table ${family} ${SHAPING_TABLE}\n`);
+    }
+    if (scripts.length > 0 && !(await this.#nft(place, scripts.join(''), failures))) {
+      for (const address of touched) failed.add(owners.get(address) ?? address);
     }
     this.#known.set(
       serverId,
-      new Map([...want].map(([key, l]) => [key, failed.has(l.ip) ? { ip: l.ip, kbps: Number.NaN } : l])),
+      new Map([...want].map(([key, l]) => [key, failed.has(l.ip) ? { ...l, kbps: Number.NaN } : l])),
     );
   }
 

@@ -7,7 +7,15 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { DryRunDriver } from '../../src/agent/dry-run-driver.ts';
-import { type AgentPeer, type DesiredServer, desiredDigest } from '../../src/agent/protocol.ts';
+import Value from 'typebox/value';
+import {
+  type AgentPeer,
+  type DesiredServer,
+  DesiredServerSchema,
+  desiredDigest,
+  PeerSpecSchema,
+  ServerStateSchema,
+} from '../../src/agent/protocol.ts';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 
 function peer(deviceId: number, fields: Partial<AgentPeer> = {}): AgentPeer {
@@ -73,14 +81,70 @@ describe('desiredDigest', () => {
     ['another MTU', { ...base, server: { ...base.server, mtu: 1280 } }],
     ['client to client allowed', { ...base, server: { ...base.server, clientToClient: true } }],
     ['DNS on the server', { ...base, server: { ...base.server, dnsOnServer: true } }],
+    ['an IPv6 address', { ...base, server: { ...base.server, address6: 'fd00:9::1/64' } }],
+    ['a routed IPv6 prefix', { ...base, server: { ...base.server, address6: 'fd00:9::1/64', routed6: true } }],
+    ["a device's IPv6 address", withPeer(0, { allowedIp6: 'fd00:9::2/128' })],
   ];
   it('takes absent isolation switches (an older panel) as off', () => {
     const off = { ...base, server: { ...base.server, clientToClient: false, dnsOnServer: false } };
     assert.equal(desiredDigest(off), digest);
   });
+  it('is for a state without IPv6 what it was before the IPv6 fields existed (an older panel or node agrees)', () => {
+    const fixed: DesiredServer = {
+      server: {
+        serverId: 7,
+        privateKey: 'cGFuZWwtdGVzdC1zZXJ2ZXIta2V5LTAwMDAwMDAwMDA=',
+        listenPort: 51820,
+        address: '10.9.0.1/24',
+        mtu: 1420,
+      },
+      peers: [
+        {
+          ...peer(1, { speedLimitKbps: 2000 }),
+          publicKey: 'cGFuZWwtdGVzdC1kZXZpY2Uta2V5LTAwMDAwMDAwMDA=',
+          allowedIp: '10.9.0.2/32',
+        },
+      ],
+    };
+    // Computed with desiredDigest as it was before issue 15.
+    assert.equal(desiredDigest(fixed), 'PMHyW3oBlTggS9nkuDRrHgviYc1C2PInhjCPWJRockE');
+    assert.equal(desiredDigest({ ...fixed, server: { ...fixed.server, routed6: false } }), desiredDigest(fixed));
+  });
   for (const [name, changed] of changes) {
     it(`differs for ${name}`, () => assert.notEqual(desiredDigest(changed), digest));
   }
+  it('tells apart each IPv6 change from the others', () => {
+    const six = { ...base, server: { ...base.server, address6: 'fd00:9::1/64' } };
+    const variants = [
+      six,
+      { ...six, server: { ...six.server, address6: 'fd00:8::1/64' } },
+      { ...six, server: { ...six.server, routed6: true } },
+      { ...six, peers: six.peers.map((p, i) => (i === 0 ? { ...p, allowedIp6: 'fd00:9::2/128' } : p)) },
+      { ...six, peers: six.peers.map((p, i) => (i === 0 ? { ...p, allowedIp6: 'fd00:9::3/128' } : p)) },
+    ];
+    assert.equal(new Set(variants.map(desiredDigest)).size, variants.length);
+  });
+});
+
+describe('protocol: the IPv6 fields', () => {
+  it('a desired state with them is valid, and without them too (an older panel)', () => {
+    const withIpv6 = server([peer(1, { allowedIp6: 'fd00:9::2/128' })]);
+    withIpv6.server = { ...withIpv6.server, address6: 'fd00:9::1/64', routed6: false };
+    assert.ok(Value.Check(DesiredServerSchema, withIpv6));
+    assert.ok(Value.Check(DesiredServerSchema, server([peer(1)])));
+    assert.equal(
+      Value.Check(DesiredServerSchema, { ...withIpv6, server: { ...withIpv6.server, routed6: 'yes' } }),
+      false,
+    );
+    assert.equal(Value.Check(PeerSpecSchema, { ...peer(1), allowedIp6: 6 }), false);
+  });
+  it("a node's answer names its IPv6 mode; an older node's answer without one is still read", () => {
+    const state = { serverId: 7, listenPort: 51820, address: '10.9.0.1/24', mtu: 1420, publicKey: 'k', peerCount: 0 };
+    for (const ipv6 of ['off', 'nat66', 'routed', 'tunnel_only'])
+      assert.ok(Value.Check(ServerStateSchema, { ...state, ipv6 }));
+    assert.ok(Value.Check(ServerStateSchema, state));
+    assert.equal(Value.Check(ServerStateSchema, { ...state, ipv6: 'nat64' }), false);
+  });
 });
 
 describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
@@ -120,6 +184,28 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     await agent.applyServer(desired);
     const after = (await agent.digest()).servers[0]?.discrepancies;
     assert.deepEqual(after, [], 'applying the desired state again repairs all of it');
+  });
+
+  it("hands each device's IPv6 address to the driver and sees it lost; reports the server's IPv6 mode", async () => {
+    const driver = new DryRunDriver();
+    const agent = new Agent(driver, 'test');
+    const a = peer(1, { allowedIp6: 'fd00:9::2/128' });
+    const desired = server([a]);
+    desired.server = { ...desired.server, address6: 'fd00:9::1/64' };
+    assert.equal((await agent.applyServer(desired)).ipv6, 'nat66', 'dry-run: what a node with an IPv6 uplink does');
+    assert.deepEqual((await agent.digest()).servers[0]?.discrepancies, []);
+    await driver.changePeers(7, [{ publicKey: a.publicKey, allowedIp: a.allowedIp, speedLimitKbps: 0 }], []);
+    assert.deepEqual((await agent.digest()).servers[0]?.discrepancies, [
+      `peer ${a.publicKey} has allowed ip ${a.allowedIp}, not ${a.allowedIp},fd00:9::2/128`,
+    ]);
+    const routed = { ...desired, server: { ...desired.server, routed6: true } };
+    assert.equal((await agent.applyServer(routed)).ipv6, 'routed');
+    await driver.up(desired.server);
+    assert.deepEqual((await agent.digest()).servers[0]?.discrepancies, [
+      'server 7: routed6 differs from what was applied',
+    ]);
+    const without = server([peer(1)]);
+    assert.equal((await agent.applyServer(without)).ipv6, 'off');
   });
 
   it('a peer added with the node token changes the digest; a server it never applied has none', async () => {

@@ -24,6 +24,7 @@ describe('dry-run driver', () => {
       mtu: 1420,
       publicKey: server.publicKey,
       peerCount: 0,
+      ipv6: 'off',
     });
     const peers = [peer(2), peer(3)];
     await driver.setPeers(3, peers);

@@ -37,7 +37,7 @@ function covered(prefixes: readonly string[], address: string): boolean {
 }
 
 const rulesOf = (text: string, chain: string): string[] =>
-  (new RegExp(`chain ${chain} \\{\\n([^}]*)\\}`).exec(text)?.[1] ?? '')
+  (new RegExp(`chain ${chain} \\{\\n([\\s\\S]*?)\\n\\t\\}`).exec(text)?.[1] ?? '')
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l !== '' && !l.startsWith('type '));
@@ -158,6 +158,32 @@ describe('client isolation: the tables', () => {
     assert.match(replaceScript(host), replaced);
   });
 
+  test('a server with IPv6: ping and DNS on its IPv6 address too, nothing from beyond to its clients', () => {
+    const place = { ...ISOLATION_PLACE, serverIp6: 'fd3a::1' };
+    const text = serverTableText(place, { ...ISOLATED, dnsOnServer: true });
+    assert.deepEqual(rulesOf(text, 'forward'), [
+      'iifname "vp1" oifname "vp1" drop',
+      'iifname "vp1" ip daddr @blocked4 drop',
+      'iifname "vp1" ip6 daddr @blocked6 drop',
+      'iifname != "vp1" oifname "vp1" meta nfproto ipv6 ct state != { established, related } drop',
+    ]);
+    assert.deepEqual(rulesOf(text, 'input').slice(2), [
+      'ip daddr 10.128.0.1 icmp type echo-request accept',
+      'ip6 daddr fd3a::1 icmpv6 type echo-request accept',
+      'ip daddr 10.128.0.1 udp dport 53 accept',
+      'ip daddr 10.128.0.1 tcp dport 53 accept',
+      'ip6 daddr fd3a::1 udp dport 53 accept',
+      'ip6 daddr fd3a::1 tcp dport 53 accept',
+      'drop',
+    ]);
+    assert.deepEqual(rulesOf(hostTableText(place), 'input'), [
+      'iifname "vp1h" icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } ip6 hoplimit 255 accept',
+      'iifname "vp1h" drop',
+    ]);
+    const { v6 } = blockedPrefixes([]);
+    assert.ok(v6.includes('fc00::/7') && v6.includes('fe80::/10'), 'unique local and link-local space beyond');
+  });
+
   test("a listing compares equal despite nft's layout, element order, bare /32 and dotted mapped addresses", () => {
     const text = serverTableText(ISOLATION_PLACE, { ...ISOLATED, allow: allow('169.254.169.254/32') });
     const listed = text
@@ -207,6 +233,12 @@ describe('client isolation: real nft in a namespace of its own', { skip: notRoot
       await ensureIsolation(runner, place, policy, failures);
       assert.deepEqual(failures, []);
       assert.deepEqual(await isolationProblems(runner, place, policy), []);
+
+      const withIpv6 = { ...place, serverIp6: 'fd3a::1' };
+      assert.equal((await isolationProblems(runner, withIpv6, policy)).length, 2, 'a server given IPv6: both differ');
+      await ensureIsolation(runner, withIpv6, policy, failures);
+      assert.deepEqual(failures, []);
+      assert.deepEqual(await isolationProblems(runner, withIpv6, policy), [], 'and list as expected once loaded');
     } finally {
       execFileSync('ip', ['netns', 'del', ns]);
     }

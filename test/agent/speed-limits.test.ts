@@ -18,6 +18,7 @@ import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
 import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping.ts';
 import { generateKeyPair, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
+import { driverOn } from '../support/recorded-host.ts';
 
 // ---------------------------------------------------------------------------------------------
 // (a) Against a RecordingRunner: server 1 of prefix `vp` (interface vp1 and veth end vp1s in
@@ -83,10 +84,6 @@ function shapedHost(peers: readonly HostPeer[]): RecordingRunner {
     runner.on(`tc -n vp-s1 class show dev ${dev}`, { stdout: classes });
   }
   return runner.on('[vp-s1] nft list table ip vpnpanel_shape', { stdout: table });
-}
-
-function driverOn(runner: RecordingRunner): WireGuardDriver {
-  return new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go' });
 }
 
 const peer = (publicKey: string, ip: string, speedLimitKbps: number): PeerSpec => ({
@@ -406,6 +403,150 @@ describe('speed limits: commands (recorded)', () => {
     assert.deepEqual(['10.128.0.2', '10.128.1.4', '10.129.255.254'].map(classMinor), [0x2, 0x104, 0xfffe]);
   });
 });
+
+describe('speed limits: IPv6 (recorded)', () => {
+  const A6 = 'fd3a::2';
+  const dual = (publicKey: string, ip: string, ip6: string, kbps: number): PeerSpec => ({
+    ...peer(publicKey, ip, kbps),
+    allowedIp6: `${ip6}/128`,
+  });
+  /** nft's listing of a family's table holding `entries` (address → class id). */
+  const listing = (family: 'ip' | 'ip6', entries: readonly [string, string][]): string =>
+    [
+      `table ${family} vpnpanel_shape {`,
+      '\tmap limited {',
+      `\t\ttype ${family === 'ip' ? 'ipv4' : 'ipv6'}_addr : classid`,
+      ...(entries.length === 0 ? [] : [`\t\telements = { ${entries.map(([a, id]) => `${a} : ${id}`).join(', ')} }`]),
+      '\t}',
+      '',
+      '\tchain forward {',
+      '\t\ttype filter hook forward priority filter; policy accept;',
+      `\t\toifname "vp1" meta priority set ${family} daddr map @limited`,
+      `\t\toifname "vp1s" meta priority set ${family} saddr map @limited`,
+      '\t}',
+      '',
+      '\tchain output {',
+      '\t\ttype filter hook output priority filter; policy accept;',
+      `\t\toifname "vp1" meta priority set ${family} daddr map @limited`,
+      '\t}',
+      '}',
+      '',
+    ].join('\n');
+  /** A's 2 Mbit/s limit in place for both its addresses (or the IPv6 entries given). */
+  function shapedDual(entries6: readonly [string, string][] = [[A6, '1:2']]): RecordingRunner {
+    return shapedHost([[A, '10.128.0.2', '2Mbit']])
+      .on('wg show vp1 dump', {
+        stdout:
+          `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t51820\toff\n` +
+          `${A}\t(none)\t(none)\t10.128.0.2/32,${A6}/128\t0\t0\t0\toff\n`,
+      })
+      .on('[vp-s1] nft list table ip6 vpnpanel_shape', { stdout: listing('ip6', entries6) });
+  }
+
+  test('a limited peer with an IPv6 address: an ip6 table whose entry names the same class, in the same transaction', async () => {
+    const runner = shapedHost([]);
+    await driverOn(runner).setPeers(1, [dual(A, '10.128.0.2', A6, 2000), peer(B, '10.128.0.3', 1000)]);
+    assert.deepEqual(runner.lines(isWrite).slice(1), [BATCH, NFT], 'one class per peer, one nft transaction');
+    const [script = []] = inputsOf(runner, NFT);
+    const text = script.join('\n');
+    assert.match(
+      text,
+      /table ip vpnpanel_shape \{\n\s+map limited \{\n\s+type ipv4_addr : classid\n\s+elements = \{ [^}]*10\.128\.0\.2 : 1:2/,
+    );
+    assert.match(
+      text,
+      /table ip6 vpnpanel_shape \{\n\s+map limited \{\n\s+type ipv6_addr : classid\n\s+elements = \{ fd3a::2 : 1:2 \}/,
+    );
+    for (const rule of [
+      'oifname "vp1" meta priority set ip6 daddr map @limited',
+      'oifname "vp1s" meta priority set ip6 saddr map @limited',
+    ])
+      assert.ok(script.includes(`    ${rule}`), rule);
+    assert.equal(new Set(inputsOf(runner, BATCH)[0]?.filter((l) => l.startsWith('class replace'))).size, 4);
+  });
+
+  test('the host holding both entries: nothing written; the drift check sees an IPv6 entry or table go', async () => {
+    const want = [dual(A, '10.128.0.2', A6, 2000)];
+    const runner = shapedDual();
+    const driver = driverOn(runner);
+    await driver.setPeers(1, want);
+    assert.deepEqual(runner.lines(isWrite), []);
+    assert.deepEqual(await driver.inspect(SPEC_OF_SERVER_1, want).then(shapingOnly), []);
+
+    assert.deepEqual(await driverOn(shapedDual([])).inspect(SPEC_OF_SERVER_1, want).then(shapingOnly), [
+      `speed limit of ${A6}: no map entry`,
+    ]);
+    assert.deepEqual(
+      await driverOn(shapedDual([['fd3a::9', '1:2']]))
+        .inspect(SPEC_OF_SERVER_1, want)
+        .then(shapingOnly),
+      [`speed limit of ${A6}: no map entry`, 'map entry fd3a::9 is of no limited peer'],
+    );
+    const gone = shapedDual().on('[vp-s1] nft list table ip6 vpnpanel_shape', { exitCode: 1 });
+    assert.deepEqual(await driverOn(gone).inspect(SPEC_OF_SERVER_1, want).then(shapingOnly), [
+      'nft table ip6 vpnpanel_shape is missing',
+    ]);
+    gone.clear();
+    await driverOn(gone).setPeers(1, want);
+    assert.deepEqual(gone.lines(isWrite), [NFT], 'setPeers makes the table again; the classes are in place');
+    assert.match(inputsOf(gone, NFT)[0]?.join('\n') ?? '', /^table ip6 vpnpanel_shape \{\}\ndelete table ip6/);
+  });
+
+  test('changePeers: a removed peer leaves both maps; a new IPv6 address swaps only its entry', async () => {
+    const runner = shapedDual();
+    const driver = driverOn(runner);
+    await driver.setPeers(1, [dual(A, '10.128.0.2', A6, 2000)]);
+    runner.clear();
+    await driver.changePeers(1, [dual(A, '10.128.0.2', 'fd3a::7', 2000)], []);
+    assert.deepEqual(runner.lines(isWrite), [`wg set vp1 peer ${A} allowed-ips 10.128.0.2/32,fd3a::7/128`, NFT]);
+    assert.deepEqual(inputsOf(runner, NFT), [
+      [
+        'add element ip6 vpnpanel_shape limited { fd3a::2 : 1:2 }',
+        'delete element ip6 vpnpanel_shape limited { fd3a::2 }',
+        'add element ip6 vpnpanel_shape limited { fd3a::7 : 1:2 }',
+      ],
+    ]);
+    runner.clear();
+    await driver.changePeers(1, [], [A]);
+    assert.deepEqual(inputsOf(runner, NFT), [
+      [
+        'add element ip vpnpanel_shape limited { 10.128.0.2 : 1:2 }',
+        'add element ip6 vpnpanel_shape limited { fd3a::7 : 1:2 }',
+        'delete element ip vpnpanel_shape limited { 10.128.0.2 }',
+        'delete element ip6 vpnpanel_shape limited { fd3a::7 }',
+      ],
+    ]);
+  });
+
+  test('no limit left: both tables go in one transaction', async () => {
+    const runner = shapedDual();
+    await driverOn(runner).setPeers(1, [dual(A, '10.128.0.2', A6, 0)]);
+    assert.deepEqual(inputsOf(runner, NFT), [['delete table ip vpnpanel_shape', 'delete table ip6 vpnpanel_shape']]);
+  });
+
+  test('a limited peer whose IPv6 allowed ip is a prefix is refused', async () => {
+    const runner = shapedHost([]);
+    const limited = { ...peer(A, '10.128.0.2', 2000), allowedIp6: 'fd3a::/64' };
+    await assert.rejects(
+      driverOn(runner).setPeers(1, [limited]),
+      /a speed limit needs a single IPv6 address, not fd3a::\/64/,
+    );
+  });
+});
+
+/** Server 1's spec for inspect(); the shaping tests read only what the shaper says of it. */
+const SPEC_OF_SERVER_1: ServerSpec = {
+  serverId: 1,
+  privateKey: SERVER_KEY.privateKey,
+  listenPort: 51820,
+  address: '10.128.0.1/24',
+  mtu: 1420,
+};
+
+/** The drift check's lines about speed limits (the scripted host has no interface, veth or isolation tables). */
+function shapingOnly(lines: string[]): string[] {
+  return lines.filter((l) => /speed limit|map entry|vpnpanel_shape|class 1:/.test(l));
+}
 
 // ---------------------------------------------------------------------------------------------
 // (b) As root: the driver on a real host namespace (wireguard-go), 120 peers in a /16, real tc and

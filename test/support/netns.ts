@@ -13,6 +13,13 @@
  *   host ns (PREFIX-kNh) 203.0.113.(4N+1)/30 ── veth ── .(4N+2)/30 (PREFIX-kNc) client ns PREFIX-cN
  *     (addClientNamespace)
  *
+ * On demand (addIpv6), IPv6 from 2001:db8::/32 (documentation) beside the IPv4 above:
+ *   client ns PREFIX-c 2001:db8:c::2/64 ── veth ── 2001:db8:c::1/64 host ns (an IPv6 endpoint)
+ *   host ns 2001:db8:f::1/64 ── uplink veth ── 2001:db8:f::2/64 internet ns: the host's IPv6 default route
+ *     (setIpv6Uplink(false) removes it: a node without an IPv6 uplink); hosts out there are /128s on its lo
+ *   host ns (PREFIX-jNh) 2001:db8:d:N::1/64 ── veth ── ::2/64 (PREFIX-jNc) IPv6-only client ns PREFIX-6N
+ *     (addIpv6ClientNamespace: no IPv4 at all)
+ *
  * Every name a lab makes, and every name the node driver makes with NODE_NAME_PREFIX=PREFIX
  * (docs/dataplane.md: namespaces `PREFIX-sN`, interfaces `PREFIXN`, sockets
  * `/var/run/wireguard/PREFIXN.sock`), belongs to the lab's random prefix alone: a prefix is letters
@@ -42,6 +49,13 @@ export const CLIENT_IP = '192.0.2.2';
 export const UPLINK_HOST_IP = '203.0.113.253';
 /** The internet namespace's end of the uplink: the host namespace's default gateway. */
 export const UPLINK_GATEWAY_IP = '203.0.113.254';
+/** addIpv6: the host namespace's IPv6 address toward the client namespace (an IPv6 endpoint), and the client's. */
+export const HOST_IP6 = '2001:db8:c::1';
+export const CLIENT_IP6 = '2001:db8:c::2';
+/** addIpv6: the host namespace's end of the uplink (what NAT66 makes clients' addresses) and its gateway. */
+export const UPLINK_HOST_IP6 = '2001:db8:f::1';
+export const UPLINK_GATEWAY_IP6 = '2001:db8:f::2';
+const LINK6_PREFIX_BITS = 64;
 const LINK_PREFIX_BITS = 24;
 const WG_RUN_DIR = '/var/run/wireguard';
 /**
@@ -304,6 +318,8 @@ export class NetLab {
   #extraClients = 0;
   /** wg-quick's configs and the no-op `resolvconf` it needs; made on first use. */
   #quickDir: string | undefined;
+  #ipv6 = false;
+  #ipv6Clients = 0;
 
   private constructor(prefix: string) {
     this.prefix = prefix;
@@ -517,10 +533,82 @@ export class NetLab {
     return ns;
   }
 
-  /** Adds `ip`/32 to the internet namespace's loopback: a host out there (made by addInternet if needed). */
+  /**
+   * Adds `ip` (/32, or /128 for IPv6) to the internet namespace's loopback: a host out there (made by addInternet if
+   * needed).
+   */
   async addInternetAddress(ip: string): Promise<string> {
     const ns = await this.addInternet();
-    await run('ip', ['-n', ns, 'addr', 'add', `${ip}/32`, 'dev', 'lo']);
+    const cidr = ip.includes(':') ? `${ip}/128` : `${ip}/32`;
+    await run('ip', ['-n', ns, 'addr', 'add', cidr, 'dev', 'lo', ...(ip.includes(':') ? ['nodad'] : [])]);
+    return ns;
+  }
+
+  /**
+   * IPv6 beside the IPv4 (see the top of this file): on the client link and the uplink (made by addInternet if
+   * needed), with the host's IPv6 default route through the internet namespace. Made once.
+   */
+  async addIpv6(): Promise<void> {
+    if (this.#ipv6) return;
+    const internetNs = await this.addInternet();
+    this.#ipv6 = true;
+    const addresses = [
+      [this.hostNs, `${this.prefix}-vh`, HOST_IP6],
+      [this.clientNs, `${this.prefix}-vc`, CLIENT_IP6],
+      [this.hostNs, `${this.prefix}-uh`, UPLINK_HOST_IP6],
+      [internetNs, `${this.prefix}-ui`, UPLINK_GATEWAY_IP6],
+    ] as const;
+    // nodad: usable at once, not after a second of duplicate address detection.
+    for (const [ns, dev, ip] of addresses)
+      await run('ip', ['-n', ns, 'addr', 'add', `${ip}/${LINK6_PREFIX_BITS}`, 'dev', dev, 'nodad']);
+    await this.setIpv6Uplink(true);
+  }
+
+  /** Adds or removes the host namespace's IPv6 default route (a node with or without an IPv6 uplink). */
+  async setIpv6Uplink(on: boolean): Promise<void> {
+    const route = ['-n', this.hostNs, '-6', 'route'];
+    if (on) await run('ip', [...route, 'replace', 'default', 'via', UPLINK_GATEWAY_IP6]);
+    else await run('ip', [...route, 'del', 'default']);
+  }
+
+  /** A route in the internet namespace to `prefix` through the host's uplink: a prefix routed to the node. */
+  async routeToNode6(prefix: string): Promise<void> {
+    await run('ip', ['-n', await this.addInternet(), '-6', 'route', 'replace', prefix, 'via', UPLINK_HOST_IP6]);
+  }
+
+  /**
+   * A client namespace with IPv6 only (see the top of this file), its default route through the host; returns its
+   * name. The host's endpoint address for it is HOST_IP6, reached through that route.
+   */
+  async addIpv6ClientNamespace(): Promise<string> {
+    const k = this.#ipv6Clients++;
+    if (k > 9) throw new Error('at most 10 IPv6-only client namespaces');
+    const ns = `${this.prefix}-6${k}`;
+    const [hostEnd, clientEnd] = [`${this.prefix}-j${k}h`, `${this.prefix}-j${k}c`];
+    await run('ip', ['netns', 'add', ns]);
+    await run('ip', [
+      '-n',
+      this.hostNs,
+      'link',
+      'add',
+      hostEnd,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      clientEnd,
+      'netns',
+      ns,
+    ]);
+    for (const [where, dev, ip] of [
+      [this.hostNs, hostEnd, `2001:db8:d:${k}::1`],
+      [ns, clientEnd, `2001:db8:d:${k}::2`],
+    ] as const) {
+      await run('ip', ['-n', where, 'addr', 'add', `${ip}/${LINK6_PREFIX_BITS}`, 'dev', dev, 'nodad']);
+      await run('ip', ['-n', where, 'link', 'set', dev, 'up']);
+    }
+    await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+    await run('ip', ['-n', ns, '-6', 'route', 'add', 'default', 'via', `2001:db8:d:${k}::1`]);
     return ns;
   }
 
@@ -602,7 +690,7 @@ export class NetLab {
   }
 
   /**
-   * Adds `ip`/32 to the internet namespace's loopback (an address standing for a host on the internet,
+   * Adds `ip` to the internet namespace's loopback (an address standing for a host on the internet,
    * reached from the client only through a tunnel) and starts `iperf3 -s` on it; resolves once it listens.
    * (Not on the host namespace's own loopback: client isolation keeps clients off every host address.)
    */
@@ -673,11 +761,15 @@ export class NetLab {
   }
 
   /** Pings once a second until a reply comes back (a first handshake is part of it); false after `timeoutMs`. */
-  async waitForPing(ip: string, timeoutMs = 6000): Promise<boolean> {
+  waitForPing(ip: string, timeoutMs = 6000): Promise<boolean> {
+    return this.waitForPingFrom(this.clientNs, ip, timeoutMs);
+  }
+
+  /** waitForPing from namespace `netns`. */
+  async waitForPingFrom(netns: string, ip: string, timeoutMs = 6000): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     do {
-      if (await succeeds('ip', ['netns', 'exec', this.clientNs, 'ping', '-n', '-q', '-c', '1', '-W', '1', ip]))
-        return true;
+      if (await succeeds('ip', ['netns', 'exec', netns, 'ping', '-n', '-q', '-c', '1', '-W', '1', ip])) return true;
     } while (Date.now() < deadline);
     return false;
   }

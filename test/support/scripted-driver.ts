@@ -23,6 +23,7 @@ export class ScriptedDriver implements Driver {
       mtu: spec.mtu,
       publicKey: '',
       peerCount: this.servers.get(spec.serverId)?.peers.size ?? 0,
+      ipv6: spec.address6 === undefined ? 'off' : spec.routed6 === true ? 'routed' : 'nat66',
     });
   }
   setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {

@@ -18,16 +18,17 @@ import { messageOf } from '../../domain/errors.ts';
 import { publicKeyOf } from '../../domain/wireguard-keys.ts';
 import type { CommandRunner } from '../commands.ts';
 import { DriverError } from '../driver.ts';
-import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../driver.ts';
+import type { CounterReading, Driver, Ipv6Mode, PeerSpec, ServerSpec, ServerState } from '../driver.ts';
 import { type Cidr, ensureIsolation, isolationProblems } from '../isolation.ts';
 import type { IsolationPlace, IsolationPolicy } from '../isolation.ts';
 import { KeyedQueue } from '../keyed-queue.ts';
 import { Shaper, type ShapingPlace } from '../shaping.ts';
 import { detectImplementation, type WireGuardImplementation } from './capabilities.ts';
-import { collapse, stepper } from './failures.ts';
+import { collapse, type Step, stepper } from './failures.ts';
 import {
   ipIn,
   readDump,
+  readIpv6Snapshot,
   readLinkIndex,
   readLinks,
   readNetnsNames,
@@ -37,10 +38,14 @@ import {
 } from './host-readers.ts';
 import type { Dump, DumpPeer, Link, Snapshot } from './host-readers.ts';
 import { checkNamePrefix, type Names, serverIdsIn, serverNames } from './names.ts';
-import { applyPeers, peerChanges, peerProblems, singleIps, validPeers } from './peers.ts';
-import { serverSpecProblems } from './server-spec.ts';
+import { allowedIpsOf, applyPeers, peerChanges, peerProblems, singleIps, validPeers } from './peers.ts';
+import { address6Of, serverSpecProblems } from './server-spec.ts';
 import { ensureUplink, removeUplink, uplinkProblems } from './uplink.ts';
+import { ensureUplink6, hasIpv6Uplink, type Uplink6State, uplink6Problems } from './uplink6.ts';
 import { WireGuardGoProcesses } from './wireguard-go.ts';
+
+/** A link as just made: down, no addresses. */
+const NEW_LINK: Link = { up: false, mtu: 0, addrs: [], addrs6: [] };
 
 export interface WireGuardDriverOptions {
   runner: CommandRunner;
@@ -70,6 +75,8 @@ export class WireGuardDriver implements Driver {
   readonly #serial = new KeyedQueue<number>();
   readonly #shaper: Shaper;
   readonly #allowCidrs: readonly Cidr[];
+  /** Whether the kernel has IPv6 at all (`ipv6.disable=1` leaves it out); read once, when a server first has some. */
+  #kernelIpv6: Promise<boolean> | undefined;
 
   constructor(options: WireGuardDriverOptions) {
     const prefix = options.namePrefix ?? 'vp';
@@ -89,7 +96,7 @@ export class WireGuardDriver implements Driver {
   }
 
   up(spec: ServerSpec): Promise<ServerState> {
-    return this.#serial.run(spec.serverId, () => this.#up(spec));
+    return this.#serial.run(spec.serverId, async () => this.#up(await this.#forKernel(spec)));
   }
 
   setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
@@ -101,10 +108,10 @@ export class WireGuardDriver implements Driver {
       const n = this.names(serverId);
       const { desired, untouchable, failures } = validPeers(upsert);
       const removes = remove.filter((k) => !desired.has(k) && !untouchable.has(k));
-      const adds = [...desired.values()].map((p) => ({ publicKey: p.publicKey, allowedIps: p.allowedIp }));
+      const adds = [...desired.values()].map((p) => ({ publicKey: p.publicKey, allowedIps: allowedIpsOf(p) }));
       await applyPeers(this.#runner, n.iface, await this.#wgNetns(n), { removes, adds }, failures);
       const peersOnHost = async () =>
-        new Map((await this.#readDump(n)).peers.map((p): [string, string] => [p.publicKey, p.allowedIps]));
+        new Map((await this.#readDump(n)).peers.map((p): [string, string[]] => [p.publicKey, singleIps(p.allowedIps)]));
       await this.#shaper.change(serverId, this.#place(n), [...desired.values()], removes, peersOnHost, failures);
       if (failures.length > 0) throw new DriverError(`change peers of server ${serverId}`, collapse(failures));
     });
@@ -139,7 +146,8 @@ export class WireGuardDriver implements Driver {
    * (docs/dataplane.md, "Client isolation"); empty when they are as expected. Reads only: the next
    * up() puts them right.
    */
-  async isolationProblems(spec: ServerSpec): Promise<string[]> {
+  async isolationProblems(asked: ServerSpec): Promise<string[]> {
+    const spec = await this.#forKernel(asked);
     const [place, policy] = [this.#isolationPlace(spec), this.#isolationPolicy(spec)];
     return this.#serial.run(spec.serverId, () => isolationProblems(this.#runner, place, policy));
   }
@@ -149,8 +157,9 @@ export class WireGuardDriver implements Driver {
    * differs from `spec` and `peers`; changes nothing. Costs a `wg show dump` (which metering reads every
    * second anyway), two `ip` and two `nft list tables`, and the shaper's reads only where a peer is limited.
    */
-  inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
-    return this.#serial.run(spec.serverId, async () => {
+  inspect(asked: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {
+    return this.#serial.run(asked.serverId, async () => {
+      const spec = await this.#forKernel(asked);
       const n = this.names(spec.serverId);
       const valid = validPeers(peers);
       const [dump, links, serverTables, hostTables] = await Promise.all([
@@ -172,13 +181,27 @@ export class WireGuardDriver implements Driver {
       if (iface === undefined) found.push(`link ${n.iface} is missing from namespace ${n.netns}`);
       else {
         const addresses = iface.addrs.join(',');
+        const addresses6 = iface.addrs6.join(',');
+        const address6 = address6Of(spec) ?? '';
         if (!iface.up) found.push(`link ${n.iface} is down`);
         if (iface.mtu !== spec.mtu) found.push(`link ${n.iface} has MTU ${iface.mtu}, not ${spec.mtu}`);
         if (addresses !== spec.address) {
           found.push(`link ${n.iface} has addresses ${addresses || '(none)'}, not ${spec.address}`);
         }
+        if (addresses6 !== address6) {
+          found.push(`link ${n.iface} has IPv6 addresses ${addresses6 || '(none)'}, not ${address6 || '(none)'}`);
+        }
       }
       found.push(...uplinkProblems(n, links, serverTables, hostTables));
+      const serverVeth = links.get(n.vethServer);
+      if (spec.address6 !== undefined || hasIpv6Uplink(n, serverVeth, undefined, serverTables, hostTables)) {
+        const [hostLinks, routes] = await Promise.all([
+          readLinks(this.#runner, this.#hostNetns),
+          readIpv6Snapshot(this.#runner, n, this.#hostNetns),
+        ]);
+        const hostVeth = hostLinks.get(n.vethHost);
+        found.push(...uplink6Problems(spec, n, { serverVeth, hostVeth, serverTables, hostTables, routes }));
+      }
       found.push(...(await this.#shaper.inspect(spec.serverId, this.#place(n), [...valid.desired.values()])));
       found.push(...(await isolationProblems(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec))));
       return collapse(found);
@@ -230,25 +253,42 @@ export class WireGuardDriver implements Driver {
         const keyInput = { input: `${spec.privateKey}\n`, netns: wgNetns };
         await run('wg', ['set', n.iface, 'private-key', '/dev/stdin'], keyInput);
       }
-      for (const extra of iface.addrs.filter((a) => a !== spec.address)) {
+      const address6 = address6Of(spec);
+      const wantAddresses = [spec.address, ...(address6 === undefined ? [] : [address6])];
+      for (const extra of [...iface.addrs, ...iface.addrs6].filter((a) => !wantAddresses.includes(a))) {
         await run('ip', ['-n', n.netns, 'addr', 'del', extra, 'dev', n.iface]);
       }
-      if (!iface.addrs.includes(spec.address)) {
-        await run('ip', ['-n', n.netns, 'addr', 'add', spec.address, 'dev', n.iface]);
+      for (const missing of wantAddresses.filter((a) => !iface.addrs.includes(a) && !iface.addrs6.includes(a))) {
+        await run('ip', ['-n', n.netns, 'addr', 'add', missing, 'dev', n.iface]);
       }
       if (!iface.up) await run('ip', ['-n', n.netns, 'link', 'set', n.iface, 'up']);
     }
     const vethMade = await ensureUplink(n, snap, this.#hostNetns, run);
+    const ipv6 = await this.#ensureUplink6(spec, n, snap, vethMade, run);
     // A new interface or veth has none of the classes its peers' speed limits had.
     if ((recreate || vethMade) && (dump?.peers.length ?? 0) > 0) {
-      const peers = new Map(
-        (dump?.peers ?? []).flatMap((p) => singleIps(p.allowedIps).map((ip): [string, string] => [p.publicKey, ip])),
-      );
+      const peers = new Map((dump?.peers ?? []).map((p): [string, string[]] => [p.publicKey, singleIps(p.allowedIps)]));
       await this.#shaper.restore(spec.serverId, this.#place(n), peers, failures);
     }
     if (failures.length > 0) throw new DriverError(action, collapse(failures));
     const { serverId, listenPort, address, mtu } = spec;
-    return { serverId, listenPort, address, mtu, publicKey: publicKeyOf(spec.privateKey), peerCount };
+    return { serverId, listenPort, address, mtu, publicKey: publicKeyOf(spec.privateKey), peerCount, ipv6 };
+  }
+
+  /**
+   * The IPv6 part of the uplink (uplink6.ts), after ensureUplink; its routes are read only for a server that has
+   * IPv6 or has some left on the host, so a server without costs nothing more.
+   */
+  async #ensureUplink6(spec: ServerSpec, n: Names, snap: Snapshot, vethMade: boolean, run: Step): Promise<Ipv6Mode> {
+    // A veth made just now has no address yet (what the snapshot read was of the one it replaced).
+    const [serverVeth, hostVeth] = [snap.serverLinks.get(n.vethServer), snap.hostLinks.get(n.vethHost)].map(
+      (link): Link | undefined => (vethMade ? NEW_LINK : link),
+    );
+    const { serverTables, hostTables } = snap;
+    if (spec.address6 === undefined && !hasIpv6Uplink(n, serverVeth, hostVeth, serverTables, hostTables)) return 'off';
+    const routes = await readIpv6Snapshot(this.#runner, n, this.#hostNetns);
+    const state: Uplink6State = { serverVeth, hostVeth, serverTables, hostTables, routes };
+    return ensureUplink6(spec, n, state, this.#hostNetns, run);
   }
 
   /** Makes the interface from scratch (removing a stale one); returns how many peers it has. */
@@ -278,6 +318,8 @@ export class WireGuardDriver implements Driver {
     const keyInput = { input: `${spec.privateKey}\n`, netns: wgNetns };
     await run('wg', ['set', n.iface, 'private-key', '/dev/stdin', 'listen-port', String(spec.listenPort)], keyInput);
     await run('ip', ['-n', n.netns, 'addr', 'add', spec.address, 'dev', n.iface]);
+    const address6 = address6Of(spec);
+    if (address6 !== undefined) await run('ip', ['-n', n.netns, 'addr', 'add', address6, 'dev', n.iface]);
     await run('ip', ['-n', n.netns, 'link', 'set', n.iface, 'up']);
     const before = failures.length;
     await applyPeers(this.#runner, n.iface, wgNetns, { removes: [], adds: restore }, failures);
@@ -342,13 +384,34 @@ export class WireGuardDriver implements Driver {
   #isolationPlace(spec: ServerSpec): IsolationPlace {
     const n = this.names(spec.serverId);
     const serverIp = spec.address.split('/')[0] ?? '';
+    const serverIp6 = address6Of(spec)?.split('/')[0];
     const hostTable = n.isolationTable;
-    return { serverNetns: n.netns, wg: n.iface, serverIp, hostNetns: this.#hostNetns, vethHost: n.vethHost, hostTable };
+    const place = {
+      serverNetns: n.netns,
+      wg: n.iface,
+      serverIp,
+      hostNetns: this.#hostNetns,
+      vethHost: n.vethHost,
+      hostTable,
+    };
+    return serverIp6 === undefined ? place : { ...place, serverIp6 };
   }
 
   #isolationPolicy(spec: ServerSpec): IsolationPolicy {
     const { clientToClient = false, dnsOnServer = false } = spec;
     return { clientToClient, dnsOnServer, allow: this.#allowCidrs };
+  }
+
+  /** `spec` as this kernel can run it: a kernel without IPv6 runs a server's IPv4 alone (its `ipv6` is then off). */
+  async #forKernel(spec: ServerSpec): Promise<ServerSpec> {
+    if (spec.address6 === undefined) return spec;
+    this.#kernelIpv6 ??= this.#runner.run('test', ['-d', '/proc/sys/net/ipv6']).then(
+      () => true,
+      () => false,
+    );
+    if (await this.#kernelIpv6) return spec;
+    const { address6: _address6, routed6: _routed6, ...ipv4 } = spec;
+    return ipv4;
   }
 
   /**

@@ -5,8 +5,8 @@
 import type { CommandRunner } from '../commands.ts';
 import type { Names } from './names.ts';
 
-/** `addrs`: IPv4 addresses as `a.b.c.d/len`. */
-export type Link = { up: boolean; mtu: number; addrs: string[] };
+/** `addrs`: IPv4 addresses as `a.b.c.d/len`; `addrs6`: IPv6 ones of global scope (not link-local) as `ip` prints them. */
+export type Link = { up: boolean; mtu: number; addrs: string[]; addrs6: string[] };
 /** `allowedIps`: comma-separated, '' for none. */
 export type DumpPeer = {
   publicKey: string;
@@ -124,17 +124,22 @@ export async function readLinks(runner: CommandRunner, netns: string | undefined
   );
 }
 
-/** `ip -j addr show` → links by name with their IPv4 addresses. */
+/** `ip -j addr show` → links by name with their addresses. */
 export function parseIpAddrJson(stdout: string): Map<string, Link> {
   const links = new Map<string, Link>();
   const parsed: unknown = stdout.trim() === '' ? [] : JSON.parse(stdout);
   for (const item of Array.isArray(parsed) ? parsed : []) {
     if (!isRecord(item) || typeof item.ifname !== 'string') continue;
     const flags = Array.isArray(item.flags) ? item.flags : [];
-    const addrs = (Array.isArray(item.addr_info) ? item.addr_info : []).flatMap((a: unknown) =>
-      isRecord(a) && a.family === 'inet' && typeof a.local === 'string' ? [`${a.local}/${String(a.prefixlen)}`] : [],
-    );
-    links.set(item.ifname, { up: flags.includes('UP'), mtu: typeof item.mtu === 'number' ? item.mtu : 0, addrs });
+    const info = Array.isArray(item.addr_info) ? item.addr_info : [];
+    const of = (family: string): string[] =>
+      info.flatMap((a: unknown) =>
+        isRecord(a) && a.family === family && a.scope !== 'link' && typeof a.local === 'string'
+          ? [`${a.local}/${String(a.prefixlen)}`]
+          : [],
+      );
+    const mtu = typeof item.mtu === 'number' ? item.mtu : 0;
+    links.set(item.ifname, { up: flags.includes('UP'), mtu, addrs: of('inet'), addrs6: of('inet6') });
   }
   return links;
 }
@@ -157,20 +162,64 @@ export function parseInterfaceNetworks(stdout: string): string[] {
   });
 }
 
-/** `GATEWAY DEV` of the namespace's default route; '' when none or unreadable. */
-async function readDefaultRoute(runner: CommandRunner, netns: string): Promise<string> {
-  return runner.run('ip', ['-n', netns, '-j', 'route', 'show', 'default']).then(
-    (r) => parseDefaultRoute(r.stdout),
-    () => '',
+/** `GATEWAY DEV` of the namespace's default route of `family`; '' when none or unreadable. */
+async function readDefaultRoute(runner: CommandRunner, netns: string, family: 4 | 6 = 4): Promise<string> {
+  const route = (await readRoutes(runner, netns, family, ['default'])).find((r) => r.dst === 'default');
+  return route === undefined || route.gateway === '' || route.dev === '' ? '' : `${route.gateway} ${route.dev}`;
+}
+
+/** A route as `ip -j route` prints it; '' for a field it leaves out. */
+export type Route = { dst: string; gateway: string; dev: string; protocol: string };
+
+/** `ip -j [-6] route show SELECTOR…` of a namespace; none when unreadable. */
+async function readRoutes(
+  runner: CommandRunner,
+  netns: string | undefined,
+  family: 4 | 6,
+  selector: readonly string[],
+): Promise<Route[]> {
+  const familyArgs = family === 6 ? ['-6'] : [];
+  return runner.run('ip', [...ipIn(netns), '-j', ...familyArgs, 'route', 'show', ...selector]).then(
+    (r) => parseRoutes(r.stdout),
+    () => [],
   );
 }
 
-function parseDefaultRoute(stdout: string): string {
+export function parseRoutes(stdout: string): Route[] {
   const parsed: unknown = stdout.trim() === '' ? [] : JSON.parse(stdout);
-  const route = (Array.isArray(parsed) ? parsed : []).find((r: unknown) => isRecord(r) && r.dst === 'default');
-  return isRecord(route) && typeof route.gateway === 'string' && typeof route.dev === 'string'
-    ? `${route.gateway} ${route.dev}`
-    : '';
+  const text = (value: unknown): string => (typeof value === 'string' ? value : '');
+  return (Array.isArray(parsed) ? parsed : []).flatMap((r: unknown) =>
+    isRecord(r) ? [{ dst: text(r.dst), gateway: text(r.gateway), dev: text(r.dev), protocol: text(r.protocol) }] : [],
+  );
+}
+
+/** What up() and the drift check read of a server's IPv6 beyond its interface (only for a server that has some). */
+export interface Ipv6Snapshot {
+  /** `GATEWAY DEV` of the server namespace's IPv6 default route, '' when none. */
+  serverDefaultRoute: string;
+  /** The host namespace's IPv6 default routes: the node has an IPv6 uplink when there is one. */
+  hostDefaultRoutes: Route[];
+  /** Destinations the host namespace routes over the server's veth, less the kernel's own (its /126, fe80::/64). */
+  hostRoutesViaVeth: string[];
+  serverForwarding: boolean;
+  hostForwarding: boolean;
+}
+
+export async function readIpv6Snapshot(
+  runner: CommandRunner,
+  n: Names,
+  hostNetns: string | undefined,
+): Promise<Ipv6Snapshot> {
+  const forwarding = 'net.ipv6.conf.all.forwarding';
+  const [serverDefaultRoute, hostDefaultRoutes, viaVeth, serverForwarding, hostForwarding] = await Promise.all([
+    readDefaultRoute(runner, n.netns, 6),
+    readRoutes(runner, hostNetns, 6, ['default']),
+    readRoutes(runner, hostNetns, 6, ['dev', n.vethHost]),
+    readForwarding(runner, n.netns, forwarding),
+    readForwarding(runner, hostNetns, forwarding),
+  ]);
+  const hostRoutesViaVeth = viaVeth.filter((r) => r.protocol !== 'kernel').map((r) => r.dst);
+  return { serverDefaultRoute, hostDefaultRoutes, hostRoutesViaVeth, serverForwarding, hostForwarding };
 }
 
 /** The namespace's nft tables as `FAMILY NAME`; empty when unreadable. */
@@ -187,9 +236,13 @@ export async function readNftTables(runner: CommandRunner, netns: string | undef
   );
 }
 
-/** Whether the namespace forwards IPv4; false when unreadable. */
-async function readForwarding(runner: CommandRunner, netns: string | undefined): Promise<boolean> {
-  return runner.run('sysctl', ['-n', 'net.ipv4.ip_forward'], { netns }).then(
+/** Whether the namespace forwards (IPv4 unless another sysctl `key` is named); false when unreadable. */
+async function readForwarding(
+  runner: CommandRunner,
+  netns: string | undefined,
+  key = 'net.ipv4.ip_forward',
+): Promise<boolean> {
+  return runner.run('sysctl', ['-n', key], { netns }).then(
     (r) => r.stdout.trim() === '1',
     () => false,
   );

@@ -2,6 +2,7 @@
  * What a server is called on the host. wireguard-go's UAPI socket `/var/run/wireguard/IF.sock` is global,
  * so every name carries the node's prefix and is unique per node.
  */
+import { ipv6Text } from '../../domain/addresses.ts';
 import { DriverError } from '../driver.ts';
 
 const PREFIX_PATTERN = /^[a-z](?:[a-z0-9]{0,2}[a-z])?$/;
@@ -12,6 +13,12 @@ const MAX_NAME_CHARS = 15;
  */
 const VETH_THIRD_OCTETS = Array.from({ length: 254 }, (_, i) => i + 1).filter((o) => o !== 169 && o !== 170);
 const VETH_BLOCKS = VETH_THIRD_OCTETS.length * 64;
+/**
+ * The veths' IPv6: a ULA /48 picked at random once for this project (RFC 4193), a /126 per server with the whole
+ * server id in groups 4-6 (ids have at most 14 digits, under 2^48), so no two servers share one.
+ */
+const VETH6_GROUPS = [0xfd90, 0x623f, 0xc84b];
+export const VETH6_PREFIX_BITS = 126;
 
 /**
  * A server's names on the host: veth ends in the host and server namespaces, the host's nft table, the veth
@@ -27,6 +34,9 @@ export interface Names {
   isolationTable: string;
   hostIp: string;
   serverIp: string;
+  /** The veth's IPv6 addresses (a /126 of VETH6_GROUPS), bare. */
+  hostIp6: string;
+  serverIp6: string;
 }
 
 /** Throws unless `prefix` is 1-4 of [a-z0-9], a letter first and last. */
@@ -56,7 +66,14 @@ export function serverNames(prefix: string, serverId: number): Names {
     isolationTable: `vpnpanel_iso_${iface}`,
     hostIp: `${base}.${lastOctet + 1}`,
     serverIp: `${base}.${lastOctet + 2}`,
+    hostIp6: veth6Address(serverId, 1),
+    serverIp6: veth6Address(serverId, 2),
   };
+}
+
+function veth6Address(serverId: number, host: number): string {
+  const idGroups = [2 ** 32, 2 ** 16, 1].map((unit) => Math.floor(serverId / unit) % 0x10000);
+  return ipv6Text([...VETH6_GROUPS, ...idGroups, 0, host]);
 }
 
 /** The server ids that namespace and link `names` of this prefix belong to, sorted. */

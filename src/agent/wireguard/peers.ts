@@ -17,7 +17,7 @@ const PEERS_PER_WG_SET = 1000;
 export type WgPeer = { publicKey: string; allowedIps: string };
 
 export interface ValidPeers {
-  /** The peers that can be applied, by key, with their allowed ip as `wg` prints it. */
+  /** The peers that can be applied, by key, with their allowed ips as `wg` prints them. */
   desired: Map<string, PeerSpec>;
   /** Keys of invalid or contradictory entries: left as they are on the host (limits included), not removed. */
   untouchable: Set<string>;
@@ -31,6 +31,7 @@ export function validPeers(peers: readonly PeerSpec[]): ValidPeers {
   const untouchable = new Set<string>();
   for (const peer of peers) {
     const allowedIp = canonicalNetwork(peer.allowedIp);
+    const allowedIp6 = peer.allowedIp6 === undefined ? undefined : canonicalNetwork(peer.allowedIp6);
     const kbps = peer.speedLimitKbps;
     const earlier = desired.get(peer.publicKey);
     if (!isValidKey(peer.publicKey)) {
@@ -38,16 +39,37 @@ export function validPeers(peers: readonly PeerSpec[]): ValidPeers {
     } else if (allowedIp === undefined) {
       failures.push(`peer ${peer.publicKey}: allowed ip ${JSON.stringify(peer.allowedIp)} is not an address/prefix`);
       untouchable.add(peer.publicKey);
+    } else if (peer.allowedIp6 !== undefined && !allowedIp6?.includes(':')) {
+      const text = JSON.stringify(peer.allowedIp6);
+      failures.push(`peer ${peer.publicKey}: allowed ip6 ${text} is not an IPv6 address/prefix`);
+      untouchable.add(peer.publicKey);
     } else if (!Number.isInteger(kbps) || kbps < 0 || kbps > SPEED_LIMIT_MAX_KBPS) {
       failures.push(`peer ${peer.publicKey}: speed limit ${kbps} is not 0-${SPEED_LIMIT_MAX_KBPS} kbit/s`);
       untouchable.add(peer.publicKey);
-    } else if (earlier !== undefined && (earlier.allowedIp !== allowedIp || earlier.speedLimitKbps !== kbps)) {
+    } else if (
+      earlier !== undefined &&
+      (earlier.allowedIp !== allowedIp || earlier.allowedIp6 !== allowedIp6 || earlier.speedLimitKbps !== kbps)
+    ) {
       failures.push(`peer ${peer.publicKey}: listed twice with different addresses or speed limits`);
       untouchable.add(peer.publicKey);
-    } else desired.set(peer.publicKey, { publicKey: peer.publicKey, allowedIp, speedLimitKbps: kbps });
+    } else {
+      const spec = { publicKey: peer.publicKey, allowedIp, speedLimitKbps: kbps };
+      desired.set(peer.publicKey, allowedIp6 === undefined ? spec : { ...spec, allowedIp6 });
+    }
   }
   for (const key of untouchable) desired.delete(key);
   return { desired, untouchable, failures };
+}
+
+/** A peer's allowed ips as `wg set` takes them: its address, and its IPv6 one when it has one. */
+export function allowedIpsOf(peer: PeerSpec): string {
+  return peer.allowedIp6 === undefined ? peer.allowedIp : `${peer.allowedIp},${peer.allowedIp6}`;
+}
+
+/** Whether an allowed-ips list `wg` printed holds exactly the peer's addresses (in any order). */
+function sameAllowedIps(printed: string | undefined, peer: PeerSpec): boolean {
+  const sorted = (list: string) => list.split(',').sort().join(',');
+  return printed !== undefined && sorted(printed) === sorted(allowedIpsOf(peer));
 }
 
 /** The `wg set` changes that make the host's peers `valid`: removals and additions or changes, by key. */
@@ -56,9 +78,9 @@ export function peerChanges(onHost: readonly DumpPeer[], valid: ValidPeers): { r
   const current = new Map(onHost.map((p) => [p.publicKey, p.allowedIps]));
   const removes = [...current.keys()].filter((k) => !desired.has(k) && !untouchable.has(k)).sort();
   const adds = [...desired.values()]
-    .filter((p) => current.get(p.publicKey) !== p.allowedIp)
+    .filter((p) => !sameAllowedIps(current.get(p.publicKey), p))
     .sort((a, b) => (a.publicKey < b.publicKey ? -1 : a.publicKey > b.publicKey ? 1 : 0))
-    .map((p) => ({ publicKey: p.publicKey, allowedIps: p.allowedIp }));
+    .map((p) => ({ publicKey: p.publicKey, allowedIps: allowedIpsOf(p) }));
   return { removes, adds };
 }
 
@@ -72,8 +94,8 @@ export function peerProblems(iface: string, onHost: readonly DumpPeer[], valid: 
     const shown = allowedIps || '(none)';
     if (want === undefined && !untouchable.has(key)) {
       found.push(`peer ${key} (${shown}) is on ${iface} but was not applied`);
-    } else if (want !== undefined && want.allowedIp !== allowedIps) {
-      found.push(`peer ${key} has allowed ips ${shown}, not ${want.allowedIp}`);
+    } else if (want !== undefined && !sameAllowedIps(allowedIps, want)) {
+      found.push(`peer ${key} has allowed ips ${shown}, not ${allowedIpsOf(want)}`);
     }
   }
   for (const key of desired.keys()) if (!allowedOnHost.has(key)) found.push(`peer ${key} is missing from ${iface}`);
@@ -117,9 +139,12 @@ export async function applyPeers(
   }
 }
 
-/** The bare IPv4 addresses of the /32 entries of a comma-separated allowed-ips list. */
+/** The bare addresses of the single-address entries (IPv4 /32, IPv6 /128) of a comma-separated allowed-ips list. */
 export function singleIps(allowedIps: string): string[] {
-  return allowedIps.split(',').flatMap((entry) => /^(\d+\.\d+\.\d+\.\d+)\/32$/.exec(entry.trim())?.[1] ?? []);
+  return allowedIps
+    .split(',')
+    .flatMap((entry) => /^(\d+\.\d+\.\d+\.\d+)\/32$|^([0-9a-f:]*:[0-9a-f:.]*)\/128$/.exec(entry.trim())?.slice(1) ?? [])
+    .filter((ip): ip is string => ip !== undefined);
 }
 
 function chunk<T>(items: readonly T[], size: number): T[][] {

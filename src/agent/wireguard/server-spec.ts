@@ -1,5 +1,5 @@
 /** What up() refuses before touching the host. */
-import { addressWithPrefix } from '../../domain/addresses.ts';
+import { addressWithPrefix, ipv6Text } from '../../domain/addresses.ts';
 import { isValidKey } from '../../domain/wireguard-keys.ts';
 import type { ServerSpec } from '../driver.ts';
 
@@ -16,5 +16,14 @@ export function serverSpecProblems(spec: ServerSpec): string[] {
   if (addressWithPrefix(spec.address)?.family !== 4) {
     problems.push(`address ${JSON.stringify(spec.address)} is not an IPv4 address/prefix`);
   }
+  if (spec.address6 !== undefined && address6Of(spec) === undefined) {
+    problems.push(`address6 ${JSON.stringify(spec.address6)} is not an IPv6 address/prefix`);
+  }
   return problems;
+}
+
+/** The server's IPv6 address/prefix as `ip` prints it (`fd00::1/64`); undefined when it has none or it is malformed. */
+export function address6Of(spec: ServerSpec): string | undefined {
+  const parsed = spec.address6 === undefined ? undefined : addressWithPrefix(spec.address6);
+  return parsed?.family === 6 ? `${ipv6Text(parsed.parts)}/${parsed.prefix}` : undefined;
 }

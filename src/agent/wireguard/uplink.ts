@@ -7,8 +7,8 @@ import type { Step } from './failures.ts';
 import { ipIn, type Link, type Snapshot } from './host-readers.ts';
 import type { Names } from './names.ts';
 
-/** nft table of a server's own namespace (one per namespace, so a fixed name). */
-const SERVER_NFT_TABLE = 'vpnpanel';
+/** nft table of a server's own namespace (one per namespace, so a fixed name; `ip6` beside `ip` for NAT66). */
+export const SERVER_NFT_TABLE = 'vpnpanel';
 
 /** Adds what is missing of the uplink; true when it made the veth. */
 export async function ensureUplink(
@@ -17,7 +17,7 @@ export async function ensureUplink(
   hostNetns: string | undefined,
   run: Step,
 ): Promise<boolean> {
-  const absent: Link = { up: false, mtu: 0, addrs: [] };
+  const absent: Link = { up: false, mtu: 0, addrs: [], addrs6: [] };
   const hostIp = ipIn(hostNetns);
   if (!(snap.serverLinks.get('lo')?.up ?? false)) await run('ip', ['-n', n.netns, 'link', 'set', 'lo', 'up']);
   let vethServer = snap.serverLinks.get(n.vethServer);
@@ -50,11 +50,11 @@ export async function ensureUplink(
   if (!snap.serverForwarding) await run('sysctl', ['-w', 'net.ipv4.ip_forward=1'], { netns: n.netns });
   if (!snap.hostForwarding) await run('sysctl', ['-w', 'net.ipv4.ip_forward=1'], { netns: hostNetns });
   if (!snap.serverTables.has(`ip ${SERVER_NFT_TABLE}`)) {
-    const input = nftTable(SERVER_NFT_TABLE, `oifname "${n.vethServer}" masquerade`);
+    const input = natTableScript('ip', SERVER_NFT_TABLE, `oifname "${n.vethServer}" masquerade`);
     await run('nft', ['-f', '-'], { netns: n.netns, input });
   }
   if (!snap.hostTables.has(`ip ${n.hostTable}`)) {
-    const input = nftTable(n.hostTable, `ip saddr ${n.serverIp} oifname != "${n.vethHost}" masquerade`);
+    const input = natTableScript('ip', n.hostTable, `ip saddr ${n.serverIp} oifname != "${n.vethHost}" masquerade`);
     await run('nft', ['-f', '-'], { netns: hostNetns, input });
   }
   return vethMissing;
@@ -84,7 +84,10 @@ export function uplinkProblems(
   return found;
 }
 
-/** Removes what of the uplink is in the host namespace (the rest goes with the server's namespace). */
+/**
+ * Removes what of the uplink is in the host namespace, NAT66 included (the rest goes with the server's namespace,
+ * the host's routes over the veth with the veth).
+ */
 export async function removeUplink(
   n: Names,
   hostLinks: Map<string, Link>,
@@ -93,14 +96,17 @@ export async function removeUplink(
   run: Step,
 ): Promise<void> {
   if (hostLinks.has(n.vethHost)) await run('ip', [...ipIn(hostNetns), 'link', 'del', n.vethHost]);
-  if (hostTables.has(`ip ${n.hostTable}`)) {
-    await run('nft', ['delete', 'table', 'ip', n.hostTable], { netns: hostNetns });
+  for (const family of ['ip', 'ip6']) {
+    if (hostTables.has(`${family} ${n.hostTable}`)) {
+      await run('nft', ['delete', 'table', family, n.hostTable], { netns: hostNetns });
+    }
   }
 }
 
-/** An nft script that replaces table `name` atomically: a postrouting NAT chain with one rule. */
-function nftTable(name: string, rule: string): string {
+/** An nft script that replaces table `family name` atomically: a postrouting NAT chain with one rule. */
+export function natTableScript(family: 'ip' | 'ip6', name: string, rule: string): string {
   const hook = 'type nat hook postrouting priority srcnat; policy accept;';
   const chain = `  chain postrouting {\n    ${hook}\n    ${rule}\n  }\n`;
-  return `table ip ${name} {}\ndelete table ip ${name}\ntable ip ${name} {\n${chain}}\n`;
+  const table = `${family} ${name}`;
+  return `table ${table} {}\ndelete table ${table}\ntable ${table} {\n${chain}}\n`;
 }

@@ -14,6 +14,7 @@ import { generateKeyPair, isValidKey, publicKeyOf } from '../../../src/domain/wi
 import { hostTableText, serverTableText } from '../../../src/agent/isolation.ts';
 import { ISOLATED, ISOLATION_PLACE } from '../../support/isolation.ts';
 import { CHILD_LOG_DIR } from '../../support/netns.ts';
+import { driverOn, emptyHost, isChange } from '../../support/recorded-host.ts';
 
 // ---------------------------------------------------------------------------------------------
 // (a) Unit tests: the driver against a RecordingRunner. The runner answers from a script of what
@@ -66,24 +67,6 @@ function upHost(peers: readonly (readonly [string, string])[] = [], listenPort =
     .on('[hh] nft list table inet vpnpanel_iso_vp1', { stdout: hostTableText(ISOLATION_PLACE) })
     .on(/sysctl -n net.ipv4.ip_forward$/, { stdout: '1\n' });
 }
-
-/** A host with nothing of server 1 on it. */
-function emptyHost(): RecordingRunner {
-  return new RecordingRunner()
-    .on('ip netns list', { stdout: 'hh\n' })
-    .on('wg show vp1 dump', { exitCode: 1, stderr: 'Unable to access interface: No such file or directory' })
-    .on(/nft list table inet /, { exitCode: 1, stderr: 'Error: No such file or directory' })
-    .on(/sysctl -n/, { stdout: '0\n' });
-}
-
-function driverOn(runner: RecordingRunner): WireGuardDriver {
-  return new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go' });
-}
-
-const isChange = (line: string) =>
-  !/^(\[[^\]]+\] )?(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show )/.test(
-    line,
-  );
 
 function shuffled<T>(items: readonly T[]): T[] {
   const copy = [...items];
@@ -262,6 +245,7 @@ describe('wireguard driver: servers (recorded commands)', () => {
       mtu: 1420,
       publicKey: SERVER_KEY.publicKey,
       peerCount: 0,
+      ipv6: 'off',
     });
     assert.deepEqual(
       runner.starts.map((s) => [s.line, s.env?.LOG_LEVEL]),

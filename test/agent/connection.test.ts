@@ -1,0 +1,19 @@
+/** The panel's client of a remote agent (src/agent/connection.ts) with an agent older than a field it reads. */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { HttpNodeConnection } from '../../src/agent/connection.ts';
+import { TEST_SERVER } from '../support/agent-peers.ts';
+import { FakeAgent } from '../support/fake-agent.ts';
+
+describe('the connection to a remote agent', () => {
+  const agent = new FakeAgent();
+  before(() => agent.start());
+  after(() => agent.stop());
+
+  test('an agent that predates IPv6 answers a deploy without `ipv6`: it made none, so it reads as off', async () => {
+    const node = new HttpNodeConnection({ name: 'old', url: agent.url, token: agent.token, certSha256: null });
+    const desired = { server: { ...TEST_SERVER, address6: 'fd00:9::1/64' }, peers: [] };
+    const state = await node.applyServer(desired);
+    assert.equal(state.ipv6, 'off');
+  });
+});

@@ -1,0 +1,25 @@
+/**
+ * The node's WireGuard driver against a RecordingRunner, as the agent tests script it: server 1 of name prefix
+ * `vp` (interface vp1, namespace vp-s1) on a node whose host namespace is `hh`.
+ */
+import { RecordingRunner } from '../../src/agent/commands.ts';
+import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
+
+export function driverOn(runner: RecordingRunner): WireGuardDriver {
+  return new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go' });
+}
+
+/** A host with nothing of server 1 on it. */
+export function emptyHost(): RecordingRunner {
+  return new RecordingRunner()
+    .on('ip netns list', { stdout: 'hh\n' })
+    .on('wg show vp1 dump', { exitCode: 1, stderr: 'Unable to access interface: No such file or directory' })
+    .on(/nft list table inet /, { exitCode: 1, stderr: 'Error: No such file or directory' })
+    .on(/sysctl -n/, { stdout: '0\n' });
+}
+
+/** Whether a recorded command line changes the host (the driver's reads are not). */
+export const isChange = (line: string): boolean =>
+  !/^(\[[^\]]+\] )?(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show |test -d )/.test(
+    line,
+  );
