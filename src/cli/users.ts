@@ -25,11 +25,11 @@ function refusePasswordArgument(args: string[]): void {
   }
 }
 
-/** One line typed at the terminal, not shown. */
+/** One line typed at the terminal, not shown: the terminal stops echoing before the prompt asks for it. */
 async function typedUnseen(prompt: string): Promise<string> {
-  process.stderr.write(prompt);
   const muted = new Writable({ write: (_chunk, _encoding, done) => done() });
   const lines = createInterface({ input: process.stdin, output: muted, terminal: true });
+  process.stderr.write(prompt);
   try {
     const cancelled = once(lines, 'SIGINT').then(() => {
       throw new Error('cancelled');

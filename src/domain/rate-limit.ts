@@ -21,8 +21,9 @@ export const REQUEST_RATE: RatePolicy = { burst: 60, perSecond: 10 };
 export const UNAUTHENTICATED_RATE: RatePolicy = { burst: 30, perSecond: 1 };
 
 /**
- * Console sign-in attempts for one user name, from anywhere: 10 at once, then one a minute, so a guesser
- * gets about 1,440 tries a day at a 12-character password. Counted before the password is hashed.
+ * Console sign-in attempts for one user name, from anywhere, since its last successful sign-in: 10 at once,
+ * then one a minute, so a guesser gets about 1,440 tries a day at a 12-character password. Counted before
+ * the password is hashed.
  */
 export const SIGN_IN_USER_RATE: RatePolicy = { burst: 10, perSecond: 1 / 60 };
 

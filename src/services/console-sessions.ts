@@ -108,6 +108,8 @@ export class ConsoleSessionService {
         after: signedIn,
       });
     });
+    // Made here, so known valid: its first request from a flooded address is not held back.
+    this.#foundValid.add(hashSessionToken(token));
     return { token, user: { name: user.name, role: user.role } };
   }
 

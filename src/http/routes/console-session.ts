@@ -9,7 +9,10 @@ import type { Api } from '../api.ts';
 import { type Authenticator, checkOrigin, sessionCookie, sessionTokenOf } from '../auth.ts';
 import type { RateLimiter } from '../rate-limiter.ts';
 
-/** Sign-in attempts are counted per user name (SIGN_IN_USER_RATE) and per client address (SIGN_IN_ADDRESS_RATE). */
+/**
+ * Sign-in attempts are counted per client address (SIGN_IN_ADDRESS_RATE), and per user name (SIGN_IN_USER_RATE)
+ * since that name's last successful sign-in.
+ */
 export interface SignInLimiters {
   perUser: RateLimiter;
   perAddress: RateLimiter;
@@ -53,14 +56,17 @@ function refuseAttempt(decision: RateDecision, whose: string): void {
  * Outside /api/v1: programs use API keys; the console (served at `/` of PANEL_URL) calls /api/v1 with the cookie.
  */
 export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
-  /** Each attempt spends its user name's budget and its address's, before the password is hashed. */
+  /** The limiter's id of a user name: hashed, as a name that is typed may be anything up to 256 characters. */
+  const userBucket = (user: string) =>
+    `sign-in:user:${createHash('sha256').update(nameKey(user)).digest('hex').slice(0, 32)}`;
+  /**
+   * Each attempt spends its address's budget and its user name's, before the password is hashed; a success
+   * gives the name its budget back, so a person who signs in often is never held back by it.
+   */
   const admitSignIn = async (user: string, ip: string): Promise<void> => {
-    const userBucket = createHash('sha256').update(nameKey(user)).digest('hex').slice(0, 32);
-    refuseAttempt(
-      await deps.signInLimiters.perAddress.take(`sign-in:address:${addressBucket(ip)}`),
-      'from this address',
-    );
-    refuseAttempt(await deps.signInLimiters.perUser.take(`sign-in:user:${userBucket}`), 'for this user name');
+    const perAddress = await deps.signInLimiters.perAddress.take(`sign-in:address:${addressBucket(ip)}`);
+    refuseAttempt(perAddress, 'from this address');
+    refuseAttempt(await deps.signInLimiters.perUser.take(userBucket(user)), 'for this user name');
   };
 
   app.post(
@@ -71,7 +77,8 @@ export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
         description:
           'Answers 204 with the session cookie (HttpOnly, SameSite=Strict, Secure when PANEL_URL is https), or ' +
           '401 `unauthorized` "wrong user name or password" whichever was wrong. Attempts are limited per user ' +
-          'name (10, then one a minute) and per client address (30, then ten a minute): 429 `rate_limited`.',
+          'name since its last success (10, then one a minute) and per client address (30, then ten a minute): ' +
+          '429 `rate_limited` with `Retry-After`.',
         tags: TAGS,
         security: [],
         body: SignInBody,
@@ -82,6 +89,7 @@ export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
       checkOrigin(request, deps.panelOrigin);
       await admitSignIn(request.body.user, request.ip);
       const signedIn = await deps.consoleSessions.signIn(request.body.user, request.body.password);
+      await deps.signInLimiters.perUser.reset(userBucket(request.body.user));
       return reply
         .header('set-cookie', sessionCookie(signedIn.token, deps.secureCookies))
         .header('cache-control', 'no-store')
