@@ -1,4 +1,3 @@
-import { createHash, randomBytes } from 'node:crypto';
 import { SCOPES, type Scope } from './api-keys.ts';
 import { AppError } from './errors.ts';
 
@@ -52,23 +51,6 @@ export const SESSION_IDLE_MS = 12 * 60 * 60 * 1000;
 export const SESSION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
 /** A session's last use is written at most this often, so a request with a session stays a read. */
 export const SESSION_TOUCH_INTERVAL_MS = 60_000;
-
-const TOKEN_BYTES = 32;
-const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
-
-/** A new session token: 256 random bits, base64url; the cookie holds it, the database only its hash. */
-export function generateSessionToken(): string {
-  return randomBytes(TOKEN_BYTES).toString('base64url');
-}
-
-/** True when the text has a token's shape: checked before any lookup. */
-export function isWellFormedSessionToken(token: string): boolean {
-  return TOKEN_PATTERN.test(token);
-}
-
-export function hashSessionToken(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
-}
 
 /** When a session ends: SESSION_IDLE_MS after its last use, and at its absolute end (sign-in + SESSION_LIFETIME_MS). */
 export function sessionEndMs(lastUsedAtMs: number, expiresAtMs: number): number {

@@ -2,9 +2,6 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import {
   type ConsoleRole,
   consoleUserActor,
-  generateSessionToken,
-  hashSessionToken,
-  isWellFormedSessionToken,
   SESSION_IDLE_MS,
   SESSION_LIFETIME_MS,
   SESSION_TOUCH_INTERVAL_MS,
@@ -12,6 +9,7 @@ import {
   sessionEndMs,
 } from '../domain/console-users.ts';
 import { AppError } from '../domain/errors.ts';
+import { generateSecretToken, hashSecretToken, isSecretTokenShape } from '../domain/secret-tokens.ts';
 import {
   type ConsoleSessionOfUser,
   deleteConsoleSession,
@@ -84,13 +82,13 @@ export class ConsoleSessionService {
     const user = await findConsoleUserByName(this.#db, name);
     const matches = await this.#passwords.verify(password, user?.password_hash);
     if (user === undefined || !matches) throw new AppError('unauthorized', WRONG_CREDENTIALS);
-    const token = generateSessionToken();
+    const token = generateSecretToken();
     const nowMs = this.#clock.nowMs();
     const now = isoAt(nowMs);
     const actor = consoleUserActor(user.name);
     await write(this.#db, async (tx) => {
       await pruneConsoleSessions(tx, now, isoAt(nowMs - SESSION_IDLE_MS));
-      const tokenHash = hashSessionToken(token);
+      const tokenHash = hashSecretToken(token);
       await insertConsoleSession(tx, {
         userId: user.id,
         tokenHash,
@@ -109,7 +107,7 @@ export class ConsoleSessionService {
       });
     });
     // Made here, so known valid: its first request from a flooded address is not held back.
-    this.#foundValid.add(hashSessionToken(token));
+    this.#foundValid.add(hashSecretToken(token));
     return { token, user: { name: user.name, role: user.role } };
   }
 
@@ -124,7 +122,7 @@ export class ConsoleSessionService {
     admitUnknown: AdmitUnknown<C>,
     context: C,
   ): Promise<ConsoleUserPrincipal> {
-    const tokenHash = token !== undefined && isWellFormedSessionToken(token) ? hashSessionToken(token) : undefined;
+    const tokenHash = token !== undefined && isSecretTokenShape(token) ? hashSecretToken(token) : undefined;
     if (tokenHash === undefined || !this.#foundValid.has(tokenHash)) await admitUnknown(context);
     if (tokenHash === undefined) throw new AppError('unauthorized', 'sign in to the console first');
     const session = await findConsoleSession(this.#db, tokenHash);

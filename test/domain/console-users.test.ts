@@ -5,9 +5,6 @@ import { SCOPES } from '../../src/domain/api-keys.ts';
 import {
   consoleUserActor,
   consoleUserName,
-  generateSessionToken,
-  hashSessionToken,
-  isWellFormedSessionToken,
   nameKey,
   SESSION_IDLE_MS,
   SESSION_LIFETIME_MS,
@@ -15,6 +12,7 @@ import {
   sessionEndMs,
 } from '../../src/domain/console-users.ts';
 import { AppError } from '../../src/domain/errors.ts';
+import { generateSecretToken, hashSecretToken, isSecretTokenShape } from '../../src/domain/secret-tokens.ts';
 import {
   formatPasswordHash,
   newPassword,
@@ -102,19 +100,19 @@ describe('console passwords', () => {
   }
 });
 
-describe('console sessions', () => {
+describe('console sessions (secret tokens, as share links)', () => {
   it('tokens are 256 random bits in base64url, distinct, well formed', () => {
-    const tokens = new Set(Array.from({ length: 1000 }, () => generateSessionToken()));
+    const tokens = new Set(Array.from({ length: 1000 }, () => generateSecretToken()));
     assert.equal(tokens.size, 1000);
-    for (const token of tokens) assert.equal(isWellFormedSessionToken(token), true, token);
+    for (const token of tokens) assert.equal(isSecretTokenShape(token), true, token);
   });
 
-  for (const token of ['', 'x', `${generateSessionToken()}=`, `${generateSessionToken().slice(1)}+`, 'vpnk_abc']) {
-    it(`${JSON.stringify(token)} is not a token`, () => assert.equal(isWellFormedSessionToken(token), false));
+  for (const token of ['', 'x', `${generateSecretToken()}=`, `${generateSecretToken().slice(1)}+`, 'vpnk_abc']) {
+    it(`${JSON.stringify(token)} is not a token`, () => assert.equal(isSecretTokenShape(token), false));
   }
 
   it('only the SHA-256 of a token is kept', () => {
-    assert.equal(hashSessionToken('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    assert.equal(hashSecretToken('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
   });
 
   it('end 12 h after their last use, and 7 days after sign-in at the latest', () => {

@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ADMIN_ACTOR } from '../../src/domain/activity.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
-import { hashSessionToken, SESSION_IDLE_MS, SESSION_LIFETIME_MS } from '../../src/domain/console-users.ts';
+import { SESSION_IDLE_MS, SESSION_LIFETIME_MS } from '../../src/domain/console-users.ts';
 import { AppError } from '../../src/domain/errors.ts';
+import { hashSecretToken } from '../../src/domain/secret-tokens.ts';
 import { ConsoleSessionService } from '../../src/services/console-sessions.ts';
 import { ConsoleUserService } from '../../src/services/console-users.ts';
 import { PasswordHasher } from '../../src/services/passwords.ts';
@@ -130,7 +131,7 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual(signedIn.user, { name: 'alice', role: 'admin' });
       const rows = await t.store.db.selectFrom('console_sessions').selectAll().execute();
       assert.equal(rows.length, 1);
-      assert.equal(rows[0]?.token_hash, hashSessionToken(signedIn.token));
+      assert.equal(rows[0]?.token_hash, hashSecretToken(signedIn.token));
       assert.doesNotMatch(JSON.stringify(rows), new RegExp(signedIn.token));
       assert.equal((await users.list())[0]?.lastSignInAt, new Date(clock.nowMs()).toISOString());
       const principal = await sessions.authenticate(signedIn.token, admit, undefined);
@@ -163,7 +164,7 @@ for (const kind of DATABASE_KINDS) {
           await t.store.db
             .selectFrom('console_sessions')
             .select('last_used_at')
-            .where('token_hash', '=', hashSessionToken(token))
+            .where('token_hash', '=', hashSecretToken(token))
             .executeTakeFirstOrThrow()
         ).last_used_at;
       const signedInAt = await lastUsed();
@@ -182,7 +183,7 @@ for (const kind of DATABASE_KINDS) {
         await t.store.db
           .selectFrom('console_sessions')
           .select('id')
-          .where('token_hash', '=', hashSessionToken(token))
+          .where('token_hash', '=', hashSecretToken(token))
           .executeTakeFirst(),
         undefined,
         'the ended session is deleted',
