@@ -114,19 +114,8 @@ function callerOf(principal: Principal): string {
   return principal.kind === 'api_key' ? 'this API key' : `console user ${principal.name} (${principal.role})`;
 }
 
-/**
- * The rate-limit fields (none for an exempt key), the console's CSRF check (a change made with a session) and
- * the scope: refuses the request, or lets it through.
- */
-function enforce(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  scope: Scope,
-  decision: RateDecision | undefined,
-  panelOrigin: string | undefined,
-): void {
-  const principal = request.principal;
-  if (principal === null) throw new Error('enforce runs after authentication');
+/** The rate-limit fields (none for an exempt key) and the scope: refuses the request, or lets it through. */
+function enforce(reply: FastifyReply, principal: Principal, scope: Scope, decision: RateDecision | undefined): void {
   if (decision !== undefined) {
     reply.header('ratelimit-policy', RATE_LIMIT_POLICY);
     reply.header('ratelimit', rateLimitField(decision));
@@ -135,7 +124,6 @@ function enforce(
       throw new AppError('rate_limited', message, {}, decision.retryAfterSeconds);
     }
   }
-  if (principal.kind === 'console_user' && changesState(request.method)) checkConsoleWrite(request, panelOrigin);
   if (!principal.scopes.has(scope)) {
     const message = `${callerOf(principal)} lacks the scope ${scope}`;
     throw new AppError('insufficient_scope', message, { scope: `${scope} required` });
@@ -238,8 +226,9 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   const authenticator = new Authenticator(deps.apiKeys, deps.consoleSessions, deps.unauthenticatedLimiter);
 
   /**
-   * Counts the request against its caller's limit (an API key's, or a console user's: REQUEST_RATE either
-   * way) and checks the scope; a promise only when the limiter answers later.
+   * Refuses a change made with a console session that fails the CSRF check, counts the request against its
+   * caller's limit (an API key's, or a console user's: REQUEST_RATE either way) and checks the scope; a
+   * promise only when the limiter answers later.
    */
   const admit = (
     request: FastifyRequest,
@@ -248,9 +237,10 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     principal: Principal,
   ): Promise<void> | undefined => {
     request.principal = principal;
+    if (principal.kind === 'console_user' && changesState(request.method)) checkConsoleWrite(request, deps.panelOrigin);
     const decision = principal.rateLimitExempt ? undefined : deps.rateLimiter.take(principal.rateLimitId);
-    if (decision instanceof Promise) return decision.then((d) => enforce(request, reply, scope, d, deps.panelOrigin));
-    enforce(request, reply, scope, decision, deps.panelOrigin);
+    if (decision instanceof Promise) return decision.then((d) => enforce(reply, principal, scope, d));
+    enforce(reply, principal, scope, decision);
     return undefined;
   };
 
