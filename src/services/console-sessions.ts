@@ -83,12 +83,12 @@ export class ConsoleSessionService {
     const matches = await this.#passwords.verify(password, user?.password_hash);
     if (user === undefined || !matches) throw new AppError('unauthorized', WRONG_CREDENTIALS);
     const token = generateSecretToken();
+    const tokenHash = hashSecretToken(token);
     const nowMs = this.#clock.nowMs();
     const now = isoAt(nowMs);
     const actor = consoleUserActor(user.name);
     await write(this.#db, async (tx) => {
       await pruneConsoleSessions(tx, now, isoAt(nowMs - SESSION_IDLE_MS));
-      const tokenHash = hashSecretToken(token);
       await insertConsoleSession(tx, {
         userId: user.id,
         tokenHash,
@@ -107,7 +107,7 @@ export class ConsoleSessionService {
       });
     });
     // Made here, so known valid: its first request from a flooded address is not held back.
-    this.#foundValid.add(hashSecretToken(token));
+    this.#foundValid.add(tokenHash);
     return { token, user: { name: user.name, role: user.role } };
   }
 
