@@ -35,7 +35,7 @@ export interface ScryptParams {
 
 /**
  * OWASP's scrypt setting for 32 MiB of memory (the equivalent of N=2^17, r=8, p=1 at a quarter of the memory):
- * about 210 ms a hash on the 2-core test machine (docs/benchmarks.md, "Console passwords").
+ * 0.2-0.4 s a hash on the 2-core test machine, depending on its load (docs/benchmarks.md, "Console passwords").
  */
 export const SCRYPT_PARAMS: ScryptParams = { N: 2 ** 15, r: 8, p: 3 };
 export const SALT_BYTES = 16;

@@ -29,7 +29,7 @@ export const SIGN_IN_USER_RATE: RatePolicy = { burst: 10, perSecond: 1 / 60 };
 
 /**
  * Console sign-in attempts from one client address (IPv6: its /64), whatever the name: 30 at once (an
- * office behind one NAT), then ten a minute. Each attempt costs a password hash (about 210 ms of a thread).
+ * office behind one NAT), then ten a minute. Each attempt costs a password hash (0.2-0.4 s of a thread).
  */
 export const SIGN_IN_ADDRESS_RATE: RatePolicy = { burst: 30, perSecond: 1 / 6 };
 

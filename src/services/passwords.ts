@@ -12,7 +12,7 @@ import {
 
 /**
  * Hashes more than this at once wait: each holds one of libuv's 4 threads (which file access and DNS
- * lookups share) and 32 MiB for about 210 ms, so a burst of sign-ins cannot starve the rest of the panel.
+ * lookups share) and 32 MiB for 0.2-0.4 s, so a burst of sign-ins cannot starve the rest of the panel.
  */
 const CONCURRENT_HASHES = 2;
 
