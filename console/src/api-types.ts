@@ -40,6 +40,154 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The signed-in console user
+         * @description Answers 401 `unauthorized` without a live session. Counts as a use of the session.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            user: {
+                                name: string;
+                                role: "admin" | "viewer";
+                            };
+                        };
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Sign in to the console
+         * @description Answers 204 with the session cookie (HttpOnly, SameSite=Strict, Secure when PANEL_URL is https), or 401 `unauthorized` "wrong user name or password" whichever was wrong. Attempts are limited per user name since its last success (10, then one a minute) and per client address (30, then ten a minute): 429 `rate_limited` with `Retry-After`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description the console user name (case does not matter) */
+                        user: string;
+                        password: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /**
+         * Sign out of the console
+         * @description Ends the session (also when it has already ended: 204 either way) and clears the cookie.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -83,7 +231,7 @@ export interface paths {
         };
         /**
          * List servers, oldest first
-         * @description Requires an API key with the scope `servers:read`.
+         * @description Requires an API key with the scope `servers:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -134,7 +282,7 @@ export interface paths {
         put?: never;
         /**
          * Create and deploy a server
-         * @description Requires an API key with the scope `servers:write`. Honours the `Idempotency-Key` header (24 hours, per API key).
+         * @description Requires an API key with the scope `servers:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
          */
         post: {
             parameters: {
@@ -218,7 +366,7 @@ export interface paths {
         };
         /**
          * Get a server
-         * @description Requires an API key with the scope `servers:read`.
+         * @description Requires an API key with the scope `servers:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -266,7 +414,7 @@ export interface paths {
          * Delete a server and its devices
          * @description A server with devices needs force=true (else 409 server_has_devices).
          *
-         *     Requires an API key with the scope `servers:write`.
+         *     Requires an API key with the scope `servers:write`, or an admin's console session.
          */
         delete: {
             parameters: {
@@ -314,7 +462,7 @@ export interface paths {
          * Change a server
          * @description A new listen_port or mtu recreates the interface (connections drop for a moment); client_to_client changes the node's rules in place; other changes apply to configs issued from then on. address and node are fixed.
          *
-         *     Requires an API key with the scope `servers:write`.
+         *     Requires an API key with the scope `servers:write`, or an admin's console session.
          */
         patch: {
             parameters: {
@@ -390,7 +538,7 @@ export interface paths {
         };
         /**
          * List nodes
-         * @description Requires an API key with the scope `servers:read`.
+         * @description Requires an API key with the scope `servers:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -450,7 +598,7 @@ export interface paths {
         };
         /**
          * Get a node
-         * @description Requires an API key with the scope `servers:read`.
+         * @description Requires an API key with the scope `servers:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -509,7 +657,7 @@ export interface paths {
         };
         /**
          * List devices, oldest first
-         * @description Requires an API key with the scope `devices:read`.
+         * @description Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -564,7 +712,7 @@ export interface paths {
          * Create a device; the answer carries its client config
          * @description server_id "auto" picks the running server with the fewest devices that still has room, narrowed by country and city. The peer is on the server before the answer.
          *
-         *     Requires an API key with the scope `devices:write`. Honours the `Idempotency-Key` header (24 hours, per API key).
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
          */
         post: {
             parameters: {
@@ -643,7 +791,7 @@ export interface paths {
         };
         /**
          * Get a device
-         * @description Requires an API key with the scope `devices:read`.
+         * @description Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -689,7 +837,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a device
-         * @description Requires an API key with the scope `devices:write`.
+         * @description Requires an API key with the scope `devices:write`, or an admin's console session.
          */
         delete: {
             parameters: {
@@ -735,7 +883,7 @@ export interface paths {
          * Change a device
          * @description Only the fields sent change. 502 apply_failed means the change was saved but the running tunnel could not be updated yet; it converges by itself.
          *
-         *     Requires an API key with the scope `devices:write`.
+         *     Requires an API key with the scope `devices:write`, or an admin's console session.
          */
         patch: {
             parameters: {
@@ -806,7 +954,7 @@ export interface paths {
          * A device's usage: this month, this period, and its daily and monthly history
          * @description Days and months are those of the panel time zone (PANEL_TIMEZONE). History stays after usage resets.
          *
-         *     Requires an API key with the scope `devices:read`.
+         *     Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -869,7 +1017,7 @@ export interface paths {
          * Move a device to another server
          * @description The device keeps its id, keys, name, limits and usage history and gets an address on the new server; the answer carries the new config. server_id "auto" never picks the current server.
          *
-         *     Requires an API key with the scope `devices:write`. Honours the `Idempotency-Key` header (24 hours, per API key).
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
          */
         post: {
             parameters: {
@@ -936,7 +1084,7 @@ export interface paths {
         put?: never;
         /**
          * Restart the count toward the data limit from now; history stays
-         * @description Requires an API key with the scope `devices:write`. Honours the `Idempotency-Key` header (24 hours, per API key).
+         * @description Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
          */
         post: {
             parameters: {
@@ -997,7 +1145,7 @@ export interface paths {
          * The device's client config: wg-quick text, or a PNG QR code of the same text
          * @description kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; only with format=conf.
          *
-         *     Requires an API key with the scope `devices:read`.
+         *     Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -1060,7 +1208,7 @@ export interface paths {
         };
         /**
          * Get a group: every device with this external_id, oldest first
-         * @description Requires an API key with the scope `devices:read`.
+         * @description Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -1107,7 +1255,7 @@ export interface paths {
         post?: never;
         /**
          * Delete every device of the group
-         * @description Requires an API key with the scope `devices:write`.
+         * @description Requires an API key with the scope `devices:write`, or an admin's console session.
          */
         delete: {
             parameters: {
@@ -1154,7 +1302,7 @@ export interface paths {
          * Set fields on every device of the group
          * @description Checked for every device first and applied in one transaction: a value wrong for one device changes none.
          *
-         *     Requires an API key with the scope `devices:write`.
+         *     Requires an API key with the scope `devices:write`, or an admin's console session.
          */
         patch: {
             parameters: {
@@ -1224,7 +1372,7 @@ export interface paths {
         put?: never;
         /**
          * Restart the count toward the data limit of every device of the group
-         * @description Requires an API key with the scope `devices:write`. Honours the `Idempotency-Key` header (24 hours, per API key).
+         * @description Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
          */
         post: {
             parameters: {
@@ -1284,7 +1432,7 @@ export interface paths {
         };
         /**
          * The device's share link, expired or not
-         * @description Requires an API key with the scope `devices:read`.
+         * @description Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
@@ -1336,7 +1484,7 @@ export interface paths {
          * Make (or replace) the device's share link
          * @description One link per device: a new link replaces the old one, which stops working at once.
          *
-         *     Requires an API key with the scope `devices:write`.
+         *     Requires an API key with the scope `devices:write`, or an admin's console session.
          */
         post: {
             parameters: {
@@ -1397,7 +1545,7 @@ export interface paths {
          * Delete the device's share link; it stops working at once
          * @description Removing a missing link also succeeds.
          *
-         *     Requires an API key with the scope `devices:write`.
+         *     Requires an API key with the scope `devices:write`, or an admin's console session.
          */
         delete: {
             parameters: {
@@ -1451,7 +1599,7 @@ export interface paths {
         };
         /**
          * List webhooks
-         * @description Requires an API key with the scope `webhooks:write`.
+         * @description Requires an API key with the scope `webhooks:write`, or an admin's console session.
          */
         get: {
             parameters: {
@@ -1503,7 +1651,7 @@ export interface paths {
          * Add a webhook; the answer carries its secret, shown only once
          * @description Deliveries are signed per the Standard Webhooks spec (webhook-id, webhook-timestamp, webhook-signature), sent at least once and retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h; receivers de-duplicate on webhook-id.
          *
-         *     Requires an API key with the scope `webhooks:write`.
+         *     Requires an API key with the scope `webhooks:write`, or an admin's console session.
          */
         post: {
             parameters: {
@@ -1589,7 +1737,7 @@ export interface paths {
         };
         /**
          * Get a webhook
-         * @description Requires an API key with the scope `webhooks:write`.
+         * @description Requires an API key with the scope `webhooks:write`, or an admin's console session.
          */
         get: {
             parameters: {
@@ -1635,7 +1783,7 @@ export interface paths {
         post?: never;
         /**
          * Remove a webhook and its pending deliveries
-         * @description Requires an API key with the scope `webhooks:write`.
+         * @description Requires an API key with the scope `webhooks:write`, or an admin's console session.
          */
         delete: {
             parameters: {
@@ -1679,7 +1827,7 @@ export interface paths {
         head?: never;
         /**
          * Change a webhook
-         * @description Requires an API key with the scope `webhooks:write`.
+         * @description Requires an API key with the scope `webhooks:write`, or an admin's console session.
          */
         patch: {
             parameters: {
@@ -1743,7 +1891,7 @@ export interface paths {
         };
         /**
          * A webhook's deliveries, oldest first
-         * @description Requires an API key with the scope `webhooks:write`.
+         * @description Requires an API key with the scope `webhooks:write`, or an admin's console session.
          */
         get: {
             parameters: {
@@ -1812,7 +1960,7 @@ export interface paths {
         put?: never;
         /**
          * Send a ping event to this webhook, whatever it subscribes to
-         * @description Requires an API key with the scope `webhooks:write`.
+         * @description Requires an API key with the scope `webhooks:write`, or an admin's console session.
          */
         post: {
             parameters: {
@@ -1871,7 +2019,7 @@ export interface paths {
          * List events, oldest first
          * @description Keep the last event id seen and ask again with after=<id>.
          *
-         *     Requires an API key with the scope `events:read`.
+         *     Requires an API key with the scope `events:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {

@@ -3,10 +3,11 @@ import { openMigratedStore } from '../main/panel.ts';
 import { ADMIN_ACTOR } from '../domain/activity.ts';
 import { systemClock } from '../domain/clock.ts';
 import { type ApiKeyInfo, ApiKeyService } from '../services/api-keys.ts';
+import { table } from './table.ts';
 import { parseCommandArgs, UsageError } from './usage.ts';
 
-function table(keys: ApiKeyInfo[]): string {
-  const rows = [
+function keyTable(keys: ApiKeyInfo[]): string {
+  return table([
     ['ID', 'NAME', 'SCOPES', 'CREATED', 'LAST USED', 'STATE'],
     ...keys.map((k) => [
       String(k.id),
@@ -16,16 +17,7 @@ function table(keys: ApiKeyInfo[]): string {
       k.lastUsedAt ?? 'never',
       k.revokedAt === null ? (k.rateLimitExempt ? 'live (no rate limit)' : 'live') : `revoked ${k.revokedAt}`,
     ]),
-  ];
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows
-    .map((r) =>
-      r
-        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  ]);
 }
 
 export async function keysCommand(args: string[]): Promise<number> {
@@ -55,7 +47,7 @@ export async function keysCommand(args: string[]): Promise<number> {
       case 'list': {
         const { values } = parseCommandArgs(rest, { json: { type: 'boolean' } });
         const list = await keys.list();
-        console.log(values.json ? JSON.stringify(list, null, 2) : table(list));
+        console.log(values.json ? JSON.stringify(list, null, 2) : keyTable(list));
         return 0;
       }
       case 'revoke': {

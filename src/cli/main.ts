@@ -14,6 +14,12 @@ const USAGE = `usage: vpn-panel <command>
                                           make an API key; the key is the last line of output
   keys list [--json]                      list keys (never the key itself)
   keys revoke NAME|ID                     stop a key at once
+  users add --name N [--role admin|viewer]
+                                          add a console user (default role admin); the password comes
+                                          from stdin (one line, at least 12 characters), never an argument
+  users list [--json] | users passwd NAME | users remove NAME
+                                          list console users · new password (stdin) · remove; passwd and
+                                          remove end the user's sessions at once
   activity [--actor A] [--resource R [--id ID]] [--since ISO] [--after ID] [--limit N] [--json]
                                           the activity log, oldest first: who changed what
   backup FILE                             a consistent snapshot of the whole state, while panels run
@@ -36,6 +42,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./nodes.ts')).nodesCommand(rest);
     case 'keys':
       return (await import('./keys.ts')).keysCommand(rest);
+    case 'users':
+      return (await import('./users.ts')).usersCommand(rest);
     case 'activity':
       return (await import('./activity.ts')).activityCommand(rest);
     case 'backup':

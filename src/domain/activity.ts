@@ -1,8 +1,9 @@
 import { apiKeyActor } from './api-keys.ts';
+import { consoleUserActor } from './console-users.ts';
 import { SYSTEM_ACTOR } from './events.ts';
 
 /** What the activity log records changes to. Groups are not stored: a group change is recorded per device. */
-export const ACTIVITY_RESOURCES = ['device', 'server', 'webhook', 'node', 'api_key'] as const;
+export const ACTIVITY_RESOURCES = ['device', 'server', 'webhook', 'node', 'api_key', 'console_user'] as const;
 export type ActivityResource = (typeof ACTIVITY_RESOURCES)[number];
 
 export function isActivityResource(value: string): value is ActivityResource {
@@ -36,9 +37,19 @@ export interface ActivityEntry {
 
 /**
  * Never written to the log: keys and secrets (device and server private keys, webhook secrets, API
- * key hashes, node tokens, share link tokens), and bookkeeping the entry's own time already says.
+ * key hashes, node tokens, share link tokens, console password and session token hashes), and bookkeeping
+ * the entry's own time already says.
  */
-const LEFT_OUT = new Set(['private_key', 'secret', 'key_hash', 'token', 'created_at', 'updated_at']);
+const LEFT_OUT = new Set([
+  'private_key',
+  'secret',
+  'key_hash',
+  'token',
+  'password_hash',
+  'token_hash',
+  'created_at',
+  'updated_at',
+]);
 /** Stored as 0/1, shown as the API shows them. */
 const BOOLEAN_FIELDS = new Set(['enabled', 'dns_on_server', 'client_to_client', 'rate_limit_exempt']);
 /** Stored as JSON text (metadata, server lists, webhook subscriptions), shown as JSON. */
@@ -91,10 +102,12 @@ export function fieldChanges(
 export const ACTIVITY_RETENTION_MS = 365 * 24 * 60 * 60 * 1000;
 
 /**
- * `--actor` as a person types it: `admin`, `system`, `via API key NAME`, or just the key's NAME.
+ * `--actor` as a person types it: `admin`, `system`, `via API key NAME`, `via console user NAME`, or just
+ * an API key's NAME.
  */
 export function actorFilter(text: string): string {
   const actor = text.trim();
-  if (actor === ADMIN_ACTOR || actor === SYSTEM_ACTOR || actor.startsWith(apiKeyActor(''))) return actor;
+  if (actor === ADMIN_ACTOR || actor === SYSTEM_ACTOR) return actor;
+  if (actor.startsWith(apiKeyActor('')) || actor.startsWith(consoleUserActor(''))) return actor;
   return apiKeyActor(actor);
 }

@@ -6,6 +6,7 @@ export type ErrorCode =
   | 'bad_request'
   | 'unauthorized'
   | 'insufficient_scope'
+  | 'csrf_check_failed'
   | 'not_found'
   | 'server_full'
   | 'no_server_available'

@@ -20,6 +20,19 @@ export const REQUEST_RATE: RatePolicy = { burst: 60, perSecond: 10 };
  */
 export const UNAUTHENTICATED_RATE: RatePolicy = { burst: 30, perSecond: 1 };
 
+/**
+ * Console sign-in attempts for one user name, from anywhere, since its last successful sign-in: 10 at once,
+ * then one a minute, so a guesser gets about 1,440 tries a day at a 12-character password. Counted before
+ * the password is hashed.
+ */
+export const SIGN_IN_USER_RATE: RatePolicy = { burst: 10, perSecond: 1 / 60 };
+
+/**
+ * Console sign-in attempts from one client address (IPv6: its /64), whatever the name: 30 at once (an
+ * office behind one NAT), then ten a minute. Each attempt costs a password hash (0.2-0.4 s of a thread).
+ */
+export const SIGN_IN_ADDRESS_RATE: RatePolicy = { burst: 30, perSecond: 1 / 6 };
+
 export interface RateDecision {
   allowed: boolean;
   /** Requests still allowed right now. */

@@ -1,22 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
-
-/** Tokens carry 256 random bits (the spec asks at least 128): 43 base64url characters. */
-const TOKEN_BYTES = 32;
-const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
-
-export function generateShareToken(): string {
-  return randomBytes(TOKEN_BYTES).toString('base64url');
-}
-
-/** True when the text could be a token: anything else is refused before any lookup. */
-export function isShareTokenShape(text: string): boolean {
-  return TOKEN_SHAPE.test(text);
-}
-
-/**
- * What a link is found by: the SHA-256 of its token (hex). The token has 256 random bits, so no
- * salt or slow hash is needed: a table of hashes gives no way back to a working link.
- */
-export function hashShareToken(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
-}
+/** A share link's token is a secret token (src/domain/secret-tokens.ts); the link is found by its SHA-256. */
+export {
+  generateSecretToken as generateShareToken,
+  hashSecretToken as hashShareToken,
+  isSecretTokenShape as isShareTokenShape,
+} from './secret-tokens.ts';

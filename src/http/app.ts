@@ -5,14 +5,9 @@ import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest
 import { AppError } from '../domain/errors.ts';
 import { pathBeyondDepth } from '../domain/json-depth.ts';
 import type { Scope } from '../domain/api-keys.ts';
-import {
-  addressBucket,
-  type RateDecision,
-  rateLimitField,
-  rateLimitPolicyField,
-  REQUEST_RATE,
-} from '../domain/rate-limit.ts';
-import type { ApiKeyService, Principal } from '../services/api-keys.ts';
+import { type RateDecision, rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
+import type { ApiKeyService } from '../services/api-keys.ts';
+import type { ConsoleSessionService } from '../services/console-sessions.ts';
 import type { DeviceService } from '../services/devices.ts';
 import type { EventService } from '../services/events.ts';
 import type { GroupService } from '../services/groups.ts';
@@ -21,9 +16,11 @@ import type { PanelObserver } from '../services/metrics.ts';
 import type { ShareLinkService } from '../services/share-links.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
+import type { Principal } from '../services/principals.ts';
 import type { ServerService } from '../services/servers.ts';
 import { withRequestId } from '../services/request-context.ts';
 import type { Api } from './api.ts';
+import { Authenticator, checkConsoleWrite, SESSION_COOKIE } from './auth.ts';
 import { sendClientError, sendError } from './errors.ts';
 import { requestFingerprint, sendReplay } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
@@ -38,6 +35,7 @@ import { consoleRoutes } from './routes/console.ts';
 import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
 import { groupRoutes } from './routes/groups.ts';
+import { consoleSessionRoutes, type SignInLimiters } from './routes/console-session.ts';
 import { metaRoutes, openApiRoute } from './routes/meta.ts';
 import { serverRoutes } from './routes/servers.ts';
 import { shareLinkRoutes } from './routes/share-links.ts';
@@ -55,8 +53,18 @@ export interface AppDeps {
   webhooks: WebhookService;
   /** Per API key (REQUEST_RATE), and per address on the share page. */
   rateLimiter: RateLimiter;
-  /** Per client address, for requests without a key known valid (UNAUTHENTICATED_RATE). */
+  /** Per client address, for requests without a key or session known valid (UNAUTHENTICATED_RATE). */
   unauthenticatedLimiter: RateLimiter;
+  consoleSessions: ConsoleSessionService;
+  /** Console sign-in attempts, per user name and per client address. */
+  signInLimiters: SignInLimiters;
+  /**
+   * The origin of `PANEL_URL` when it was set: cookie-authenticated changes must come from it. Unset, the
+   * request's own origin (its Host) counts.
+   */
+  panelOrigin: string | undefined;
+  /** Session cookies carry `Secure`: `PANEL_URL` is https. */
+  secureCookies: boolean;
   idempotency: IdempotencyService;
   /** Checks the database answers, for `/healthz`. */
   checkHealth: () => Promise<void>;
@@ -102,28 +110,24 @@ const RATE_LIMIT_POLICY = rateLimitPolicyField(REQUEST_RATE);
 /** The route of a request that matched none: one label value for all of them, whatever their URL. */
 const UNMATCHED_ROUTE = 'unmatched';
 
+/** Who a refusal names. */
+function callerOf(principal: Principal): string {
+  return principal.kind === 'api_key' ? 'this API key' : `console user ${principal.name} (${principal.role})`;
+}
+
 /** The rate-limit fields (none for an exempt key) and the scope: refuses the request, or lets it through. */
 function enforce(reply: FastifyReply, principal: Principal, scope: Scope, decision: RateDecision | undefined): void {
   if (decision !== undefined) {
     reply.header('ratelimit-policy', RATE_LIMIT_POLICY);
     reply.header('ratelimit', rateLimitField(decision));
-    if (!decision.allowed)
-      throw new AppError(
-        'rate_limited',
-        'too many requests for this API key; slow down',
-        {},
-        decision.retryAfterSeconds,
-      );
+    if (!decision.allowed) {
+      const message = `too many requests for ${callerOf(principal)}; slow down`;
+      throw new AppError('rate_limited', message, {}, decision.retryAfterSeconds);
+    }
   }
-  if (!principal.scopes.has(scope))
-    throw new AppError('insufficient_scope', `this API key lacks the scope ${scope}`, { scope: `${scope} required` });
-}
-
-/** Refuses a request of an address that spent its budget of requests without a valid key. */
-function refuseFlood(decision: RateDecision): void {
-  if (!decision.allowed) {
-    const message = 'too many requests without a valid API key from this address; slow down';
-    throw new AppError('rate_limited', message, {}, decision.retryAfterSeconds);
+  if (!principal.scopes.has(scope)) {
+    const message = `${callerOf(principal)} lacks the scope ${scope}`;
+    throw new AppError('insufficient_scope', message, { scope: `${scope} required` });
   }
 }
 
@@ -220,7 +224,13 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   ])
     app.addSchema(schema);
 
-  /** Counts the request against its key's limit and checks the scope; a promise only when the limiter answers later. */
+  const authenticator = new Authenticator(deps.apiKeys, deps.consoleSessions, deps.unauthenticatedLimiter);
+
+  /**
+   * Refuses a change made with a console session that fails the CSRF check, counts the request against its
+   * caller's limit (an API key's, or a console user's: REQUEST_RATE either way) and checks the scope; a
+   * promise only when the limiter answers later.
+   */
   const admit = (
     request: FastifyRequest,
     reply: FastifyReply,
@@ -228,17 +238,11 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     principal: Principal,
   ): Promise<void> | undefined => {
     request.principal = principal;
+    if (principal.kind === 'console_user' && changesState(request.method)) checkConsoleWrite(request, deps.panelOrigin);
     const decision = principal.rateLimitExempt ? undefined : deps.rateLimiter.take(principal.rateLimitId);
     if (decision instanceof Promise) return decision.then((d) => enforce(reply, principal, scope, d));
     enforce(reply, principal, scope, decision);
     return undefined;
-  };
-
-  /** A request whose key is not known valid spends one of its address's budget before any lookup. */
-  const admitUnknownKey = (request: FastifyRequest): void | Promise<void> => {
-    const decision = deps.unauthenticatedLimiter.take(`auth:${addressBucket(request.ip)}`);
-    if (decision instanceof Promise) return decision.then(refuseFlood);
-    refuseFlood(decision);
   };
 
   // Callback style: with a key seen before and a limiter in process, a request is admitted without a
@@ -248,7 +252,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     const scope = request.routeOptions.config.scope;
     if (scope === undefined) return done();
     // What throws here, Fastify answers with sendError like anything a hook rejects with.
-    const principal = deps.apiKeys.authenticate(request.headers.authorization, admitUnknownKey, request);
+    const principal = authenticator.principalOf(request);
     const admitted =
       principal instanceof Promise
         ? principal.then((p) => admit(request, reply, scope, p))
@@ -266,6 +270,10 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   const beginIdempotency = async (request: FastifyRequest, reply: FastifyReply) => {
     const key = request.headers['idempotency-key'];
     if (request.principal === null || typeof key !== 'string') return;
+    if (request.principal.kind === 'console_user') {
+      const message = 'Idempotency-Key is kept per API key; a request made with a console session cannot use it';
+      throw new AppError('bad_request', message, { 'idempotency-key': 'API keys only' });
+    }
     const begun = await deps.idempotency.begin(request.principal.keyId, key, requestFingerprint(request));
     if (begun.kind === 'replay') return sendReplay(reply, begun.statusCode, begun.body);
     request.idempotencyClaim = begun.claim;
@@ -314,6 +322,16 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
             scheme: 'bearer',
             description: 'An API key `vpnk_…` made with `vpn-panel keys create`.',
           },
+          consoleSession: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: SESSION_COOKIE,
+            description:
+              'A console session, made by `POST /console/session`. An admin has every scope, a viewer the read ' +
+              'scopes (`devices:read`, `servers:read`, `events:read`). A change (POST, PUT, PATCH, DELETE) made ' +
+              'with it also needs the header `X-Console-Request: 1` and, when an `Origin` header is sent, the ' +
+              "panel's own origin; otherwise 403 `csrf_check_failed`. An `Authorization` header wins over it.",
+          },
         },
       },
     },
@@ -324,6 +342,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   metaRoutes(app, deps);
   sharePageRoutes(app, deps);
+  consoleSessionRoutes(app, { ...deps, authenticator });
   consoleRoutes(app);
   await app.register(
     async (api) => {

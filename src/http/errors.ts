@@ -8,6 +8,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   bad_request: 400,
   unauthorized: 401,
   insufficient_scope: 403,
+  csrf_check_failed: 403,
   not_found: 404,
   server_full: 409,
   no_server_available: 409,

@@ -1,12 +1,13 @@
 import type { FastifySchema } from 'fastify';
 import Type, { type TSchema } from 'typebox';
 import type { Scope } from '../domain/api-keys.ts';
-import type { Principal } from '../services/api-keys.ts';
+import { scopesOfRole } from '../domain/console-users.ts';
+import type { Principal } from '../services/principals.ts';
 import type { IdempotencyClaim } from '../services/idempotency.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** The scope an API key needs for the route; routes without one are public. */
+    /** The scope an API key (or a console session's role) needs for the route; routes without one are public. */
     scope?: Scope;
     /** The route honours the Idempotency-Key header (spec §4.1). */
     idempotent?: boolean;
@@ -19,9 +20,13 @@ declare module 'fastify' {
 
 const errorRef = Type.Ref('Error');
 
+/** An OpenAPI security requirement: scheme name to the scopes it needs. */
+type SecurityRequirement = Record<string, string[]>;
+
 /**
  * One operation of the API: the scope it needs (enforced by the auth hook and stated in the OpenAPI
- * document's security requirement), its schemas, and the error body for every failure status.
+ * document's security requirement: an API key with the scope, or a console session), its schemas, and the
+ * error body for every failure status.
  */
 export function operation<S extends FastifySchema & { response: Record<number, TSchema> }>(
   scope: Scope,
@@ -29,14 +34,20 @@ export function operation<S extends FastifySchema & { response: Record<number, T
   options: { idempotent?: boolean } = {},
 ) {
   const idempotent = options.idempotent ?? false;
+  const security: SecurityRequirement[] = [{ bearerAuth: [scope] }, { consoleSession: [] }];
+  const session = scopesOfRole('viewer').has(scope)
+    ? 'a console session (admin or viewer)'
+    : "an admin's console session";
+  const replay = idempotent
+    ? ' Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).'
+    : '';
   return {
     config: { scope, idempotent },
     schema: {
       ...schema,
-      description: `${schema.description ?? ''}\n\nRequires an API key with the scope \`${scope}\`.${
-        idempotent ? ' Honours the `Idempotency-Key` header (24 hours, per API key).' : ''
-      }`.trim(),
-      security: [{ bearerAuth: [scope] }],
+      description:
+        `${schema.description ?? ''}\n\nRequires an API key with the scope \`${scope}\`, or ${session}.${replay}`.trim(),
+      security,
       ...(idempotent
         ? { headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255 })) }) }
         : {}),

@@ -7,6 +7,8 @@ import { type RateDecision, type RatePolicy, gcra } from '../domain/rate-limit.t
 export interface RateLimiter {
   /** In process the decision comes at once; through Redis, as a promise. */
   take(callerId: string): RateDecision | Promise<RateDecision>;
+  /** Gives the caller its full burst again (a console sign-in that succeeded forgives the name's failed ones). */
+  reset(callerId: string): void | Promise<void>;
 }
 
 /** For one panel process: the GCRA state of each caller in memory. */
@@ -34,6 +36,10 @@ export class InProcessRateLimiter implements RateLimiter {
       this.#forgetAtSize = Math.max(10_000, 2 * this.#tatMs.size);
     }
     return decision;
+  }
+
+  reset(callerId: string): void {
+    this.#tatMs.delete(callerId);
   }
 
   /** A key whose TAT has passed is at full burst, the same as a key never seen. */
@@ -77,6 +83,11 @@ function asDecision(reply: unknown): RateDecision {
   return { allowed: allowed === 1, remaining, resetSeconds, retryAfterSeconds };
 }
 
+/** Where a caller's TAT is kept. */
+function redisKey(callerId: string): string {
+  return `vpn-panel:rate:${callerId}`;
+}
+
 /** The one connection to the Redis that panels share their limits in; the caller quits it. */
 export async function connectRateLimitRedis(url: string): Promise<Redis> {
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true });
@@ -95,12 +106,16 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async take(callerId: string): Promise<RateDecision> {
-    const args = [`vpn-panel:rate:${callerId}`, 1000 / this.#policy.perSecond, this.#policy.burst] as const;
+    const args = [redisKey(callerId), 1000 / this.#policy.perSecond, this.#policy.burst] as const;
     try {
       return asDecision(await this.#redis.evalsha(GCRA_SHA, 1, ...args));
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
       return asDecision(await this.#redis.eval(GCRA_LUA, 1, ...args));
     }
+  }
+
+  async reset(callerId: string): Promise<void> {
+    await this.#redis.del(redisKey(callerId));
   }
 }

@@ -13,6 +13,8 @@ export interface PanelConfig {
   /** `PANEL_SECRET`: the 32-byte key private keys are encrypted with; unset = `DATA_DIR/panel.secret`. */
   panelSecret: Buffer | undefined;
   panelUrl: string;
+  /** `PANEL_URL`'s origin when it was set: console changes must come from it; unset, the request's own counts. */
+  panelOrigin: string | undefined;
   publicHost: string;
   timezone: string;
   nodeDriver: 'auto' | 'wireguard' | 'dry-run';
@@ -302,11 +304,13 @@ export function loadPanelConfig(env: Env): PanelConfig {
   const email = value(env, 'NOTIFY_EMAIL');
   if (email !== undefined && !/^[^@\s]+@[^@\s]+$/.test(email))
     throw new ConfigError('NOTIFY_EMAIL', `is not an email address (got '${email}')`);
+  const panelUrl = url(env, 'PANEL_URL', ['http:', 'https:']);
   return {
     ...storeConfig(env),
     port: listenPort,
     host: value(env, 'HOST') ?? '0.0.0.0',
-    panelUrl: (url(env, 'PANEL_URL', ['http:', 'https:']) ?? `http://localhost:${listenPort}`).replace(/\/+$/, ''),
+    panelUrl: (panelUrl ?? `http://localhost:${listenPort}`).replace(/\/+$/, ''),
+    panelOrigin: panelUrl === undefined ? undefined : new URL(panelUrl).origin,
     publicHost: value(env, 'PUBLIC_HOST') ?? firstPublicIpv4(),
     timezone: timezone(env),
     ...nodeDriverConfig(env),

@@ -2,7 +2,13 @@ import { sql } from 'kysely';
 import type { DestinationStream } from 'pino';
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
-import { REQUEST_RATE, UNAUTHENTICATED_RATE } from '../domain/rate-limit.ts';
+import {
+  REQUEST_RATE,
+  type RatePolicy,
+  SIGN_IN_ADDRESS_RATE,
+  SIGN_IN_USER_RATE,
+  UNAUTHENTICATED_RATE,
+} from '../domain/rate-limit.ts';
 import type { Api } from '../http/api.ts';
 import { buildApp } from '../http/app.ts';
 import {
@@ -13,6 +19,7 @@ import {
 } from '../http/rate-limiter.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
 import { ChangePublisher } from '../services/changes.ts';
+import { ConsoleSessionService } from '../services/console-sessions.ts';
 import { DeviceService } from '../services/devices.ts';
 import { EventService } from '../services/events.ts';
 import { GroupService } from '../services/groups.ts';
@@ -25,6 +32,7 @@ import { MAIL_RETRY_SCHEDULE_MS } from '../domain/notifications.ts';
 import { MailSender } from '../workers/mail-sender.ts';
 import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
+import { PasswordHasher } from '../services/passwords.ts';
 import { ServerService } from '../services/servers.ts';
 import { openStore, type Store } from '../store/open.ts';
 import { withEncryption } from '../store/encryption.ts';
@@ -72,24 +80,24 @@ export async function openMigratedStore(config: StoreConfig): Promise<Store> {
 interface RateLimiters {
   requests: RateLimiter;
   unauthenticated: RateLimiter;
+  signInPerUser: RateLimiter;
+  signInPerAddress: RateLimiter;
   close(): Promise<void>;
 }
 
-/** In process, or in the Redis that several panels share (one connection for both policies). */
+/** In process, or in the Redis that several panels share (one connection for every policy). */
 async function makeRateLimiters(config: PanelConfig, clock: Clock): Promise<RateLimiters> {
-  if (config.redisUrl === undefined) {
-    return {
-      requests: new InProcessRateLimiter(REQUEST_RATE, clock),
-      unauthenticated: new InProcessRateLimiter(UNAUTHENTICATED_RATE, clock),
-      close: async () => {},
-    };
-  }
-  const redis = await connectRateLimitRedis(config.redisUrl);
+  const redisUrl = config.redisUrl;
+  const redis = redisUrl === undefined ? undefined : await connectRateLimitRedis(redisUrl);
+  const limiter = (policy: RatePolicy): RateLimiter =>
+    redis === undefined ? new InProcessRateLimiter(policy, clock) : new RedisRateLimiter(redis, policy);
   return {
-    requests: new RedisRateLimiter(redis, REQUEST_RATE),
-    unauthenticated: new RedisRateLimiter(redis, UNAUTHENTICATED_RATE),
+    requests: limiter(REQUEST_RATE),
+    unauthenticated: limiter(UNAUTHENTICATED_RATE),
+    signInPerUser: limiter(SIGN_IN_USER_RATE),
+    signInPerAddress: limiter(SIGN_IN_ADDRESS_RATE),
     close: async () => {
-      await redis.quit();
+      await redis?.quit();
     },
   };
 }
@@ -148,6 +156,10 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     apiKeys: new ApiKeyService(store, clock),
     rateLimiter: rateLimiters.requests,
     unauthenticatedLimiter: rateLimiters.unauthenticated,
+    consoleSessions: new ConsoleSessionService(store.db, clock, new PasswordHasher()),
+    signInLimiters: { perUser: rateLimiters.signInPerUser, perAddress: rateLimiters.signInPerAddress },
+    panelOrigin: config.panelOrigin,
+    secureCookies: config.panelUrl.startsWith('https:'),
     idempotency: new IdempotencyService(store.db, clock),
     servers,
     nodes,

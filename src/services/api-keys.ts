@@ -23,18 +23,7 @@ import type { Store } from '../store/open.ts';
 import { write } from '../store/db.ts';
 import { recordActivity } from './activity.ts';
 import { notifyChange } from './notifications.ts';
-
-/** Who made a request: the API key, as the rules and the logs need it. */
-export interface Principal {
-  keyId: number;
-  name: string;
-  scopes: ReadonlySet<Scope>;
-  /** `via API key <name>` */
-  actor: string;
-  rateLimitExempt: boolean;
-  /** The key's identity for the rate limiter: unique across panels that share one Redis. */
-  rateLimitId: string;
-}
+import type { ApiKeyPrincipal as Principal } from './principals.ts';
 
 export interface ApiKeyInfo {
   id: number;
@@ -249,6 +238,7 @@ export class ApiKeyService {
     if (!row || row.revoked_at !== null) throw new AppError('unauthorized', 'the API key is not valid');
     const info = toInfo(row);
     return {
+      kind: 'api_key',
       keyId: info.id,
       name: info.name,
       scopes: new Set(info.scopes),

@@ -251,6 +251,32 @@ export interface DutyLeaseTable {
   expires_at: string;
 }
 
+/** A person who signs in to the console (`vpn-panel users add`). */
+export interface ConsoleUserTable {
+  id: Generated<number>;
+  /** Unique whatever its case (index on lower(name)); shown as given. */
+  name: string;
+  role: 'admin' | 'viewer';
+  /** `scrypt$N=…,r=…,p=…$<salt>$<key>` (src/domain/passwords.ts): the parameters travel with the hash. */
+  password_hash: string;
+  created_at: string;
+  updated_at: string;
+  last_sign_in_at: string | null;
+}
+
+/** A signed-in console session; every panel sharing the database honours it. */
+export interface ConsoleSessionTable {
+  id: Generated<number>;
+  user_id: number;
+  /** SHA-256 (hex) of the cookie's token: the token itself is never stored. */
+  token_hash: string;
+  created_at: string;
+  /** Written at most once a minute (SESSION_TOUCH_INTERVAL_MS); the idle timeout counts from it. */
+  last_used_at: string;
+  /** The end of the session's absolute lifetime, idle or not. */
+  expires_at: string;
+}
+
 export interface Database {
   api_keys: ApiKeyTable;
   idempotency_keys: IdempotencyKeyTable;
@@ -270,4 +296,6 @@ export interface Database {
   mail_digest: MailDigestTable;
   panel_settings: PanelSettingTable;
   duty_leases: DutyLeaseTable;
+  console_users: ConsoleUserTable;
+  console_sessions: ConsoleSessionTable;
 }

@@ -106,6 +106,42 @@ describe('the panel logs no share token and no credential, at the most verbose l
     const keyBody = key.slice('vpnk_'.length);
     assertNoSecret(output, { 'share token': token, 'API key': key, 'key body': keyBody, 'wrong key': wrongKey });
   });
+
+  it('logs no console password and no session token, also of malformed requests', async () => {
+    const password = `pw-${randomBytes(12).toString('hex')}`;
+    const added = await panel.cli(['users', 'add', '--name', 'ops'], `${password}\n`);
+    assert.equal(added.code, 0, added.stderr);
+    const json = { 'content-type': 'application/json' };
+    const signIn = await fetch(`${panel.url}/console/session`, {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ user: 'ops', password }),
+    });
+    assert.equal(signIn.status, 204);
+    const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const sessionToken = cookie.split('=')[1] ?? '';
+    assert.equal((await fetch(`${panel.url}/api/v1/servers`, { headers: { cookie } })).status, 200);
+    // The password in a body that is not JSON, and beside a wrong one; the cookie in malformed HTTP.
+    const broken = `{"user":"ops","password":"${password}`;
+    assert.equal(
+      (await fetch(`${panel.url}/console/session`, { method: 'POST', headers: json, body: broken })).status,
+      400,
+    );
+    const wrong = JSON.stringify({ user: 'ops', password: `${password}!` });
+    assert.equal(
+      (await fetch(`${panel.url}/console/session`, { method: 'POST', headers: json, body: wrong })).status,
+      401,
+    );
+    const malformed = `GET /api/v1/servers HTTP/1.1\r\nHost: x\r\nCookie: ${cookie}\r\nno colon here\r\n\r\n`;
+    assert.match(await rawRequest(port, malformed), /^HTTP\/1\.1 400/);
+    const out = await fetch(`${panel.url}/console/session`, {
+      method: 'DELETE',
+      headers: { cookie, 'x-request-id': 'signed-out' },
+    });
+    assert.equal(out.status, 204);
+    await printed(panel.output, '"reqId":"signed-out"');
+    assertNoSecret(panel.output(), { 'console password': password, 'session token': sessionToken });
+  });
 });
 
 describe('the node agent logs no node token, at the most verbose level', () => {

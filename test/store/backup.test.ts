@@ -13,6 +13,8 @@ import { openStore, type Store } from '../../src/store/open.ts';
 import { deleteDevice, insertDevice } from '../../src/store/devices.ts';
 import { claimIdempotencyKey, completeIdempotencyKey } from '../../src/store/idempotency.ts';
 import { insertApiKey } from '../../src/store/api-keys.ts';
+import { insertConsoleSession } from '../../src/store/console-sessions.ts';
+import { insertConsoleUser } from '../../src/store/console-users.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { insertNode } from '../../src/store/nodes.ts';
 import { insertServer } from '../../src/store/servers.ts';
@@ -135,6 +137,10 @@ async function fill(store: Store): Promise<{ deletedDeviceId: number }> {
   const id = { apiKeyId: key.id, key: 'idem-1' };
   await claimIdempotencyKey(store.db, id, 'fp', NOW);
   await completeIdempotencyKey(store.db, id, 201, JSON.stringify({ config: 'PrivateKey = secret' }));
+  // console_sessions sorts before the console_users it references: a restore loads the users first.
+  const passwordHash = 'scrypt$N=32768,r=8,p=3$c2FsdHNhbHRzYWx0c2FsdA$a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5';
+  const user = await insertConsoleUser(store.db, { name: 'ops', role: 'viewer', passwordHash, createdAt: NOW });
+  await insertConsoleSession(store.db, { userId: user.id, tokenHash: 'b'.repeat(64), createdAt: NOW, expiresAt: NOW });
   return { deletedDeviceId };
 }
 

@@ -1,11 +1,13 @@
 import createClient from 'openapi-fetch';
 import { ADMIN_ACTOR } from '../../src/domain/activity.ts';
-import { systemClock } from '../../src/domain/clock.ts';
+import { type Clock, systemClock } from '../../src/domain/clock.ts';
 import type { Api } from '../../src/http/api.ts';
 import { loadPanelConfig } from '../../src/main/config.ts';
 import { assemblePanel, type Panel } from '../../src/main/panel.ts';
 import type { PanelMetrics } from '../../src/main/panel-metrics.ts';
 import { ApiKeyService } from '../../src/services/api-keys.ts';
+import { ConsoleUserService } from '../../src/services/console-users.ts';
+import { PasswordHasher } from '../../src/services/passwords.ts';
 import type { Store } from '../../src/store/open.ts';
 import type { paths } from '../../console/src/api-types.ts';
 import type { TestDatabase } from './databases.ts';
@@ -25,6 +27,8 @@ export interface AppUnderTest {
   readonly metrics: PanelMetrics | undefined;
   /** An API key made as `vpn-panel keys create` makes it; returns the key. */
   createKey(name: string, scopes: string, options?: { rateLimitExempt?: boolean }): Promise<string>;
+  /** A console user made as `vpn-panel users add` makes it. */
+  createUser(name: string, role: 'admin' | 'viewer', password: string): Promise<void>;
   /** The typed client of the OpenAPI document, its requests answered in process. */
   client(key?: string): ApiClient;
   /** Every log line the panel wrote (at the LOG_LEVEL of its env; `logged` reads them). */
@@ -32,8 +36,15 @@ export interface AppUnderTest {
   close(): Promise<void>;
 }
 
-/** Builds the panel's app on `database` with the env a test adds (the same defaults as `startPanel`). */
-export async function buildTestApp(database: TestDatabase, env: Record<string, string> = {}): Promise<AppUnderTest> {
+/**
+ * Builds the panel's app on `database` with the env a test adds (the same defaults as `startPanel`), on
+ * `clock` when given (the panel's and its rate limiters').
+ */
+export async function buildTestApp(
+  database: TestDatabase,
+  env: Record<string, string> = {},
+  clock: Clock = systemClock,
+): Promise<AppUnderTest> {
   const config = loadPanelConfig({
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
@@ -43,7 +54,7 @@ export async function buildTestApp(database: TestDatabase, env: Record<string, s
     ...env,
   });
   let output = '';
-  const panel: Panel = await assemblePanel(config, { logDestination: { write: (line) => (output += line) } });
+  const panel: Panel = await assemblePanel(config, { clock, logDestination: { write: (line) => (output += line) } });
   const { app, store, metrics } = panel;
   const fetchInProcess = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
@@ -72,6 +83,9 @@ export async function buildTestApp(database: TestDatabase, env: Record<string, s
       const keys = new ApiKeyService(store, systemClock);
       const input = { name, scopes, rateLimitExempt: options.rateLimitExempt ?? false };
       return (await keys.create(input, ADMIN_ACTOR)).key;
+    },
+    async createUser(name, role, password) {
+      await new ConsoleUserService(store.db, clock, new PasswordHasher()).add({ name, role, password }, ADMIN_ACTOR);
     },
     client: (key) =>
       createClient<paths>({

@@ -26,10 +26,14 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `vpn-panel ARGS` as a user would, with the given environment. */
-export function runCli(args: readonly string[], env: Record<string, string | undefined>): Promise<CliResult> {
+/** Runs `vpn-panel ARGS` as a user would, with the given environment and, when given, `input` on its stdin. */
+export function runCli(
+  args: readonly string[],
+  env: Record<string, string | undefined>,
+  input?: string,
+): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       process.execPath,
       [CLI, ...args],
       { env: { ...process.env, ...env }, cwd: ROOT },
@@ -38,6 +42,7 @@ export function runCli(args: readonly string[], env: Record<string, string | und
         resolve({ code, stdout, stderr });
       },
     );
+    child.stdin?.end(input);
   });
 }
 
@@ -240,7 +245,8 @@ export interface PanelProcess {
   readonly process: ChildProcess;
   /** Everything the panel printed. */
   output(): string;
-  cli(args: readonly string[]): Promise<CliResult>;
+  /** `vpn-panel ARGS` with the panel's environment; `input` on its stdin. */
+  cli(args: readonly string[], input?: string): Promise<CliResult>;
   /** `vpn-panel keys create`; returns the key, the last line of its output. */
   createKey(name: string, scopes: string, extra?: readonly string[]): Promise<string>;
   client(key?: string): ApiClient;
@@ -307,7 +313,7 @@ export async function startPanel(options: StartOptions): Promise<PanelProcess> {
     env,
     process: child,
     output: () => output,
-    cli: (args) => runCli(args, env),
+    cli: (args, input) => runCli(args, env, input),
     async createKey(name, scopes, extra = []) {
       const result = await runCli(['keys', 'create', '--name', name, '--scopes', scopes, ...extra], env);
       if (result.code !== 0) throw new Error(`keys create failed: ${result.stderr}`);

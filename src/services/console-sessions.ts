@@ -1,0 +1,157 @@
+import { type Clock, isoAt } from '../domain/clock.ts';
+import {
+  type ConsoleRole,
+  consoleUserActor,
+  SESSION_IDLE_MS,
+  SESSION_LIFETIME_MS,
+  SESSION_TOUCH_INTERVAL_MS,
+  scopesOfRole,
+  sessionEndMs,
+} from '../domain/console-users.ts';
+import { AppError } from '../domain/errors.ts';
+import { generateSecretToken, hashSecretToken, isSecretTokenShape } from '../domain/secret-tokens.ts';
+import {
+  type ConsoleSessionOfUser,
+  deleteConsoleSession,
+  findConsoleSession,
+  insertConsoleSession,
+  pruneConsoleSessions,
+  touchConsoleSession,
+} from '../store/console-sessions.ts';
+import { findConsoleUserByName, setConsoleUserSignedIn } from '../store/console-users.ts';
+import { type Db, write } from '../store/db.ts';
+import { recordActivity } from './activity.ts';
+import type { PasswordHasher } from './passwords.ts';
+import type { ConsoleUserPrincipal } from './principals.ts';
+
+/** A session just made: the token goes into the cookie and nowhere else. */
+export interface SignedIn {
+  token: string;
+  user: { name: string; role: ConsoleRole };
+}
+
+/** Lets a request with a session not known valid go on to the lookup, or refuses it (throws or rejects). */
+type AdmitUnknown<C> = (context: C) => void | Promise<void>;
+
+/** The one answer to a failed sign-in, whichever part was wrong. */
+const WRONG_CREDENTIALS = 'wrong user name or password';
+/** Sessions found valid by this panel that are kept in memory, at most (they only spare a budget; see #foundValid). */
+const FOUND_VALID_MAX = 10_000;
+
+function principalOf(session: ConsoleSessionOfUser): ConsoleUserPrincipal {
+  return {
+    kind: 'console_user',
+    userId: session.user_id,
+    name: session.user_name,
+    role: session.user_role,
+    sessionId: session.id,
+    scopes: scopesOfRole(session.user_role),
+    actor: consoleUserActor(session.user_name),
+    rateLimitExempt: false,
+    rateLimitId: `console-user:${session.user_id}`,
+  };
+}
+
+/**
+ * Console sessions: signing in with a user name and password, the session each request's cookie names,
+ * signing out. Every lookup reads the database (one indexed row), so a session that a panel, the CLI
+ * or another panel ended is refused at the next request.
+ */
+export class ConsoleSessionService {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #passwords: PasswordHasher;
+  /**
+   * Hashes of the tokens whose last lookup found a live session. Their requests skip `admitUnknown`'s
+   * budget, which is for guesses, so a signed-in user keeps working from an address others flood.
+   */
+  readonly #foundValid = new Set<string>();
+
+  constructor(db: Db, clock: Clock, passwords: PasswordHasher) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#passwords = passwords;
+  }
+
+  /**
+   * A new session for the user, or `unauthorized` with the same message whether the name or the password
+   * was wrong; an unknown name costs the same scrypt time as a known one. Sessions past their end are
+   * deleted here, so the table holds only live ones and the few that ended since the last sign-in.
+   */
+  async signIn(name: string, password: string): Promise<SignedIn> {
+    const user = await findConsoleUserByName(this.#db, name);
+    const matches = await this.#passwords.verify(password, user?.password_hash);
+    if (user === undefined || !matches) throw new AppError('unauthorized', WRONG_CREDENTIALS);
+    const token = generateSecretToken();
+    const tokenHash = hashSecretToken(token);
+    const nowMs = this.#clock.nowMs();
+    const now = isoAt(nowMs);
+    const actor = consoleUserActor(user.name);
+    await write(this.#db, async (tx) => {
+      await pruneConsoleSessions(tx, now, isoAt(nowMs - SESSION_IDLE_MS));
+      await insertConsoleSession(tx, {
+        userId: user.id,
+        tokenHash,
+        createdAt: now,
+        expiresAt: isoAt(nowMs + SESSION_LIFETIME_MS),
+      });
+      const signedIn = await setConsoleUserSignedIn(tx, user.id, now);
+      await recordActivity(tx, this.#clock, {
+        resource: 'console_user',
+        resourceId: user.id,
+        verb: 'signed_in',
+        summary: `console user ${user.name} signed in`,
+        actor,
+        before: user,
+        after: signedIn,
+      });
+    });
+    // Made here, so known valid: its first request from a flooded address is not held back.
+    this.#foundValid.add(tokenHash);
+    return { token, user: { name: user.name, role: user.role } };
+  }
+
+  /**
+   * The principal of a request's session token. A token this panel has not found valid before (or
+   * none, or a malformed one) is first shown to `admitUnknown(context)`, which may refuse it before any
+   * lookup. Refused with `unauthorized` when the session does not exist or has ended (it is then
+   * deleted). The session's last use is written when SESSION_TOUCH_INTERVAL_MS has passed since.
+   */
+  async authenticate<C>(
+    token: string | undefined,
+    admitUnknown: AdmitUnknown<C>,
+    context: C,
+  ): Promise<ConsoleUserPrincipal> {
+    const tokenHash = token !== undefined && isSecretTokenShape(token) ? hashSecretToken(token) : undefined;
+    if (tokenHash === undefined || !this.#foundValid.has(tokenHash)) await admitUnknown(context);
+    if (tokenHash === undefined) throw new AppError('unauthorized', 'sign in to the console first');
+    const session = await findConsoleSession(this.#db, tokenHash);
+    const nowMs = this.#clock.nowMs();
+    const lastUsedMs = Date.parse(session?.last_used_at ?? '');
+    if (session === undefined || nowMs >= sessionEndMs(lastUsedMs, Date.parse(session.expires_at))) {
+      this.#foundValid.delete(tokenHash);
+      if (session !== undefined) await deleteConsoleSession(this.#db, session.id);
+      throw new AppError('unauthorized', 'the console session has ended; sign in again');
+    }
+    if (this.#foundValid.size >= FOUND_VALID_MAX) this.#foundValid.clear();
+    this.#foundValid.add(tokenHash);
+    if (nowMs - lastUsedMs >= SESSION_TOUCH_INTERVAL_MS) await touchConsoleSession(this.#db, session.id, isoAt(nowMs));
+    return principalOf(session);
+  }
+
+  /** Ends the principal's session (the row is deleted); recorded when it was still there. */
+  async signOut(principal: ConsoleUserPrincipal): Promise<void> {
+    await write(this.#db, async (tx) => {
+      if (!(await deleteConsoleSession(tx, principal.sessionId))) return;
+      await recordActivity(tx, this.#clock, {
+        resource: 'console_user',
+        resourceId: principal.userId,
+        verb: 'signed_out',
+        summary: `console user ${principal.name} signed out`,
+        actor: principal.actor,
+        before: null,
+        after: null,
+      });
+    });
+  }
+}

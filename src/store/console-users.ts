@@ -1,0 +1,67 @@
+import { type Selectable, sql } from 'kysely';
+import { nameKey } from '../domain/console-users.ts';
+import type { Queryable } from './db.ts';
+import type { ConsoleUserTable } from './schema.ts';
+
+export type ConsoleUserRow = Selectable<ConsoleUserTable>;
+
+export interface NewConsoleUser {
+  name: string;
+  role: ConsoleUserRow['role'];
+  passwordHash: string;
+  createdAt: string;
+}
+
+export function insertConsoleUser(db: Queryable, user: NewConsoleUser): Promise<ConsoleUserRow> {
+  return db
+    .insertInto('console_users')
+    .values({
+      name: user.name,
+      role: user.role,
+      password_hash: user.passwordHash,
+      created_at: user.createdAt,
+      updated_at: user.createdAt,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** The user of this name, whatever the case it is written in (the unique index is on lower(name)). */
+export function findConsoleUserByName(db: Queryable, name: string): Promise<ConsoleUserRow | undefined> {
+  return db
+    .selectFrom('console_users')
+    .selectAll()
+    .where(sql<string>`lower(name)`, '=', nameKey(name))
+    .executeTakeFirst();
+}
+
+export function listConsoleUsers(db: Queryable): Promise<ConsoleUserRow[]> {
+  return db.selectFrom('console_users').selectAll().orderBy('id').execute();
+}
+
+export function setConsoleUserPassword(
+  db: Queryable,
+  id: number,
+  passwordHash: string,
+  updatedAt: string,
+): Promise<ConsoleUserRow> {
+  return db
+    .updateTable('console_users')
+    .set({ password_hash: passwordHash, updated_at: updatedAt })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export function setConsoleUserSignedIn(db: Queryable, id: number, signedInAt: string): Promise<ConsoleUserRow> {
+  return db
+    .updateTable('console_users')
+    .set({ last_sign_in_at: signedInAt })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function deleteConsoleUser(db: Queryable, id: number): Promise<void> {
+  await db.deleteFrom('console_users').where('id', '=', id).execute();
+}
