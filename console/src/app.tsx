@@ -16,13 +16,13 @@ import { navigate, type Place, usePlace } from './router.ts';
 import { currentSession, type Session, signOut } from './session.ts';
 import { Link, Page, SessionContext } from './ui.tsx';
 
-/** The navigation, in this order; Users only for admins. The panel serves these paths (src/http/routes/console.ts). */
+/** The navigation, in this order; Webhooks (webhooks:write even to read) and Users only for admins. The panel serves these paths (src/http/routes/console.ts). */
 const NAVIGATION: ReadonlyArray<{ href: string; label: string; adminOnly?: boolean }> = [
   { href: '/', label: 'Overview' },
   { href: '/servers', label: 'Servers' },
   { href: '/devices', label: 'Devices' },
   { href: '/groups', label: 'Groups' },
-  { href: '/webhooks', label: 'Webhooks' },
+  { href: '/webhooks', label: 'Webhooks', adminOnly: true },
   { href: '/api-keys', label: 'API keys' },
   { href: '/activity', label: 'Activity' },
   { href: '/users', label: 'Users', adminOnly: true },
@@ -60,6 +60,7 @@ function pageOf(place: Place, session: Session): ComponentChild {
       if (item === undefined) return <GroupsPage />;
       return <GroupPage externalId={decodeURIComponent([item, ...rest].join('/'))} />;
     case 'webhooks':
+      if (session.user.role !== 'admin') return <NotFound />;
       if (item === undefined) return <WebhooksPage />;
       return id === undefined ? <NotFound /> : <WebhookPage id={id} />;
     case 'api-keys':

@@ -12,15 +12,13 @@
  * each, no sideways scrolling, no console error; a server and a device are made in the console, the QR code
  * the browser shows is scanned (zbarimg) and compared with the API's config, the config downloads, an API
  * error is shown at its field, the device page refreshes by itself, and a viewer gets no write control.
- * The browser is signed in by the session backend (`vpn-panel users add`, issue 14 items 1 and 2) when the
- * CLI has it: then sign-in wrong then right, sign-out, the viewer's 403 and the activity naming the console
- * user are checked too. Until then it is a stand-in: `/console/session` answered by the test (page.route),
- * and the panel's API key sent with the browser's requests, so the pages are exercised as they will be.
+ * The browser signs in as console users made with `vpn-panel users add`: sign-in wrong then right,
+ * sign-out, the viewer's 403 and the activity naming the console user are checked too.
  *
  * Screenshots of every page go to test-output/console/ (kept, overwritten each run) for a person to look at.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,24 +50,6 @@ const VIEWER_PASSWORD = 'viewer password 12345';
 const WRITE_CONTROLS =
   /^(New server|New device|New webhook|Create.*|Save.*|Delete.*|Disable.*|Enable.*|Reset usage|Move|Ping|Make share link|Replace share link|Revoke share link|Set expiry)$/;
 
-/** Whether this panel has console users (`vpn-panel users`, the session backend). */
-function hasSessionBackend(): boolean {
-  const dataDir = mkdtempSync(join(tmpdir(), 'vpn-panel-console-probe-'));
-  try {
-    const probe = spawnSync(process.execPath, [CLI, 'users', 'list'], {
-      env: { ...process.env, DATA_DIR: dataDir },
-      encoding: 'utf8',
-    });
-    return !probe.stderr.includes("unknown command 'users'");
-  } finally {
-    rmSync(dataDir, { recursive: true, force: true });
-  }
-}
-
-const sessions = chromiumSkip === false && hasSessionBackend();
-const needsSessions = sessions
-  ? false
-  : 'needs the console session backend (`vpn-panel users add`, issue 14 items 1-2)';
 const noZbarimg = needsTool('zbarimg', 'zbar-tools');
 /** The console makes keys once the API has an endpoint for them (the OpenAPI document's types name it). */
 const needsKeysApi = /"\/api\/v1\/(?:api-)?keys"/.test(readFileSync(join(ROOT, 'console/src/api-types.ts'), 'utf8'))
@@ -228,7 +208,7 @@ describe('the operator console in headless Chromium (sqlite)', {
       await page.getByRole('button', { name: 'Sign in' }).click();
       const alert = page.getByRole('alert').filter({ hasText: /\S/ });
       await alert.waitFor();
-      if (sessions) assert.match((await alert.textContent()) ?? '', /wrong user name or password/i);
+      assert.match((await alert.textContent()) ?? '', /wrong user name or password/i);
       assert.ok(await page.getByRole('button', { name: 'Sign in' }).isVisible());
       await screenshot(page, 'sign-in-wrong');
       problems.none('a wrong sign-in');
@@ -298,41 +278,27 @@ describe('the operator console in headless Chromium (sqlite)', {
     });
   });
 
-  describe(sessions ? 'signed in (session backend)' : 'signed in (stand-in session)', () => {
+  describe('signed in', () => {
     let admin: BrowserContext;
     let page: Page;
     let serverId: number;
     let device: Device;
-    let webhookId: number;
 
-    /** Signs `context` in as `user`: through the form with the backend, else by the stand-in. */
-    async function signIn(context: BrowserContext, user: string, password: string, role: 'admin' | 'viewer') {
-      const api = need(panel, 'the panel');
-      if (!sessions) {
-        await context.route('**/console/session', (route) =>
-          route.request().method() === 'GET'
-            ? route.fulfill({ json: { user: { name: user, role } } })
-            : route.fulfill({ status: 204 }),
-        );
-        await context.setExtraHTTPHeaders({ authorization: `Bearer ${api.key}` });
-      }
+    /** Signs `context` in as `user` through the form. */
+    async function signIn(context: BrowserContext, user: string, password: string) {
       const signing = await context.newPage();
       await signing.goto(`${origin}/`);
-      if (sessions) {
-        await signing.getByLabel('User', { exact: true }).fill(user);
-        await signing.getByLabel('Password', { exact: true }).fill(password);
-        await signing.getByRole('button', { name: 'Sign in' }).click();
-      }
+      await signing.getByLabel('User', { exact: true }).fill(user);
+      await signing.getByLabel('Password', { exact: true }).fill(password);
+      await signing.getByRole('button', { name: 'Sign in' }).click();
       await heading(signing, 'Overview');
       return signing;
     }
 
     before(async () => {
       const lab = need(panel, 'the panel');
-      if (sessions) {
-        await cliWithInput(lab, ['users', 'add', '--name', ADMIN, '--role', 'admin'], `${ADMIN_PASSWORD}\n`);
-        await cliWithInput(lab, ['users', 'add', '--name', VIEWER, '--role', 'viewer'], `${VIEWER_PASSWORD}\n`);
-      }
+      await cliWithInput(lab, ['users', 'add', '--name', ADMIN, '--role', 'admin'], `${ADMIN_PASSWORD}\n`);
+      await cliWithInput(lab, ['users', 'add', '--name', VIEWER, '--role', 'viewer'], `${VIEWER_PASSWORD}\n`);
       const api = lab.api;
       serverId = ok(
         await api.POST('/api/v1/servers', { body: { name: 'fra-1', country: 'DE', city: 'Frankfurt' } }),
@@ -350,18 +316,18 @@ describe('the operator console in headless Chromium (sqlite)', {
         }),
         'POST /devices',
       );
-      webhookId = ok(
+      ok(
         await api.POST('/api/v1/webhooks', {
           body: { url: 'http://127.0.0.1:9/hook', events: ['device.created'], description: 'shop' },
         }),
         'POST /webhooks',
-      ).id;
+      );
       admin = await newContext(DESKTOP);
     });
 
     after(() => admin?.close());
 
-    it('signs in: a wrong password is refused, the right one opens the overview', { skip: needsSessions }, async () => {
+    it('signs in: a wrong password is refused, the right one opens the overview', async () => {
       page = await admin.newPage();
       await page.goto(`${origin}/`);
       await page.getByLabel('User', { exact: true }).fill(ADMIN);
@@ -375,7 +341,6 @@ describe('the operator console in headless Chromium (sqlite)', {
     });
 
     it('shows the navigation, exactly, with Users for an admin', async () => {
-      if (!sessions) page = await signIn(admin, ADMIN, ADMIN_PASSWORD, 'admin');
       const links = await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
       assert.deepEqual(links, NAVIGATION);
       assert.ok(await page.getByRole('button', { name: 'Sign out' }).isVisible());
@@ -432,7 +397,7 @@ describe('the operator console in headless Chromium (sqlite)', {
     it('every page fits a 390 px phone without sideways scrolling (phone, dark theme)', async () => {
       const phone = await newContext(PHONE, 'dark');
       try {
-        const small = await signIn(phone, ADMIN, ADMIN_PASSWORD, 'admin');
+        const small = await signIn(phone, ADMIN, ADMIN_PASSWORD);
         await tour(small, 'phone');
       } finally {
         await phone.close();
@@ -471,18 +436,9 @@ describe('the operator console in headless Chromium (sqlite)', {
       } else t.diagnostic(`QR not scanned: ${noZbarimg}`);
       const link = page.getByRole('link', { name: 'Download config' });
       assert.equal(await link.getAttribute('download'), '');
-      if (sessions) {
-        const [file] = await Promise.all([page.waitForEvent('download'), link.click()]);
-        assert.equal(readFileSync(await file.path(), 'utf8'), config);
-        assert.match(file.suggestedFilename(), /\.conf$/);
-      } else {
-        // Chromium's download manager sends the cookie but not the stand-in's header: the link's target is
-        // fetched with the key instead.
-        const target = new URL((await link.getAttribute('href')) ?? '', origin);
-        const file = await fetch(target, { headers: { authorization: `Bearer ${need(panel, 'the panel').key}` } });
-        assert.equal(await file.text(), config);
-        assert.match(file.headers.get('content-disposition') ?? '', /attachment; filename=".+\.conf"/);
-      }
+      const [file] = await Promise.all([page.waitForEvent('download'), link.click()]);
+      assert.equal(readFileSync(await file.path(), 'utf8'), config);
+      assert.match(file.suggestedFilename(), /\.conf$/);
       problems.none('the QR code and the download');
     });
 
@@ -504,7 +460,7 @@ describe('the operator console in headless Chromium (sqlite)', {
         page.getByRole('button', { name: 'Create server' }).click(),
       ]);
       assert.equal(post.headers()['x-console-request'], '1', 'a write of the console says so');
-      assert.equal(post.headers().authorization === undefined, sessions, 'the console itself sends no key');
+      assert.equal(post.headers().authorization, undefined, 'the console itself sends no key');
       await heading(page, 'ams-1');
       const servers = ok(await need(panel, 'the panel').api.GET('/api/v1/servers'), 'GET /servers').data;
       const made = servers.find((server) => server.name === 'ams-1');
@@ -568,7 +524,7 @@ describe('the operator console in headless Chromium (sqlite)', {
       assert.equal(write.status, 403);
     });
 
-    it('the activity names the console user who made the server', { skip: needsSessions }, async () => {
+    it('the activity names the console user who made the server', async () => {
       await page.goto(`${origin}/activity?kind=server.created`);
       await heading(page, 'Activity');
       await page.getByText(`via console user ${ADMIN}`).first().waitFor();
@@ -577,17 +533,19 @@ describe('the operator console in headless Chromium (sqlite)', {
     it('a viewer sees the pages without any control that changes something', async () => {
       const viewer = await newContext(DESKTOP);
       try {
-        const seen = await signIn(viewer, VIEWER, VIEWER_PASSWORD, 'viewer');
+        const seen = await signIn(viewer, VIEWER, VIEWER_PASSWORD);
         const links = await seen.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
-        assert.deepEqual(links, NAVIGATION.slice(0, -1), 'no Users for a viewer');
+        assert.deepEqual(
+          links,
+          NAVIGATION.filter((name) => name !== 'Webhooks' && name !== 'Users'),
+          'no Webhooks nor Users for a viewer',
+        );
         for (const [path, title, shows] of [
           ['/servers', 'Servers', 'fra-1'],
           [`/servers/${serverId}`, 'fra-1', "Anna's phone"],
           ['/devices', 'Devices', 'Anna laptop'],
           [`/devices/${device.id}`, "Anna's phone", 'Share link'],
           ['/groups/customer-7', 'Group customer-7', 'Anna laptop'],
-          ['/webhooks', 'Webhooks', 'shop'],
-          [`/webhooks/${webhookId}`, 'Webhook', 'Deliveries'],
         ]) {
           await seen.goto(`${origin}${path}`);
           await heading(seen, title ?? '');
@@ -602,20 +560,21 @@ describe('the operator console in headless Chromium (sqlite)', {
           assert.deepEqual(controls, [], `no write control on ${path}`);
         }
         await screenshot(seen, 'viewer-device');
-        if (sessions) {
-          const refused = await seen.request.post(`${origin}/api/v1/servers`, {
-            headers: { 'x-console-request': '1' },
-            data: { name: 'viewer-made' },
-          });
-          assert.equal(refused.status(), 403, 'the API refuses a viewer');
-        }
+        const refused = await seen.request.post(`${origin}/api/v1/servers`, {
+          headers: { 'x-console-request': '1' },
+          data: { name: 'viewer-made' },
+        });
+        assert.equal(refused.status(), 403, 'the API refuses a viewer');
+        // Webhooks need webhooks:write even to list (spec §5), which a viewer lacks (README "Operator console").
+        const webhooks = await seen.request.get(`${origin}/api/v1/webhooks`);
+        assert.equal(webhooks.status(), 403, 'a viewer does not read webhooks');
         problems.none('the viewer');
       } finally {
         await viewer.close();
       }
     });
 
-    it('signs out: the form is back and the API no longer answers the browser', { skip: needsSessions }, async () => {
+    it('signs out: the form is back and the API no longer answers the browser', async () => {
       await page.goto(`${origin}/`);
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByRole('button', { name: 'Sign in' }).waitFor();

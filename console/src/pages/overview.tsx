@@ -1,6 +1,6 @@
 import { api, type Device, type PanelNode, type Pages, type Result, read, readPages, type Server } from '../api.ts';
 import { formatBytes, formatCount } from '../format.ts';
-import { Badge, Link, Page, Show, Table, Time, useLoad } from '../ui.tsx';
+import { Badge, Link, Page, Show, Table, Time, useCanWrite, useLoad } from '../ui.tsx';
 
 /** How often the overview asks again: online state and counts follow the data plane by themselves. */
 const POLL_MS = 15_000;
@@ -124,6 +124,28 @@ export function ServersTable({ servers }: { servers: Server[] }) {
   );
 }
 
+/** Webhooks need webhooks:write even to be read (spec §5): an admin's tile, not a viewer's. */
+function DeliveriesTile() {
+  const [deliveries] = useLoad(deliveryCounts, [], POLL_MS * 2);
+  return (
+    <section class="tile" aria-labelledby="deliveries">
+      <h2 id="deliveries">Webhook deliveries</h2>
+      <Show loaded={deliveries} what="deliveries">
+        {(counts) => (
+          <p class="big">
+            {formatCount(counts.pending)}
+            {counts.atLeast ? '+' : ''} <span class="muted">pending</span>, {formatCount(counts.failed)}
+            {counts.atLeast ? '+' : ''} <span class="muted">failed</span>
+          </p>
+        )}
+      </Show>
+      <p>
+        <Link href="/webhooks">Webhooks</Link>
+      </p>
+    </section>
+  );
+}
+
 export function OverviewPage() {
   const [nodes] = useLoad(() => read(api.GET('/api/v1/nodes')), [], POLL_MS);
   const [servers] = useLoad(
@@ -136,28 +158,13 @@ export function OverviewPage() {
     [],
     POLL_MS,
   );
-  const [deliveries] = useLoad(deliveryCounts, [], POLL_MS * 2);
   return (
     <Page title="Overview">
       <div class="tiles">
         <Show loaded={devices} what="devices">
           {(data) => <DeviceSummary devices={data} />}
         </Show>
-        <section class="tile" aria-labelledby="deliveries">
-          <h2 id="deliveries">Webhook deliveries</h2>
-          <Show loaded={deliveries} what="deliveries">
-            {(counts) => (
-              <p class="big">
-                {formatCount(counts.pending)}
-                {counts.atLeast ? '+' : ''} <span class="muted">pending</span>, {formatCount(counts.failed)}
-                {counts.atLeast ? '+' : ''} <span class="muted">failed</span>
-              </p>
-            )}
-          </Show>
-          <p>
-            <Link href="/webhooks">Webhooks</Link>
-          </p>
-        </section>
+        {useCanWrite() && <DeliveriesTile />}
       </div>
       <section aria-labelledby="nodes">
         <h2 id="nodes">Nodes</h2>
