@@ -20,6 +20,16 @@ export interface ServerSpec {
   clientToClient?: boolean;
   /** The server answers DNS on its tunnel address, so clients may reach port 53 there; absent: false. */
   dnsOnServer?: boolean;
+  /**
+   * The server's IPv6 address with its subnet6 prefix, e.g. `fd3a:1b2c:4d5e:1::1/64`. Absent: the server has no
+   * IPv6 (older panels, or IPv6 off).
+   */
+  address6?: string;
+  /**
+   * True when subnet6 is a global prefix the operator routes to the node (no NAT66); absent/false: NAT66
+   * (masquerade) to the node's uplink when it has global IPv6.
+   */
+  routed6?: boolean;
 }
 
 export interface PeerSpec {
@@ -28,6 +38,8 @@ export interface PeerSpec {
   allowedIp: string;
   /** kbit/s (1000 bit/s) for download and upload each; 0 = unlimited. A limit needs an IPv4 /32 `allowedIp`. */
   speedLimitKbps: number;
+  /** The device's IPv6 /128, e.g. `fd3a:1b2c:4d5e:1::2/128`. Absent: none. */
+  allowedIp6?: string;
 }
 
 export interface PeerCounters {
@@ -56,6 +68,13 @@ export interface ServerState {
   mtu: number;
   publicKey: string;
   peerCount: number;
+  /**
+   * What the node did: off = no address6; nat66 = clients reach IPv6 beyond the node through masquerade;
+   * routed = routed without NAT; tunnel_only = the node has no IPv6 uplink: only the server's IPv6 address
+   * answers inside the tunnel. (Optional on the panel side's branch only, so the node side's code compiles
+   * unchanged until its own driver.ts, where it is required, is merged.)
+   */
+  ipv6?: 'off' | 'nat66' | 'routed' | 'tunnel_only';
 }
 
 export interface Driver {

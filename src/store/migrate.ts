@@ -18,6 +18,7 @@ import * as m011 from './migrations/011-server-client-to-client.ts';
 import * as m012 from './migrations/012-node-cert-pin.ts';
 import * as m013 from './migrations/013-share-token-hashes.ts';
 import * as m014 from './migrations/014-duty-leases.ts';
+import * as m017 from './migrations/017-dual-stack-addresses.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -39,6 +40,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '012-node-cert-pin': m012,
   '013-share-token-hashes': m013,
   '014-duty-leases': m014,
+  '017-dual-stack-addresses': m017,
 };
 
 function provider(dialect: Dialect): MigrationProvider {
