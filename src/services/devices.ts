@@ -52,6 +52,8 @@ interface NewDevicePlan {
   expiresAt: string | null;
   actor: string;
   onCommit: CommitHook<PlacedDevice> | undefined;
+  /** Read the server's addresses anew rather than trust what this process knows (a retry after a conflict). */
+  fresh: boolean;
 }
 
 /** Room left for a `-N` suffix when a name is made from a long external id. */
@@ -175,11 +177,12 @@ export class DeviceService {
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const keys = input.publicKey === undefined ? generateKeyPair() : { publicKey: input.publicKey, privateKey: null };
-    // Another panel may take the same address at the same moment (the unique index says so): the
-    // bitmap is read again and the create tried again.
+    // Another panel may have taken an address this one still thinks free (the unique index says so): the
+    // create is tried again, reading the server's addresses anew under its lock, which no other create holds.
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.#insertDevice({ input, server, node, keys, metadata, expiresAt, actor, onCommit });
+        const fresh = attempt > 1;
+        return await this.#insertDevice({ input, server, node, keys, metadata, expiresAt, actor, onCommit, fresh });
       } catch (error) {
         this.#addresses.forget(server.id);
         if (!isUniqueViolation(error)) throw error;
@@ -197,10 +200,10 @@ export class DeviceService {
   }
 
   async #insertDevice(plan: NewDevicePlan): Promise<PlacedDevice> {
-    const { input, server, node, keys, metadata, expiresAt, actor, onCommit } = plan;
+    const { input, server, node, keys, metadata, expiresAt, actor, onCommit, fresh } = plan;
     const now = isoAt(this.#clock.nowMs());
     return this.#changes.commit(async (tx) => {
-      const addresses = await this.#claimSlot(tx, server, { name: input.name, publicKey: keys.publicKey });
+      const addresses = await this.#claimSlot(tx, server, { name: input.name, publicKey: keys.publicKey }, fresh);
       // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
       const names =
         input.name === undefined && input.externalId !== undefined
@@ -251,12 +254,13 @@ export class DeviceService {
 
   /**
    * Takes a place on the server for a device, under the server's lock: room within capacity, a
-   * free name and key, and the lowest free addresses (returned).
+   * free name and key, and the lowest free addresses (returned), read anew from the database when `fresh`.
    */
   async #claimSlot(
     tx: Tx,
     server: ServerRow,
     device: { name: string | undefined; publicKey: string },
+    fresh: boolean,
   ): Promise<DeviceAddresses> {
     await lockServer(tx, server.id, this.#store.dialect);
     if ((await countDevicesOfServer(tx, server.id)) >= serverRoom(server.capacity, parseSubnet(server.subnet)))
@@ -271,6 +275,7 @@ export class DeviceService {
         public_key: 'in use on this server',
       });
     }
+    if (fresh) this.#addresses.forget(server.id);
     return this.#addresses.claim(tx, server);
   }
 
@@ -329,10 +334,9 @@ export class DeviceService {
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const moved = await this.#changes
       .commit(async (tx) => {
-        const addresses = await this.#claimSlot(tx, server, {
-          name: before.row.name,
-          publicKey: before.row.public_key,
-        });
+        // Read anew: a move has no retry, and another panel may have taken addresses there.
+        const device = { name: before.row.name, publicKey: before.row.public_key };
+        const addresses = await this.#claimSlot(tx, server, device, true);
         const row = await updateDevice(tx, id, {
           server_id: server.id,
           ...addresses,
