@@ -1,7 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { deviceAddress6, lowestFreeAddress6, sameHostPart6 } from '../../src/domain/devices.ts';
-import { AppError } from '../../src/domain/errors.ts';
 import { type Ipv6Occupancy, planSubnet6 } from '../../src/domain/servers.ts';
 import { ipToInt, parseSubnet } from '../../src/domain/subnets.ts';
 import {
@@ -17,16 +16,7 @@ import {
   type Subnet6,
   ulaPrefixOf,
 } from '../../src/domain/subnets6.ts';
-
-/** Asserts a 422 `validation_failed` whose `fields` names `field` (spec §7: fields names the inputs). */
-function assertRefused(fn: () => unknown, field: string): void {
-  assert.throws(fn, (error: unknown) => {
-    assert.ok(error instanceof AppError, `expected an AppError, got ${String(error)}`);
-    assert.equal(error.code, 'validation_failed');
-    assert.ok(Object.hasOwn(error.fields, field), `fields ${JSON.stringify(error.fields)} should name ${field}`);
-    return true;
-  });
-}
+import { assertRefused } from '../support/refusals.ts';
 
 const net6 = (cidr: string): Subnet6 => parseNetwork6(cidr);
 const ip6 = (text: string): bigint => {

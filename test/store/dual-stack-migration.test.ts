@@ -3,8 +3,6 @@
  * the panel gives new ones; a backup made before it restores and gets them too.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
@@ -21,17 +19,17 @@ const DUAL_STACK = '017-dual-stack-addresses';
 /** The level a panel before dual stack left its database at. */
 const BEFORE_DUAL_STACK = MIGRATION_NAMES[MIGRATION_NAMES.indexOf(DUAL_STACK) - 1] ?? '';
 
-const work = mkdtempSync(join(tmpdir(), 'vpn-panel-dual-stack-'));
-const databases: TestDatabase[] = [];
-after(async () => {
-  for (const database of databases) await database.drop();
-  rmSync(work, { recursive: true, force: true });
-});
-
-async function database(kind: DatabaseKind): Promise<TestDatabase> {
-  const made = await createTestDatabase(kind);
-  databases.push(made);
-  return made;
+/** A new database of the kind, dropped when the suite ends. */
+function databaseOfSuite(kind: DatabaseKind): () => TestDatabase {
+  let made: TestDatabase | undefined;
+  before(async () => {
+    made = await createTestDatabase(kind);
+  });
+  after(() => made?.drop());
+  return () => {
+    if (made === undefined) throw new Error('the database is made in before()');
+    return made;
+  };
 }
 
 const storeOf = (db: TestDatabase): Store => openStore({ databaseUrl: db.env.DATABASE_URL, dataDir: db.dataDir });
@@ -102,8 +100,11 @@ function assertAddressed(dump: TableDump): void {
 
 for (const kind of DATABASE_KINDS) {
   describe(`migration 017 (${kind})`, () => {
+    const filled = databaseOfSuite(kind);
+    const empty = databaseOfSuite(kind);
+
     it(`addresses the servers and devices made at ${BEFORE_DUAL_STACK}`, async () => {
-      const db = await database(kind);
+      const db = filled();
       const store = storeOf(db);
       try {
         await migrate(store, BEFORE_DUAL_STACK);
@@ -126,7 +127,7 @@ for (const kind of DATABASE_KINDS) {
     });
 
     it('leaves an empty database empty, so a backup can still be restored into it', async () => {
-      const db = await database(kind);
+      const db = empty();
       const store = storeOf(db);
       try {
         await migrate(store);
@@ -147,9 +148,11 @@ for (const [from, to] of [
   ['postgres', 'sqlite'],
 ] as const) {
   describe(`a backup made before 017, ${from} → ${to}`, () => {
+    const source = databaseOfSuite(from);
+    const target = databaseOfSuite(to);
     let file: string;
     before(async () => {
-      const old = await database(from);
+      const old = source();
       const store = storeOf(old);
       try {
         await migrate(store, BEFORE_DUAL_STACK);
@@ -157,7 +160,7 @@ for (const [from, to] of [
       } finally {
         await store.close();
       }
-      file = join(work, `${from}-${to}.vpb`);
+      file = join(old.dataDir, 'before-017.vpb');
       const made = await runCli(['backup', file], old.env);
       assert.equal(made.code, 0, made.stderr);
     });
@@ -169,10 +172,9 @@ for (const [from, to] of [
           .header.tables.find((t) => t.name === 'devices')
           ?.columns.includes('address6'),
       );
-      const target = await database(to);
-      const restored = await runCli(['restore', file], target.env);
+      const restored = await runCli(['restore', file], target().env);
       assert.equal(restored.code, 0, restored.stderr);
-      assertAddressed(await dumpTables(target));
+      assertAddressed(await dumpTables(target()));
     });
   });
 }
