@@ -229,7 +229,6 @@ const METRICS_REFRESH_MS = 15_000;
 /** Longest METRICS_REFRESH_INTERVAL: gauges older than a few minutes would mislead more than they save. */
 const MAX_METRICS_REFRESH_SECONDS = 300;
 
-/** The host's first non-loopback IPv4 address: where clients reach the local node by default. */
 /**
  * `PUBLIC_HOST`: a host name, an IPv4 or an IPv6 address (brackets allowed: `[2001:db8::1]`), which server
  * endpoints default to. Unset: the host's first IPv4 address that is not loopback, else its first global IPv6
@@ -248,6 +247,7 @@ function publicHost(env: Env): string {
   return host;
 }
 
+/** Where clients reach the local node by default: an IPv6-only host has no IPv4 address but loopback. */
 function firstPublicAddress(): string {
   const addresses = Object.values(networkInterfaces()).flatMap((list) => list ?? []);
   const ipv4 = addresses.find((a) => a.family === 'IPv4' && !a.internal);
