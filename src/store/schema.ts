@@ -110,7 +110,7 @@ export interface DeviceTable {
   metadata: string | null;
   /** The device's IPv4 address on its server's subnet, without prefix. */
   address: string;
-  /** The device's IPv6 address on its server's subnet6, without prefix (RFC 5952 text); null when the server has none. */
+  /** The device's IPv6 address on its server's subnet6, without prefix (RFC 5952 text); null: its server has none. */
   address6: string | null;
   public_key: string;
   /** Null when the client made its own key pair. */

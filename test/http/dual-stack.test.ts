@@ -6,13 +6,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { IPV6_STATUSES } from '../../src/domain/servers.ts';
 import { bigIntToIpv6, ipv6ToBigInt, parseNetwork6 } from '../../src/domain/subnets6.ts';
+import type { DeviceView } from '../../src/services/device-views.ts';
+import type { ServerView } from '../../src/services/servers.ts';
 import { setServerIpv6 } from '../../src/store/servers.ts';
-import type { components } from '../support/api-types.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 
-type Server = components['schemas']['Server'];
-type Device = components['schemas']['Device'];
+/** The JSON of a server and of a device as the API answers them. */
+type Server = ServerView;
+type Device = DeviceView & { config: string };
 
 /** The address `host` (`2`, `17:5`) of the server's subnet6, e.g. `fd3a:1b2c:4d5e::2`. */
 function at(server: Server, host: string): string {
@@ -128,7 +130,7 @@ for (const kind of DATABASE_KINDS) {
       assert.notEqual(byAddress.get('10.63.0.100'), 'fd63::100', '0x100 lies outside the /120');
     });
 
-    it('writes both addresses in the config, AllowedIPs as the server has them, an IPv6 endpoint in brackets', async () => {
+    it('writes both addresses in the config, AllowedIPs as the server has them, IPv6 endpoints bracketed', async () => {
       const server = await newServer({ name: 'v6-endpoint', endpoint: '2001:db8::7', listen_port: 51900 });
       const device = await newDevice({ server_id: server.id, name: 'laptop' });
       assert.equal(device.address6, at(server, '2'));

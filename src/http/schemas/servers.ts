@@ -94,7 +94,8 @@ export const ServerCreateBody = Type.Object(
       Type.String({
         maxLength: 49,
         description:
-          `IPv6 CIDR /${MIN_PREFIX6} to /${MAX_PREFIX6}, e.g. fd12:3456:789a:1::1/64, in fc00::/7 (NAT66 at the node) ` +
+          `IPv6 CIDR /${MIN_PREFIX6} to /${MAX_PREFIX6}, e.g. fd12:3456:789a:1::1/64, ` +
+          'in fc00::/7 (NAT66 at the node) ' +
           'or a global prefix of 2000::/3 routed to the node; host bits zero (fd12:3456:789a:1::/64) give the server ' +
           "the first address; off the node's own networks and every other server's subnet6; " +
           "default the next free /64 of the panel's ULA /48",

@@ -21,9 +21,10 @@ const BATCH_ROWS = 500;
 /**
  * Dual stack (issue 15): every server gets a subnet6 and an address6, every device an address6, and the
  * server the node's report of what it does with them (`ipv6`, `off` until it reports). The panel's ULA /48 is
- * picked here when there are servers (panel_settings; else at the first server's creation); each server, oldest first, takes its next /64 and its first address there, and
- * each device the address the panel gives a new device now (deviceAddress6: the one that reads like its IPv4
- * address), so migrated and new addresses follow one rule. The nodes get them at the panel's start-up resync.
+ * picked here when there are servers (panel_settings; else at the first server's creation); each server,
+ * oldest first, takes its next /64 and its first address there, and each device the address the panel gives
+ * a new device now (deviceAddress6: the one that reads like its IPv4 address), so migrated and new addresses
+ * follow one rule. The nodes get them at the panel's start-up resync.
  * A backup made before this migration is restored at its own level and then migrated, so it gets them too.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
