@@ -307,6 +307,8 @@ export interface paths {
                         listen_port?: number;
                         /** @description IPv4 CIDR /16 to /30, e.g. 10.200.0.1/20, in 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10 and off the node's own networks; default the next free /24 of 10.128.0.0/9 */
                         address?: string;
+                        /** @description IPv6 CIDR /64 to /120, e.g. fd12:3456:789a:1::1/64, in fc00::/7 (NAT66 at the node) or a global prefix of 2000::/3 routed to the node; host bits zero (fd12:3456:789a:1::/64) give the server the first address; off the node's own networks and every other server's subnet6; default the next free /64 of the panel's ULA /48 */
+                        address6?: string;
                         max_devices?: number;
                         dns?: string[];
                         mtu?: number;
@@ -2112,6 +2114,12 @@ export interface components {
             /** @description the server's own address in its subnet, CIDR */
             address: string;
             subnet: string;
+            /** @description the server's own IPv6 address in its subnet6, CIDR (RFC 5952 text); null: the server has no IPv6 */
+            address6: string | null;
+            /** @description IPv6 subnet, CIDR: unique local (NAT66 at the node) or a global prefix routed to the node */
+            subnet6: string | null;
+            /** @description what the node does with the server's IPv6, as it last reported: off (none, or not reported yet), nat66 (clients reach IPv6 beyond the node through NAT66), routed (subnet6 routed without NAT), tunnel_only (the node has no IPv6 uplink: only the server's own IPv6 address answers) */
+            ipv6: "off" | "nat66" | "routed" | "tunnel_only";
             dns: string[];
             dns_on_server: boolean;
             /** @description clients of this server may reach each other (default false) */
@@ -2173,6 +2181,8 @@ export interface components {
             } | null;
             /** @description the device's IPv4 address on its server's subnet */
             address: string;
+            /** @description the device's IPv6 address on its server's subnet6 (RFC 5952 text), reading like its IPv4 address where it fits (10.128.0.77 is <subnet6>::77); null when the server has no IPv6 */
+            address6: string | null;
             public_key: string;
             /** @description true when the client made the key pair: the panel has no private key and the config has no PrivateKey line */
             client_key: boolean;

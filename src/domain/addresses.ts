@@ -128,6 +128,15 @@ export function isHostName(text: string): boolean {
   return labels.every((l) => LABEL.test(l)) && !/^[0-9]+$/.test(labels.at(-1) ?? '');
 }
 
+/**
+ * A host as people write it, brackets taken off an IPv6 literal (`[2001:db8::1]` is `2001:db8::1`, the way URLs
+ * and `host:port` write it): the form the panel stores and configs bracket again where a port follows.
+ */
+export function unbracketed(text: string): string {
+  const inner = /^\[(.*)\]$/.exec(text)?.[1];
+  return inner !== undefined && ipv6Groups(inner) !== undefined ? inner : text;
+}
+
 /** Where clients connect: a host name or an IP address; no scheme, port, brackets or spaces. */
 export function isHost(text: string): boolean {
   return isHostName(text) || isIpAddress(text);

@@ -10,6 +10,8 @@ export interface ClientConfigInput {
   privateKey: string | null;
   /** The device's IPv4 address, without a prefix. */
   address: string;
+  /** The device's IPv6 address, without a prefix; null when its server has no IPv6. */
+  address6: string | null;
   dns: readonly string[];
   mtu: number;
   serverPublicKey: string;
@@ -60,7 +62,9 @@ export function renderClientConfig(input: ClientConfigInput, options: ClientConf
   }
   const lines = ['[Interface]'];
   if (input.privateKey !== null) lines.push(`PrivateKey = ${token('private key', input.privateKey)}`);
-  lines.push(`Address = ${token('address', input.address)}/32`);
+  const addresses = [`${token('address', input.address)}/32`];
+  if (input.address6 !== null) addresses.push(`${token('address6', input.address6)}/128`);
+  lines.push(`Address = ${addresses.join(', ')}`);
   if (input.dns.length > 0) lines.push(`DNS = ${input.dns.map((server) => token('dns', server)).join(', ')}`);
   lines.push(`MTU = ${input.mtu}`);
   if (options.killSwitch) lines.push(KILL_SWITCH_POST_UP, KILL_SWITCH_PRE_DOWN);

@@ -1,6 +1,7 @@
 import { AppError } from './errors.ts';
 import { pathBeyondDepth } from './json-depth.ts';
 import { type Subnet, deviceRoom, size } from './subnets.ts';
+import { type Subnet6, size6 } from './subnets6.ts';
 
 /** Status of spec §3; precedence of DESIGN §3: disabled > expired > limit_reached > active. */
 export type DeviceStatus = 'active' | 'disabled' | 'expired' | 'limit_reached';
@@ -79,6 +80,52 @@ export function lowestFreeAddress(
     if (ip !== serverAddress && !isUsed(ip)) return ip;
   }
   return undefined;
+}
+
+/**
+ * The IPv6 address that reads like the device's IPv4 one, so support staff can read the two together: the
+ * IPv4 address's octets that are not wholly network bits, each written in decimal as one group of the IPv6
+ * address (10.128.0.77 in a /24 is `<subnet6>::77`, 10.200.17.5 in a /20 `<subnet6>::17:5`). Undefined when
+ * that lies outside the subnet6 (a /120 holds `::1` to `::ff`, so 10.128.0.200 has none there).
+ */
+export function sameHostPart6(address: number, subnet: Subnet, subnet6: Subnet6): bigint | undefined {
+  const octets = [address >>> 24, (address >>> 16) & 255, (address >>> 8) & 255, address & 255];
+  const host = octets
+    .slice(Math.floor(subnet.prefix / 8))
+    .reduce((n, octet) => (n << 16n) | BigInt(Number.parseInt(String(octet), 16)), 0n);
+  return host > 0n && host < size6(subnet6) ? subnet6.network + host : undefined;
+}
+
+/**
+ * The lowest free IPv6 address of the subnet6 for a new device: never the all-zeros address or the
+ * server's, never one in use. Undefined when the subnet6 is full. It looks at one more address than
+ * are in use at most, so a /64 costs what its devices number.
+ */
+export function lowestFreeAddress6(
+  subnet6: Subnet6,
+  serverAddress6: bigint,
+  isUsed: (address: bigint) => boolean,
+): bigint | undefined {
+  const end = subnet6.network + size6(subnet6);
+  for (let ip = subnet6.network + 1n; ip < end; ip++) {
+    if (ip !== serverAddress6 && !isUsed(ip)) return ip;
+  }
+  return undefined;
+}
+
+/**
+ * A new device's IPv6 address: the one that reads like its IPv4 address (sameHostPart6) when that is free,
+ * else the lowest free one. Undefined when the subnet6 is full.
+ */
+export function deviceAddress6(
+  ipv4: { address: number; subnet: Subnet },
+  subnet6: Subnet6,
+  serverAddress6: bigint,
+  isUsed: (address: bigint) => boolean,
+): bigint | undefined {
+  const readable = sameHostPart6(ipv4.address, ipv4.subnet, subnet6);
+  if (readable !== undefined && readable !== serverAddress6 && !isUsed(readable)) return readable;
+  return lowestFreeAddress6(subnet6, serverAddress6, isUsed);
 }
 
 /** How many devices a server takes: its capacity, never more than its subnet holds. */

@@ -13,6 +13,17 @@ import {
   prefixFor,
   serverAddressOf,
 } from './subnets.ts';
+import {
+  DEFAULT_PREFIX6,
+  type Subnet6,
+  bigIntToIpv6,
+  deviceRoom6,
+  firstFreeSubnet6,
+  formatSubnet6,
+  overlaps6,
+  parseServerAddress6,
+  serverAddress6Of,
+} from './subnets6.ts';
 
 /** Defaults of DESIGN §3 for fields a server is created without. */
 export const SERVER_DEFAULTS = {
@@ -27,6 +38,14 @@ export const SERVER_DEFAULTS = {
 export type ServerStatus = 'deploying' | 'running' | 'node_offline' | 'error';
 export const SERVER_STATUSES: readonly ServerStatus[] = ['deploying', 'running', 'node_offline', 'error'];
 
+/**
+ * What the node does with a server's IPv6 (it reports it when it applies the server): `off` without address6,
+ * `nat66` with masquerade to its uplink, `routed` for a global subnet6 routed to it, `tunnel_only` when it has no
+ * IPv6 uplink (only the server's own IPv6 address answers). `off` until the node reports.
+ */
+export type Ipv6Status = 'off' | 'nat66' | 'routed' | 'tunnel_only';
+export const IPV6_STATUSES: readonly Ipv6Status[] = ['off', 'nat66', 'routed', 'tunnel_only'];
+
 /** What a caller may give when creating a server (DESIGN §3). */
 export interface ServerCreateInput {
   name: string;
@@ -34,6 +53,8 @@ export interface ServerCreateInput {
   endpoint?: string;
   listenPort?: number;
   address?: string;
+  /** The server's IPv6 address with its prefix (`fd12:3456:789a:1::1/64`); default a /64 of the panel's ULA /48. */
+  address6?: string;
   maxDevices?: number;
   dns?: string[];
   mtu?: number;
@@ -127,6 +148,72 @@ export function planServer(input: ServerCreateInput, node: NodeOccupancy, panelS
     subnet: formatSubnet(subnet),
     listenPort,
     capacity: input.maxDevices ?? deviceRoom(subnet),
+  };
+}
+
+/** What IPv6 space is taken, for a new server's subnet6. */
+export interface Ipv6Occupancy {
+  /** The panel's ULA /48 (RFC 4193), picked at random once: default subnet6s are its /64s. */
+  ulaPrefix: Subnet6;
+  /** The subnet6 of every server of the panel: a subnet6 overlaps none, so device addresses stay unique. */
+  panelSubnets: readonly Subnet6[];
+  /** The IPv6 networks of the node's own interfaces. */
+  hostNetworks: readonly Subnet6[];
+}
+
+export interface Ipv6Plan {
+  address6: string;
+  subnet6: string;
+  /** How many devices the subnet6 holds: the server's capacity is no more. */
+  room: number;
+}
+
+/**
+ * Picks the subnet6 and address6 of a new server. An explicit `address6` (a /64 to a /120 of fc00::/7 or of
+ * global unicast space, parseServerAddress6) must overlap neither a network of the node nor another server's
+ * subnet6 anywhere on the panel, and hold `maxDevices`; without one the next free /64 of the panel's ULA /48
+ * is taken and the server has its first address.
+ */
+export function planSubnet6(input: Pick<ServerCreateInput, 'address6' | 'maxDevices'>, taken: Ipv6Occupancy): Ipv6Plan {
+  let subnet: Subnet6;
+  let address: bigint;
+  if (input.address6 !== undefined) {
+    ({ subnet, address } = parseServerAddress6(input.address6));
+    const hostNetwork = taken.hostNetworks.find((n) => overlaps6(n, subnet));
+    if (hostNetwork !== undefined) {
+      const overlap = `${formatSubnet6(subnet)} overlaps ${formatSubnet6(hostNetwork)}, a network of the node itself`;
+      throw new AppError('validation_failed', `subnet6 ${overlap}`, {
+        address6: "overlaps a network of the node's own interfaces",
+      });
+    }
+    const server = taken.panelSubnets.find((s) => overlaps6(s, subnet));
+    if (server !== undefined) {
+      const overlap = `${formatSubnet6(subnet)} overlaps ${formatSubnet6(server)}, the subnet6 of another server`;
+      throw new AppError('validation_failed', `subnet6 ${overlap}`, { address6: 'overlaps another server' });
+    }
+    if (input.maxDevices !== undefined && input.maxDevices > deviceRoom6(subnet)) {
+      throw new AppError(
+        'validation_failed',
+        `max_devices ${input.maxDevices} does not fit in ${formatSubnet6(subnet)} (room for ${deviceRoom6(subnet)})`,
+        { max_devices: `at most ${deviceRoom6(subnet)} for this address6` },
+      );
+    }
+  } else {
+    const free = firstFreeSubnet6(taken.ulaPrefix, DEFAULT_PREFIX6, [...taken.panelSubnets, ...taken.hostNetworks]);
+    if (!free) {
+      throw new AppError(
+        'validation_failed',
+        `no free /${DEFAULT_PREFIX6} left in ${formatSubnet6(taken.ulaPrefix)}; give an address6`,
+        { address6: 'required: the panel ULA prefix is used up' },
+      );
+    }
+    subnet = free;
+    address = serverAddress6Of(free);
+  }
+  return {
+    address6: `${bigIntToIpv6(address)}/${subnet.prefix}`,
+    subnet6: formatSubnet6(subnet),
+    room: deviceRoom6(subnet),
   };
 }
 

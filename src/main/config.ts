@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { type Cidr, parseAllowCidrs } from '../agent/isolation.ts';
+import { isHost, unbracketed } from '../domain/addresses.ts';
 import { parseSecret } from '../domain/panel-secret.ts';
 
 /** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
@@ -230,13 +231,30 @@ const METRICS_REFRESH_MS = 15_000;
 /** Longest METRICS_REFRESH_INTERVAL: gauges older than a few minutes would mislead more than they save. */
 const MAX_METRICS_REFRESH_SECONDS = 300;
 
-/** The host's first non-loopback IPv4 address: where clients reach the local node by default. */
-function firstPublicIpv4(): string {
-  for (const addresses of Object.values(networkInterfaces())) {
-    const found = addresses?.find((a) => a.family === 'IPv4' && !a.internal);
-    if (found) return found.address;
+/**
+ * `PUBLIC_HOST`: a host name, an IPv4 or an IPv6 address (brackets allowed: `[2001:db8::1]`), which server
+ * endpoints default to. Unset: the host's first IPv4 address that is not loopback, else its first global IPv6
+ * one (an IPv6-only host), else 127.0.0.1.
+ */
+function publicHost(env: Env): string {
+  const given = value(env, 'PUBLIC_HOST');
+  if (given === undefined) return firstPublicAddress();
+  const host = unbracketed(given);
+  if (!isHost(host)) {
+    throw new ConfigError(
+      'PUBLIC_HOST',
+      `must be a host name or an IPv4 or IPv6 address, without port (got '${given}')`,
+    );
   }
-  return '127.0.0.1';
+  return host;
+}
+
+/** Where clients reach the local node by default: an IPv6-only host has no IPv4 address but loopback. */
+function firstPublicAddress(): string {
+  const addresses = Object.values(networkInterfaces()).flatMap((list) => list ?? []);
+  const ipv4 = addresses.find((a) => a.family === 'IPv4' && !a.internal);
+  const ipv6 = addresses.find((a) => a.family === 'IPv6' && !a.internal && /^[23]/.test(a.address));
+  return ipv4?.address ?? ipv6?.address ?? '127.0.0.1';
 }
 
 /** `PANEL_SECRET`: 32 random bytes in base64, the same text as `DATA_DIR/panel.secret` holds. */
@@ -288,7 +306,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
     port: port(env, 'AGENT_PORT', 7000),
     host: value(env, 'AGENT_HOST') ?? '0.0.0.0',
     token,
-    publicHost: value(env, 'PUBLIC_HOST') ?? firstPublicIpv4(),
+    publicHost: publicHost(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     tls: !tlsOn
       ? { kind: 'off' }
@@ -311,7 +329,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     host: value(env, 'HOST') ?? '0.0.0.0',
     panelUrl: (panelUrl ?? `http://localhost:${listenPort}`).replace(/\/+$/, ''),
     panelOrigin: panelUrl === undefined ? undefined : new URL(panelUrl).origin,
-    publicHost: value(env, 'PUBLIC_HOST') ?? firstPublicIpv4(),
+    publicHost: publicHost(env),
     timezone: timezone(env),
     ...nodeDriverConfig(env),
     localNode: flag(env, 'LOCAL_NODE', true),

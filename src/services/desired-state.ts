@@ -1,4 +1,6 @@
+import type { ServerSpec } from '../agent/driver.ts';
 import type { DesiredServer, PeerChange } from '../agent/protocol.ts';
+import { isGlobal6, parseNetwork6 } from '../domain/subnets6.ts';
 import type { Queryable } from '../store/db.ts';
 import { type DeviceRow, listPeerRowsOfServer, type PeerRow } from '../store/devices.ts';
 import { listServersOfNode, type ServerRow } from '../store/servers.ts';
@@ -12,20 +14,24 @@ export function onNode(device: Pick<DeviceRow, 'enabled'>): boolean {
   return device.enabled === 1;
 }
 
+/** The node's spec of a server: its interface, with its IPv6 address when it has one (routed when global). */
+export function serverSpec(row: ServerRow): ServerSpec {
+  const spec: ServerSpec = {
+    serverId: row.id,
+    privateKey: row.private_key,
+    listenPort: row.listen_port,
+    address: row.address,
+    mtu: row.mtu,
+    clientToClient: row.client_to_client === 1,
+    dnsOnServer: row.dns_on_server === 1,
+  };
+  if (row.address6 === null || row.subnet6 === null) return spec;
+  return { ...spec, address6: row.address6, routed6: isGlobal6(parseNetwork6(row.subnet6)) };
+}
+
 /** What the node must run for one server: its interface and every enabled device as a peer. */
 export function desiredServer(row: ServerRow, devices: readonly PeerRow[], usage: UsageService): DesiredServer {
-  return {
-    server: {
-      serverId: row.id,
-      privateKey: row.private_key,
-      listenPort: row.listen_port,
-      address: row.address,
-      mtu: row.mtu,
-      clientToClient: row.client_to_client === 1,
-      dnsOnServer: row.dns_on_server === 1,
-    },
-    peers: devices.filter(onNode).map((d) => usage.peerOf(d)),
-  };
+  return { server: serverSpec(row), peers: devices.filter(onNode).map((d) => usage.peerOf(d)) };
 }
 
 /** One server's desired state, read from the database. */

@@ -16,6 +16,7 @@ export interface DeviceView {
   external_id: string | null;
   metadata: Record<string, unknown> | null;
   address: string;
+  address6: string | null;
   public_key: string;
   client_key: boolean;
   enabled: boolean;
@@ -85,6 +86,7 @@ export class DeviceViews {
       external_id: row.external_id,
       metadata: parseMetadata(row.metadata),
       address: row.address,
+      address6: row.address6,
       public_key: row.public_key,
       client_key: row.private_key === null,
       enabled: row.enabled === 1,
@@ -159,6 +161,7 @@ export class DeviceViews {
       {
         privateKey: row.private_key,
         address: row.address,
+        address6: row.address6,
         dns: lists.dns,
         mtu: server.mtu,
         serverPublicKey: server.public_key,

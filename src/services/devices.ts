@@ -4,7 +4,7 @@ import { AppError } from '../domain/errors.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
 import { effectiveServerStatus } from '../domain/servers.ts';
-import { intToIp, parseCidr, parseSubnet, type Subnet } from '../domain/subnets.ts';
+import { parseSubnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
 import type { Db, Tx } from '../store/db.ts';
 import { isUniqueViolation, violationText } from '../store/constraint-violations.ts';
@@ -24,7 +24,7 @@ import {
 } from '../store/devices.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
 import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
-import { AddressAllocator } from './address-allocator.ts';
+import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
 import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
 import { type DeviceChange, DeviceChanges, type DevicePatch } from './device-changes.ts';
 import { DeviceViews, type PlacedDevice } from './device-views.ts';
@@ -46,13 +46,14 @@ interface NewDevicePlan {
   input: DeviceCreateInput;
   server: ServerRow;
   node: NodeRow;
-  subnet: Subnet;
   keys: { publicKey: string; privateKey: string | null };
   metadata: string | null;
   /** `expires_at` as stored (UTC text), null for never. */
   expiresAt: string | null;
   actor: string;
   onCommit: CommitHook<PlacedDevice> | undefined;
+  /** Read the server's addresses anew rather than trust what this process knows (a retry after a conflict). */
+  fresh: boolean;
 }
 
 /** Room left for a `-N` suffix when a name is made from a long external id. */
@@ -176,12 +177,12 @@ export class DeviceService {
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const keys = input.publicKey === undefined ? generateKeyPair() : { publicKey: input.publicKey, privateKey: null };
-    const subnet = parseSubnet(server.subnet);
-    // Another panel may take the same address at the same moment (the unique index says so): the
-    // bitmap is read again and the create tried again.
+    // Another panel may have taken an address this one still thinks free (the unique index says so): the
+    // create is tried again, reading the server's addresses anew under its lock, which no other create holds.
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.#insertDevice({ input, server, node, subnet, keys, metadata, expiresAt, actor, onCommit });
+        const fresh = attempt > 1;
+        return await this.#insertDevice({ input, server, node, keys, metadata, expiresAt, actor, onCommit, fresh });
       } catch (error) {
         this.#addresses.forget(server.id);
         if (!isUniqueViolation(error)) throw error;
@@ -199,10 +200,10 @@ export class DeviceService {
   }
 
   async #insertDevice(plan: NewDevicePlan): Promise<PlacedDevice> {
-    const { input, server, node, subnet, keys, metadata, expiresAt, actor, onCommit } = plan;
+    const { input, server, node, keys, metadata, expiresAt, actor, onCommit, fresh } = plan;
     const now = isoAt(this.#clock.nowMs());
     return this.#changes.commit(async (tx) => {
-      const address = await this.#claimSlot(tx, server, subnet, { name: input.name, publicKey: keys.publicKey });
+      const addresses = await this.#claimSlot(tx, server, { name: input.name, publicKey: keys.publicKey }, fresh);
       // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
       const names =
         input.name === undefined && input.externalId !== undefined
@@ -215,7 +216,7 @@ export class DeviceService {
           (input.externalId !== undefined ? nameFromExternalId(input.externalId, names) : `new-${keys.publicKey}`),
         external_id: input.externalId ?? null,
         metadata,
-        address: intToIp(address),
+        ...addresses,
         public_key: keys.publicKey,
         private_key: keys.privateKey,
         enabled: (input.enabled ?? true) ? 1 : 0,
@@ -229,7 +230,7 @@ export class DeviceService {
         created_at: now,
         updated_at: now,
       });
-      this.#addresses.taken(server.id, subnet, address);
+      this.#addresses.taken(server, addresses);
       if (input.name === undefined && input.externalId === undefined) {
         row = await updateDevice(tx, row.id, {
           name: nameFromExternalId(`device-${row.id}`, await namesStartingWith(tx, server.id, `device-${row.id}`)),
@@ -253,16 +254,16 @@ export class DeviceService {
 
   /**
    * Takes a place on the server for a device, under the server's lock: room within capacity, a
-   * free name and key, and the lowest free address (returned).
+   * free name and key, and the lowest free addresses (returned), read anew from the database when `fresh`.
    */
   async #claimSlot(
     tx: Tx,
     server: ServerRow,
-    subnet: Subnet,
     device: { name: string | undefined; publicKey: string },
-  ): Promise<number> {
+    fresh: boolean,
+  ): Promise<DeviceAddresses> {
     await lockServer(tx, server.id, this.#store.dialect);
-    if ((await countDevicesOfServer(tx, server.id)) >= serverRoom(server.capacity, subnet))
+    if ((await countDevicesOfServer(tx, server.id)) >= serverRoom(server.capacity, parseSubnet(server.subnet)))
       throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
     if (device.name !== undefined && (await isNameTaken(tx, server.id, device.name))) {
       throw new AppError('name_taken', `a device named ${device.name} is on server ${server.name} already`, {
@@ -274,9 +275,8 @@ export class DeviceService {
         public_key: 'in use on this server',
       });
     }
-    const address = await this.#addresses.lowestFree(tx, server.id, subnet, parseCidr(server.address).address);
-    if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
-    return address;
+    if (fresh) this.#addresses.forget(server.id);
+    return this.#addresses.claim(tx, server);
   }
 
   /**
@@ -332,19 +332,17 @@ export class DeviceService {
       });
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
-    const subnet = parseSubnet(server.subnet);
     const moved = await this.#changes
       .commit(async (tx) => {
-        const address = await this.#claimSlot(tx, server, subnet, {
-          name: before.row.name,
-          publicKey: before.row.public_key,
-        });
+        // Read anew: a move has no retry, and another panel may have taken addresses there.
+        const device = { name: before.row.name, publicKey: before.row.public_key };
+        const addresses = await this.#claimSlot(tx, server, device, true);
         const row = await updateDevice(tx, id, {
           server_id: server.id,
-          address: intToIp(address),
+          ...addresses,
           updated_at: isoAt(this.#clock.nowMs()),
         });
-        this.#addresses.taken(server.id, subnet, address);
+        this.#addresses.taken(server, addresses);
         const summary = `device ${row.name} moved from server ${before.server.name} to ${server.name}`;
         const result: PlacedDevice = { device: this.#views.view(row), row, server, node };
         return {

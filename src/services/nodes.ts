@@ -1,5 +1,5 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { isHost } from '../domain/addresses.ts';
+import { isHost, unbracketed } from '../domain/addresses.ts';
 import { AppError, messageOf } from '../domain/errors.ts';
 import { requirePlainText } from '../domain/text.ts';
 import { parseCertSha256 } from '../agent/certificate.ts';
@@ -183,14 +183,16 @@ export class NodeService {
       throw new AppError('validation_failed', 'a pinned certificate needs an https URL', { url: 'https with a pin' });
     }
     requireNodeName(input.name);
-    if (input.publicHost !== undefined && !isHost(input.publicHost)) {
+    // An IPv6 agent URL's hostname comes in brackets (`https://[2001:db8::2]:7000`): stored without, like a given one.
+    const publicHost = unbracketed(input.publicHost ?? url.hostname);
+    if (input.publicHost !== undefined && !isHost(publicHost)) {
       const what = 'the public host must be a host name or an IP address, without scheme or port';
       throw new AppError('validation_failed', what, { public_host: 'not a host name or address' });
     }
     if (await findNodeByName(this.#db, input.name))
       throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
     const row = { name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, cert_sha256: pin };
-    return this.#insert({ ...row, public_host: input.publicHost ?? url.hostname }, actor);
+    return this.#insert({ ...row, public_host: publicHost }, actor);
   }
 
   async remove(idOrName: string, actor: string): Promise<NodeRow> {

@@ -3,17 +3,22 @@ import { AppError, messageOf } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { toPage } from '../domain/paging.ts';
 import {
+  type Ipv6Status,
   type ServerCreateInput,
   type ServerStatus,
   effectiveServerStatus,
   planServer,
+  planSubnet6,
   SERVER_DEFAULTS,
 } from '../domain/servers.ts';
-import { deviceRoom, ipv4Networks, parseSubnet, type Subnet } from '../domain/subnets.ts';
+import { deviceRoom, ipv4Networks, parseSubnet } from '../domain/subnets.ts';
+import { deviceRoom6, ipv6Networks, parseNetwork6 } from '../domain/subnets6.ts';
 import { generateKeyPair } from '../domain/wireguard-keys.ts';
+import type { ServerState } from '../agent/driver.ts';
 import type { Db } from '../store/db.ts';
-import { isUniqueViolation } from '../store/constraint-violations.ts';
+import { isUniqueViolation, violationText } from '../store/constraint-violations.ts';
 import { findLocalNode, findNode, listNodes, type NodeRow } from '../store/nodes.ts';
+import { panelUlaPrefix } from '../store/panel-settings.ts';
 import { deleteDevicesOfServer, listDevicesOfServer } from '../store/devices.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
 import type { UsageService } from './usage.ts';
@@ -26,6 +31,7 @@ import {
   listServerAllocations,
   listServers,
   type ServerRow,
+  setServerIpv6,
   stringArray,
   updateServer,
 } from '../store/servers.ts';
@@ -48,6 +54,9 @@ export interface ServerView {
   public_key: string;
   address: string;
   subnet: string;
+  address6: string | null;
+  subnet6: string | null;
+  ipv6: Ipv6Status;
   dns: string[];
   dns_on_server: boolean;
   client_to_client: boolean;
@@ -71,6 +80,11 @@ export interface ServerPatch {
   maxDevices?: number;
   country?: string;
   city?: string;
+}
+
+/** What the node reported doing with the server's IPv6; an agent older than the report did nothing with it. */
+export function ipv6Of(state: ServerState): Ipv6Status {
+  return state.ipv6 ?? 'off';
 }
 
 function normaliseCountry(country: string): string {
@@ -119,6 +133,9 @@ export class ServerService {
       public_key: row.public_key,
       address: row.address,
       subnet: row.subnet,
+      address6: row.address6,
+      subnet6: row.subnet6,
+      ipv6: row.ipv6,
       dns: stringArray(row.dns),
       dns_on_server: row.dns_on_server === 1,
       client_to_client: row.client_to_client === 1,
@@ -148,11 +165,11 @@ export class ServerService {
   }
 
   /**
-   * The networks of the node's own interfaces, asked of its agent now (a new server's subnet must
-   * not overlap one). A node that cannot answer could not deploy the server either: deploy_failed,
+   * The networks of the node's own interfaces, asked of its agent now (a new server's subnet and subnet6
+   * must not overlap one). A node that cannot answer could not deploy the server either: deploy_failed,
    * nothing saved. So does an agent too old to report them: the check is never skipped.
    */
-  async #hostNetworksOf(node: NodeRow): Promise<Subnet[]> {
+  async #hostNetworksOf(node: NodeRow): Promise<string[]> {
     let networks: string[] | undefined;
     try {
       ({ networks } = await this.#connections.for(node).status());
@@ -164,7 +181,7 @@ export class ServerService {
       const why = `node ${node.name} runs an agent that does not report its networks; upgrade it to add servers there`;
       throw new AppError('deploy_failed', why);
     }
-    return ipv4Networks(networks);
+    return networks;
   }
 
   async get(id: number): Promise<ServerView> {
@@ -198,10 +215,15 @@ export class ServerService {
       {
         subnets: onNode.map((a) => parseSubnet(a.subnet)),
         listenPorts: onNode.map((a) => a.listen_port),
-        hostNetworks,
+        hostNetworks: ipv4Networks(hostNetworks),
       },
       allocations.map((a) => parseSubnet(a.subnet)),
     );
+    const plan6 = planSubnet6(input, {
+      ulaPrefix: await panelUlaPrefix(this.#db),
+      panelSubnets: allocations.flatMap((a) => (a.subnet6 === null ? [] : [parseNetwork6(a.subnet6)])),
+      hostNetworks: ipv6Networks(hostNetworks),
+    });
     const endpoint = input.endpoint ?? node.public_host;
     const country =
       input.country !== undefined
@@ -223,26 +245,34 @@ export class ServerService {
         public_key: keys.publicKey,
         address: plan.address,
         subnet: plan.subnet,
+        address6: plan6.address6,
+        subnet6: plan6.subnet6,
         dns: JSON.stringify(input.dns ?? SERVER_DEFAULTS.dns),
         dns_on_server: 0,
         client_to_client: input.clientToClient === true ? 1 : 0,
         mtu: input.mtu ?? SERVER_DEFAULTS.mtu,
         persistent_keepalive: input.persistentKeepalive ?? SERVER_DEFAULTS.persistentKeepalive,
         client_allowed_ips: JSON.stringify(input.clientAllowedIps ?? SERVER_DEFAULTS.clientAllowedIps),
-        capacity: plan.capacity,
+        capacity: Math.min(plan.capacity, plan6.room),
         created_at: now,
         updated_at: now,
       });
     } catch (error) {
-      // The unique (node, port) index: another create took the port between the plan and the insert.
+      // The unique indexes: another create took the port or the subnet6 between the plan and the insert.
       if (!isUniqueViolation(error)) throw error;
+      if (/subnet6/.test(violationText(error))) {
+        throw new AppError('validation_failed', `subnet6 ${plan6.subnet6} was taken meanwhile; try again`, {
+          address6: 'overlaps another server',
+        });
+      }
       throw new AppError('validation_failed', `listen port ${plan.listenPort} was taken meanwhile; try again`, {
         listen_port: 'in use on this node',
       });
     }
     const connection = this.#connections.for(node);
+    let ipv6: Ipv6Status;
     try {
-      await connection.applyServer(desiredServer(row, [], this.#usage));
+      ipv6 = ipv6Of(await connection.applyServer(desiredServer(row, [], this.#usage)));
     } catch (error) {
       await connection.removeServer(row.id).catch(() => undefined);
       await deleteServer(this.#db, row.id);
@@ -250,7 +280,7 @@ export class ServerService {
       throw new AppError('deploy_failed', message, {}, undefined, error);
     }
     return this.#changes.commit(async (tx) => {
-      const running = await updateServer(tx, row.id, { status: 'running' });
+      const running = await updateServer(tx, row.id, { status: 'running', ipv6 });
       const summary = `server ${row.name} created on node ${node.name}`;
       return {
         result: this.view(running, node, 0),
@@ -306,13 +336,18 @@ export class ServerService {
         );
     }
     if (patch.maxDevices !== undefined) {
-      const room = deviceRoom(parseSubnet(current.subnet));
-      if (patch.maxDevices > room)
+      const room = Math.min(
+        deviceRoom(parseSubnet(current.subnet)),
+        current.subnet6 === null ? Number.POSITIVE_INFINITY : deviceRoom6(parseNetwork6(current.subnet6)),
+      );
+      if (patch.maxDevices > room) {
+        const subnets = current.subnet6 === null ? current.subnet : `${current.subnet} and ${current.subnet6}`;
         throw new AppError(
           'validation_failed',
-          `max_devices ${patch.maxDevices} does not fit in ${current.subnet} (room for ${room})`,
+          `max_devices ${patch.maxDevices} does not fit in ${subnets} (room for ${room})`,
           { max_devices: `at most ${room}` },
         );
+      }
     }
     const recreate =
       (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
@@ -374,7 +409,10 @@ export class ServerService {
     });
     if (apply) {
       try {
-        await this.#connections.for(node).applyServer(await desiredStateOfServer(this.#db, updated, this.#usage));
+        const state = await this.#connections
+          .for(node)
+          .applyServer(await desiredStateOfServer(this.#db, updated, this.#usage));
+        await setServerIpv6(this.#db, id, ipv6Of(state));
       } catch (error) {
         const message = `the change was saved, but node '${node.name}' could not apply it yet: ${messageOf(error)}`;
         throw new AppError('apply_failed', message, {}, undefined, error);

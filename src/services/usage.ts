@@ -1,3 +1,4 @@
+import type { PeerSpec } from '../agent/driver.ts';
 import type { AgentPeer, PeerLimits, UsageAck, UsageReport } from '../agent/protocol.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import type { LimitPeriod } from '../domain/devices.ts';
@@ -111,15 +112,15 @@ export class UsageService {
     };
   }
 
-  /** The device as a peer of its server, with its limits. */
+  /** The device as a peer of its server (its IPv6 /128 too when it has one), with its limits. */
   peerOf(row: PeerRow): AgentPeer {
-    return {
-      deviceId: row.id,
+    const spec: PeerSpec = {
       publicKey: row.public_key,
       allowedIp: `${row.address}/32`,
       speedLimitKbps: row.speed_limit,
-      limits: this.limitsOf(row),
     };
+    if (row.address6 !== null) spec.allowedIp6 = `${row.address6}/128`;
+    return { deviceId: row.id, ...spec, limits: this.limitsOf(row) };
   }
 
   /**

@@ -27,10 +27,12 @@ export async function deleteDevicesOfServer(db: Queryable, serverId: number): Pr
   await db.deleteFrom('devices').where('server_id', '=', serverId).execute();
 }
 
-/** Every address in use on a server (to build its allocation bitmap once). */
-export async function listDeviceAddresses(db: Queryable, serverId: number): Promise<string[]> {
-  const rows = await db.selectFrom('devices').select('address').where('server_id', '=', serverId).execute();
-  return rows.map((r) => r.address);
+/** Every address in use on a server, both families (to build its allocation bitmap and set once). */
+export function listDeviceAddresses(
+  db: Queryable,
+  serverId: number,
+): Promise<Pick<DeviceRow, 'address' | 'address6'>[]> {
+  return db.selectFrom('devices').select(['address', 'address6']).where('server_id', '=', serverId).execute();
 }
 
 export async function countDevicesOfServer(db: Queryable, serverId: number): Promise<number> {
@@ -81,6 +83,7 @@ const PEER_COLUMNS = [
   'id',
   'public_key',
   'address',
+  'address6',
   'enabled',
   'speed_limit',
   'data_limit',

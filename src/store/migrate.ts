@@ -19,6 +19,7 @@ import * as m012 from './migrations/012-node-cert-pin.ts';
 import * as m013 from './migrations/013-share-token-hashes.ts';
 import * as m014 from './migrations/014-duty-leases.ts';
 import * as m015 from './migrations/015-console-users.ts';
+import * as m017 from './migrations/017-dual-stack-addresses.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -41,6 +42,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '013-share-token-hashes': m013,
   '014-duty-leases': m014,
   '015-console-users': m015,
+  '017-dual-stack-addresses': m017,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely';
+import type { Ipv6Status } from '../domain/servers.ts';
 
 /**
  * Table shapes as both databases hold them. Times are ISO-8601 UTC text (they sort as they compare),
@@ -63,6 +64,14 @@ export interface ServerTable {
   /** The server's own address with the subnet's prefix, e.g. 10.128.0.1/24. */
   address: string;
   subnet: string;
+  /**
+   * The server's IPv6 address with its subnet6's prefix, e.g. fd3a:1b2c:4d5e:1::1/64 (RFC 5952 text); null: the
+   * server has no IPv6 (only rows written without it, such as tests' fixtures: migration 017 gave every server one).
+   */
+  address6: string | null;
+  subnet6: string | null;
+  /** What the node reported it does with the server's IPv6 (ServerState.ipv6); `off` until it reports. */
+  ipv6: Generated<Ipv6Status>;
   /** JSON array of strings. */
   dns: string;
   dns_on_server: number;
@@ -101,6 +110,8 @@ export interface DeviceTable {
   metadata: string | null;
   /** The device's IPv4 address on its server's subnet, without prefix. */
   address: string;
+  /** The device's IPv6 address on its server's subnet6, without prefix (RFC 5952 text); null: its server has none. */
+  address6: string | null;
   public_key: string;
   /** Null when the client made its own key pair. */
   private_key: string | null;

@@ -1,5 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
+import type { Ipv6Status } from '../domain/servers.ts';
 import { CompiledPageShape, CompiledShape } from './query-shapes.ts';
 import type { Db, Dialect, Queryable } from './db.ts';
 import type { NodeRow } from './nodes.ts';
@@ -75,8 +76,13 @@ export function listServersOfNode(db: Queryable, nodeId: number): Promise<Server
 /** Subnets, ports and capacity of every server: for clashes, default subnets and node capacity. */
 export function listServerAllocations(
   db: Queryable,
-): Promise<Pick<ServerRow, 'id' | 'node_id' | 'subnet' | 'listen_port' | 'capacity'>[]> {
-  return db.selectFrom('servers').select(['id', 'node_id', 'subnet', 'listen_port', 'capacity']).execute();
+): Promise<Pick<ServerRow, 'id' | 'node_id' | 'subnet' | 'subnet6' | 'listen_port' | 'capacity'>[]> {
+  return db.selectFrom('servers').select(['id', 'node_id', 'subnet', 'subnet6', 'listen_port', 'capacity']).execute();
+}
+
+/** Stores what the node reported doing with the server's IPv6; a server deleted meanwhile is left alone. */
+export async function setServerIpv6(db: Queryable, id: number, ipv6: Ipv6Status): Promise<void> {
+  await db.updateTable('servers').set({ ipv6 }).where('id', '=', id).where('ipv6', '!=', ipv6).execute();
 }
 
 export async function updateServer(db: Queryable, id: number, changes: Updateable<ServerTable>): Promise<ServerRow> {

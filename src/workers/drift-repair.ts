@@ -6,10 +6,11 @@ import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { recordActivity } from '../services/activity.ts';
 import { desiredStateOfServer } from '../services/desired-state.ts';
 import type { NodeConnections } from '../services/nodes.ts';
+import { ipv6Of } from '../services/servers.ts';
 import type { UsageService } from '../services/usage.ts';
 import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow } from '../store/nodes.ts';
-import { listServersOfNode } from '../store/servers.ts';
+import { listServersOfNode, setServerIpv6 } from '../store/servers.ts';
 import { type Lease, WorkerLoop } from './loop.ts';
 
 export interface DriftRepairOptions {
@@ -143,7 +144,7 @@ export class DriftRepair {
     const server = name === undefined ? `server ${serverId}` : `server ${name} (${serverId})`;
     try {
       if (want === undefined) await connection.removeServer(serverId);
-      else await connection.applyServer(want);
+      else await setServerIpv6(this.#db, serverId, ipv6Of(await connection.applyServer(want)));
     } catch (error) {
       const fields = { node: node.name, server: serverId, differences, err: messageOf(error) };
       this.#log.warn(fields, 'drift repair failed; tried again next round');

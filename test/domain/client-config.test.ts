@@ -29,6 +29,7 @@ const VERIFIED_PRE_DOWN =
 const typical: ClientConfigInput = {
   privateKey: DEVICE_PRIVATE_KEY,
   address: '10.128.0.2',
+  address6: 'fd3a:1b2c:4d5e::2',
   dns: ['1.1.1.1'],
   mtu: 1420,
   serverPublicKey: SERVER_PUBLIC_KEY,
@@ -40,7 +41,7 @@ const typical: ClientConfigInput = {
 
 const TYPICAL_TEXT = `[Interface]
 PrivateKey = 4GvL+KavliU97SqGoE2o4qms21A1d4nclaFtqkT+AWg=
-Address = 10.128.0.2/32
+Address = 10.128.0.2/32, fd3a:1b2c:4d5e::2/128
 DNS = 1.1.1.1
 MTU = 1420
 
@@ -50,6 +51,9 @@ AllowedIPs = 0.0.0.0/0, ::/0
 Endpoint = vpn.example.com:51820
 PersistentKeepalive = 25
 `;
+
+/** The typical device's Address line: both families, each a single address. */
+const ADDRESS = 'Address = 10.128.0.2/32, fd3a:1b2c:4d5e::2/128';
 
 /** A config file from its lines: LF endings and one trailing newline. */
 const lines = (...all: string[]): string => `${all.join('\n')}\n`;
@@ -73,7 +77,7 @@ describe('renderClientConfig', () => {
       false,
       lines(
         '[Interface]',
-        'Address = 10.128.0.2/32',
+        ADDRESS,
         'DNS = 1.1.1.1',
         'MTU = 1420',
         '',
@@ -87,7 +91,7 @@ describe('renderClientConfig', () => {
       lines(
         '[Interface]',
         `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
-        'Address = 10.128.0.2/32',
+        ADDRESS,
         'DNS = 1.1.1.1',
         'MTU = 1420',
         '',
@@ -101,11 +105,25 @@ describe('renderClientConfig', () => {
       lines(
         '[Interface]',
         `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
-        'Address = 10.128.0.2/32',
+        ADDRESS,
         'DNS = 1.1.1.1',
         'MTU = 1420',
         '',
         ...peer('[2001:db8::7]:51820', 'PersistentKeepalive = 25'),
+      ),
+    ],
+    [
+      'a device of a server without IPv6 has its IPv4 address alone',
+      { ...typical, address6: null },
+      false,
+      lines(
+        '[Interface]',
+        `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
+        'Address = 10.128.0.2/32',
+        'DNS = 1.1.1.1',
+        'MTU = 1420',
+        '',
+        ...peer('vpn.example.com:51820', 'PersistentKeepalive = 25'),
       ),
     ],
     [
@@ -115,7 +133,7 @@ describe('renderClientConfig', () => {
       lines(
         '[Interface]',
         `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
-        'Address = 10.128.0.2/32',
+        ADDRESS,
         'MTU = 1420',
         '',
         ...peer('vpn.example.com:51820', 'PersistentKeepalive = 25'),
@@ -128,7 +146,7 @@ describe('renderClientConfig', () => {
       lines(
         '[Interface]',
         `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
-        'Address = 10.128.0.2/32',
+        ADDRESS,
         'DNS = 1.1.1.1',
         'MTU = 1420',
         '',
@@ -148,7 +166,7 @@ describe('renderClientConfig', () => {
       lines(
         '[Interface]',
         `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
-        'Address = 10.128.0.2/32',
+        ADDRESS,
         'DNS = 1.1.1.1, 2606:4700:4700::1111',
         'MTU = 1280',
         '',
@@ -166,7 +184,7 @@ describe('renderClientConfig', () => {
       lines(
         '[Interface]',
         `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
-        'Address = 10.128.0.2/32',
+        ADDRESS,
         'DNS = 1.1.1.1',
         'MTU = 1420',
         VERIFIED_POST_UP,
@@ -181,7 +199,7 @@ describe('renderClientConfig', () => {
       true,
       lines(
         '[Interface]',
-        'Address = 10.128.0.2/32',
+        ADDRESS,
         'MTU = 1420',
         VERIFIED_POST_UP,
         VERIFIED_PRE_DOWN,
@@ -225,6 +243,7 @@ describe('renderClientConfig', () => {
     ['a carriage return in an allowed range', { ...typical, clientAllowedIps: ['0.0.0.0/0\r', '::/0'] }],
     ['a # in a DNS entry would cut the line', { ...typical, dns: ['1.1.1.1 # resolver'] }],
     ['an empty DNS entry', { ...typical, dns: [''] }],
+    ['a line break in the IPv6 address', { ...typical, address6: 'fd00::2\nPostUp = touch /tmp/owned' }],
   ];
   for (const [intent, input] of unsafe) {
     test(`a stored value that would change the file is refused: ${intent}`, () => {

@@ -1,6 +1,5 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AppError } from '../../src/domain/errors.ts';
 import {
   type NodeOccupancy,
   type ServerStatus,
@@ -21,16 +20,7 @@ import {
   parseSubnet,
   prefixFor,
 } from '../../src/domain/subnets.ts';
-
-/** Asserts a 422 `validation_failed` whose `fields` names `field` (spec §7: fields names the inputs). */
-function assertRefused(fn: () => unknown, field: string): void {
-  assert.throws(fn, (error: unknown) => {
-    assert.ok(error instanceof AppError, `expected an AppError, got ${String(error)}`);
-    assert.equal(error.code, 'validation_failed');
-    assert.ok(Object.hasOwn(error.fields, field), `fields ${JSON.stringify(error.fields)} should name ${field}`);
-    return true;
-  });
-}
+import { assertRefused } from '../support/refusals.ts';
 
 const net = (cidr: string): Subnet => parseSubnet(cidr);
 const emptyNode: NodeOccupancy = { subnets: [], listenPorts: [], hostNetworks: [] };

@@ -162,7 +162,7 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
   function assertConfigFor(config: string, server: Server, device: Device): void {
     assert.equal(confValue(config, 'PublicKey'), server.public_key);
     assert.equal(confValue(config, 'Endpoint'), `${server.endpoint}:${server.listen_port}`);
-    assert.equal(confValue(config, 'Address'), `${device.address}/32`);
+    assert.equal(confValue(config, 'Address'), `${device.address}/32, ${device.address6}/128`);
   }
 
   before(async () => {

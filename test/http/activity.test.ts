@@ -254,7 +254,7 @@ for (const kind of DATABASE_KINDS) {
       const mtu = entries.find((e) => e.action === 'server.updated');
       assert.deepEqual({ before: mtu?.before, after: mtu?.after }, { before: { mtu: 1420 }, after: { mtu: 1400 } });
       const moved = entries.find((e) => e.action === 'device.moved');
-      assert.deepEqual(Object.keys(moved?.after ?? {}).sort(), ['address', 'server_id']);
+      assert.deepEqual(Object.keys(moved?.after ?? {}).sort(), ['address', 'address6', 'server_id']);
       const device = entries.find((e) => e.action === 'device.created');
       assert.equal(device?.before, null);
       assert.equal(device?.after?.name, 'd1');

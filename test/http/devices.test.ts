@@ -51,6 +51,7 @@ for (const kind of DATABASE_KINDS) {
         'external_id',
         'metadata',
         'address',
+        'address6',
         'public_key',
         'client_key',
         'enabled',
@@ -75,7 +76,7 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(d.client_key, false);
       assert.equal(d.status, 'active');
       assert.equal(d.limit_period, 'monthly');
-      assert.match(d.config, /^\[Interface\]\nPrivateKey = .+\nAddress = 10\.128\.\d+\.\d+\/32\n/);
+      assert.match(d.config, /^\[Interface\]\nPrivateKey = .+\nAddress = 10\.128\.\d+\.\d+\/32, fd[0-9a-f:]+\/128\n/);
       assert.match(d.config, /Endpoint = 192\.0\.2\.1:\d+/);
     });
 

@@ -9,10 +9,11 @@ import { decodeQr, needsTool } from '../support/tools.ts';
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
-/** The largest usual device: a long host name and four DNS servers. */
+/** The largest usual device: both address families, a long host name and four DNS servers. */
 const device: ClientConfigInput = {
   privateKey: '4GvL+KavliU97SqGoE2o4qms21A1d4nclaFtqkT+AWg=',
   address: '10.255.255.254',
+  address6: 'fd3a:1b2c:4d5e:ffff::255:254',
   dns: ['1.1.1.1', '1.0.0.1', '2606:4700:4700::1111', '2606:4700:4700::1001'],
   mtu: 1420,
   serverPublicKey: '/Mtte4Rgjc92DTSiL3XYyYDqgk3hRGigILdIjPbgs1Q=',
@@ -21,6 +22,9 @@ const device: ClientConfigInput = {
   listenPort: 51820,
   persistentKeepalive: 25,
 };
+
+/** The longest IPv6 endpoint: eight full groups. */
+const IPV6_ENDPOINT = '2001:db8:ffff:ffff:ffff:ffff:ffff:fffe';
 
 test('the QR code is a PNG', async () => {
   const png = await renderQrPng(renderClientConfig(device, { killSwitch: false }));
@@ -41,6 +45,7 @@ describe('the QR code decodes to exactly the config text', { skip: needsTool('zb
     ],
     ['a full config', renderClientConfig(device, { killSwitch: false })],
     ['a client-made key', renderClientConfig({ ...device, privateKey: null }, { killSwitch: false })],
+    ['an IPv6 endpoint', renderClientConfig({ ...device, endpoint: IPV6_ENDPOINT }, { killSwitch: false })],
     ['the kill switch, the longest text', renderClientConfig(device, { killSwitch: true })],
   ];
   for (const [index, [intent, text]] of cases.entries()) {
@@ -51,4 +56,15 @@ describe('the QR code decodes to exactly the config text', { skip: needsTool('zb
       assert.equal(decodeQr(path), `${text}\n`);
     });
   }
+
+  test('carries both addresses and an IPv6 endpoint in brackets', async () => {
+    const path = join(dir, 'dual-stack.png');
+    writeFileSync(
+      path,
+      await renderQrPng(renderClientConfig({ ...device, endpoint: IPV6_ENDPOINT }, { killSwitch: false })),
+    );
+    const decoded = decodeQr(path);
+    assert.match(decoded, /^Address = 10\.255\.255\.254\/32, fd3a:1b2c:4d5e:ffff::255:254\/128$/m);
+    assert.match(decoded, /^Endpoint = \[2001:db8:ffff:ffff:ffff:ffff:ffff:fffe\]:51820$/m);
+  });
 });

@@ -443,10 +443,10 @@ describe('a backup of an older schema', () => {
     const result = await restore(target, file);
     assert.equal(result.code, 0, result.stderr);
     const dump = await dumpTables(target);
-    assert.equal(
-      dump.panel_settings?.length,
-      1,
-      'migrated on: the newer table is there, with the fingerprint of a new secret',
+    assert.deepEqual(
+      dump.panel_settings?.map((setting) => setting.key).sort(),
+      ['ipv6_ula_prefix', 'secret_fingerprint'],
+      'migrated on: the newer table is there, with the fingerprint of a new secret and the ULA prefix of 017',
     );
     assert.match(String(dump.servers?.[0]?.private_key), /^enc:v1:/);
     const tokenHash = createHash('sha256').update(token).digest('hex');

@@ -50,6 +50,7 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
           endpoint: b.endpoint,
           listenPort: b.listen_port,
           address: b.address,
+          address6: b.address6,
           maxDevices: b.max_devices,
           dns: b.dns,
           mtu: b.mtu,

@@ -23,6 +23,11 @@ export const DeviceSchema = Type.Object(
     external_id: Type.Union([Type.String(), Type.Null()]),
     metadata: Metadata,
     address: Type.String({ description: "the device's IPv4 address on its server's subnet" }),
+    address6: Type.Union([Type.String(), Type.Null()], {
+      description:
+        "the device's IPv6 address on its server's subnet6 (RFC 5952 text), reading like its IPv4 address where " +
+        'it fits (10.128.0.77 is <subnet6>::77); null when the server has no IPv6',
+    }),
     public_key: Type.String(),
     client_key: Type.Boolean({
       description:

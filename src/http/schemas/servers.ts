@@ -1,4 +1,6 @@
 import Type from 'typebox';
+import { IPV6_STATUSES } from '../../domain/servers.ts';
+import { MAX_PREFIX6, MIN_PREFIX6 } from '../../domain/subnets6.ts';
 import { DateTime, Id, PlainText } from './common.ts';
 
 const Country = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 code' });
@@ -46,6 +48,21 @@ export const ServerSchema = Type.Object(
     public_key: Type.String(),
     address: Type.String({ description: "the server's own address in its subnet, CIDR" }),
     subnet: Type.String(),
+    address6: Type.Union([Type.String(), Type.Null()], {
+      description: "the server's own IPv6 address in its subnet6, CIDR (RFC 5952 text); null: the server has no IPv6",
+    }),
+    subnet6: Type.Union([Type.String(), Type.Null()], {
+      description: 'IPv6 subnet, CIDR: unique local (NAT66 at the node) or a global prefix routed to the node',
+    }),
+    ipv6: Type.Union(
+      IPV6_STATUSES.map((s) => Type.Literal(s)),
+      {
+        description:
+          "what the node does with the server's IPv6, as it last reported: off (none, or not reported yet), " +
+          'nat66 (clients reach IPv6 beyond the node through NAT66), routed (subnet6 routed without NAT), ' +
+          "tunnel_only (the node has no IPv6 uplink: only the server's own IPv6 address answers)",
+      },
+    ),
     dns: Type.Array(Type.String()),
     dns_on_server: Type.Boolean(),
     client_to_client: Type.Boolean({ description: 'clients of this server may reach each other (default false)' }),
@@ -71,6 +88,17 @@ export const ServerCreateBody = Type.Object(
         description:
           'IPv4 CIDR /16 to /30, e.g. 10.200.0.1/20, in 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10 ' +
           "and off the node's own networks; default the next free /24 of 10.128.0.0/9",
+      }),
+    ),
+    address6: Type.Optional(
+      Type.String({
+        maxLength: 49,
+        description:
+          `IPv6 CIDR /${MIN_PREFIX6} to /${MAX_PREFIX6}, e.g. fd12:3456:789a:1::1/64, ` +
+          'in fc00::/7 (NAT66 at the node) ' +
+          'or a global prefix of 2000::/3 routed to the node; host bits zero (fd12:3456:789a:1::/64) give the server ' +
+          "the first address; off the node's own networks and every other server's subnet6; " +
+          "default the next free /64 of the panel's ULA /48",
       }),
     ),
     max_devices: Type.Optional(MaxDevices),
