@@ -321,7 +321,7 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
         assert.equal(enabled.data?.status, 'active');
         assert.equal(
           (await allowedIpsOf(serverIface)).get(device.public_key),
-          `${device.address}/32`,
+          `${device.address}/32 ${device.address6}/128`,
           'the peer is back on the server when PATCH answers',
         );
         const resumedMs = await pinger.firstReplyAfter(enableMs, RESUME_TIMEOUT_MS);
@@ -382,7 +382,7 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
         );
         assert.equal(
           (await allowedIpsOf(l.serverNames(to.id).iface)).get(moved.public_key),
-          `${moved.address}/32`,
+          `${moved.address}/32 ${moved.address6}/128`,
           'the peer is on the new server',
         );
         await sleep(WATCH_CUT_MS);
