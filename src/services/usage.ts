@@ -123,7 +123,11 @@ export class UsageService {
       await write(this.#db, async (tx) => {
         const nowMs = this.#clock.nowMs();
         if (!(await claimBatch(tx, node.id, report.journalId, batch.seq, isoAt(nowMs)))) return;
-        const deltas: UsageDelta[] = batch.entries.map((e) => ({ deviceId: e.deviceId, rx: e.rxBytes, tx: e.txBytes, meter: e.meter }));
+        // A device that moved no bytes has nothing to add, and its meter is the one its journal sent
+        // with its last bytes: leaving its row alone keeps the counts and the meter they are counted to.
+        const deltas: UsageDelta[] = batch.entries
+          .filter((e) => e.rxBytes + e.txBytes > 0)
+          .map((e) => ({ deviceId: e.deviceId, rx: e.rxBytes, tx: e.txBytes, meter: e.meter }));
         const month = this.calendar.month(batch.slotStartMs);
         const existing = new Set(await addToDeviceCounts(tx, deltas, month, report.journalId));
         const stored = deltas.filter((d) => existing.has(d.deviceId));

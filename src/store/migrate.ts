@@ -17,6 +17,7 @@ import * as m010 from './migrations/010-panel-settings.ts';
 import * as m011 from './migrations/011-server-client-to-client.ts';
 import * as m012 from './migrations/012-node-cert-pin.ts';
 import * as m013 from './migrations/013-share-token-hashes.ts';
+import * as m016 from './migrations/016-usage-fillfactor.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -37,14 +38,15 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '011-server-client-to-client': m011,
   '012-node-cert-pin': m012,
   '013-share-token-hashes': m013,
+  '016-usage-fillfactor': m016,
 };
 
 function provider(dialect: Dialect): MigrationProvider {
   // SQLite's INTEGER PRIMARY KEY is the rowid, auto-numbered; PostgreSQL needs a sequence.
   const context: MigrationContext =
     dialect === 'sqlite'
-      ? { idType: 'integer', id: (c) => c.primaryKey().autoIncrement() }
-      : { idType: 'bigserial', id: (c) => c.primaryKey() };
+      ? { dialect, idType: 'integer', id: (c) => c.primaryKey().autoIncrement() }
+      : { dialect, idType: 'bigserial', id: (c) => c.primaryKey() };
   return {
     async getMigrations() {
       const out: Record<string, Migration> = {};
