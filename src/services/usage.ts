@@ -129,11 +129,13 @@ export class UsageService {
           .filter((e) => e.rxBytes + e.txBytes > 0)
           .map((e) => ({ deviceId: e.deviceId, rx: e.rxBytes, tx: e.txBytes, meter: e.meter }));
         const month = this.calendar.month(batch.slotStartMs);
-        const existing = new Set(await addToDeviceCounts(tx, deltas, month, report.journalId));
+        const currentMonth = this.calendar.month(nowMs);
+        const counted = await addToDeviceCounts(tx, deltas, month, report.journalId, currentMonth);
+        const existing = new Set(counted.stored);
         const stored = deltas.filter((d) => existing.has(d.deviceId));
         await addToBuckets(tx, 'usage_daily', this.calendar.day(batch.slotStartMs), stored);
         await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
-        const marked = await markLimitReached(tx, [...existing], this.calendar.month(nowMs), isoAt(nowMs));
+        const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
         await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
       });
       ack = { journalId: report.journalId, seq: batch.seq };

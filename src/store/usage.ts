@@ -97,21 +97,48 @@ function countAssignments(rx: string, tx: string, meter: string, m: string, j: s
 }
 
 /**
+ * Whether a device row (its columns unqualified) has reached its limit in the current period `month`
+ * and is not marked yet: the one rule of markLimitReached, also asked of the rows a batch changed.
+ */
+function reachedAndUnmarked(month: string): string {
+  return `data_limit > 0 and limit_reached_at is null and period_rx + period_tx >= data_limit
+    and (limit_period = 'total' or usage_month = ${month})`;
+}
+
+/** What a batch did to the device rows. */
+export interface CountsAdded {
+  /** The devices that still exist. */
+  stored: number[];
+  /** Those of them now over their limit in the current period and not marked yet (see markLimitReached). */
+  overLimit: number[];
+}
+
+/**
  * Adds a batch of `month` (`YYYY-MM`) to the devices' running counts (see countAssignments) in one
- * statement, and returns the ids of the devices that still exist.
+ * statement; `currentMonth` is the panel's, for the limit check of the rows as they come out.
  */
 export async function addToDeviceCounts(
   db: Queryable,
   deltas: readonly UsageDelta[],
   month: string,
   journalId: string,
-): Promise<number[]> {
-  if (deltas.length === 0) return [];
-  const v = rowSet(db, deltas, DELTA_COLUMNS, 3);
+  currentMonth: string,
+): Promise<CountsAdded> {
+  if (deltas.length === 0) return { stored: [], overLimit: [] };
+  const v = rowSet(db, deltas, DELTA_COLUMNS, 4);
   const counts = countAssignments('v.rx', 'v.tx', 'v.meter', 'cast($1 as text)', 'cast($2 as text)');
-  const text = `update devices as d set ${counts} from ${v.from} where d.id = v.device_id returning id`;
-  const rows = await runSql<{ id: number }>(db, text, [month, journalId, ...v.params]);
-  return rows.map((row) => Number(row.id));
+  const text = `update devices as d set ${counts} from ${v.from} where d.id = v.device_id
+    returning id, case when ${reachedAndUnmarked('cast($3 as text)')} then 1 else 0 end as over_limit`;
+  const rows = await runSql<{ id: number; over_limit: number }>(db, text, [
+    month,
+    journalId,
+    currentMonth,
+    ...v.params,
+  ]);
+  return {
+    stored: rows.map((row) => Number(row.id)),
+    overLimit: rows.filter((row) => Number(row.over_limit) === 1).map((row) => Number(row.id)),
+  };
 }
 
 /** Adds the deltas to the devices' day or month buckets, in one statement. */
@@ -144,9 +171,8 @@ export async function markLimitReached(
 ): Promise<DeviceRow[]> {
   if (ids.length === 0) return [];
   const v = rowSet(db, ids, ID_COLUMNS, 3);
-  const text = `update devices as d set limit_reached_at = $1 from ${v.from} where d.id = v.device_id
-    and d.data_limit > 0 and d.limit_reached_at is null and d.period_rx + d.period_tx >= d.data_limit
-    and (d.limit_period = 'total' or d.usage_month = $2) returning id`;
+  const text = `update devices as d set limit_reached_at = $1 from ${v.from}
+    where d.id = v.device_id and ${reachedAndUnmarked('$2')} returning id`;
   const marked = await runSql<{ id: number }>(db, text, [nowIso, currentMonth, ...v.params]);
   const rows: DeviceRow[] = [];
   for (const part of chunks(marked.map((row) => Number(row.id)))) {

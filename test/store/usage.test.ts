@@ -104,7 +104,7 @@ for (const kind of DATABASE_KINDS) {
       }));
       for (const round of [1, 2]) {
         const existing = await write(db, async (tx) => {
-          const stored = await addToDeviceCounts(tx, deltas, MONTH, `journal-${round}`);
+          const { stored } = await addToDeviceCounts(tx, deltas, MONTH, `journal-${round}`, MONTH);
           const kept = deltas.filter((d) => stored.includes(d.deviceId));
           await addToBuckets(tx, 'usage_daily', `${MONTH}-21`, kept);
           await addToBuckets(tx, 'usage_monthly', `${MONTH}-01`, kept);
@@ -157,16 +157,29 @@ for (const kind of DATABASE_KINDS) {
       const ids = await seedDevices(db, 'limits');
       // Every device moves 6,000 bytes twice: the limited ones (every third) pass 10,000 at the second.
       const deltas = ids.map((deviceId) => ({ deviceId, rx: 5000, tx: 1000, meter: 6000 }));
-      const mark = () =>
-        write(db, async (tx) => markLimitReached(tx, await addToDeviceCounts(tx, deltas, MONTH, 'j'), MONTH, NOW));
-      assert.deepEqual(await mark(), [], 'none has reached 10,000 bytes');
-      const marked = await mark();
+      const round = () =>
+        write(db, async (tx) => {
+          const { overLimit } = await addToDeviceCounts(tx, deltas, MONTH, 'j', MONTH);
+          return {
+            overLimit: [...overLimit].sort((a, b) => a - b),
+            marked: await markLimitReached(tx, overLimit, MONTH, NOW),
+          };
+        });
+      assert.deepEqual(await round(), { overLimit: [], marked: [] }, 'none has reached 10,000 bytes');
+      const limited = ids.filter((_, i) => i % 3 === 0);
+      const second = await round();
+      assert.deepEqual(second.overLimit, limited);
       assert.deepEqual(
-        marked.map((r) => r.id),
-        ids.filter((_, i) => i % 3 === 0),
+        second.marked.map((r) => r.id),
+        limited,
       );
-      assert.ok(marked.every((r) => r.limit_reached_at === NOW));
-      assert.deepEqual(await mark(), [], 'a device is marked once a period');
+      assert.ok(second.marked.every((r) => r.limit_reached_at === NOW));
+      assert.deepEqual(await round(), { overLimit: [], marked: [] }, 'a device is marked once a period');
+      assert.deepEqual(
+        await write(db, (tx) => markLimitReached(tx, ids, MONTH, NOW)),
+        [],
+        'even when every id is asked',
+      );
     });
 
     it(`sets the handshakes of ${DEVICES} devices and writes no row that holds its handshake already`, async () => {
