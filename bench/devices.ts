@@ -18,17 +18,13 @@
  * NO_WRITE (set: print the section, leave docs/benchmarks.md alone).
  * Writes the section "## Devices: creates and pages at 100,000 devices" of docs/benchmarks.md.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import SQLite from 'better-sqlite3';
 import { intToIp, ipToInt, parseCidr, parseSubnet, size } from '../src/domain/subnets.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
-import { freePort } from '../test/support/panel.ts';
-import { machine, writeSection } from './report.ts';
+import { BenchPanel } from './panel.ts';
+import { load1, loadAverage, machine, percentile, writeSection } from './report.ts';
 
 const DEVICES = Number(process.env.DEVICES ?? 100_000);
 const CREATES = Number(process.env.CREATES ?? 5_000);
@@ -38,75 +34,19 @@ const PAGE_REQUESTS = Number(process.env.PAGE_REQUESTS ?? 300);
 const LOAD_S = Number(process.env.LOAD_S ?? 10);
 const LOAD_CONNECTIONS = 10;
 const FULL_CREATES = Number(process.env.FULL_CREATES ?? 500);
-const CPU_PROF_DIR = process.env.CPU_PROF_DIR;
 const WARMUP_CREATES = 200;
 const FILL_BATCH = 2_500;
 const PAGE = 200;
 const CREATES_TARGET = 500;
 const PAGE_TARGET_MS = 20;
 const SECTION = 'Devices: creates and pages at 100,000 devices';
-const CLI = fileURLToPath(new URL('../bin/vpn-panel.js', import.meta.url));
 /** Two servers of a /16 each: 65,533 devices apiece. */
 const SERVER_ADDRESSES = ['10.200.0.1/16', '10.201.0.1/16'];
 
-const load1 = (): string => loadavg()[0]?.toFixed(2) ?? '?';
-const loadAll = (): string => loadavg().map((l) => l.toFixed(2)).join(' / ');
-
-// ---------------------------------------------------------------------------------------------
-// The panel process
-
-const dataDir = mkdtempSync(join(tmpdir(), 'vpn-panel-bench-devices-'));
-const env = { ...process.env, DATA_DIR: dataDir, NODE_DRIVER: 'dry-run', LOG_LEVEL: 'warn', HOST: '127.0.0.1', PUBLIC_HOST: '192.0.2.1' };
-
-interface Panel {
-  child: ChildProcess;
-  base: string;
-  auth: Record<string, string>;
-}
-
-async function waitFor(url: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 1_200; i++) {
-    if (child.exitCode !== null) throw new Error(`the panel exited with ${child.exitCode} before answering`);
-    try {
-      await fetch(url);
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error(`${url} did not answer within 60 s`);
-}
-
-async function startPanel(profileName: string, auth: Record<string, string>): Promise<Panel> {
-  const port = await freePort();
-  const profile = CPU_PROF_DIR === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF_DIR}`, `--cpu-prof-name=${profileName}.cpuprofile`];
-  const child = spawn(process.execPath, [...profile, CLI, 'serve'], { env: { ...env, PORT: String(port) }, stdio: 'inherit' });
-  running.add(child);
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor(`${base}/healthz`, child);
-  return { child, base, auth };
-}
-
-const running = new Set<ChildProcess>();
-
-function stopPanel(panel: Panel): Promise<void> {
-  return new Promise((resolve) => {
-    running.delete(panel.child);
-    if (panel.child.exitCode !== null) return resolve();
-    panel.child.once('exit', () => resolve());
-    panel.child.kill('SIGTERM');
-  });
-}
-
-/** A key with every scope, exempt from the rate limit, made by the CLI as an operator would. */
-function createKey(): Record<string, string> {
-  const key = execFileSync(process.execPath, [CLI, 'keys', 'create', '--name', 'bench', '--scopes', 'all', '--no-rate-limit'], { env, encoding: 'utf8' })
-    .trim()
-    .split('\n')
-    .at(-1);
-  if (key === undefined) throw new Error('no key');
-  return { authorization: `Bearer ${key}` };
-}
+const panel = new BenchPanel('devices');
+const { dataDir } = panel;
+/** The authorization header of a key with every scope, exempt from the rate limit. */
+type Auth = Record<string, string>;
 
 // ---------------------------------------------------------------------------------------------
 // Creates
@@ -121,14 +61,19 @@ interface CreateRun {
 }
 
 /** `count` creates with CONCURRENCY connections, alternating between the servers. */
-async function creates(panel: Panel, serverIds: readonly number[], count: number, before: number): Promise<CreateRun> {
+async function creates(auth: Auth, serverIds: readonly number[], count: number, before: number): Promise<CreateRun> {
   const started = performance.now();
   const r = await autocannon({
     url: `${panel.base}/api/v1/devices`,
     connections: Math.min(CONCURRENCY, count),
     amount: count,
     timeout: 60,
-    requests: serverIds.map((id) => ({ method: 'POST', path: '/api/v1/devices', headers: { ...panel.auth, 'content-type': 'application/json' }, body: JSON.stringify({ server_id: id }) })),
+    requests: serverIds.map((id) => ({
+      method: 'POST',
+      path: '/api/v1/devices',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ server_id: id }),
+    })),
   });
   const seconds = (performance.now() - started) / 1000;
   let non201 = r.errors + r.timeouts;
@@ -260,10 +205,6 @@ interface Latency {
   max: number;
 }
 
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
-
 function latencyOf(samples: number[]): Latency {
   const sorted = [...samples].sort((a, b) => a - b);
   return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99), max: sorted.at(-1) ?? Number.NaN };
@@ -285,13 +226,18 @@ function checkPage(text: string, after: number, serverId: number | undefined): v
 }
 
 /** One request at a time; the time to the whole body. */
-async function sequential(panel: Panel, cursors: Cursors, position: number, serverId: number | undefined): Promise<Latency> {
+async function sequential(
+  auth: Auth,
+  cursors: Cursors,
+  position: number,
+  serverId: number | undefined,
+): Promise<Latency> {
   const after = cursors.after[position] ?? 0;
   const url = `${panel.base}/api/v1/devices?limit=${PAGE}&after=${after}${cursors.query}`;
   const samples: number[] = [];
   for (let i = 0; i < PAGE_REQUESTS + 20; i++) {
     const started = performance.now();
-    const response = await fetch(url, { headers: panel.auth });
+    const response = await fetch(url, { headers: auth });
     const text = await response.text();
     const took = performance.now() - started;
     if (response.status !== 200) throw new Error(`${url}: ${response.status} ${text.slice(0, 200)}`);
@@ -312,12 +258,12 @@ interface LoadRun {
 }
 
 /** LOAD_CONNECTIONS connections for LOAD_S seconds, each cycling over the start, middle and end pages. */
-async function underLoad(panel: Panel, cursors: Cursors): Promise<LoadRun> {
+async function underLoad(auth: Auth, cursors: Cursors): Promise<LoadRun> {
   const r = await autocannon({
     url: `${panel.base}/api/v1/devices`,
     connections: LOAD_CONNECTIONS,
     duration: LOAD_S,
-    headers: panel.auth,
+    headers: auth,
     requests: cursors.after.map((after) => ({ method: 'GET', path: `/api/v1/devices?limit=${PAGE}&after=${after}${cursors.query}` })),
   });
   return { perSecond: r.requests.average, p50Ms: r.latency.p50, p99Ms: r.latency.p99, non2xx: r.non2xx + r.errors + r.timeouts };
@@ -327,11 +273,11 @@ async function underLoad(panel: Panel, cursors: Cursors): Promise<LoadRun> {
 // The run
 
 const ms = (v: number) => (v < 10 ? v.toFixed(2) : v.toFixed(1));
-const loadAtStart = loadAll();
+const loadAtStart = loadAverage();
 const phaseLoad: string[] = [];
 try {
-  const auth = createKey();
-  let panel = await startPanel('creates', auth);
+  const auth = { authorization: `Bearer ${panel.createKey()}` };
+  await panel.start('creates');
   // Servers with room for 65,533 devices each.
   const serverIds: number[] = [];
   for (const [i, address] of SERVER_ADDRESSES.entries()) {
@@ -344,10 +290,11 @@ try {
   // Creates from an empty panel, then more through the API while the time budget lasts.
   console.log(`creates: ${WARMUP_CREATES} warm-up, then ${CREATES} measured (load ${load1()})`);
   phaseLoad.push(`creates from empty: ${load1()}`);
-  const warm = await creates(panel, serverIds, WARMUP_CREATES, 0);
+  const warm = await creates(auth, serverIds, WARMUP_CREATES, 0);
   if (warm.non201 > 0) throw new Error(`${warm.non201} warm-up creates failed`);
   const fillStarted = performance.now();
-  const fill: CreateRun[] = [await creates(panel, serverIds, Math.min(CREATES, DEVICES - WARMUP_CREATES), WARMUP_CREATES)];
+  const firstFill = Math.min(CREATES, DEVICES - WARMUP_CREATES);
+  const fill: CreateRun[] = [await creates(auth, serverIds, firstFill, WARMUP_CREATES)];
   let made = WARMUP_CREATES + (fill[0]?.count ?? 0);
   console.log(fill[0]);
   for (;;) {
@@ -357,14 +304,14 @@ try {
     const batch = Math.min(FILL_BATCH, remaining);
     const elapsed = (performance.now() - fillStarted) / 1000;
     if (elapsed + batch / last.perSecond > FILL_API_S) break;
-    const run = await creates(panel, serverIds, batch, made);
+    const run = await creates(auth, serverIds, batch, made);
     fill.push(run);
     made += run.count;
     console.log(run, `load ${load1()}`);
   }
   const fillSeconds = (performance.now() - fillStarted) / 1000;
   const apiFailures = warm.non201 + fill.reduce((n, r) => n + r.non201, 0);
-  await stopPanel(panel);
+  await panel.stop();
 
   const seeded = seed(DEVICES);
   console.log('seeded', seeded);
@@ -374,7 +321,7 @@ try {
 
   // Pages at 100,000 devices (a new panel process: its startup resync loads every peer).
   const restartStarted = performance.now();
-  panel = await startPanel('pages', auth);
+  await panel.start('pages');
   const restartSeconds = (performance.now() - restartStarted) / 1000;
   phaseLoad.push(`pages: ${load1()}`);
   console.log(`pages (load ${load1()})`);
@@ -384,29 +331,29 @@ try {
   const loads: { cursors: Cursors; run: LoadRun }[] = [];
   for (const c of cursors) {
     for (const [position, name] of positions.entries()) {
-      const l = await sequential(panel, c, position, c.query.startsWith('&server_id') ? firstServer : undefined);
+      const l = await sequential(auth, c, position, c.query.startsWith('&server_id') ? firstServer : undefined);
       if (l.p99 > worst.p99) Object.assign(worst, { p99: l.p99, where: `${c.label}, ${name}` });
       pageRows.push(`| ${c.label} | ${name} (after=${c.after[position]}) | ${ms(l.p50)} | ${ms(l.p95)} | ${ms(l.p99)} | ${ms(l.max)} |`);
       console.log(pageRows.at(-1));
     }
   }
   for (const c of cursors) {
-    const run = await underLoad(panel, c);
+    const run = await underLoad(auth, c);
     loads.push({ cursors: c, run });
     console.log(c.label, run);
   }
-  await stopPanel(panel);
+  await panel.stop();
 
   // Creates at 100,000 devices, in a third process.
-  panel = await startPanel('creates-full', auth);
+  await panel.start('creates-full');
   phaseLoad.push(`creates at ${DEVICES.toLocaleString('en')}: ${load1()}`);
   console.log(`creates at ${DEVICES} (load ${load1()})`);
-  const warmFull = await creates(panel, serverIds, 100, DEVICES);
+  const warmFull = await creates(auth, serverIds, 100, DEVICES);
   if (warmFull.non201 > 0) throw new Error(`${warmFull.non201} warm-up creates at ${DEVICES} failed`);
-  const full = await creates(panel, serverIds, FULL_CREATES, DEVICES + warmFull.count);
+  const full = await creates(auth, serverIds, FULL_CREATES, DEVICES + warmFull.count);
   console.log(full);
-  await stopPanel(panel);
-  const loadAtEnd = loadAll();
+  await panel.stop();
+  const loadAtEnd = loadAverage();
 
   // The section.
   const first = fill[0];
@@ -449,6 +396,5 @@ Targets:
   if (process.env.NO_WRITE === undefined) writeSection(SECTION, body);
   console.log(body);
 } finally {
-  await Promise.all([...running].map((child) => stopPanel({ child, base: '', auth: {} })));
-  rmSync(dataDir, { recursive: true, force: true });
+  await panel.remove();
 }

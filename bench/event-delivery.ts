@@ -15,15 +15,11 @@
  * docs/benchmarks.md alone).
  * Writes the section "## Event to first webhook delivery attempt".
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../test/support/panel.ts';
-import { machine, writeSection } from './report.ts';
+import { BenchPanel } from './panel.ts';
+import { loadAverage, machine, percentile, writeSection } from './report.ts';
 
 const SECTION = 'Event to first webhook delivery attempt';
 const TARGET_P99_MS = 100;
@@ -36,12 +32,6 @@ interface Figures {
   p95: number;
   p99: number;
   max: number;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
 }
 
 /** A receiver that answers 204 at once and resolves the waiter of each device id it hears of. */
@@ -76,49 +66,14 @@ function startReceiver(): Promise<{ server: Server; port: number; arrival: (devi
   });
 }
 
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
-}
-
 async function measure(label: string, cli: string): Promise<Figures> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'vpn-panel-bench-event-delivery-'));
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATA_DIR: dataDir,
-    NODE_DRIVER: 'dry-run',
-    LOG_LEVEL: 'warn',
-    HOST: '127.0.0.1',
-    PUBLIC_HOST: '192.0.2.1',
-    WEBHOOK_ALLOW_PRIVATE: '1',
-    WEBHOOK_RETRY_SCHEDULE: undefined,
-  };
+  const env = { WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_RETRY_SCHEDULE: undefined };
+  const panel = new BenchPanel('event-delivery', env, cli);
   const receiver = await startReceiver();
-  let panel: ChildProcess | undefined;
   try {
-    const keyArgs = [cli, 'keys', 'create', '--name', 'bench', '--scopes', 'all', '--no-rate-limit'];
-    const key = execFileSync(process.execPath, keyArgs, { env, encoding: 'utf8' })
-      .trim()
-      .split('\n')
-      .at(-1);
-    if (key === undefined) throw new Error('no key');
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
-    const child = spawn(process.execPath, [cli, 'serve'], { env: { ...env, PORT: String(port) }, stdio: 'inherit' });
-    panel = child;
-    for (let i = 0; ; i++) {
-      if (child.exitCode !== null) throw new Error(`the panel exited with ${child.exitCode}`);
-      if (i > 1_200) throw new Error('the panel did not answer /healthz within 60 s');
-      if (await fetch(`${base}/healthz`).then((r) => r.ok, () => false)) break;
-      await sleep(50);
-    }
+    const key = panel.createKey();
+    await panel.start();
+    const { base } = panel;
     const api = async (path: string, body: object): Promise<{ id: number }> => {
       const response = await fetch(`${base}${path}`, {
         method: 'POST',
@@ -149,18 +104,17 @@ async function measure(label: string, cli: string): Promise<Figures> {
       max: latencies.at(-1) ?? Number.NaN,
     };
   } finally {
-    if (panel) await stop(panel);
+    await panel.remove();
     receiver.server.close();
-    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
 const ms = (v: number): string => v.toFixed(1);
-const loadStart = loadavg().map((l) => l.toFixed(2)).join(' / ');
+const loadStart = loadAverage();
 const runs: Figures[] = [];
 if (process.env.BASE_CLI !== undefined) runs.push(await measure(process.env.BASE_LABEL ?? 'before', process.env.BASE_CLI));
 runs.push(await measure('this checkout', CLI));
-const loadEnd = loadavg().map((l) => l.toFixed(2)).join(' / ');
+const loadEnd = loadAverage();
 const rows = runs.map((f) => `| ${f.label} | ${ms(f.median)} | ${ms(f.p95)} | ${ms(f.p99)} | ${ms(f.max)} |`);
 const settings = `DEVICES=${DEVICES}${process.env.BASE_CLI === undefined ? '' : ', BASE_CLI set'}`;
 const body = `Command: \`node bench/event-delivery.ts\` (${settings}). Machine: ${machine()}. \

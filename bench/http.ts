@@ -4,13 +4,11 @@
  * Target (issue 2): the authenticated route serves at least half the requests/s of the bare one.
  * Run: npm run bench:http   (DURATION_S, SLICE_S, ROUNDS and CONNECTIONS may be set in the environment)
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { freePort } from '../test/support/panel.ts';
+import { answers, BenchPanel, stop } from './panel.ts';
 import { machine, writeSection } from './report.ts';
 
 /** Seconds of load on each server a round, after WARMUP_S of warm-up on each. */
@@ -25,19 +23,6 @@ const SLICE_S = Number(process.env.SLICE_S ?? 1);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 /** Each route is measured this many times; the median ratio is reported. */
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
-const CLI = fileURLToPath(new URL('../bin/vpn-panel.js', import.meta.url));
-
-async function waitFor(url: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    try {
-      await fetch(url);
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error(`${url} did not answer`);
-}
 
 interface Result {
   requestsPerSecond: number;
@@ -78,44 +63,33 @@ async function round(bare: Target, api: Target): Promise<{ bare: Result; api: Re
   return { bare: summary(bareSlices), api: summary(apiSlices) };
 }
 
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
-
-const dataDir = mkdtempSync(join(tmpdir(), 'vpn-panel-bench-'));
-const env = { ...process.env, DATA_DIR: dataDir, NODE_DRIVER: 'dry-run', LOG_LEVEL: 'warn', HOST: '127.0.0.1', PUBLIC_HOST: '192.0.2.1' };
-const panelPort = await freePort();
-const barePort = await freePort();
-const key = execFileSync(process.execPath, [CLI, 'keys', 'create', '--name', 'bench', '--scopes', 'servers:read,events:read,webhooks:write', '--no-rate-limit'], { env, encoding: 'utf8' })
-  .trim()
-  .split('\n')
-  .at(-1);
-if (key === undefined) throw new Error('no key');
 /** Cheap authenticated GETs of the API; the cheapest one is the one the target is about. */
 const PATHS = ['/api/v1/servers', '/api/v1/nodes', '/api/v1/events?limit=1', '/api/v1/webhooks'];
 
-const panel = spawn(process.execPath, [CLI, 'serve'], { env: { ...env, PORT: String(panelPort) }, stdio: 'inherit' });
+const panel = new BenchPanel('http');
 let bare: ChildProcess | undefined;
 try {
-  await waitFor(`http://127.0.0.1:${panelPort}/healthz`);
+  const key = panel.createKey('servers:read,events:read,webhooks:write');
+  await panel.start();
+  const panelUrl = panel.base;
+  const auth = { authorization: `Bearer ${key}` };
   const bodies: Record<string, string> = {};
-  for (const path of PATHS) {
-    bodies[path] = await fetch(`http://127.0.0.1:${panelPort}${path}`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.text());
-  }
-  bare = spawn(process.execPath, [fileURLToPath(new URL('./bare-server.ts', import.meta.url))], { env: { ...env, PORT: String(barePort), BODIES: JSON.stringify(bodies) }, stdio: 'inherit' });
-  await waitFor(`http://127.0.0.1:${barePort}/api/v1/servers`);
+  for (const path of PATHS) bodies[path] = await fetch(`${panelUrl}${path}`, { headers: auth }).then((r) => r.text());
+  const barePort = await freePort();
+  const bareServer = fileURLToPath(new URL('./bare-server.ts', import.meta.url));
+  const bareEnv = { ...panel.env, PORT: String(barePort), BODIES: JSON.stringify(bodies) };
+  bare = spawn(process.execPath, [bareServer], { env: bareEnv, stdio: 'inherit' });
+  const bareUrl = `http://127.0.0.1:${barePort}`;
+  await answers(`${bareUrl}/api/v1/servers`, bare);
   const rows: string[] = [];
   let best = 0;
   for (const path of PATHS) {
-    const same = await fetch(`http://127.0.0.1:${barePort}${path}`).then((r) => r.text());
+    const same = await fetch(`${bareUrl}${path}`).then((r) => r.text());
     if (same !== bodies[path]) throw new Error(`the two routes answer differently for ${path}`);
     const ratios: number[] = [];
     const pairs: { bare: Result; api: Result }[] = [];
     for (let i = 0; i < ROUNDS; i++) {
-      const pair = await round({ url: `http://127.0.0.1:${barePort}${path}`, headers: {} }, { url: `http://127.0.0.1:${panelPort}${path}`, headers: { authorization: `Bearer ${key}` } });
+      const pair = await round({ url: `${bareUrl}${path}`, headers: {} }, { url: `${panelUrl}${path}`, headers: auth });
       if (pair.api.non2xx > 0) throw new Error(`GET ${path} answered ${pair.api.non2xx} non-2xx: the figures would not be of the route`);
       ratios.push(pair.api.requestsPerSecond / pair.bare.requestsPerSecond);
       pairs.push(pair);
@@ -141,6 +115,5 @@ Cheapest authenticated GET, median ratio authenticated / bare: **${best.toFixed(
   writeSection('HTTP: cheapest authenticated GET against bare Fastify', body);
   console.log(body);
 } finally {
-  await Promise.all([stop(panel), ...(bare ? [stop(bare)] : [])]);
-  rmSync(dataDir, { recursive: true, force: true });
+  await Promise.all([panel.remove(), ...(bare ? [stop(bare)] : [])]);
 }

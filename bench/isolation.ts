@@ -9,15 +9,13 @@
  * Run as root: node bench/isolation.ts   (IPERF_SECONDS and ROUNDS may be set)
  * Writes the section "## Client isolation (wireguard-go)" of docs/benchmarks.md.
  */
-import { execFileSync } from 'node:child_process';
-import { availableParallelism, cpus, loadavg, release } from 'node:os';
 import { ExecRunner } from '../src/agent/commands.ts';
 import type { ServerSpec } from '../src/agent/driver.ts';
 import { SERVER_ISOLATION_TABLE } from '../src/agent/isolation.ts';
 import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
 import { generateKeyPair, publicKeyOf } from '../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run } from '../test/support/netns.ts';
-import { writeSection } from './report.ts';
+import { firstLine, host, loadAverage, writeSection } from './report.ts';
 
 const IPERF_SECONDS = Number(process.env.IPERF_SECONDS ?? 4);
 const ROUNDS = Number(process.env.ROUNDS ?? 6);
@@ -33,14 +31,10 @@ function percentile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
 }
 
-function firstLine(cmd: string, args: readonly string[]): string {
-  return execFileSync(cmd, args, { encoding: 'utf8' }).split('\n')[0]?.trim() ?? cmd;
-}
-
 async function main(): Promise<void> {
   const skip = requireRoot([['iperf3', 'iperf3']]);
   if (skip !== false) throw new Error(skip);
-  const loadAtStart = loadavg();
+  const loadAtStart = loadAverage();
   const lab = await NetLab.create();
   const runner = new ExecRunner(CHILD_LOG_DIR);
   const { prefix: namePrefix, hostNs: hostNetns } = lab;
@@ -107,13 +101,12 @@ async function main(): Promise<void> {
     };
     const body = [
       `Command: \`node bench/isolation.ts\` (as root; \`IPERF_SECONDS=${IPERF_SECONDS} ROUNDS=${ROUNDS}\`). ` +
-        `Machine: nproc ${availableParallelism()} (${cpus()[0]?.model ?? 'cpu'}), kernel ${release()}, ` +
+        `Machine: ${host()}, ` +
         `${firstLine('wireguard-go', ['--version'])}, ${firstLine('nft', ['--version'])}, ` +
         `${firstLine('iperf3', ['--version'])}, Node ${process.versions.node}, ` +
         `${new Date().toISOString().slice(0, 10)}.`,
       '',
-      `Load average (1/5/15 min) at the start: ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}; ` +
-        `at the end: ${loadavg().map((l) => l.toFixed(2)).join(' / ')} (the machine is shared).`,
+      `Load average (1/5/15 min) at the start: ${loadAtStart}; at the end: ${loadAverage()} (the machine is shared).`,
       '',
       "One real client (wireguard-go in its own namespace) through one server's tunnel and both NATs to iperf3 " +
         `beyond the host's uplink, TCP, ${IPERF_SECONDS} s each way, Mbit/s as the receiver counted them. ` +

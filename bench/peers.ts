@@ -9,10 +9,8 @@
  * Run as root: node bench/peers.ts   (PEERS and CHANGES may be set in the environment)
  * Writes the section "## Peers on one server (wireguard-go)" of docs/benchmarks.md.
  */
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { availableParallelism, cpus, release } from 'node:os';
-import { writeSection } from './report.ts';
+import { firstLine, host, writeSection } from './report.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
 import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type RunResult, type StartOptions } from '../src/agent/commands.ts';
@@ -187,14 +185,6 @@ function peerAddress(n: number): string {
   return `10.96.${Math.floor(host / 256)}.${host % 256}/32`;
 }
 
-function firstLine(cmd: string, args: readonly string[]): string {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0]?.trim() ?? '?';
-  } catch {
-    return '?';
-  }
-}
-
 function rssMb(pid: number): number {
   const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
   return kb === undefined ? Number.NaN : Number(kb) / 1024;
@@ -304,9 +294,8 @@ async function main(): Promise<void> {
       const figure = `median ${ms(r.stats.median)}, p95 ${ms(r.stats.p95)} (max ${ms(r.stats.max)})`;
       return `| ${r.label} | ≤ ${r.calls} \`wg set\` naming ≤ ${r.touched} peers | ${strong ? `**${figure}**` : figure} |`;
     };
-    const cpu = cpus()[0]?.model ?? 'cpu';
     const body = [
-      `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} CHANGES=${CHANGES}\` are the defaults). Machine: nproc ${availableParallelism()} (${cpu}), kernel ${release()}, ${firstLine('wireguard-go', ['--version'])}, ${firstLine('wg', ['--version']).split(' - ')[0] ?? ''}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
+      `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} CHANGES=${CHANGES}\` are the defaults). Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ${firstLine('wg', ['--version']).split(' - ')[0] ?? ''}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
       '',
       `One server made by the \`wireguard\` driver (wireguard-go; host namespace made by the script), ${count(PEERS)} peers with a /32 each, no traffic. A change swaps one peer for a new key at the same address (one removal, one addition). Timings of one run, ${CHANGES} changes a path; after all of them the interface holds exactly the expected ${count(PEERS)} peers.`,
       '',

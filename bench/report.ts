@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { availableParallelism, cpus, loadavg, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const FILE = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
@@ -21,4 +22,35 @@ export function writeSection(title: string, body: string): void {
 
 export function machine(): string {
   return `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}`;
+}
+
+/** The host as the data-plane benches name it: nproc, CPU model and kernel. */
+export function host(): string {
+  return `nproc ${availableParallelism()} (${cpus()[0]?.model ?? 'cpu'}), kernel ${release()}`;
+}
+
+/** The first line `cmd args` prints (a tool's version), or `?` when it cannot run. */
+export function firstLine(cmd: string, args: readonly string[]): string {
+  try {
+    const out = execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return out.split('\n')[0]?.trim() ?? '?';
+  } catch {
+    return '?';
+  }
+}
+
+/** The load average over 1, 5 and 15 minutes: `0.52 / 0.61 / 0.40` (the machine is shared). */
+export function loadAverage(): string {
+  return loadavg().map((l) => l.toFixed(2)).join(' / ');
+}
+
+/** The load average over the last minute. */
+export function load1(): string {
+  return loadavg()[0]?.toFixed(2) ?? '?';
+}
+
+/** The `p`th percentile (0-100) of `values` by nearest rank: the smallest value with p % of them at or below it. */
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
 }

@@ -11,14 +11,12 @@
  * Run as root: node bench/speed-limits.ts   (LIMITED, CHANGES, IPERF_SECONDS and ROUNDS may be set)
  * Writes the section "## Speed limits on one server (wireguard-go)" of docs/benchmarks.md.
  */
-import { execFileSync } from 'node:child_process';
-import { availableParallelism, cpus, loadavg, release } from 'node:os';
 import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type RunResult, type StartOptions } from '../src/agent/commands.ts';
 import type { PeerSpec, ServerSpec } from '../src/agent/driver.ts';
 import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
 import { generateKeyPair, publicKeyOf } from '../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, waitFor } from '../test/support/netns.ts';
-import { writeSection } from './report.ts';
+import { firstLine, host, loadAverage, percentile, writeSection } from './report.ts';
 
 const LIMITED = Number(process.env.LIMITED ?? 5000);
 const CHANGES = Number(process.env.CHANGES ?? 20);
@@ -76,21 +74,8 @@ class ToolTimer implements CommandRunner {
   }
 }
 
-function percentile(samples: readonly number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))] ?? Number.NaN;
-}
-
 const ms = (value: number): string => `${value.toFixed(1)} ms`;
 const count = (n: number): string => n.toLocaleString('en');
-
-function firstLine(cmd: string, args: readonly string[]): string {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0]?.trim() ?? '?';
-  } catch {
-    return '?';
-  }
-}
 
 /** The n-th peer address of 10.97.0.0/16, skipping .0.0 and the server's .0.1. */
 function address(n: number): string {
@@ -117,7 +102,7 @@ async function main(): Promise<void> {
   const clientPeer = (kbps: number): PeerSpec => ({ publicKey: client.publicKey, allowedIp: `${address(0)}/32`, speedLimitKbps: kbps });
   const withClient = (kbps: number): PeerSpec[] => [clientPeer(kbps), ...peers.slice(1)];
 
-  const loadAtStart = loadavg();
+  const loadAtStart = loadAverage();
   const lab = await NetLab.create();
   const timer = new ToolTimer();
   const driver = new WireGuardDriver({ runner: timer, namePrefix: lab.prefix, hostNetns: lab.hostNs, implementation: 'wireguard-go' });
@@ -187,13 +172,16 @@ async function main(): Promise<void> {
       const order = [...cases.slice(round % cases.length), ...cases.slice(0, round % cases.length)];
       for (const c of order) c.samples.push(await c.run());
     }
-    const median = (c: { samples: [number, number][] }): [number, number] => [percentile(c.samples.map((x) => x[0]), 0.5), percentile(c.samples.map((x) => x[1]), 0.5)];
+    const median = (c: { samples: [number, number][] }): [number, number] => [
+      percentile(c.samples.map((x) => x[0]), 50),
+      percentile(c.samples.map((x) => x[1]), 50),
+    ];
     const [reference, limitedHigh, unlimitedAmong] = [median(referenceCase), median(highCase), median(unlimitedCase)];
     // How much single runs of one case differ here: the noise the medians' differences are to be read against.
     const spreadPercent = Math.max(
       ...cases.flatMap((c) => [0, 1].map((d) => {
         const values = c.samples.map((x) => x[d] ?? 0);
-        return (100 * (Math.max(...values) - Math.min(...values))) / percentile(values, 0.5);
+        return (100 * (Math.max(...values) - Math.min(...values))) / percentile(values, 50);
       })),
     );
     await driver.changePeers(serverId, [clientPeer(ACCURACY_KBPS)], []);
@@ -211,7 +199,8 @@ async function main(): Promise<void> {
         samples.push(result.ms);
         if (round === 0) split = result.split;
       }
-      row(`${label}, \`changePeers\`, ${CHANGES} rounds`, `median ${ms(percentile(samples, 0.5))}, p95 ${ms(percentile(samples, 0.95))} (one: ${split})`);
+      const figures = `median ${ms(percentile(samples, 50))}, p95 ${ms(percentile(samples, 95))} (one: ${split})`;
+      row(`${label}, \`changePeers\`, ${CHANGES} rounds`, figures);
     };
     const peerAt = (i: number, kbps: number): PeerSpec => ({ publicKey: peers[i]?.publicKey ?? '', allowedIp: `${address(i)}/32`, speedLimitKbps: kbps });
     await rounds(`One limit changed among ${count(LIMITED)}`, (i) => peerAt(i, 77_000));
@@ -238,9 +227,9 @@ async function main(): Promise<void> {
     for (const wg of clients) await wg.close();
 
     const body = [
-      `Command: \`node bench/speed-limits.ts\` (as root; \`LIMITED=${LIMITED} CHANGES=${CHANGES} IPERF_SECONDS=${IPERF_SECONDS}\`). Machine: nproc ${availableParallelism()} (${cpus()[0]?.model ?? 'cpu'}), kernel ${release()}, ${firstLine('wireguard-go', ['--version'])}, ${/iproute2-[\d.]*\d/.exec(firstLine('tc', ['-V']))?.[0] ?? 'tc'}, ${firstLine('nft', ['--version'])}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
+      `Command: \`node bench/speed-limits.ts\` (as root; \`LIMITED=${LIMITED} CHANGES=${CHANGES} IPERF_SECONDS=${IPERF_SECONDS}\`). Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ${/iproute2-[\d.]*\d/.exec(firstLine('tc', ['-V']))?.[0] ?? 'tc'}, ${firstLine('nft', ['--version'])}, Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
       '',
-      `Load average (1/5/15 min) at the start: ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}; at the end: ${loadavg().map((l) => l.toFixed(2)).join(' / ')} (the machine is shared).`,
+      `Load average (1/5/15 min) at the start: ${loadAtStart}; at the end: ${loadAverage()} (the machine is shared).`,
       '',
       `One server made by the \`wireguard\` driver (wireguard-go) in a /16, ${count(LIMITED)} peers each with its own limit (1-50 Mbit/s): an HTB class and a bfifo queue per peer on the WireGuard interface (download) and on the uplink veth (upload), and an nft map address → class id that sets \`meta priority\` (docs/dataplane.md). Times of the driver call, split by the tool that ran (reads run in parallel).`,
       '',

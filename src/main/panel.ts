@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import type { DestinationStream } from 'pino';
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
 import { REQUEST_RATE, UNAUTHENTICATED_RATE } from '../domain/rate-limit.ts';
@@ -100,9 +101,16 @@ export interface Panel {
   stop(): Promise<void>;
 }
 
+export interface PanelOptions {
+  clock?: Clock;
+  /** Where the log lines go; stdout when not given. */
+  logDestination?: DestinationStream;
+}
+
 /** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */
-export async function assemblePanel(config: PanelConfig, clock: Clock = systemClock): Promise<Panel> {
-  const log = createLogger(config.logLevel);
+export async function assemblePanel(config: PanelConfig, options: PanelOptions = {}): Promise<Panel> {
+  const clock = options.clock ?? systemClock;
+  const log = createLogger(config.logLevel, options.logDestination);
   const lock = await holdPanelLock(config);
   const store = await openMigratedStore(config).catch(async (error: unknown) => {
     await lock.release();

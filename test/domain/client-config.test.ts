@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ClientConfigInput, configFileName, renderClientConfig } from '../../src/domain/client-config.ts';
 import { AppError } from '../../src/domain/errors.ts';
+import { needsTool } from '../support/tools.ts';
 
 // Real keys from `wg genkey | wg pubkey`.
 const DEVICE_PRIVATE_KEY = '4GvL+KavliU97SqGoE2o4qms21A1d4nclaFtqkT+AWg=';
@@ -206,15 +207,8 @@ describe('configFileName', () => {
 // wg-quick strip parses the file as `wg-quick up` does: it refuses a file whose name is no interface
 // name, takes out its own keys (Address, DNS, MTU, PostUp, PreDown) and prints what is left for `wg`.
 const isRoot = process.getuid?.() === 0;
-const hasWgQuick = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v wg-quick'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-const skipStrip = !hasWgQuick ? 'needs wg-quick (apt-get install wireguard-tools)' : !isRoot ? 'needs root: wg-quick re-runs itself through sudo otherwise' : false;
+const notRoot = isRoot ? false : 'needs root: wg-quick re-runs itself through sudo otherwise';
+const skipStrip = needsTool('wg-quick', 'wireguard-tools') || notRoot;
 
 describe('wg-quick strip accepts the rendered file', { skip: skipStrip }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'client-config-'));

@@ -22,8 +22,8 @@ import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { hostOf, NetLab, requireRoot, run, sleep, unusedPrefix, waitFor, wgKeyPair } from '../support/netns.ts';
-import { endLab, startLabPanel } from '../support/lab-panel.ts';
-import type { ApiClient, PanelProcess } from '../support/panel.ts';
+import { endLab, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
+import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
 type Device = components['schemas']['Device'];
@@ -116,9 +116,8 @@ class Pinger {
 describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let lab: NetLab | undefined;
   let db: TestDatabase | undefined;
-  let panel: PanelProcess | undefined;
+  let panel: LabPanel | undefined;
   let api: ApiClient;
-  let key: string;
   let serverA: Server | undefined;
   let serverB: Server | undefined;
   /** The panel-keys device of test 1 and its first config. */
@@ -126,16 +125,12 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
   /** The client-key device of test 2 (its config is up after test 2). */
   let clientKeyed: { device: Device; iface: string } | undefined;
 
-  function need<T>(value: T | undefined, what: string): T {
-    assert.ok(value !== undefined, `needs ${what} (see the failure above)`);
-    return value;
-  }
-
   const up = (iface: string, config: string): Promise<void> => need(lab, 'the lab').wgQuickUp(iface, config);
   const down = (iface: string): Promise<void> => need(lab, 'the lab').wgQuickDown(iface);
 
   async function fetchConfig(id: number): Promise<string> {
-    const res = await fetch(`${need(panel, 'the panel').url}/api/v1/devices/${id}/config`, { headers: { authorization: `Bearer ${key}` } });
+    const { url, key } = need(panel, 'the panel');
+    const res = await fetch(`${url}/api/v1/devices/${id}/config`, { headers: { authorization: `Bearer ${key}` } });
     const text = await res.text();
     assert.equal(res.status, 200, text);
     assert.match(res.headers.get('content-type') ?? '', /^text\/plain/);
@@ -159,7 +154,8 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
     const prefix = await unusedPrefix('d');
     lab = await NetLab.create(prefix);
     db = await createTestDatabase('sqlite');
-    ({ panel, key, api } = await startLabPanel(lab, db, 'e2e-devices'));
+    panel = await startLabPanel(lab, db, 'e2e-devices');
+    api = panel.api;
     for (const name of ['dev-a', 'dev-b']) {
       const created = await api.POST('/api/v1/servers', { body: { name } });
       assert.equal(created.response.status, 201, JSON.stringify(created.error));
@@ -170,7 +166,7 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
   });
 
   after(async () => {
-    assert.deepEqual(await endLab({ panel, lab, database: db }), [], 'cleanup left nothing behind');
+    assert.deepEqual(await endLab({ panel, labs: [lab], database: db }), [], 'cleanup left nothing behind');
   });
 
   test('a device with panel-made keys: its config from GET /devices/{id}/config, up with wg-quick, pings the server', async (t) => {

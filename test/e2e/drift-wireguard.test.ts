@@ -13,23 +13,18 @@
  * prefixes and is removed in `after()`, pass or fail.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import type { AgentPeer, DesiredServer } from '../../src/agent/protocol.ts';
 import type { ActivityEntry as Activity } from '../../src/domain/activity.ts';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { NetLab, requireRoot, run, sleep, unusedPrefix, waitFor, wgKeyPair } from '../support/netns.ts';
-import { type ApiClient, freePort, type PanelProcess, ROOT, startPanel } from '../support/panel.ts';
+import { endLab, LabAgent, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
+import { NetLab, requireRoot, run, unusedPrefix, waitFor, wgKeyPair } from '../support/netns.ts';
 
 type Server = components['schemas']['Server'];
 type Device = components['schemas']['Device'];
 
 const skip = requireRoot([['tc', 'iproute2']]);
-const CLI = join(ROOT, 'bin/vpn-panel.js');
 /** The issue's bound: drift is repaired within 60 s. */
 const REPAIR_BOUND_MS = 60_000;
 /** Five drifts one after another, each repaired within 60 s (the remote node's two meanwhile): about 90-160 s. */
@@ -54,18 +49,10 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let labA: NetLab | undefined;
   let labB: NetLab | undefined;
   let db: TestDatabase | undefined;
-  let panel: PanelProcess | undefined;
-  let agent: ChildProcess | undefined;
-  let api: ApiClient;
-  let agentUrl: string;
-  const token = randomBytes(16).toString('hex');
+  let panel: LabPanel | undefined;
+  let agent: LabAgent | undefined;
   let local: { server: Server; open: Device; limited: Device } | undefined;
   let remote: { server: Server; device: Device } | undefined;
-
-  function need<T>(value: T | undefined, what: string): T {
-    assert.ok(value !== undefined, `needs ${what} (see the failure above)`);
-    return value;
-  }
 
   async function repairs(): Promise<Activity[]> {
     const args = ['activity', '--json', '--actor', 'system', '--resource', 'server', '--limit', '200'];
@@ -103,8 +90,9 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   /** A call to the remote agent's own API with the node token, as its holder could make it. */
   async function agentCall(method: string, path: string, body: unknown): Promise<void> {
+    const { url, token } = need(agent, 'the agent');
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-    const response = await fetch(`${agentUrl}${path}`, { method, headers, body: JSON.stringify(body) });
+    const response = await fetch(`${url}${path}`, { method, headers, body: JSON.stringify(body) });
     assert.ok(response.ok, `${method} ${path}: ${response.status} ${await response.text()}`);
   }
 
@@ -119,52 +107,10 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     labA = await NetLab.create(await unusedPrefix('g'));
     labB = await NetLab.create(await unusedPrefix('g'));
     db = await createTestDatabase('sqlite');
-    const panelEnv = {
-      NODE_DRIVER: 'wireguard',
-      NODE_NETNS: labA.hostNs,
-      NODE_NAME_PREFIX: labA.prefix,
-      PUBLIC_HOST: labA.hostIp,
-    };
-    panel = await startPanel({ database: db, env: panelEnv });
-    api = panel.client(await panel.createKey('e2e-drift', 'all', ['--no-rate-limit']));
-
-    const agentPort = await freePort();
-    agentUrl = `http://127.0.0.1:${agentPort}`;
-    const agentEnv = {
-      AGENT_PORT: String(agentPort),
-      AGENT_HOST: '127.0.0.1',
-      AGENT_TOKEN: token,
-      AGENT_TLS: 'off',
-      NODE_DRIVER: 'wireguard',
-      NODE_NETNS: labB.hostNs,
-      NODE_NAME_PREFIX: labB.prefix,
-      PUBLIC_HOST: labB.hostIp,
-      LOG_LEVEL: 'warn',
-      DATA_DIR: join(db.dataDir, 'node'),
-    };
-    const child = spawn(process.execPath, [CLI, 'node'], {
-      env: { ...process.env, ...agentEnv },
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    agent = child;
-    labB.track(child);
-    let output = '';
-    child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
-    await waitFor('the agent to answer /v1/status', async () => {
-      if (child.exitCode !== null) throw new Error(`vpn-panel node exited with ${child.exitCode}:\n${output}`);
-      const headers = { authorization: `Bearer ${token}` };
-      const answered = await fetch(`${agentUrl}/v1/status`, { headers }).then((r) => r.ok, () => false);
-      return answered ? true : undefined;
-    }, 20_000, 100);
-    const node = ['--name', 'edge', '--url', agentUrl, '--token', token, '--public-host', labB.hostIp];
-    const added = await panel.cli(['nodes', 'add', ...node]);
-    assert.equal(added.code, 0, added.stderr);
-    const edge = await waitFor('node edge to be online', async () => {
-      const found = (await api.GET('/api/v1/nodes')).data?.data.find((n) => n.name === 'edge');
-      return found?.status === 'online' ? found : undefined;
-    }, 15_000, 250);
+    panel = await startLabPanel(labA, db, 'e2e-drift');
+    const api = panel.api;
+    agent = await LabAgent.start(labB, db, { tls: false });
+    const edge = await agent.addTo(panel, 'edge');
 
     const server = async (body: { name: string; node_id?: number }): Promise<Server> => {
       const created = await api.POST('/api/v1/servers', { body });
@@ -185,21 +131,7 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   });
 
   after(async () => {
-    const problems: string[] = [];
-    if (panel !== undefined) {
-      const exited = await Promise.race([panel.stop('SIGTERM').then(() => true), sleep(5000).then(() => false)]);
-      if (!exited) {
-        await panel.stop('SIGKILL');
-        problems.push('vpn-panel serve did not exit within 5 s of SIGTERM; killed');
-      }
-    }
-    if (agent !== undefined && agent.exitCode === null && agent.signalCode === null) {
-      const exited = once(agent, 'exit');
-      agent.kill('SIGTERM');
-      await exited;
-    }
-    for (const lab of [labA, labB]) if (lab !== undefined) problems.push(...(await lab.cleanup()));
-    await db?.drop();
+    const problems = await endLab({ panel, agents: [agent], labs: [labA, labB], database: db });
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 

@@ -20,8 +20,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { hostOf, NetLab, requireRoot, run, sleep, UPLINK_HOST_IP, unusedPrefix, waitFor } from '../support/netns.ts';
-import { type ApiClient, type PanelProcess, startPanel } from '../support/panel.ts';
+import { endLab, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
+import { hostOf, NetLab, requireRoot, run, UPLINK_HOST_IP, unusedPrefix, waitFor } from '../support/netns.ts';
+import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
 type Device = components['schemas']['Device'];
@@ -40,19 +41,12 @@ const SUITE = 'client isolation on a real WireGuard node (wg-quick clients, wire
 describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let lab: NetLab | undefined;
   let db: TestDatabase | undefined;
-  let panel: PanelProcess | undefined;
+  let panel: LabPanel | undefined;
   let api: ApiClient;
-  let key: string;
-  let panelEnv: Record<string, string>;
   let server: Server | undefined;
   let devices: Device[] = [];
   let internetNs = '';
   let secondNs = '';
-
-  function need<T>(value: T | undefined, what: string): T {
-    assert.ok(value !== undefined, `needs ${what} (see the failure above)`);
-    return value;
-  }
 
   /** The host end of the server's veth, as the host has it. */
   async function vethHostIp(): Promise<string> {
@@ -106,18 +100,8 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     ]);
   }
 
-  async function stopPanel(): Promise<void> {
-    const p = need(panel, 'the panel');
-    const exited = await Promise.race([p.stop('SIGTERM').then(() => true), sleep(5000).then(() => false)]);
-    if (!exited) await p.stop('SIGKILL');
-    panel = undefined;
-  }
-
-  async function restartPanel(env: Record<string, string> = panelEnv): Promise<void> {
-    await stopPanel();
-    panel = await startPanel({ database: need(db, 'the database'), env });
-    api = panel.client(key);
-  }
+  /** Restarts the panel with `env` over the env it was made with. */
+  const restartPanel = (env: Record<string, string> = {}): Promise<void> => need(panel, 'the panel').restart(env);
 
   async function patchClientToClient(value: boolean): Promise<void> {
     const id = need(server, 'the server').id;
@@ -128,8 +112,7 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   }
 
   before(async () => {
-    const prefix = await unusedPrefix('i');
-    lab = await NetLab.create(prefix);
+    lab = await NetLab.create(await unusedPrefix('i'));
     internetNs = await lab.addInternet();
     for (const ip of [INTERNET_IP, PRIVATE_IP, METADATA_IP]) {
       await lab.addInternetAddress(ip);
@@ -140,19 +123,12 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     db = await createTestDatabase('sqlite');
     // Drift repair would put deleted tables back on its own (test/e2e/drift-wireguard.test.ts shows that);
     // off here, so the test can show what the host is without them and that a resync restores them.
-    const node = { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: prefix, PUBLIC_HOST: lab.hostIp };
-    panelEnv = { ...node, DRIFT_CHECK_INTERVAL: 'off' };
-    panel = await startPanel({ database: db, env: panelEnv });
-    key = await panel.createKey('e2e-isolation', 'all', ['--no-rate-limit']);
-    api = panel.client(key);
+    panel = await startLabPanel(lab, db, 'e2e-isolation', { DRIFT_CHECK_INTERVAL: 'off' });
+    api = panel.api;
   });
 
   after(async () => {
-    const problems: string[] = [];
-    if (panel !== undefined) await stopPanel();
-    if (lab !== undefined) problems.push(...(await lab.cleanup()));
-    await db?.drop();
-    assert.deepEqual(problems, [], 'cleanup left nothing behind');
+    assert.deepEqual(await endLab({ panel, labs: [lab], database: db }), [], 'cleanup left nothing behind');
   });
 
   test('every listener answers where no tunnel is in the way (the positive control)', async () => {
@@ -262,7 +238,7 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
 
   test('NODE_ALLOW_CIDRS opens the private range it names, and nothing else', async () => {
     const l = need(lab, 'the lab');
-    await restartPanel({ ...panelEnv, NODE_ALLOW_CIDRS: '10.99.0.0/16, fd00:99::/32' });
+    await restartPanel({ NODE_ALLOW_CIDRS: '10.99.0.0/16, fd00:99::/32' });
     const privateOpen = async (): Promise<boolean> => l.tcpConnects(secondNs, PRIVATE_IP, PORT);
     const opened = async (): Promise<true | undefined> => ((await privateOpen()) ? true : undefined);
     await waitFor(`${PRIVATE_IP} to be reachable`, opened, REACH_TIMEOUT_MS);
@@ -276,18 +252,17 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   });
 
   test('a malformed NODE_ALLOW_CIDRS stops the panel with one line naming it', async () => {
-    await stopPanel();
-    const env = { ...panelEnv, NODE_ALLOW_CIDRS: '10.99.0.1/16' };
-    const failed = await startPanel({ database: need(db, 'the database'), env }).then(
-      async (started) => {
-        await started.stop('SIGKILL');
+    const p = need(panel, 'the panel');
+    await p.stop();
+    const failed = await p.start({ NODE_ALLOW_CIDRS: '10.99.0.1/16' }).then(
+      async () => {
+        await p.stop('SIGKILL');
         return null;
       },
       (error: unknown) => String(error),
     );
     const line = /invalid configuration: NODE_ALLOW_CIDRS must be comma-separated networks: '10\.99\.0\.1\/16' is not/;
     assert.match(failed ?? 'it started', line);
-    panel = await startPanel({ database: need(db, 'the database'), env: panelEnv });
-    api = panel.client(key);
+    await p.start();
   });
 });

@@ -16,16 +16,25 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import type { components } from '../support/api-types.ts';
-import { type AgentProcess, startAgent } from '../support/agent.ts';
 import { createTestDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
-import { clientAddressIn, hostOf, type KeyPair, NetLab, randomPrefix, requireRoot, run, sleep, succeeds, waitFor, type WgClient, wgKeyPair } from '../support/netns.ts';
-import { type ApiClient, freePort, type PanelProcess, startPanel } from '../support/panel.ts';
+import { endLab, LabAgent, LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
+import {
+  clientAddressIn,
+  hostOf,
+  type KeyPair,
+  NetLab,
+  requireRoot,
+  run,
+  succeeds,
+  waitFor,
+  type WgClient,
+  wgKeyPair,
+} from '../support/netns.ts';
+import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
 type Event = components['schemas']['Event'];
@@ -33,14 +42,6 @@ type Event = components['schemas']['Event'];
 const skip = requireRoot();
 /** The whole file stays well under this; a hang fails instead of blocking CI. */
 const SUITE_TIMEOUT_MS = 120_000;
-
-/** Stops a panel: SIGTERM, and SIGKILL when it has not exited within `graceMs`. Returns whether SIGTERM was enough. */
-async function stopPanel(panel: PanelProcess | undefined, graceMs = 5000): Promise<boolean> {
-  if (panel === undefined) return true;
-  const exited = await Promise.race([panel.stop('SIGTERM').then(() => true), sleep(graceMs).then(() => false)]);
-  if (!exited) await panel.stop('SIGKILL');
-  return exited;
-}
 
 /** Adds the test client as a peer of the server's interface (what a device will do later). */
 async function addPeer(iface: string, publicKey: string, ip: string): Promise<void> {
@@ -153,32 +154,23 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
   describe(`servers on the local node, real WireGuard (${kind})`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     let lab: NetLab;
     let db: TestDatabase | undefined;
-    let panel: PanelProcess | undefined;
+    let panel: LabPanel | undefined;
     let api: ApiClient;
     let server: Server | undefined;
     let setup: ClientSetup;
     let client: WgClient | undefined;
-    let panelEnv: Record<string, string>;
-    let key: string;
     /** The server of the restart tests. */
     let survivor: Server | undefined;
 
     before(async () => {
       lab = await NetLab.create();
       db = await createTestDatabase(kind);
-      panelEnv = { NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: lab.prefix, PUBLIC_HOST: lab.hostIp };
-      panelEnv.DRIFT_CHECK_INTERVAL = 'off';
-      panel = await startPanel({ database: db, env: panelEnv });
-      key = await panel.createKey('e2e', 'all', ['--no-rate-limit']);
-      api = panel.client(key);
+      panel = await startLabPanel(lab, db, 'e2e', { DRIFT_CHECK_INTERVAL: 'off' });
+      api = panel.api;
     });
 
     after(async () => {
-      const stoppedCleanly = await stopPanel(panel);
-      const problems = lab === undefined ? [] : await lab.cleanup();
-      await db?.drop();
-      if (!stoppedCleanly) console.error(`[${kind}] vpn-panel serve did not exit within 5 s of SIGTERM; killed`);
-      assert.deepEqual(problems, [], 'cleanup left nothing behind');
+      assert.deepEqual(await endLab({ panel, labs: [lab], database: db }), [], 'cleanup left nothing behind');
     });
 
     test('POST /servers deploys a running server; a client handshakes with it and pings its tunnel address', async (t) => {
@@ -327,7 +319,7 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       client = await connect(lab, survivor, setup);
       assert.ok(await lab.waitForPing(hostOf(survivor.address)), 'the client pings the second server');
       const startMs = performance.now();
-      const exited = await stopPanel(panel);
+      const exited = await panel.stop();
       t.diagnostic(`serve ${exited ? 'exited' : 'had not exited and was SIGKILLed'} ${(performance.now() - startMs).toFixed(0)} ms after SIGTERM`);
       assert.ok([...lab.wireguardGoProcesses().values()].includes(n.iface), "the server's wireguard-go outlives the panel");
       assert.ok(await lab.ping(hostOf(survivor.address), 2), 'the tunnel keeps carrying traffic while the panel is down');
@@ -335,7 +327,7 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
     });
 
     test('a panel restarted after its local server died gets it back before it answers, no API call', async (t) => {
-      assert.ok(db && survivor && client, 'needs the server of the previous test');
+      assert.ok(panel && survivor && client, 'needs the server of the previous test');
       const n = lab.serverNames(survivor.id);
       // As after a host restart: the panel (stopped above) and the server's wireguard-go are gone.
       const pids = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
@@ -344,8 +336,7 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       assert.equal(await lab.ping(hostOf(survivor.address), 1), false, 'no tunnel while the server is down');
 
       const startMs = performance.now();
-      panel = await startPanel({ database: db, env: panelEnv });
-      api = panel.client(key);
+      await panel.start();
       t.diagnostic(`panel answering ${(performance.now() - startMs).toFixed(0)} ms after its start; interface back by then: ${await succeeds('wg', ['show', n.iface, 'listen-port'])}`);
       const state = await waitForInterface(lab, survivor, 8000);
       assert.deepEqual(state, { key: survivor.public_key, port: survivor.listen_port, address: survivor.address }, 'same key, port and address');
@@ -368,31 +359,13 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
 describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let lab: NetLab;
   let db: TestDatabase | undefined;
-  let panel: PanelProcess | undefined;
+  let panel: LabPanel | undefined;
   let api: ApiClient;
-  let agentEnv: Record<string, string>;
-  let agentUrl: string;
-  let agent: AgentProcess | undefined;
+  let agent: LabAgent | undefined;
   let nodeId: number | undefined;
   let server: Server | undefined;
   let setup: ClientSetup;
   let client: WgClient | undefined;
-
-  /** The agent at its defaults: HTTPS with its own certificate, which `nodes add` pins. */
-  const startTheAgent = () => startAgent(agentEnv, (child) => lab.track(child));
-
-  /** Ends the agent with `signal`; true when it exited within `graceMs` (else it is SIGKILLed). */
-  async function stopAgent(target: AgentProcess, signal: NodeJS.Signals, graceMs = 5000): Promise<boolean> {
-    if (target.child.exitCode !== null || target.child.signalCode !== null) return true;
-    const exited = once(target.child, 'exit');
-    target.child.kill(signal);
-    const inTime = await Promise.race([exited.then(() => true), sleep(graceMs).then(() => false)]);
-    if (!inTime) {
-      target.child.kill('SIGKILL');
-      await exited;
-    }
-    return inTime;
-  }
 
   async function nodeStatus(): Promise<components['schemas']['Node'] | undefined> {
     const { data } = await api.GET('/api/v1/nodes');
@@ -410,51 +383,21 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
   before(async () => {
     lab = await NetLab.create();
     db = await createTestDatabase('sqlite');
-    const agentPort = await freePort();
-    agentUrl = `https://127.0.0.1:${agentPort}`;
-    agentEnv = {
-      AGENT_PORT: String(agentPort),
-      AGENT_HOST: '127.0.0.1',
-      // Handed to `nodes add` in a file, so it is in no process list.
-      AGENT_TOKEN: randomBytes(16).toString('hex'),
-      NODE_DRIVER: 'wireguard',
-      NODE_NETNS: lab.hostNs,
-      NODE_NAME_PREFIX: lab.prefix,
-      PUBLIC_HOST: lab.hostIp,
-      // The node's usage journal and its TLS key and certificate, removed with the test database.
-      DATA_DIR: join(db.dataDir, 'node'),
-    };
-    let panelPrefix = randomPrefix();
-    while (panelPrefix === lab.prefix) panelPrefix = randomPrefix();
-    const panelEnv = { LOCAL_NODE: 'off', NODE_NAME_PREFIX: panelPrefix, DRIFT_CHECK_INTERVAL: 'off' };
-    panel = await startPanel({ database: db, env: panelEnv });
-    api = panel.client(await panel.createKey('e2e', 'all', ['--no-rate-limit']));
+    panel = await LabPanel.start(db, 'e2e', { LOCAL_NODE: 'off', DRIFT_CHECK_INTERVAL: 'off' });
+    api = panel.api;
   });
 
   after(async () => {
-    const stoppedCleanly = await stopPanel(panel);
-    const problems = lab === undefined ? [] : await lab.cleanup();
-    await db?.drop();
-    if (!stoppedCleanly) console.error('vpn-panel serve (LOCAL_NODE=off) did not exit within 5 s of SIGTERM; killed');
+    const problems = await endLab({ panel, agents: [agent], labs: [lab], database: db });
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 
   test('`vpn-panel node` starts; `nodes add` registers it; the monitor brings it online with the wireguard driver', async (t) => {
-    assert.ok(panel);
-    const started = await startTheAgent();
-    agent = started;
-    const tokenFile = join(db?.dataDir ?? '', 'node-token');
-    writeFileSync(tokenFile, agentEnv.AGENT_TOKEN ?? '', { mode: 0o600 });
-    const pin = ['--cert-sha256', started.certSha256 ?? ''];
-    const where = ['--url', agentUrl, '--public-host', lab.hostIp];
-    const added = await panel.cli(['nodes', 'add', '--name', 'edge', ...where, '--token-file', tokenFile, ...pin]);
-    assert.equal(added.code, 0, added.stderr);
+    // At its defaults: HTTPS with its own certificate, which `nodes add` pins.
+    agent = await LabAgent.start(lab, need(db, 'the database'));
     const startMs = performance.now();
-    const node = await waitFor('node edge to be online', async () => {
-      const found = await nodeStatus();
-      return found?.status === 'online' ? found : undefined;
-    }, 12_000, 250);
-    t.diagnostic(`online after ${(performance.now() - startMs).toFixed(0)} ms`);
+    const node = await agent.addTo(need(panel, 'the panel'), 'edge', 12_000);
+    t.diagnostic(`added and online after ${(performance.now() - startMs).toFixed(0)} ms`);
     nodeId = node.id;
     assert.equal(node.driver, 'wireguard');
     assert.equal(node.public_host, lab.hostIp);
@@ -483,7 +426,7 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     const n = lab.serverNames(server.id);
     const [wgPid] = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
     assert.ok(wgPid !== undefined, 'a wireguard-go serves the server');
-    await stopAgent(agent, 'SIGKILL');
+    await agent.stop('SIGKILL');
     assert.ok(lab.wireguardGoProcesses().has(wgPid), 'the server wireguard-go outlives the agent');
     assert.ok(await lab.ping(hostOf(server.address), 3), 'the tunnel still carries traffic without the agent');
     const got = await api.GET('/api/v1/servers/{id}', { params: { path: { id: server.id } } });
@@ -491,11 +434,11 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
   });
 
   test('a new agent process adopts the running server at the resync (new boot id), no API call', async (t) => {
-    if (missing(t, { agent: true, server: true }) || !server || !client) return;
+    if (missing(t, { agent: true, server: true }) || !server || !client || !agent) return;
     const n = lab.serverNames(server.id);
     const wgPidsBefore = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
     const startMs = performance.now();
-    agent = await startTheAgent();
+    await agent.start();
     // The resync applies the desired state: the server (adopted as it is) and its desired peers (its
     // devices: none), so the hand-added peer disappearing is the sign that the resync happened.
     await waitFor('the panel to resync the new agent (its desired peers replace the hand-added one)', async () => ((await peersOf(n.iface)).length === 0 ? true : undefined), 12_000, 200);
@@ -515,14 +458,14 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     // As when the host restarts, or a service manager ends every process of the agent's unit: the
     // agent and the server's wireguard-go die together, so the interface is gone.
     const wgPids = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
-    const agentGone = stopAgent(agent, 'SIGKILL');
+    const agentGone = agent.stop('SIGKILL');
     for (const pid of wgPids) process.kill(pid, 'SIGKILL');
     await agentGone;
     await waitFor(`interface ${n.iface} to disappear`, async () => ((await succeeds('ip', ['-n', n.netns, 'link', 'show', n.iface])) ? undefined : true), 5000, 50);
     assert.equal(await lab.ping(hostOf(server.address), 1), false, 'no tunnel while the server is down');
 
     const startMs = performance.now();
-    agent = await startTheAgent();
+    await agent.start();
     // The panel's next poll (5 s) sees the new boot id and resyncs; on a loaded machine that took over 12 s.
     const state = await waitForInterface(lab, server, 30_000);
     t.diagnostic(`interface back ${(performance.now() - startMs).toFixed(0)} ms after the agent start`);
@@ -532,14 +475,15 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
 
   test('`vpn-panel node` exits on SIGTERM', async (t) => {
     if (missing(t, { agent: true }) || !agent) return;
-    const stopped = agent;
-    const exited = await stopAgent(stopped, 'SIGTERM', 5000);
-    assert.ok(exited, `vpn-panel node did not exit within 5 s of SIGTERM (then SIGKILLed); its output:\n${stopped.output().slice(-2000)}`);
+    const stopped = agent.process;
+    const exited = await agent.stop('SIGTERM', 5000);
+    const output = stopped.output().slice(-2000);
+    assert.ok(exited, `vpn-panel node did not exit within 5 s of SIGTERM (then SIGKILLed); its output:\n${output}`);
   });
 
   test('an agent stopped for good: the node goes offline, its server shows node_offline, events record it', async (t) => {
     if (missing(t, { agent: true, server: true }) || !server || !agent) return;
-    await stopAgent(agent, 'SIGKILL');
+    await agent.stop('SIGKILL');
     const startMs = performance.now();
     const offline = await waitFor('node edge to be offline', async () => {
       const found = await nodeStatus();

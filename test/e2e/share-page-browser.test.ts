@@ -16,7 +16,6 @@
  * from calling home, which this machine (and CI) refuses.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +23,9 @@ import { after, before, describe, it } from 'node:test';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { type ApiClient, type PanelProcess, startPanel } from '../support/panel.ts';
+import { endLab, LabPanel } from '../support/lab-panel.ts';
+import type { ApiClient } from '../support/panel.ts';
+import { decodeQr, needsTool } from '../support/tools.ts';
 
 type Device = components['schemas']['Device'];
 
@@ -49,14 +50,7 @@ const EXPIRES_AT = '2099-06-30T12:00:00Z';
 const chromiumMissing = !existsSync(CHROMIUM);
 const skip = chromiumMissing && process.env.CI === undefined ? `needs Debian's Chromium at ${CHROMIUM}: apt-get install chromium` : false;
 
-const hasZbarimg = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v zbarimg'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
+const noZbarimg = needsTool('zbarimg', 'zbar-tools');
 
 /** The data of an openapi-fetch answer, or a failed assertion naming the call and the answer. */
 function ok<T>(result: { data?: T; error?: unknown; response: Response }, what: string): T {
@@ -66,7 +60,7 @@ function ok<T>(result: { data?: T; error?: unknown; response: Response }, what: 
 
 describe('the public share page in headless Chromium (sqlite)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let db: TestDatabase | undefined;
-  let panel: PanelProcess | undefined;
+  let panel: LabPanel | undefined;
   let browser: Browser | undefined;
   let context: BrowserContext;
   let page: Page;
@@ -97,8 +91,7 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
   async function decodeShownQr(name: string): Promise<string> {
     const path = join(work, `${name}.png`);
     await page.locator('#qr').screenshot({ path });
-    // stderr piped: zbarimg reports a missing D-Bus there, which is noise here.
-    return execFileSync('zbarimg', ['--raw', '-q', path], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return decodeQr(path);
   }
 
   before(async () => {
@@ -114,8 +107,8 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     // startPanel picks the port itself and gives no way to know it before the start, so PANEL_URL
     // keeps its default, http://localhost:PORT: the link names this panel's port, and the browser
     // opens the same path on 127.0.0.1, where the panel listens. The page's own links are relative.
-    panel = await startPanel({ database: db, env: { NODE_DRIVER: 'dry-run', PANEL_URL: undefined } });
-    api = panel.client(await panel.createKey('share-browser', 'all', ['--no-rate-limit']));
+    panel = await LabPanel.start(db, 'share-browser', { NODE_DRIVER: 'dry-run', PANEL_URL: undefined });
+    api = panel.api;
     for (const name of ['fra-1', 'ams-1']) servers.push(ok(await api.POST('/api/v1/servers', { body: { name } }), 'POST /servers').id);
     const first = servers[0];
     assert.ok(first !== undefined);
@@ -140,15 +133,9 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
 
   after(async () => {
     await browser?.close().catch(() => {});
-    if (panel !== undefined) {
-      // SIGTERM, and SIGKILL when the panel has not exited within 5 s.
-      let timer: NodeJS.Timeout | undefined;
-      const stopped = await Promise.race([panel.stop('SIGTERM').then(() => true), new Promise<false>((r) => (timer = setTimeout(r, 5000, false)))]);
-      clearTimeout(timer);
-      if (!stopped) await panel.stop('SIGKILL');
-    }
-    await db?.drop();
+    const problems = await endLab({ panel, database: db });
     if (work !== undefined) rmSync(work, { recursive: true, force: true });
+    assert.deepEqual(problems, [], 'the panel stopped on SIGTERM');
   });
 
   it('shows the device, its QR code (loaded under the CSP), the remaining data and the expiry; no console error', async (t) => {
@@ -181,7 +168,7 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     assert.deepEqual(problems, [], 'no console error, CSP violation, page error or failed request');
   });
 
-  it('the QR code the browser shows decodes to the current config', { skip: hasZbarimg ? false : 'needs zbarimg (apt-get install zbar-tools)' }, async () => {
+  it('the QR code the browser shows decodes to the current config', { skip: noZbarimg }, async () => {
     // zbarimg ends the decoded symbol with a newline of its own, after the config's trailing newline.
     assert.equal(await decodeShownQr('qr-live'), `${await currentConfig()}\n`);
   });
@@ -208,7 +195,7 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
 
     assert.equal((await page.reload())?.status(), 200);
     assert.notEqual(await page.locator('#qr').getAttribute('src'), before, 'the QR code changed');
-    if (hasZbarimg) assert.equal(await decodeShownQr('qr-moved'), `${moved.config}\n`);
+    if (noZbarimg === false) assert.equal(await decodeShownQr('qr-moved'), `${moved.config}\n`);
     assert.equal((await download()).text, moved.config);
     assert.deepEqual(problems, []);
   });

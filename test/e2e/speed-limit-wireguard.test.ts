@@ -21,8 +21,8 @@ import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { hostOf, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
-import { endLab, labNodeEnv, startLabPanel } from '../support/lab-panel.ts';
-import { type ApiClient, type PanelProcess, startPanel } from '../support/panel.ts';
+import { endLab, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
+import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
 type Device = components['schemas']['Device'];
@@ -46,17 +46,11 @@ const INTERNET_IP = '198.51.100.1';
 describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let lab: NetLab | undefined;
   let db: TestDatabase | undefined;
-  let panel: PanelProcess | undefined;
+  let panel: LabPanel | undefined;
   let api: ApiClient;
-  let key: string;
   let server: Server | undefined;
   let device: Device | undefined;
   const iperfPort = 20_000 + randomInt(20_000);
-
-  function need<T>(value: T | undefined, what: string): T {
-    assert.ok(value !== undefined, `needs ${what} (see the failure above)`);
-    return value;
-  }
 
   const measure = (direction: 'upload' | 'download'): Promise<number> => need(lab, 'the lab').iperf(INTERNET_IP, iperfPort, direction, IPERF_SECONDS);
 
@@ -78,7 +72,8 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
     const prefix = await unusedPrefix('k');
     lab = await NetLab.create(prefix);
     db = await createTestDatabase('sqlite');
-    ({ panel, key, api } = await startLabPanel(lab, db, 'e2e-speed'));
+    panel = await startLabPanel(lab, db, 'e2e-speed');
+    api = panel.api;
     const created = await api.POST('/api/v1/servers', { body: { name: 'speed' } });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
     server = created.data;
@@ -87,7 +82,7 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
   });
 
   after(async () => {
-    assert.deepEqual(await endLab({ panel, lab, database: db }), [], 'cleanup left nothing behind');
+    assert.deepEqual(await endLab({ panel, labs: [lab], database: db }), [], 'cleanup left nothing behind');
   });
 
   test('a device created with speed_limit 2000 measures 2 Mbit/s ±25 % each way through the tunnel', async (t) => {
@@ -109,12 +104,12 @@ describe('speed_limit on a real WireGuard tunnel (wg-quick client, iperf3)', { s
     const s = need(server, 'the server');
     const d = need(device, 'the device of the first test');
     const n = l.serverNames(s.id);
-    await need(panel, 'the panel').stop('SIGTERM');
+    const p = need(panel, 'the panel');
+    await p.stop();
     for (const [pid, name] of l.wireguardGoProcesses()) if (name === n.iface) process.kill(pid, 'SIGKILL');
     await waitFor(`interface ${n.iface} to go`, async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true), 5000, 50);
 
-    panel = await startPanel({ database: need(db, 'the database'), env: labNodeEnv(l) });
-    api = panel.client(key);
+    await p.start();
     // The client would re-handshake by itself within about 15 s; bringing it up again is quicker.
     await l.wgQuickDown(`${l.prefix}-q1`);
     await l.wgQuickUp(`${l.prefix}-q1`, d.config);

@@ -10,22 +10,19 @@
  * Everything lives in namespaces this file makes (test/support/netns.ts), removed in `after()`.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../support/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { endLab, LabAgent, LabPanel, need } from '../support/lab-panel.ts';
 import { hostOf, NetLab, requireRoot, run, sleep, succeeds, waitFor, type WgClient } from '../support/netns.ts';
-import { type ApiClient, freePort, type PanelProcess, ROOT, startPanel } from '../support/panel.ts';
+import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
 type Device = components['schemas']['Device'];
 
 const skip = requireRoot();
-const CLI = join(ROOT, 'bin/vpn-panel.js');
 const SUITE_TIMEOUT_MS = 150_000;
 /** Spec §8: a device is cut off within ten seconds of reaching its limit. */
 const CUT_OFF_LIMIT_MS = 10_000;
@@ -35,36 +32,12 @@ const DOWNLOAD_IP = '198.51.100.5';
 
 describe('data limits and expiry enforced on the node (wireguard-go, remote agent)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   let lab: NetLab;
-  let db: TestDatabase;
-  let panel: PanelProcess | undefined;
+  let db: TestDatabase | undefined;
+  let panel: LabPanel | undefined;
   let api: ApiClient;
-  let key: string;
-  let agent: ChildProcess | undefined;
+  let agent: LabAgent | undefined;
   let server: Server | undefined;
-  let panelEnv: Record<string, string>;
-  let agentEnv: Record<string, string>;
-  let agentUrl: string;
   const clients: WgClient[] = [];
-
-  async function startTheAgent(env: Record<string, string>, url: string): Promise<ChildProcess> {
-    const child = spawn(process.execPath, [CLI, 'node'], { env: { ...process.env, ...env }, cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'] });
-    lab.track(child);
-    await waitFor('the agent to answer', async () => {
-      if (child.exitCode !== null) throw new Error(`vpn-panel node exited with ${child.exitCode}`);
-      return (await fetch(`${url}/v1/status`, { headers: { authorization: `Bearer ${env.AGENT_TOKEN ?? ''}` } }).then((r) => r.ok, () => false)) ? true : undefined;
-    }, 20_000, 100);
-    return child;
-  }
-
-  async function startThePanel(): Promise<void> {
-    panel = await startPanel({ database: db, env: panelEnv });
-    api = panel.client(key);
-  }
-
-  function need<T>(value: T | undefined, what: string): T {
-    assert.ok(value !== undefined, `needs ${what} (see the failure above)`);
-    return value;
-  }
 
   /** A device made through the API, and a client brought up from the config it returned. */
   async function deviceWithClient(body: { data_limit?: number; limit_period?: 'monthly' | 'total'; expires_at?: string }): Promise<{ device: Device; client: WgClient }> {
@@ -172,35 +145,11 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     lab = await NetLab.create();
     await lab.addInternetAddress(DOWNLOAD_IP);
     db = await createTestDatabase('sqlite');
-    const agentPort = await freePort();
-    agentUrl = `http://127.0.0.1:${agentPort}`;
-    agentEnv = {
-      AGENT_PORT: String(agentPort),
-      AGENT_HOST: '127.0.0.1',
-      AGENT_TOKEN: randomBytes(16).toString('hex'),
-      NODE_DRIVER: 'wireguard',
-      NODE_NETNS: lab.hostNs,
-      NODE_NAME_PREFIX: lab.prefix,
-      PUBLIC_HOST: lab.hostIp,
-      LOG_LEVEL: 'warn',
-      DATA_DIR: join(db.dataDir, 'node'),
-      // Plain HTTP: the test asks the agent directly; servers-wireguard runs the default (TLS, pinned).
-      AGENT_TLS: 'off',
-    };
-    agent = await startTheAgent(agentEnv, agentUrl);
-    panelEnv = { LOCAL_NODE: 'off' };
-    panel = await startPanel({ database: db, env: panelEnv });
-    key = await panel.createKey('e2e-limits', 'all', ['--no-rate-limit']);
-    api = panel.client(key);
-    const tokenFile = join(db.dataDir, 'node-token');
-    writeFileSync(tokenFile, agentEnv.AGENT_TOKEN ?? '', { mode: 0o600 });
-    const where = ['--url', agentUrl, '--public-host', lab.hostIp];
-    const added = await panel.cli(['nodes', 'add', '--name', 'edge', ...where, '--token-file', tokenFile]);
-    assert.equal(added.code, 0, added.stderr);
-    const node = await waitFor('node edge online', async () => {
-      const { data } = await api.GET('/api/v1/nodes');
-      return data?.data.find((n) => n.name === 'edge' && n.status === 'online');
-    }, 15_000, 250);
+    // Plain HTTP: servers-wireguard runs the default (TLS, pinned).
+    agent = await LabAgent.start(lab, db, { tls: false });
+    panel = await LabPanel.start(db, 'e2e-limits', { LOCAL_NODE: 'off' });
+    api = panel.api;
+    const node = await agent.addTo(panel, 'edge');
     const created = await api.POST('/api/v1/servers', { body: { name: 'limits', node_id: node.id } });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
     server = created.data;
@@ -208,13 +157,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
 
   after(async () => {
     for (const client of clients) await client.close().catch(() => undefined);
-    await panel?.stop();
-    if (agent && agent.exitCode === null) {
-      agent.kill('SIGTERM');
-      await Promise.race([once(agent, 'exit'), sleep(5000)]);
-    }
-    const problems = await lab.cleanup();
-    await db.drop();
+    const problems = await endLab({ panel, agents: [agent], labs: [lab], database: db });
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 
@@ -257,11 +200,12 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   test('the node cuts a device off while the panel is stopped; the panel reports it when it is back', async (t) => {
     const { device, client } = await deviceWithClient({ data_limit: DATA_LIMIT, limit_period: 'monthly' });
     await reachServer(10_000);
-    await need(panel, 'the panel').stop('SIGKILL');
+    const p = need(panel, 'the panel');
+    await p.stop('SIGKILL');
     const latency = await downloadUntilCut(device.public_key);
     t.diagnostic(`panel down: limit → cut ${latency} ms`);
     assert.ok(latency < CUT_OFF_LIMIT_MS);
-    await startThePanel();
+    await p.start();
     const limited = await waitFor('status limit_reached after the panel is back', async () => {
       const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
       return got.data?.status === 'limit_reached' ? got.data : undefined;
@@ -297,10 +241,9 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     try {
       await sleep(1500);
       const killed = need(agent, 'the agent');
-      killed.kill('SIGKILL');
-      await once(killed, 'exit');
+      await killed.stop('SIGKILL');
       await sleep(1500);
-      agent = await startTheAgent(agentEnv, agentUrl);
+      await killed.start();
       await sleep(1500);
     } finally {
       await stop();

@@ -1,7 +1,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type ApiAnswer, type ApiBody, type ApiMethod, type ApiPath, callApi, type PanelProcess, startPanel } from '../support/panel.ts';
+import {
+  type ApiAnswer,
+  type ApiBody,
+  type ApiMethod,
+  type ApiOperation,
+  type ApiPath,
+  callApi,
+  type PanelProcess,
+  startPanel,
+} from '../support/panel.ts';
 
 interface Entry {
   id: number;
@@ -59,7 +68,13 @@ for (const kind of DATABASE_KINDS) {
     }
 
     /** One API call that must succeed and be logged as `changes` (resource ids may come from the answer). */
-    async function api<M extends ApiMethod, P extends ApiPath<M>>(keyName: string, method: M, path: P, body: ApiBody<M, P> | undefined, ...changes: ((answer: ApiAnswer) => Omit<Expected, 'actor' | 'request_id'>)[]): Promise<ApiAnswer> {
+    async function api<M extends ApiMethod, P extends ApiPath<M>>(
+      keyName: string,
+      method: M,
+      path: P,
+      body: ApiBody<M, P> | undefined,
+      ...changes: ((answer: ApiAnswer<ApiOperation<M, P>>) => Omit<Expected, 'actor' | 'request_id'>)[]
+    ): Promise<ApiAnswer<ApiOperation<M, P>>> {
       const answer = await callApi(panel.url, keys.get(keyName), method, path, body);
       assert.ok(answer.status < 300, `${method} ${path}: ${answer.status} ${JSON.stringify(answer.json)}`);
       const requestId = answer.headers.get('x-request-id');
@@ -76,8 +91,12 @@ for (const kind of DATABASE_KINDS) {
 
       await createKey('shop');
       await createKey('infra');
-      const a = (await api('infra', 'POST', '/servers', { name: 'a' }, (r) => ({ action: 'server.created', resource_id: String(r.json.id) }))).json.id;
-      const b = (await api('infra', 'POST', '/servers', { name: 'b' }, (r) => ({ action: 'server.created', resource_id: String(r.json.id) }))).json.id;
+      const serverCreated = (r: ApiAnswer<ApiOperation<'POST', '/servers'>>) => ({
+        action: 'server.created',
+        resource_id: String(r.expect(201).id),
+      });
+      const a = (await api('infra', 'POST', '/servers', { name: 'a' }, serverCreated)).expect(201).id;
+      const b = (await api('infra', 'POST', '/servers', { name: 'b' }, serverCreated)).expect(201).id;
       await api('infra', 'PATCH', `/servers/${a}`, { mtu: 1400 }, () => ({ action: 'server.updated', resource_id: String(a) }));
 
       // A client's own request id is kept, and recorded.
@@ -89,9 +108,14 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(own.status, 201);
       const d1 = (await own.json()).id;
       expected.push({ actor: SHOP, action: 'device.created', resource_id: String(d1), request_id: 'script-step-6' });
-      const created = await api('shop', 'POST', '/devices', { server_id: a, name: 'd2', external_id: 'cust' }, (r) => ({ action: 'device.created', resource_id: String(r.json.id) }));
-      const d2 = created.json.id;
-      secrets.push(/PrivateKey = (\S+)/.exec(created.json.config)?.[1] ?? 'no private key in the config');
+      const deviceCreated = (r: ApiAnswer<ApiOperation<'POST', '/devices'>>) => ({
+        action: 'device.created',
+        resource_id: String(r.expect(201).id),
+      });
+      const d2Body = { server_id: a, name: 'd2', external_id: 'cust' };
+      const created = (await api('shop', 'POST', '/devices', d2Body, deviceCreated)).expect(201);
+      const d2 = created.id;
+      secrets.push(/PrivateKey = (\S+)/.exec(created.config)?.[1] ?? 'no private key in the config');
 
       // Reads and refused changes are not changes.
       assert.equal((await callApi(panel.url, keys.get('shop'), 'GET', `/devices/${d1}`)).status, 200);
@@ -101,22 +125,28 @@ for (const kind of DATABASE_KINDS) {
       await api('shop', 'POST', `/devices/${d1}/move`, { server_id: b }, () => ({ action: 'device.moved', resource_id: String(d1) }));
       await api('shop', 'POST', `/devices/${d1}/usage/reset`, undefined, () => ({ action: 'device.usage_reset', resource_id: String(d1) }));
       const share = await api('shop', 'POST', `/devices/${d1}/share`, {}, () => ({ action: 'device.share_created', resource_id: String(d1) }));
-      secrets.push(String(share.json.url).split('/s/')[1] ?? 'no share token');
+      secrets.push(share.expect(201).url.split('/s/')[1] ?? 'no share token');
       await api('shop', 'DELETE', `/devices/${d1}/share`, undefined, () => ({ action: 'device.share_deleted', resource_id: String(d1) }));
       midpoint = new Date().toISOString();
       await api('shop', 'PATCH', '/groups/cust', { data_limit: 1000 }, () => ({ action: 'device.updated', resource_id: String(d1) }), () => ({ action: 'device.updated', resource_id: String(d2) }));
       await api('shop', 'POST', '/groups/cust/usage/reset', undefined, () => ({ action: 'device.usage_reset', resource_id: String(d1) }), () => ({ action: 'device.usage_reset', resource_id: String(d2) }));
 
-      const hook = await api('infra', 'POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['device.created'] }, (r) => ({ action: 'webhook.created', resource_id: String(r.json.id) }));
-      secrets.push(hook.json.secret);
-      await api('infra', 'PATCH', `/webhooks/${hook.json.id}`, { description: 'shop hook' }, () => ({ action: 'webhook.updated', resource_id: String(hook.json.id) }));
-      await api('infra', 'DELETE', `/webhooks/${hook.json.id}`, undefined, () => ({ action: 'webhook.deleted', resource_id: String(hook.json.id) }));
+      const hookBody = { url: 'http://127.0.0.1:9/hook', events: ['device.created'] };
+      const hook = await api('infra', 'POST', '/webhooks', hookBody, (r) => ({
+        action: 'webhook.created',
+        resource_id: String(r.expect(201).id),
+      }));
+      const { id: hookId, secret } = hook.expect(201);
+      secrets.push(secret);
+      const hookChange = (action: string) => () => ({ action, resource_id: String(hookId) });
+      await api('infra', 'PATCH', `/webhooks/${hookId}`, { description: 'shop hook' }, hookChange('webhook.updated'));
+      await api('infra', 'DELETE', `/webhooks/${hookId}`, undefined, hookChange('webhook.deleted'));
 
       await cli(['nodes', 'add', '--name', 'edge', '--url', 'http://127.0.0.1:9', '--token', NODE_TOKEN], { action: 'node.added', resource_id: '2' });
       await cli(['nodes', 'remove', 'edge'], { action: 'node.removed', resource_id: '2' });
 
       await api('shop', 'DELETE', '/groups/cust', undefined, () => ({ action: 'device.deleted', resource_id: String(d1) }), () => ({ action: 'device.deleted', resource_id: String(d2) }));
-      const d3 = (await api('shop', 'POST', '/devices', { server_id: b, name: 'd3' }, (r) => ({ action: 'device.created', resource_id: String(r.json.id) }))).json.id;
+      const d3 = (await api('shop', 'POST', '/devices', { server_id: b, name: 'd3' }, deviceCreated)).expect(201).id;
       await api('infra', 'DELETE', `/servers/${b}?force=true`, undefined, () => ({ action: 'device.deleted', resource_id: String(d3) }), () => ({ action: 'server.deleted', resource_id: String(b) }));
       await cli(['keys', 'revoke', 'shop'], { action: 'api_key.revoked', resource_id: '1' });
 

@@ -65,10 +65,10 @@ for (const kind of DATABASE_KINDS) {
     it('answers 401 unauthorized without a key, with a malformed key, and with an unknown well-formed key', async () => {
       const unknown = `vpnk_${'A'.repeat(38)}`;
       for (const [label, key] of [['none', undefined], ['malformed', 'not-a-key'], ['unknown', unknown], ['bad checksum', `${all.slice(0, -1)}${all.endsWith('A') ? 'B' : 'A'}`]] as const) {
-        const { status, json } = await call(panel, 'GET', '/servers', key);
+        const { status, error } = await call(panel, 'GET', '/servers', key);
         assert.equal(status, 401, label);
-        assert.equal(json.error.code, 'unauthorized', label);
-        assert.deepEqual(json.error.fields, {});
+        assert.equal(error?.code, 'unauthorized', label);
+        assert.deepEqual(error?.fields, {});
       }
     });
 
@@ -76,13 +76,13 @@ for (const kind of DATABASE_KINDS) {
       for (const scope of SCOPES) {
         const only = await panel.createKey(`only-${scope.replace(':', '-')}`, scope, ['--no-rate-limit']);
         for (const op of OPERATIONS) {
-          const { status, json } = await callApiUnchecked(panel.url, only, op.method, op.path, op.body);
+          const { status, json, error } = await callApiUnchecked(panel.url, only, op.method, op.path, op.body);
           if (op.scope === scope) {
             assert.ok(status !== 401 && status !== 403, `${op.method} ${op.path} with ${scope}: ${status} ${JSON.stringify(json)}`);
           } else {
             assert.equal(status, 403, `${op.method} ${op.path} with ${scope}`);
-            assert.equal(json.error.code, 'insufficient_scope');
-            assert.match(json.error.message, new RegExp(op.scope));
+            assert.equal(error?.code, 'insufficient_scope');
+            assert.match(error?.message ?? '', new RegExp(op.scope));
           }
         }
       }
@@ -91,9 +91,8 @@ for (const kind of DATABASE_KINDS) {
     it('records the key name as the actor of its changes', async () => {
       const bot = await panel.createKey('chat bot', 'servers:write');
       assert.equal((await call(panel, 'POST', '/servers', bot, { name: 'by-bot' })).status, 201);
-      const events = await call(panel, 'GET', '/events?kind=server.created', all);
-      assert.equal(events.status, 200);
-      const actorOf = (server: string) => events.json.data.find((e: { server_name: string }) => e.server_name === server)?.actor;
+      const events = (await call(panel, 'GET', '/events?kind=server.created', all)).expect(200).data;
+      const actorOf = (server: string) => events.find((e) => e.server_name === server)?.actor;
       assert.equal(actorOf('first'), 'via API key shop');
       assert.equal(actorOf('by-bot'), 'via API key chat bot');
     });
@@ -105,7 +104,7 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(revoked.code, 0, revoked.stderr);
       const after = await call(panel, 'GET', '/servers', key);
       assert.equal(after.status, 401);
-      assert.equal(after.json.error.code, 'unauthorized');
+      assert.equal(after.error?.code, 'unauthorized');
     });
 
     it('lists keys with name, scopes, created and last used, and never the key itself', async () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { logged, type PanelProcess, startPanel } from '../support/panel.ts';
+import { logged } from '../support/panel.ts';
 
 interface Case {
   name: string;
@@ -121,25 +121,26 @@ describe('error bodies and codes (in process)', () => {
   });
 });
 
-describe('request ids in the log of `vpn-panel serve`', () => {
+describe('request ids in the log', () => {
   let db: TestDatabase;
-  let panel: PanelProcess;
+  let panel: AppUnderTest;
   before(async () => {
     db = await createTestDatabase('sqlite');
     // At info, the production default, every request is logged: its lines must carry its id.
-    panel = await startPanel({ database: db, env: { LOG_LEVEL: 'info' } });
+    panel = await buildTestApp(db, { LOG_LEVEL: 'info' });
   });
   after(async () => {
-    await panel.stop();
+    await panel.close();
     await db.drop();
   });
 
   it('logs each request with its id, the one the client gave or a made one', async () => {
-    const echoed = await fetch(`${panel.url}/api/v1/nope`, { headers: { 'x-request-id': 'shop-order-42' } });
-    assert.equal(echoed.headers.get('x-request-id'), 'shop-order-42');
-    const made = await fetch(`${panel.url}/api/v1/nope`, { headers: { 'x-request-id': 'bad id with spaces' } });
-    assert.match(made.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
-    for (const id of ['shop-order-42', made.headers.get('x-request-id')]) {
+    const echoed = await panel.app.inject({ method: 'GET', url: '/api/v1/nope', headers: { 'x-request-id': 'shop-order-42' } });
+    assert.equal(echoed.headers['x-request-id'], 'shop-order-42');
+    const made = await panel.app.inject({ method: 'GET', url: '/api/v1/nope', headers: { 'x-request-id': 'bad id with spaces' } });
+    const madeId = String(made.headers['x-request-id']);
+    assert.match(madeId, /^[0-9a-f-]{36}$/);
+    for (const id of ['shop-order-42', madeId]) {
       await logged(panel, (line) => line.reqId === id && line.msg === 'request completed');
     }
   });

@@ -237,18 +237,14 @@ describe('hostile input, generated from the OpenAPI document', () => {
     receiverUrl = `http://127.0.0.1:${address.port}/hook`;
     panel = await startPanel({ database: db, env: { WEBHOOK_ALLOW_PRIVATE: '1' } });
     key = await panel.createKey('hostile', 'all', ['--no-rate-limit']);
-    const server = await callApi(panel.url, key, 'POST', '/servers', { name: 'hostile-1' });
-    assert.equal(server.status, 201, JSON.stringify(server.json));
-    ids.server = server.json.id;
-    ids.node = server.json.node.id;
+    const server = (await callApi(panel.url, key, 'POST', '/servers', { name: 'hostile-1' })).expect(201);
+    ids.server = server.id;
+    ids.node = server.node.id;
     const device = await callApi(panel.url, key, 'POST', '/devices', { server_id: ids.server, external_id: GROUP });
-    assert.equal(device.status, 201, JSON.stringify(device.json));
-    ids.device = device.json.id;
+    ids.device = device.expect(201).id;
     ids.group = GROUP;
     const webhookBody = { url: receiverUrl, events: ['device.created'] };
-    const webhook = await callApi(panel.url, key, 'POST', '/webhooks', webhookBody);
-    assert.equal(webhook.status, 201, JSON.stringify(webhook.json));
-    ids.webhook = webhook.json.id;
+    ids.webhook = (await callApi(panel.url, key, 'POST', '/webhooks', webhookBody)).expect(201).id;
     document = await (await fetch(`${panel.url}/api/v1/openapi.json`)).json();
   });
 

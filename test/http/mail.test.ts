@@ -35,8 +35,11 @@ for (const kind of DATABASE_KINDS) {
     });
 
     it('a device change made through the API is mailed as made "via API key shop", in plain text and HTML', async () => {
-      const server = await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1' });
-      for (const name of ['phone', 'laptop']) assert.equal((await callApi(panel.url, key, 'POST', '/devices', { server_id: server.json.id, name, external_id: 'cust-7' })).status, 201);
+      const server = (await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1' })).expect(201);
+      for (const name of ['phone', 'laptop']) {
+        const body = { server_id: server.id, name, external_id: 'cust-7' };
+        (await callApi(panel.url, key, 'POST', '/devices', body)).expect(201);
+      }
       const deleted = await callApi(panel.url, key, 'DELETE', '/groups/cust-7');
       assert.equal(deleted.status, 204);
 
@@ -54,8 +57,8 @@ for (const kind of DATABASE_KINDS) {
     it('servers made and deleted, and API keys made and revoked with the CLI, say who made the change', async () => {
       assert.match((await mailAbout(smtp, 'API key shop created')).subject, /API key shop created by admin \(CLI\)$/);
       assert.match((await mailAbout(smtp, 'server fra-1 created')).text, /server fra-1 created via API key shop\./);
-      const other = await callApi(panel.url, key, 'POST', '/servers', { name: 'ams-1' });
-      assert.equal((await callApi(panel.url, key, 'DELETE', `/servers/${other.json.id}`)).status, 204);
+      const other = (await callApi(panel.url, key, 'POST', '/servers', { name: 'ams-1' })).expect(201);
+      assert.equal((await callApi(panel.url, key, 'DELETE', `/servers/${other.id}`)).status, 204);
       assert.match((await mailAbout(smtp, 'server ams-1 deleted')).subject, /via API key shop$/);
       assert.equal((await panel.cli(['keys', 'revoke', 'shop'])).code, 0);
       assert.match((await mailAbout(smtp, 'API key shop revoked')).text, /by admin \(CLI\)/);
@@ -91,7 +94,11 @@ for (const kind of DATABASE_KINDS) {
       const startedMs = performance.now();
       const created = await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1' });
       assert.equal(created.status, 201, `${JSON.stringify(created.json)} key '${key}'\n${panel.output()}`);
-      for (const name of ['phone', 'laptop']) assert.equal((await callApi(panel.url, key, 'POST', '/devices', { server_id: created.json.id, name, external_id: 'cust-7' })).status, 201);
+      const serverId = created.expect(201).id;
+      for (const name of ['phone', 'laptop']) {
+        const body = { server_id: serverId, name, external_id: 'cust-7' };
+        (await callApi(panel.url, key, 'POST', '/devices', body)).expect(201);
+      }
       assert.equal((await callApi(panel.url, key, 'DELETE', '/groups/cust-7')).status, 204);
       assert.ok(performance.now() - startedMs < 3_000, 'the API waited for the mail server');
 

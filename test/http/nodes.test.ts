@@ -3,15 +3,6 @@ import { after, before, describe, it } from 'node:test';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 import { type ApiCall, callApi, type PanelProcess, startPanel } from '../support/panel.ts';
 
-interface NodeAnswer {
-  id: number;
-  name: string;
-  status: string;
-  server_count: number;
-  device_count: number;
-  free_capacity: number;
-}
-
 for (const kind of DATABASE_KINDS) {
   describe(`nodes (${kind})`, () => {
     let db: TestDatabase;
@@ -19,11 +10,7 @@ for (const kind of DATABASE_KINDS) {
     let key: string;
 
     const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
-    const nodes = async () => {
-      const answer = await call('GET', '/nodes');
-      assert.equal(answer.status, 200);
-      return answer.json.data as NodeAnswer[];
-    };
+    const nodes = async () => (await call('GET', '/nodes')).expect(200).data;
 
     before(async () => {
       db = await createTestDatabase(kind);
@@ -43,9 +30,8 @@ for (const kind of DATABASE_KINDS) {
         device_count: 0,
         free_capacity: 0,
       });
-      const server = await call('POST', '/servers', { name: 'fra-1', max_devices: 10 });
-      assert.equal(server.status, 201);
-      for (let i = 0; i < 3; i++) assert.equal((await call('POST', '/devices', { server_id: server.json.id })).status, 201);
+      const server = (await call('POST', '/servers', { name: 'fra-1', max_devices: 10 })).expect(201);
+      for (let i = 0; i < 3; i++) assert.equal((await call('POST', '/devices', { server_id: server.id })).status, 201);
       assert.equal((await call('POST', '/servers', { name: 'fra-2', max_devices: 5 })).status, 201);
       const counted = (await nodes()).find((n) => n.name === 'local');
       assert.deepEqual(counted && [counted.server_count, counted.device_count, counted.free_capacity], [2, 3, 12]);
@@ -55,7 +41,7 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(added.code, 0, added.stderr);
       const remote = (await nodes()).find((n) => n.name === 'remote-1');
       assert.deepEqual(remote && [remote.status, remote.server_count, remote.device_count, remote.free_capacity], ['offline', 0, 0, 0]);
-      assert.equal((await call('GET', `/nodes/${remote?.id}`)).json.name, 'remote-1');
+      assert.equal((await call('GET', `/nodes/${remote?.id}`)).expect(200).name, 'remote-1');
       const removed = await panel.cli(['nodes', 'remove', 'remote-1']);
       assert.equal(removed.code, 0, removed.stderr);
       assert.deepEqual((await nodes()).map((n) => n.name), ['local']);

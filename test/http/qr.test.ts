@@ -1,11 +1,11 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ClientConfigInput, renderClientConfig } from '../../src/domain/client-config.ts';
 import { renderQrPng } from '../../src/http/qr.ts';
+import { decodeQr, needsTool } from '../support/tools.ts';
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
@@ -22,21 +22,13 @@ const device: ClientConfigInput = {
   persistentKeepalive: 25,
 };
 
-const hasZbarimg = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v zbarimg'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 test('the QR code is a PNG', async () => {
   const png = await renderQrPng(renderClientConfig(device, { killSwitch: false }));
   assert.deepEqual(png.subarray(0, PNG_SIGNATURE.length), PNG_SIGNATURE);
 });
 
-describe('the QR code decodes to exactly the config text', { skip: hasZbarimg ? false : 'needs zbarimg (apt-get install zbar-tools)' }, () => {
+describe('the QR code decodes to exactly the config text', { skip: needsTool('zbarimg', 'zbar-tools') }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'qr-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -50,10 +42,8 @@ describe('the QR code decodes to exactly the config text', { skip: hasZbarimg ? 
     test(intent, async () => {
       const path = join(dir, `${index}.png`);
       writeFileSync(path, await renderQrPng(text));
-      // stderr piped: zbarimg reports a missing D-Bus there, which is noise here.
-      const decoded = execFileSync('zbarimg', ['--raw', '-q', path], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-      // zbarimg ends each decoded symbol with a newline of its own, after the config's trailing newline.
-      assert.equal(decoded, `${text}\n`);
+      // zbarimg's newline after the config's own trailing one.
+      assert.equal(decodeQr(path), `${text}\n`);
     });
   }
 });

@@ -37,7 +37,7 @@ for (const kind of DATABASE_KINDS) {
       db = await createTestDatabase(kind);
       panel = await startPanel({ database: db, env: { PANEL_URL: 'https://vpn.example.com' } });
       key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
-      const made = async (name: string): Promise<number> => (await call('POST', '/servers', { name })).json.id;
+      const made = async (name: string): Promise<number> => (await call('POST', '/servers', { name })).expect(201).id;
       servers = [await made('one'), await made('two')];
     });
     after(async () => {
@@ -49,13 +49,14 @@ for (const kind of DATABASE_KINDS) {
     const open = (url: string, suffix = '') => fetch(`${panel.url}${new URL(url).pathname}${suffix}`);
 
     it('makes a link on PANEL_URL with at least 128 random bits; the page needs no account and is locked down', async () => {
-      const device = await call('POST', '/devices', { server_id: servers[0], name: '<b>phone</b>', data_limit: 5_000_000_000, expires_at: '2099-01-01T00:00:00Z' });
-      const link = await call('POST', `/devices/${device.json.id}/share`, {});
-      assert.equal(link.status, 201);
-      assert.match(link.json.url, /^https:\/\/vpn\.example\.com\/s\/[A-Za-z0-9_-]{43}$/);
-      assert.equal(link.json.expires_at, null);
-      assert.deepEqual((await call('GET', `/devices/${device.json.id}/share`)).json, link.json);
-      const page = await open(link.json.url);
+      const expires = '2099-01-01T00:00:00Z';
+      const body = { server_id: servers[0], name: '<b>phone</b>', data_limit: 5_000_000_000, expires_at: expires };
+      const device = (await call('POST', '/devices', body)).expect(201);
+      const link = (await call('POST', `/devices/${device.id}/share`, {})).expect(201);
+      assert.match(link.url, /^https:\/\/vpn\.example\.com\/s\/[A-Za-z0-9_-]{43}$/);
+      assert.equal(link.expires_at, null);
+      assert.deepEqual((await call('GET', `/devices/${device.id}/share`)).expect(200), link);
+      const page = await open(link.url);
       assert.equal(page.status, 200);
       assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
       assert.equal(page.headers.get('cache-control'), 'no-store');
@@ -68,57 +69,61 @@ for (const kind of DATABASE_KINDS) {
       assert.match(html, /<img id="qr"[^>]+src="data:image\/png;base64,/);
       assert.match(html, /id="remaining">5\.00 GB of 5\.00 GB this month</);
       assert.match(html, /id="expires"><time datetime="2099-01-01T00:00:00.000Z">1 January 2099 at 00:00 UTC<\/time>/);
-      const config = await open(link.json.url, '/config');
-      assert.equal(await config.text(), device.json.config);
+      const config = await open(link.url, '/config');
+      assert.equal(await config.text(), device.config);
       assert.match(config.headers.get('content-disposition') ?? '', /attachment; filename=".+\.conf"/);
     });
 
     it('always shows the current config, also after a move', async () => {
-      const device = await call('POST', '/devices', { server_id: servers[0] });
-      const link = await call('POST', `/devices/${device.json.id}/share`);
-      const moved = await call('POST', `/devices/${device.json.id}/move`, { server_id: servers[1] });
-      assert.equal(await (await open(link.json.url, '/config')).text(), moved.json.config);
+      const device = (await call('POST', '/devices', { server_id: servers[0] })).expect(201);
+      const link = (await call('POST', `/devices/${device.id}/share`)).expect(201);
+      const moved = (await call('POST', `/devices/${device.id}/move`, { server_id: servers[1] })).expect(200);
+      assert.equal(await (await open(link.url, '/config')).text(), moved.config);
     });
 
     it('stops a replaced, deleted or expired link at once; deleting a missing link succeeds', async () => {
-      const device = await call('POST', '/devices', { server_id: servers[0] });
-      const first = await call('POST', `/devices/${device.json.id}/share`);
-      const second = await call('POST', `/devices/${device.json.id}/share`);
-      assert.equal((await open(first.json.url)).status, 404, 'replaced');
-      assert.equal((await open(second.json.url)).status, 200);
-      assert.equal((await call('DELETE', `/devices/${device.json.id}/share`)).status, 204);
-      assert.equal((await open(second.json.url)).status, 404, 'deleted');
-      assert.equal((await open(second.json.url, '/config')).status, 404);
-      assert.equal((await call('DELETE', `/devices/${device.json.id}/share`)).status, 204, 'missing link');
-      assert.equal((await call('GET', `/devices/${device.json.id}/share`)).status, 404);
+      const device = (await call('POST', '/devices', { server_id: servers[0] })).expect(201);
+      const first = (await call('POST', `/devices/${device.id}/share`)).expect(201);
+      const second = (await call('POST', `/devices/${device.id}/share`)).expect(201);
+      assert.equal((await open(first.url)).status, 404, 'replaced');
+      assert.equal((await open(second.url)).status, 200);
+      assert.equal((await call('DELETE', `/devices/${device.id}/share`)).status, 204);
+      assert.equal((await open(second.url)).status, 404, 'deleted');
+      assert.equal((await open(second.url, '/config')).status, 404);
+      assert.equal((await call('DELETE', `/devices/${device.id}/share`)).status, 204, 'missing link');
+      assert.equal((await call('GET', `/devices/${device.id}/share`)).status, 404);
 
       const soon = new Date(Date.now() + 1500).toISOString();
-      const expiring = await call('POST', `/devices/${device.json.id}/share`, { expires_at: soon });
-      assert.equal(expiring.json.expires_at, soon);
-      assert.equal((await open(expiring.json.url)).status, 200);
+      const expiring = (await call('POST', `/devices/${device.id}/share`, { expires_at: soon })).expect(201);
+      assert.equal(expiring.expires_at, soon);
+      assert.equal((await open(expiring.url)).status, 200);
       await new Promise((r) => setTimeout(r, 1700));
-      assert.equal((await open(expiring.json.url)).status, 404, 'expired');
-      assert.equal((await call('GET', `/devices/${device.json.id}/share`)).status, 200, 'the API still shows an expired link');
-      assert.equal((await call('POST', `/devices/${device.json.id}/share`, { expires_at: '2001-01-01T00:00:00Z' })).status, 422);
+      assert.equal((await open(expiring.url)).status, 404, 'expired');
+      const shown = await call('GET', `/devices/${device.id}/share`);
+      assert.equal(shown.status, 200, 'the API still shows an expired link');
+      const past = await call('POST', `/devices/${device.id}/share`, { expires_at: '2001-01-01T00:00:00Z' });
+      assert.equal(past.status, 422);
     });
 
     it('ends with its device, and records share events', async () => {
-      const device = await call('POST', '/devices', { server_id: servers[0] });
-      const link = await call('POST', `/devices/${device.json.id}/share`);
-      await call('DELETE', `/devices/${device.json.id}/share`);
-      const again = await call('POST', `/devices/${device.json.id}/share`);
-      await call('DELETE', `/devices/${device.json.id}`);
-      assert.equal((await open(again.json.url)).status, 404);
-      assert.equal((await open(link.json.url)).status, 404);
-      const events = await call('GET', `/events?device_id=${device.json.id}&kind=device.share_created,device.share_deleted`);
-      assert.deepEqual(events.json.data.map((e: { kind: string }) => e.kind), ['device.share_created', 'device.share_deleted', 'device.share_created']);
+      const device = (await call('POST', '/devices', { server_id: servers[0] })).expect(201);
+      const link = (await call('POST', `/devices/${device.id}/share`)).expect(201);
+      await call('DELETE', `/devices/${device.id}/share`);
+      const again = (await call('POST', `/devices/${device.id}/share`)).expect(201);
+      await call('DELETE', `/devices/${device.id}`);
+      assert.equal((await open(again.url)).status, 404);
+      assert.equal((await open(link.url)).status, 404);
+      const kinds = 'device.share_created,device.share_deleted';
+      const events = (await call('GET', `/events?device_id=${device.id}&kind=${kinds}`)).expect(200);
+      const shareKinds = events.data.map((e) => e.kind);
+      assert.deepEqual(shareKinds, ['device.share_created', 'device.share_deleted', 'device.share_created']);
     });
 
     it('keeps no token in the database: its SHA-256, which finds the link, and a sealed copy for the URL', async () => {
-      const device = await call('POST', '/devices', { server_id: servers[0] });
-      const link = await call('POST', `/devices/${device.json.id}/share`);
-      const token = tokenOf(link.json.url);
-      const row = (await storedShareLinks(db)).find((r) => Number(r.device_id) === device.json.id);
+      const device = (await call('POST', '/devices', { server_id: servers[0] })).expect(201);
+      const link = (await call('POST', `/devices/${device.id}/share`)).expect(201);
+      const token = tokenOf(link.url);
+      const row = (await storedShareLinks(db)).find((r) => Number(r.device_id) === device.id);
       assert.ok(row !== undefined);
       assert.equal(row.token_hash, sha256(token));
       assert.match(String(row.token), /^enc:v1:[A-Za-z0-9_-]+$/, 'sealed with the panel secret');
@@ -127,9 +132,9 @@ for (const kind of DATABASE_KINDS) {
         const files = ['vpn-panel.db', 'vpn-panel.db-wal'].map((f) => join(db.dataDir, f)).filter((f) => existsSync(f));
         for (const file of files) assert.ok(!readFileSync(file).includes(token), `the token in plain in ${file}`);
       }
-      assert.equal((await open(link.json.url)).status, 200, 'the link works, found by its hash');
-      const shown = await call('GET', `/devices/${device.json.id}/share`);
-      assert.equal(shown.json.url, link.json.url, 'the URL shown again');
+      assert.equal((await open(link.url)).status, 200, 'the link works, found by its hash');
+      const shown = (await call('GET', `/devices/${device.id}/share`)).expect(200);
+      assert.equal(shown.url, link.url, 'the URL shown again');
     });
 
     it('answers unknown tokens with 404 without touching a key', async () => {
@@ -186,8 +191,8 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(page.status, 200);
       assert.ok((await page.text()).includes(`PrivateKey = ${deviceKeys[0].privateKey}`), "the device's own config");
       assert.equal((await fetch(`${panel.url}/s/${expired}`)).status, 404, 'an expired link stays expired');
-      const shown = await callApi(panel.url, key, 'GET', '/devices/1/share');
-      assert.deepEqual(shown.json, { url: `https://vpn.example.com/s/${live}`, expires_at: null });
+      const shown = (await callApi(panel.url, key, 'GET', '/devices/1/share')).expect(200);
+      assert.deepEqual(shown, { url: `https://vpn.example.com/s/${live}`, expires_at: null });
 
       const rows = await storedShareLinks(db);
       assert.deepEqual(rows.map((r) => r.token_hash), [sha256(live), sha256(expired)]);

@@ -68,9 +68,7 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
   const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
 
   async function webhook(path: string, events: string[]): Promise<{ id: number; secret: string }> {
-    const created = await call('POST', '/webhooks', { url: receiver.url(path), events, description: path });
-    assert.equal(created.status, 201, JSON.stringify(created.json));
-    return created.json;
+    return (await call('POST', '/webhooks', { url: receiver.url(path), events, description: path })).expect(201);
   }
 
   before(async () => {
@@ -88,11 +86,10 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
   it('sends a ping that verifies with the standardwebhooks package; the secret is shown once', async () => {
     const hook = await webhook('/ping', ['device.created']);
     assert.match(hook.secret, /^whsec_/);
-    assert.equal('secret' in (await call('GET', `/webhooks/${hook.id}`)).json, false);
-    const ping = await call('POST', `/webhooks/${hook.id}/ping`);
-    assert.equal(ping.status, 200);
-    assert.equal(ping.json.kind, 'ping');
-    assert.equal(ping.json.state, 'pending');
+    assert.equal('secret' in (await call('GET', `/webhooks/${hook.id}`)).expect(200), false);
+    const ping = (await call('POST', `/webhooks/${hook.id}/ping`)).expect(200);
+    assert.equal(ping.kind, 'ping');
+    assert.equal(ping.state, 'pending');
     const got = await until('the ping', () => receiver.on('/ping')[0]);
     const verified = new Webhook(hook.secret).verify(got.body, {
       'webhook-id': String(got.headers['webhook-id']),
@@ -101,8 +98,8 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     });
     assert.equal((verified as { kind: string }).kind, 'ping');
     const delivered = await until('delivered state', async () => {
-      const list = await call('GET', `/webhooks/${hook.id}/deliveries?state=delivered`);
-      return list.json.data.length > 0 ? list.json.data[0] : undefined;
+      const list = (await call('GET', `/webhooks/${hook.id}/deliveries?state=delivered`)).expect(200);
+      return list.data.length > 0 ? list.data[0] : undefined;
     });
     assert.equal(delivered.response_status, 200);
     assert.equal(delivered.attempts, 1);
@@ -110,11 +107,11 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
 
   it('delivers device.created with the Event object as payload, and nothing it does not subscribe to', async () => {
     await webhook('/created', ['device.created']);
-    const server = (await call('POST', '/servers', { name: 'wh-1' })).json;
-    const device = (await call('POST', '/devices', { server_id: server.id, name: 'watched' })).json;
+    const server = (await call('POST', '/servers', { name: 'wh-1' })).expect(201);
+    const device = (await call('POST', '/devices', { server_id: server.id, name: 'watched' })).expect(201);
     const got = await until('device.created', () => receiver.on('/created').find((r) => JSON.parse(r.body).device_id === device.id));
-    const events = await call('GET', `/events?device_id=${device.id}&kind=device.created`);
-    assert.deepEqual(JSON.parse(got.body), events.json.data[0]);
+    const events = (await call('GET', `/events?device_id=${device.id}&kind=device.created`)).expect(200);
+    assert.deepEqual(JSON.parse(got.body), events.data[0]);
     assert.doesNotMatch(got.body, /PrivateKey|private_key|vpnk_/, 'no key in a payload');
     assert.equal(receiver.on('/created').filter((r) => JSON.parse(r.body).kind === 'server.created').length, 0);
   });
@@ -125,8 +122,8 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     const hook = await webhook('/flaky', ['server.created']);
     await call('POST', '/servers', { name: 'wh-2' });
     const delivery = await until('three attempts', async () => {
-      const list = await call('GET', `/webhooks/${hook.id}/deliveries`);
-      const d = list.json.data[0];
+      const list = (await call('GET', `/webhooks/${hook.id}/deliveries`)).expect(200);
+      const d = list.data[0];
       return d?.state === 'delivered' ? d : undefined;
     });
     receiver.answer = () => 200;
@@ -140,7 +137,11 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     receiver.answer = (r) => (r.path === '/gone' ? 410 : 200);
     const hook = await webhook('/gone', ['server.created']);
     await call('POST', `/webhooks/${hook.id}/ping`);
-    await until('disabled', async () => ((await call('GET', `/webhooks/${hook.id}`)).json.enabled === false ? true : undefined));
+    const disabled = async () => {
+      const now = (await call('GET', `/webhooks/${hook.id}`)).expect(200);
+      return now.enabled === false ? true : undefined;
+    };
+    await until('disabled', disabled);
     receiver.answer = () => 200;
     // The panel turned it off, not the ping's request: in the activity log by `system`, without a request id.
     const logged = await panel.cli(['activity', '--resource', 'webhook', '--id', String(hook.id), '--json']);
@@ -151,7 +152,7 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
   it('keeps GET /devices fast while a receiver hangs', async () => {
     receiver.answer = (r) => (r.path === '/hang' ? 0 : 200);
     const hook = await webhook('/hang', ['device.created']);
-    const server = (await call('POST', '/servers', { name: 'wh-3' })).json;
+    const server = (await call('POST', '/servers', { name: 'wh-3' })).expect(201);
     for (let i = 0; i < 30; i++) await call('POST', '/devices', { server_id: server.id });
     await until('the hanging receiver to be called', () => (receiver.on('/hang').length > 0 ? true : undefined));
     const started = performance.now();
@@ -165,7 +166,7 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
   it('delivers what was pending when the panel was killed, after it starts again', async () => {
     receiver.answer = (r) => (r.path === '/durable' ? 503 : 200);
     const hook = await webhook('/durable', ['server.created']);
-    const server = (await call('POST', '/servers', { name: 'wh-4' })).json;
+    const server = (await call('POST', '/servers', { name: 'wh-4' })).expect(201);
     await until('a failed first attempt', () => (receiver.on('/durable').length > 0 ? true : undefined));
     await panel.stop('SIGKILL');
     receiver.answer = () => 200;
@@ -173,8 +174,8 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     // A delivery the killed panel had just claimed stays held for its claim (twice the 15 s attempt
     // timeout plus a margin) before the new panel may take it: wait out that bound.
     const delivered = await until('delivery after restart', async () => {
-      const list = await call('GET', `/webhooks/${hook.id}/deliveries?state=delivered`);
-      return list.json.data.find((d: { payload: { server_id: number } }) => d.payload.server_id === server.id);
+      const list = (await call('GET', `/webhooks/${hook.id}/deliveries?state=delivered`)).expect(200);
+      return list.data.find((d) => d.payload.server_id === server.id);
     }, 45_000);
     // At least once: the receiver got the same message before the kill and again after it. (An
     // attempt in flight when the panel was killed is not in `attempts`: its record died with it.)
@@ -186,13 +187,14 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
 
   it('manages webhooks: list, change, delete; refuses unknown kinds', async () => {
     const hook = await webhook('/crud', ['device.deleted']);
-    assert.ok((await call('GET', '/webhooks?limit=200')).json.data.some((w: { id: number }) => w.id === hook.id));
-    const changed = await call('PATCH', `/webhooks/${hook.id}`, { events: ['device.moved', 'device.expired'], enabled: false });
-    assert.deepEqual(changed.json.events, ['device.moved', 'device.expired']);
-    assert.equal(changed.json.enabled, false);
+    assert.ok((await call('GET', '/webhooks?limit=200')).expect(200).data.some((w) => w.id === hook.id));
+    const change = { events: ['device.moved', 'device.expired'], enabled: false };
+    const changed = (await call('PATCH', `/webhooks/${hook.id}`, change)).expect(200);
+    assert.deepEqual(changed.events, ['device.moved', 'device.expired']);
+    assert.equal(changed.enabled, false);
     const bad = await call('POST', '/webhooks', { url: receiver.url('/x'), events: ['device.exploded'] });
     assert.equal(bad.status, 422);
-    assert.ok('events' in bad.json.error.fields);
+    assert.ok('events' in (bad.error?.fields ?? {}));
     assert.equal((await call('DELETE', `/webhooks/${hook.id}`)).status, 204);
     assert.equal((await call('GET', `/webhooks/${hook.id}`)).status, 404);
   });

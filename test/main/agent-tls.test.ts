@@ -29,8 +29,8 @@ function opensslSha256(certFile: string): string {
 }
 
 async function nodeStatus(panel: PanelProcess, key: string, name: string): Promise<string | undefined> {
-  const nodes = await callApi(panel.url, key, 'GET', '/nodes');
-  return nodes.json.data.find((n: { name: string }) => n.name === name)?.status;
+  const nodes = (await callApi(panel.url, key, 'GET', '/nodes')).expect(200);
+  return nodes.data.find((n) => n.name === name)?.status;
 }
 
 function waitForOnline(panel: PanelProcess, key: string, name: string): Promise<true> {
@@ -188,9 +188,9 @@ describe('an agent without TLS settings serves its own certificate, which the pa
     await waitForOnline(panel, key, 'edge');
     const list = await panel.cli(['nodes', 'list']);
     assert.match(list.stdout, new RegExp(`\tedge\tonline\t.*\tpinned ${agent.certSha256}$`, 'm'));
-    const nodeId = (await callApi(panel.url, key, 'GET', '/nodes')).json.data[0].id;
-    const created = await callApi(panel.url, key, 'POST', '/servers', { name: 'pinned', node_id: nodeId });
-    assert.equal(created.status, 201, JSON.stringify(created.json));
+    const [node] = (await callApi(panel.url, key, 'GET', '/nodes')).expect(200).data;
+    assert.ok(node, 'the node is listed');
+    (await callApi(panel.url, key, 'POST', '/servers', { name: 'pinned', node_id: node.id })).expect(201);
   });
 
   it('keeps its certificate across a restart, so the pinned node comes back', async () => {

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type ApiBody, type ApiMethod, type ApiPath, callApi, type PanelProcess, runCli, startPanel } from '../support/panel.ts';
+import { type ApiCall, callApi, type PanelProcess, runCli, startPanel } from '../support/panel.ts';
 import { dumpTables, readBackup } from '../support/table-dump.ts';
 
 /** Writes through the API from a few clients at once until stopped; records when each one finished. */
@@ -25,7 +25,8 @@ class WriteLoad {
       const created = await callApi(url, key, 'POST', '/devices', { server_id: serverIds[i % serverIds.length] ?? assert.fail('no server'), external_id: `load-${worker}`, metadata: { i } });
       if (created.status !== 201) this.failures.push(`create ${created.status}`);
       else {
-        const changed = await callApi(url, key, 'PATCH', `/devices/${created.json.id}`, { metadata: { i, changed: true }, data_limit: i * 1000 });
+        const change = { metadata: { i, changed: true }, data_limit: i * 1000 };
+        const changed = await callApi(url, key, 'PATCH', `/devices/${created.expect(201).id}`, change);
         if (changed.status !== 200) this.failures.push(`patch ${changed.status}`);
       }
       this.finishedAtMs.push(Date.now());
@@ -50,10 +51,7 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
   let shareToken = '';
   const cleanup: (() => Promise<unknown>)[] = [];
 
-  const call = <M extends ApiMethod, P extends ApiPath<M>>(method: M, path: P, body?: ApiBody<M, P>, headers?: Record<string, string>) =>
-    headers === undefined
-      ? callApi(panel.url, key, method, path, body)
-      : fetch(`${panel.url}/api/v1${path}`, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
 
   before(async () => {
     source = await createTestDatabase('sqlite');
@@ -62,18 +60,21 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
     reader = await panel.createKey('reader', 'devices:read');
     file = join(source.dataDir, '..', `${source.dataDir.split('/').at(-1)}.vpb`);
     cleanup.push(() => panel.stop(), () => source.drop(), async () => rmSync(file, { force: true }));
-    const fra = (await call('POST', '/servers', { name: 'fra-1', country: 'DE', city: 'Frankfurt' })).json.id;
-    const ams = (await call('POST', '/servers', { name: 'ams-1', address: '10.200.0.1/20' })).json.id;
+    const fra = (await call('POST', '/servers', { name: 'fra-1', country: 'DE', city: 'Frankfurt' })).expect(201).id;
+    const ams = (await call('POST', '/servers', { name: 'ams-1', address: '10.200.0.1/20' })).expect(201).id;
     for (let i = 0; i < 12; i++) assert.equal((await call('POST', '/devices', { server_id: i % 2 ? fra : ams, external_id: `cust-${i % 3}`, metadata: { i } })).status, 201);
     const own = await call('POST', '/devices', { server_id: fra, public_key: generateKeyPair().publicKey, name: 'own-key' });
     assert.equal(own.status, 201);
-    const replayable = await call('POST', '/devices', { server_id: ams, name: 'idempotent' }, { 'idempotency-key': 'order-42' });
-    assert.ok(replayable instanceof Response && replayable.status === 201);
+    const replayable = await fetch(`${panel.url}/api/v1/devices`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': 'order-42' },
+      body: JSON.stringify({ server_id: ams, name: 'idempotent' }),
+    });
+    assert.equal(replayable.status, 201);
     assert.equal((await call('PATCH', '/devices/2', { enabled: false })).status, 200);
     assert.equal((await call('DELETE', '/devices/3')).status, 204);
-    const link = await callApi(panel.url, key, 'POST', '/devices/1/share', {});
-    assert.equal(link.status, 201);
-    shareToken = new URL(link.json.url).pathname.split('/').at(-1) ?? '';
+    const link = (await callApi(panel.url, key, 'POST', '/devices/1/share', {})).expect(201);
+    shareToken = new URL(link.url).pathname.split('/').at(-1) ?? '';
     assert.equal((await call('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['device.created'] })).status, 201);
   });
   after(async () => {
@@ -146,7 +147,7 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
       assert.equal(await shared.text(), configs.get(1), 'the share link works again, found by its hash');
       const created = await callApi(moved.url, key, 'POST', '/devices', { server_id: 1 });
       assert.equal(created.status, 201, 'the restored servers run on the node again');
-      assert.ok(created.json.id > Math.max(...configs.keys()));
+      assert.ok(created.expect(201).id > Math.max(...configs.keys()));
       await moved.stop();
       const wrongSecret = await runCli(['serve'], { ...moved.env, PANEL_SECRET: randomBytes(32).toString('base64') });
       assert.equal(wrongSecret.code, 1);

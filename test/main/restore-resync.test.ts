@@ -59,15 +59,15 @@ describe('after a restore, the panel brings its nodes to the restored state', ()
 
   it('adds the servers and peers the node lost and removes the ones the backup does not have', async () => {
     const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
-    const kept = (await call('POST', '/servers', { name: 'kept' })).json;
-    const deletedLater = (await call('POST', '/servers', { name: 'deleted-later' })).json;
-    const d1 = (await call('POST', '/devices', { server_id: kept.id })).json;
-    const d2 = (await call('POST', '/devices', { server_id: deletedLater.id })).json;
+    const kept = (await call('POST', '/servers', { name: 'kept' })).expect(201);
+    const deletedLater = (await call('POST', '/servers', { name: 'deleted-later' })).expect(201);
+    const d1 = (await call('POST', '/devices', { server_id: kept.id })).expect(201);
+    const d2 = (await call('POST', '/devices', { server_id: deletedLater.id })).expect(201);
     const file = join(database.dataDir, 'state.vpb');
     assert.equal((await panel.cli(['backup', file])).code, 0);
 
-    const madeLater = (await call('POST', '/servers', { name: 'made-later' })).json;
-    const d3 = (await call('POST', '/devices', { server_id: kept.id })).json;
+    const madeLater = (await call('POST', '/servers', { name: 'made-later' })).expect(201);
+    const d3 = (await call('POST', '/devices', { server_id: kept.id })).expect(201);
     assert.equal((await call('DELETE', `/servers/${deletedLater.id}?force=true`)).status, 204);
     assert.deepEqual(await nodeState(agentUrl), { [kept.id]: [d1.public_key, d3.public_key].sort(), [madeLater.id]: [] }, 'the node as the panel left it');
 
@@ -82,6 +82,7 @@ describe('after a restore, the panel brings its nodes to the restored state', ()
     assert.deepEqual(await nodeState(agentUrl), { [kept.id]: [d1.public_key], [deletedLater.id]: [d2.public_key] });
     const added = await callApi(panel.url, key, 'POST', '/devices', { server_id: deletedLater.id });
     assert.equal(added.status, 201, 'the restored server runs on the node with its own key');
-    assert.deepEqual((await nodeState(agentUrl))[deletedLater.id], [d2.public_key, added.json.public_key].sort());
+    const addedKey = added.expect(201).public_key;
+    assert.deepEqual((await nodeState(agentUrl))[deletedLater.id], [d2.public_key, addedKey].sort());
   });
 });

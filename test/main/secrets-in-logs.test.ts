@@ -63,10 +63,10 @@ describe('the panel logs no share token and no credential, at the most verbose l
 
   it('redacts /s/ paths of page views, bad requests that carry a key, and failed requests', async () => {
     const call: ApiCall = (method, path, body) => callApi(panel.url, key, method, path, body);
-    const server = await call('POST', '/servers', { name: 'logs' });
-    const device = await call('POST', '/devices', { server_id: server.json.id });
-    const link = await call('POST', `/devices/${device.json.id}/share`);
-    const token = new URL(link.json.url).pathname.split('/').at(-1) ?? '';
+    const server = (await call('POST', '/servers', { name: 'logs' })).expect(201);
+    const device = (await call('POST', '/devices', { server_id: server.id })).expect(201);
+    const link = (await call('POST', `/devices/${device.id}/share`)).expect(201);
+    const token = new URL(link.url).pathname.split('/').at(-1) ?? '';
 
     // Share page views, the way a browser and a download make them.
     for (const suffix of ['', '/config', '?from=mail', '/config?x=1']) {
@@ -91,7 +91,7 @@ describe('the panel logs no share token and no credential, at the most verbose l
     try {
       await sql`alter table share_links rename to share_links_away`.execute(side.db);
       assert.equal((await fetch(`${panel.url}/s/${token}`)).status, 500);
-      assert.equal((await call('GET', `/devices/${device.json.id}/share`)).status, 500);
+      assert.equal((await call('GET', `/devices/${device.id}/share`)).status, 500);
       await sql`alter table share_links_away rename to share_links`.execute(side.db);
     } finally {
       await side.close();

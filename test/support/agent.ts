@@ -13,8 +13,8 @@ export interface AgentProcess {
   output(): string;
   /** The agent's JSON log lines so far. */
   lines(): Record<string, unknown>[];
-  /** SIGTERM, then SIGKILL after 5 s; resolves when it exited. */
-  stop(): Promise<void>;
+  /** Sends `signal` (SIGTERM), then SIGKILL after `graceMs` (5 s); resolves when it exited, with whether in time. */
+  stop(signal?: NodeJS.Signals, graceMs?: number): Promise<boolean>;
 }
 
 type Env = Record<string, string>;
@@ -57,13 +57,18 @@ export async function startAgent(env: Env, track?: (child: ChildProcess) => void
     certSha256,
     output: () => output,
     lines: () => jsonLines(output),
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
+    async stop(signal = 'SIGTERM', graceMs = 5_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return true;
       const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      child.kill(signal);
+      let late = false;
+      const timer = setTimeout(() => {
+        late = true;
+        child.kill('SIGKILL');
+      }, graceMs);
       await exited;
       clearTimeout(timer);
+      return !late;
     },
   };
 }

@@ -24,6 +24,8 @@ export interface AppUnderTest {
   createKey(name: string, scopes: string, options?: { rateLimitExempt?: boolean }): Promise<string>;
   /** The typed client of the OpenAPI document, its requests answered in process. */
   client(key?: string): ApiClient;
+  /** Every log line the panel wrote (at the LOG_LEVEL of its env; `logged` reads them). */
+  output(): string;
   close(): Promise<void>;
 }
 
@@ -37,7 +39,8 @@ export async function buildTestApp(database: TestDatabase, env: Record<string, s
     ...database.env,
     ...env,
   });
-  const panel: Panel = await assemblePanel(config);
+  let output = '';
+  const panel: Panel = await assemblePanel(config, { logDestination: { write: (line) => (output += line) } });
   const { app, store } = panel;
   const fetchInProcess = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
@@ -72,6 +75,7 @@ export async function buildTestApp(database: TestDatabase, env: Record<string, s
         fetch: fetchInProcess,
         headers: key === undefined ? {} : { authorization: `Bearer ${key}` },
       }),
+    output: () => output,
     close: () => panel.stop(),
   };
 }

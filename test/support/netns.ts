@@ -25,6 +25,7 @@ import { randomInt } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { onPath } from './tools.ts';
 
 export const HOST_IP = '192.0.2.1';
 export const CLIENT_IP = '192.0.2.2';
@@ -49,18 +50,13 @@ const TOOLS = [
 /** Keeps wireguard-go quiet and stops its "use the kernel module" banner. */
 const WIREGUARD_GO_ENV = { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' };
 
-function toolMissing(tool: string): boolean {
-  const path = (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':');
-  return !path.some((dir) => dir !== '' && existsSync(`${dir}/${tool}`));
-}
-
 /**
  * `false` when this process may run the WireGuard end-to-end tests (with `extraTools` too), else why
  * not: use it as `describe(name, { skip: requireRoot() }, …)`. CI runs as root with the tools installed.
  */
 export function requireRoot(extraTools: readonly (readonly [tool: string, pkg: string])[] = []): string | false {
   if (process.getuid?.() !== 0) return 'needs root (network namespaces, wireguard-go); CI runs these tests as root';
-  const missing = [...TOOLS, ...extraTools].filter(([tool]) => toolMissing(tool));
+  const missing = [...TOOLS, ...extraTools].filter(([tool]) => !onPath(tool));
   if (missing.length > 0) {
     return `needs ${missing.map(([tool]) => tool).join(', ')} (apt-get install ${missing.map(([, pkg]) => pkg).join(' ')})`;
   }

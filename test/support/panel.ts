@@ -1,9 +1,10 @@
+import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import createClient from 'openapi-fetch';
-import type { paths } from './api-types.ts';
+import type { components, paths } from './api-types.ts';
 import type { TestDatabase } from './databases.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -35,8 +36,11 @@ export function runCli(args: readonly string[], env: Record<string, string | und
   });
 }
 
-/** Waits up to 5 s for a JSON log line of the panel that `matches`; fails naming what it printed. */
-export async function logged(panel: PanelProcess, matches: (line: Record<string, unknown>) => boolean): Promise<void> {
+/**
+ * Waits up to 5 s for a JSON log line of the panel (a process or `buildTestApp`'s) that `matches`;
+ * fails naming what it printed.
+ */
+export async function logged(panel: { output(): string }, matches: (line: Record<string, unknown>) => boolean): Promise<void> {
   const deadline = Date.now() + 5_000;
   for (;;) {
     const lines = panel
@@ -57,13 +61,6 @@ export async function logged(panel: PanelProcess, matches: (line: Record<string,
 
 export type ApiClient = ReturnType<typeof createClient<paths>>;
 
-/** An answer of the API as black-box tests read it: status, the JSON body ({} when none), headers. */
-export interface ApiAnswer {
-  status: number;
-  json: ReturnType<typeof JSON.parse>;
-  headers: Headers;
-}
-
 export type ApiMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /** The OpenAPI document's paths below /api/v1, by their template (`/devices/{id}`). */
 type V1Paths = { [K in keyof paths as K extends `/api/v1${infer Rest}` ? Rest : never]: paths[K] };
@@ -77,15 +74,67 @@ type TemplatesOf<M extends ApiMethod> = {
 }[keyof V1Paths];
 /** A path the document has an operation of method M for, e.g. `/devices/7` for PATCH. */
 export type ApiPath<M extends ApiMethod> = Filled<TemplatesOf<M>> | `${Filled<TemplatesOf<M>>}?${string}`;
+
+type Segments<S extends string> = S extends `${infer Head}/${infer Rest}` ? [Head, ...Segments<Rest>] : [S];
+/** Whether the segments of a path as sent fill a template's: a `{parameter}` takes any one, the rest are equal. */
+type Fills<Sent extends string[], Template extends string[]> = Sent extends [
+  infer S,
+  ...infer SentRest extends string[],
+]
+  ? Template extends [infer T, ...infer TemplateRest extends string[]]
+    ? (T extends `{${string}}` ? true : S extends T ? true : false) extends true
+      ? Fills<SentRest, TemplateRest>
+      : false
+    : false
+  : Template extends []
+    ? true
+    : false;
+type WithoutQuery<P extends string> = P extends `${infer Path}?${string}` ? Path : P;
+/** The operation of the document that `METHOD path` (as sent, `/devices/7?x=1`) calls; of unions, each one's. */
+export type ApiOperation<M extends ApiMethod, P extends string> = M extends ApiMethod
+  ? P extends string
+    ? {
+        [T in TemplatesOf<M>]: Fills<Segments<WithoutQuery<P>>, Segments<T>> extends true ? V1Operation<T, M> : never;
+      }[TemplatesOf<M>]
+    : never
+  : never;
+
 type JsonBodyOf<O> = O extends { requestBody?: { content: { 'application/json': infer Body } } } ? Body : never;
-/** The JSON body the operation of method M on path P takes (of any template P fills). */
-export type ApiBody<M extends ApiMethod, P extends string> = {
-  [T in TemplatesOf<M>]: P extends Filled<T> | `${Filled<T>}?${string}` ? JsonBodyOf<V1Operation<T, M>> : never;
-}[TemplatesOf<M>];
+/** The JSON body the operation of method M on path P takes. */
+export type ApiBody<M extends ApiMethod, P extends string> = JsonBodyOf<ApiOperation<M, P>>;
+
+type ResponsesOf<O> = O extends { responses: infer R } ? R : never;
+/** The JSON body of one documented response; undefined for one without (204, a config as text). */
+type ResponseJson<R> = R extends { content: { 'application/json': infer Body } } ? Body : undefined;
+/** The statuses the document lists for an operation's success (`4XX`, `5XX` are its error bodies). */
+export type SuccessStatus<O> = Extract<keyof ResponsesOf<O>, number>;
+/** The spec's error: `{ error: { code, message, fields } }` holds it. */
+export type ApiError = components['schemas']['Error']['error'];
+
+/** An answer of the API as black-box tests read it, typed by the document's operation O. */
+export interface ApiAnswer<O> {
+  readonly status: number;
+  readonly headers: Headers;
+  /** The JSON body: one of those the document gives O (success or error); undefined when it sent none. */
+  readonly json: { [S in keyof ResponsesOf<O>]: ResponseJson<ResponsesOf<O>[S]> }[keyof ResponsesOf<O>];
+  /** The spec's error of a refused request (a 4xx or 5xx with the error body); else undefined. */
+  readonly error: ApiError | undefined;
+  /** Asserts the status (a failure shows the body) and returns the body the document gives it. */
+  expect<S extends SuccessStatus<O>>(status: S): ResponseJson<ResponsesOf<O>[S]>;
+}
+
+/** An answer to a request the document's types do not describe (`callApiUnchecked`). */
+export interface UncheckedAnswer {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly json: unknown;
+  /** As `ApiAnswer.error`. */
+  readonly error: ApiError | undefined;
+}
 
 /**
  * `METHOD /api/v1<path>` with the key (if any) and an optional JSON body, as any client would send it.
- * Method, path and body are checked against the OpenAPI document (test/support/api-types.ts).
+ * Method, path, body and the answer are typed by the OpenAPI document (test/support/api-types.ts).
  */
 export async function callApi<M extends ApiMethod, P extends ApiPath<M>>(
   baseUrl: string,
@@ -93,8 +142,27 @@ export async function callApi<M extends ApiMethod, P extends ApiPath<M>>(
   method: M,
   path: P,
   body?: ApiBody<M, P>,
-): Promise<ApiAnswer> {
-  return send(baseUrl, key, method, path, body);
+): Promise<ApiAnswer<ApiOperation<M, P>>> {
+  const { status, headers, json, error } = await send(baseUrl, key, method, path, body);
+  return {
+    status,
+    headers,
+    json: documented(json),
+    error,
+    expect(expected) {
+      assert.equal(status, expected, `${method} ${path}: ${JSON.stringify(json)}`);
+      return documented(json);
+    },
+  };
+}
+
+/**
+ * The one narrowing of an answer: its body is taken to be what the document says the operation
+ * answers (for `expect`, with that status). test/http/openapi.test.ts holds the document to the
+ * routes' schemas, which are what Fastify serializes each answer by.
+ */
+function documented<Body>(json: unknown): Body {
+  return json as Body;
 }
 
 async function send(
@@ -103,14 +171,33 @@ async function send(
   method: ApiMethod,
   path: string,
   body: unknown,
-): Promise<ApiAnswer> {
+): Promise<UncheckedAnswer> {
   const headers: Record<string, string> = {};
   if (key !== undefined) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(`${baseUrl}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await response.text();
   const isJson = (response.headers.get('content-type') ?? '').startsWith('application/json');
-  return { status: response.status, json: isJson && text !== '' ? JSON.parse(text) : {}, headers: response.headers };
+  const json: unknown = isJson && text !== '' ? JSON.parse(text) : undefined;
+  const error = response.status >= 400 ? errorOf(json) : undefined;
+  return { status: response.status, headers: response.headers, json, error };
+}
+
+/** The error of a body that is the spec's error body, checked field by field; else undefined. */
+function errorOf(body: unknown): ApiError | undefined {
+  if (typeof body !== 'object' || body === null || !('error' in body)) return undefined;
+  const { error } = body;
+  if (typeof error !== 'object' || error === null || !('code' in error) || !('message' in error)) return undefined;
+  if (!('fields' in error)) return undefined;
+  const { code, message, fields } = error;
+  if (typeof code !== 'string' || typeof message !== 'string') return undefined;
+  if (typeof fields !== 'object' || fields === null) return undefined;
+  const problems: Record<string, string> = {};
+  for (const [field, problem] of Object.entries(fields)) {
+    if (typeof problem !== 'string') return undefined;
+    problems[field] = problem;
+  }
+  return { code, message, fields: problems };
 }
 
 /**
@@ -123,7 +210,7 @@ export function callApiUnchecked(
   method: ApiMethod,
   path: string,
   body?: unknown,
-): Promise<ApiAnswer> {
+): Promise<UncheckedAnswer> {
   return send(baseUrl, key, method, path, body);
 }
 
@@ -132,10 +219,11 @@ export type ApiCall = <M extends ApiMethod, P extends ApiPath<M>>(
   method: M,
   path: P,
   body?: ApiBody<M, P>,
-) => Promise<ApiAnswer>;
+) => Promise<ApiAnswer<ApiOperation<M, P>>>;
 
 export interface PanelProcess {
   readonly url: string;
+  readonly port: number;
   readonly env: Record<string, string | undefined>;
   readonly process: ChildProcess;
   /** Everything the panel printed. */
@@ -151,6 +239,8 @@ export interface PanelProcess {
 export interface StartOptions {
   database: TestDatabase;
   env?: Record<string, string | undefined>;
+  /** The port to listen on (a restart keeps its URL); a free one when not given. */
+  port?: number;
 }
 
 /**
@@ -158,7 +248,7 @@ export interface StartOptions {
  * Tests run as one process each, so a panel that a test forgets is still ended by `stop()` in `after`.
  */
 export async function startPanel(options: StartOptions): Promise<PanelProcess> {
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const env: Record<string, string | undefined> = {
     PORT: String(port),
     HOST: '127.0.0.1',
@@ -194,6 +284,7 @@ export async function startPanel(options: StartOptions): Promise<PanelProcess> {
   }
   const panel: PanelProcess = {
     url,
+    port,
     env,
     process: child,
     output: () => output,

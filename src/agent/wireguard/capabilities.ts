@@ -28,6 +28,7 @@ export async function canRunWireGuard(runner: CommandRunner): Promise<WireGuardC
     ['ip', '-V', 'iproute2'],
     ['wg', '--version', 'wireguard-tools'],
     ['nft', '--version', 'nftables'],
+    ['sysctl', '--version', 'procps'],
   ] as const;
   for (const [tool, flag, pkg] of tools) {
     const found = await runner.run(tool, [flag]).then(() => true, () => false);

@@ -354,6 +354,9 @@ describe('wireguard driver: servers (recorded commands)', () => {
     assert.deepEqual(await canRunWireGuard(rootNoWg), { ok: false, reason: 'no kernel WireGuard module and no `wireguard-go` (install wireguard-go)' });
     rootNoWg.on('wireguard-go --version', { stdout: 'wireguard-go v0.0.20220316\n' });
     assert.deepEqual(await canRunWireGuard(rootNoWg), { ok: true, implementation: 'wireguard-go' });
+    // A minimal Debian has no procps: the uplink's forwarding needs sysctl, so every deploy would fail.
+    rootNoWg.on('sysctl --version', { exitCode: 127 });
+    assert.deepEqual(await canRunWireGuard(rootNoWg), { ok: false, reason: '`sysctl` not found (install procps)' });
   });
 });
 
