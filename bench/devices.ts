@@ -78,7 +78,14 @@ async function creates(auth: Auth, serverIds: readonly number[], count: number, 
   const seconds = (performance.now() - started) / 1000;
   let non201 = r.errors + r.timeouts;
   for (const [code, stat] of Object.entries(r.statusCodeStats ?? {})) if (code !== '201') non201 += stat.count ?? 0;
-  return { before, count: r.requests.total, perSecond: r.requests.total / seconds, p50Ms: r.latency.p50, p99Ms: r.latency.p99, non201 };
+  return {
+    before,
+    count: r.requests.total,
+    perSecond: r.requests.total / seconds,
+    p50Ms: r.latency.p50,
+    p99Ms: r.latency.p99,
+    non201,
+  };
 }
 
 async function json(response: Response): Promise<unknown> {
@@ -114,12 +121,21 @@ function seed(total: number): SeedReport {
   db.pragma('journal_mode = WAL');
   db.pragma('foreign_keys = ON');
   try {
-    const servers = db.prepare<[], { id: number; address: string; subnet: string }>('select id, address, subnet from servers order by id').all();
+    const servers = db
+      .prepare<[], { id: number; address: string; subnet: string }>(
+        'select id, address, subnet from servers order by id',
+      )
+      .all();
     const viaApi = db.prepare<[], { n: number }>('select count(*) as n from devices').get()?.n ?? 0;
     const maxId = db.prepare<[], { m: number | null }>('select max(id) as m from devices').get()?.m ?? 0;
     const slots = servers.map((s) => {
       const subnet = parseSubnet(s.subnet);
-      const used = new Set(db.prepare<[number], { address: string }>('select address from devices where server_id = ?').all(s.id).map((d) => ipToInt(d.address)));
+      const used = new Set(
+        db
+          .prepare<[number], { address: string }>('select address from devices where server_id = ?')
+          .all(s.id)
+          .map((d) => ipToInt(d.address)),
+      );
       used.add(parseCidr(s.address).address);
       return { id: s.id, next: subnet.network + 1, last: subnet.network + size(subnet) - 2, used };
     });
@@ -146,7 +162,19 @@ function seed(total: number): SeedReport {
         const isExpired = i % 20 === 10;
         if (isDisabled) disabled++;
         if (isExpired) expired++;
-        insert.run(id, slot.id, `device-${id}`, intToIp(address), keys.publicKey, keys.privateKey, isDisabled ? 0 : 1, now, isExpired ? past : null, now, now);
+        insert.run(
+          id,
+          slot.id,
+          `device-${id}`,
+          intToIp(address),
+          keys.publicKey,
+          keys.privateKey,
+          isDisabled ? 0 : 1,
+          now,
+          isExpired ? past : null,
+          now,
+          now,
+        );
       }
     })();
     db.pragma('wal_checkpoint(TRUNCATE)');
@@ -174,12 +202,24 @@ function cursorsOf(label: string, query: string, ids: readonly number[]): Cursor
 function readCursors(serverId: number): Cursors[] {
   const db = new SQLite(join(dataDir, 'vpn-panel.db'), { readonly: true });
   try {
-    const ids = (sql: string, ...args: (string | number)[]) => db.prepare<(string | number)[], { id: number }>(sql).all(...args).map((r) => r.id);
+    const ids = (sql: string, ...args: (string | number)[]) =>
+      db
+        .prepare<(string | number)[], { id: number }>(sql)
+        .all(...args)
+        .map((r) => r.id);
     const now = new Date().toISOString();
     return [
       cursorsOf('no filter', '', ids('select id from devices order by id')),
-      cursorsOf(`server_id=${serverId}`, `&server_id=${serverId}`, ids('select id from devices where server_id = ? order by id', serverId)),
-      cursorsOf('status=active', '&status=active', ids('select id from devices where enabled = 1 and (expires_at is null or expires_at > ?) order by id', now)),
+      cursorsOf(
+        `server_id=${serverId}`,
+        `&server_id=${serverId}`,
+        ids('select id from devices where server_id = ? order by id', serverId),
+      ),
+      cursorsOf(
+        'status=active',
+        '&status=active',
+        ids('select id from devices where enabled = 1 and (expires_at is null or expires_at > ?) order by id', now),
+      ),
     ];
   } finally {
     db.close();
@@ -207,13 +247,19 @@ interface Latency {
 
 function latencyOf(samples: number[]): Latency {
   const sorted = [...samples].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99), max: sorted.at(-1) ?? Number.NaN };
+  return {
+    p50: percentile(sorted, 50),
+    p95: percentile(sorted, 95),
+    p99: percentile(sorted, 99),
+    max: sorted.at(-1) ?? Number.NaN,
+  };
 }
 
 /** Checks a page: `PAGE` devices with ascending ids above the cursor (and matching the filter). */
 function checkPage(text: string, after: number, serverId: number | undefined): void {
   const body: unknown = JSON.parse(text);
-  if (typeof body !== 'object' || body === null || !('data' in body) || !Array.isArray(body.data)) throw new Error(`not a page: ${text.slice(0, 200)}`);
+  if (typeof body !== 'object' || body === null || !('data' in body) || !Array.isArray(body.data))
+    throw new Error(`not a page: ${text.slice(0, 200)}`);
   const data: unknown[] = body.data;
   if (data.length !== PAGE) throw new Error(`a page after ${after} has ${data.length} devices, not ${PAGE}`);
   let previous = after;
@@ -221,7 +267,11 @@ function checkPage(text: string, after: number, serverId: number | undefined): v
     const id = idOf(device);
     if (id <= previous) throw new Error(`ids out of order after ${after}`);
     previous = id;
-    if (serverId !== undefined && (typeof device !== 'object' || device === null || !('server_id' in device) || device.server_id !== serverId)) throw new Error('a device of another server');
+    if (
+      serverId !== undefined &&
+      (typeof device !== 'object' || device === null || !('server_id' in device) || device.server_id !== serverId)
+    )
+      throw new Error('a device of another server');
   }
 }
 
@@ -264,9 +314,17 @@ async function underLoad(auth: Auth, cursors: Cursors): Promise<LoadRun> {
     connections: LOAD_CONNECTIONS,
     duration: LOAD_S,
     headers: auth,
-    requests: cursors.after.map((after) => ({ method: 'GET', path: `/api/v1/devices?limit=${PAGE}&after=${after}${cursors.query}` })),
+    requests: cursors.after.map((after) => ({
+      method: 'GET',
+      path: `/api/v1/devices?limit=${PAGE}&after=${after}${cursors.query}`,
+    })),
   });
-  return { perSecond: r.requests.average, p50Ms: r.latency.p50, p99Ms: r.latency.p99, non2xx: r.non2xx + r.errors + r.timeouts };
+  return {
+    perSecond: r.requests.average,
+    p50Ms: r.latency.p50,
+    p99Ms: r.latency.p99,
+    non2xx: r.non2xx + r.errors + r.timeouts,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -282,7 +340,17 @@ try {
   const serverIds: number[] = [];
   for (const [i, address] of SERVER_ADDRESSES.entries()) {
     const body = JSON.stringify({ name: `bench-${i + 1}`, address });
-    serverIds.push(idOf(await json(await fetch(`${panel.base}/api/v1/servers`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body }))));
+    serverIds.push(
+      idOf(
+        await json(
+          await fetch(`${panel.base}/api/v1/servers`, {
+            method: 'POST',
+            headers: { ...auth, 'content-type': 'application/json' },
+            body,
+          }),
+        ),
+      ),
+    );
   }
   const [firstServer] = serverIds;
   if (firstServer === undefined) throw new Error('no server');
@@ -333,7 +401,9 @@ try {
     for (const [position, name] of positions.entries()) {
       const l = await sequential(auth, c, position, c.query.startsWith('&server_id') ? firstServer : undefined);
       if (l.p99 > worst.p99) Object.assign(worst, { p99: l.p99, where: `${c.label}, ${name}` });
-      pageRows.push(`| ${c.label} | ${name} (after=${c.after[position]}) | ${ms(l.p50)} | ${ms(l.p95)} | ${ms(l.p99)} | ${ms(l.max)} |`);
+      pageRows.push(
+        `| ${c.label} | ${name} (after=${c.after[position]}) | ${ms(l.p50)} | ${ms(l.p95)} | ${ms(l.p99)} | ${ms(l.max)} |`,
+      );
       console.log(pageRows.at(-1));
     }
   }
@@ -359,7 +429,8 @@ try {
   const first = fill[0];
   if (first === undefined) throw new Error('no create run');
   const viaApi = seeded.viaApi;
-  const createRow = (label: string, r: CreateRun) => `| ${label} | ${r.before.toLocaleString('en')} | ${r.count} | **${Math.round(r.perSecond)}** | ${r.p50Ms} | ${r.p99Ms} | ${r.non201} |`;
+  const createRow = (label: string, r: CreateRun) =>
+    `| ${label} | ${r.before.toLocaleString('en')} | ${r.count} | **${Math.round(r.perSecond)}** | ${r.p50Ms} | ${r.p99Ms} | ${r.non201} |`;
   const fillRows = fill.slice(1).map((r) => createRow('filling', r));
   const createsMet = first.perSecond >= CREATES_TARGET && first.non201 === 0;
   const fullMet = full.perSecond >= CREATES_TARGET && full.non201 === 0;

@@ -112,7 +112,8 @@ async function measure(label: string, cli: string): Promise<Figures> {
 const ms = (v: number): string => v.toFixed(1);
 const loadStart = loadAverage();
 const runs: Figures[] = [];
-if (process.env.BASE_CLI !== undefined) runs.push(await measure(process.env.BASE_LABEL ?? 'before', process.env.BASE_CLI));
+if (process.env.BASE_CLI !== undefined)
+  runs.push(await measure(process.env.BASE_LABEL ?? 'before', process.env.BASE_CLI));
 runs.push(await measure('this checkout', CLI));
 const loadEnd = loadAverage();
 const rows = runs.map((f) => `| ${f.label} | ${ms(f.median)} | ${ms(f.p95)} | ${ms(f.p99)} | ${ms(f.max)} |`);

@@ -36,7 +36,8 @@ interface Target {
   headers: Record<string, string>;
 }
 
-const load = (target: Target, seconds: number) => autocannon({ ...target, connections: CONNECTIONS, duration: seconds });
+const load = (target: Target, seconds: number) =>
+  autocannon({ ...target, connections: CONNECTIONS, duration: seconds });
 
 /** The slices of one server in a round: requests/s over all of them, the median p50 and the worst p99. */
 function summary(slices: autocannon.Result[]): Result {
@@ -90,7 +91,8 @@ try {
     const pairs: { bare: Result; api: Result }[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       const pair = await round({ url: `${bareUrl}${path}`, headers: {} }, { url: `${panelUrl}${path}`, headers: auth });
-      if (pair.api.non2xx > 0) throw new Error(`GET ${path} answered ${pair.api.non2xx} non-2xx: the figures would not be of the route`);
+      if (pair.api.non2xx > 0)
+        throw new Error(`GET ${path} answered ${pair.api.non2xx} non-2xx: the figures would not be of the route`);
       ratios.push(pair.api.requestsPerSecond / pair.bare.requestsPerSecond);
       pairs.push(pair);
     }
@@ -99,7 +101,9 @@ try {
     const median = pairs[medianIndex];
     if (!median) throw new Error('no rounds');
     best = Math.max(best, medianRatio);
-    rows.push(`| \`GET ${path}\` (${(bodies[path] ?? '').length} B) | ${Math.round(median.bare.requestsPerSecond)} | ${Math.round(median.api.requestsPerSecond)} | ${median.api.p50Ms} / ${median.api.p99Ms} | ${ratios.map((r) => r.toFixed(2)).join(', ')} | **${medianRatio.toFixed(2)}** |`);
+    rows.push(
+      `| \`GET ${path}\` (${(bodies[path] ?? '').length} B) | ${Math.round(median.bare.requestsPerSecond)} | ${Math.round(median.api.requestsPerSecond)} | ${median.api.p50Ms} / ${median.api.p99Ms} | ${ratios.map((r) => r.toFixed(2)).join(', ')} | **${medianRatio.toFixed(2)}** |`,
+    );
   }
   const body = `Command: \`npm run bench:http\` (autocannon, ${CONNECTIONS} connections; ${ROUNDS} rounds a route, each ${WARMUP_S} s of warm-up on each server, then ${DURATION_S} s on each in ${SLICE_S} s slices alternating between bare Fastify and the panel; panel on SQLite with the dry-run driver and a fresh database; a key made with \`--no-rate-limit\`). Machine: ${machine()}.
 

@@ -74,7 +74,10 @@ async function main(): Promise<void> {
         throw new Error(`${variant} the rules, yet: ${problems.join('; ') || 'none missing'}`);
       }
     };
-    const samples = new Map<Variant, [number, number][]>([['with', []], ['without', []]]);
+    const samples = new Map<Variant, [number, number][]>([
+      ['with', []],
+      ['without', []],
+    ]);
     for (let round = 0; round < ROUNDS; round++) {
       const order: Variant[] = round % 2 === 0 ? ['with', 'without'] : ['without', 'with'];
       for (const variant of order) {
@@ -89,7 +92,10 @@ async function main(): Promise<void> {
     await wg.close();
 
     const median = (variant: Variant, d: 0 | 1): number =>
-      percentile((samples.get(variant) ?? []).map((x) => x[d]), 0.5);
+      percentile(
+        (samples.get(variant) ?? []).map((x) => x[d]),
+        0.5,
+      );
     const range = (variant: Variant, d: 0 | 1): string => {
       const values = (samples.get(variant) ?? []).map((x) => x[d]);
       return `${Math.min(...values).toFixed(0)}-${Math.max(...values).toFixed(0)}`;

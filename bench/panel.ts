@@ -94,7 +94,13 @@ export async function answers(url: string, child: ChildProcess): Promise<void> {
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`${url}: its process exited (${child.exitCode ?? child.signalCode})`);
     }
-    if (await fetch(url).then((r) => r.ok, () => false)) return;
+    if (
+      await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return;
     if (Date.now() > deadline) throw new Error(`${url} did not answer within ${START_MS / 1000} s`);
     await new Promise((r) => setTimeout(r, 50));
   }

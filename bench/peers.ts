@@ -13,7 +13,14 @@ import { readFileSync } from 'node:fs';
 import { firstLine, host, writeSection } from './report.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
-import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type RunResult, type StartOptions } from '../src/agent/commands.ts';
+import {
+  type ChildHandle,
+  type CommandRunner,
+  ExecRunner,
+  type RunOptions,
+  type RunResult,
+  type StartOptions,
+} from '../src/agent/commands.ts';
 import { HttpNodeConnection } from '../src/agent/connection.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
 import type { AgentPeer } from '../src/agent/protocol.ts';
@@ -158,9 +165,11 @@ interface ChangeResult {
 
 function stats(samples: readonly number[]): Stats {
   const sorted = [...samples].sort((a, b) => a - b);
-  const rank = (p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)] ?? Number.NaN;
+  const rank = (p: number): number =>
+    sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)] ?? Number.NaN;
   const mid = Math.floor(sorted.length / 2);
-  const median = sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+  const median =
+    sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
   return { median, p95: rank(0.95), min: sorted[0] ?? Number.NaN, max: sorted.at(-1) ?? Number.NaN };
 }
 
@@ -176,8 +185,20 @@ const count = (n: number): string => n.toLocaleString('en');
 /** The n-th peer address in 10.96.0.0/16, skipping .0 and the server's .1 (so at most ~65k peers). */
 /** A peer as the panel sends it to the agent: device id from its address, no limits. */
 function agentPeer(peer: PeerSpec): AgentPeer {
-  const deviceId = Number(peer.allowedIp.split(/[./]/).slice(0, 4).reduce((n, octet) => n * 256 + Number(octet), 0)) % 2_000_000_000 + 1;
-  return { ...peer, deviceId, limits: { remainingBytes: null, journalId: '', meter: 0, dataLimit: 0, periodEndsAtMs: null, expiresAtMs: null } };
+  const deviceId =
+    (Number(
+      peer.allowedIp
+        .split(/[./]/)
+        .slice(0, 4)
+        .reduce((n, octet) => n * 256 + Number(octet), 0),
+    ) %
+      2_000_000_000) +
+    1;
+  return {
+    ...peer,
+    deviceId,
+    limits: { remainingBytes: null, journalId: '', meter: 0, dataLimit: 0, periodEndsAtMs: null, expiresAtMs: null },
+  };
 }
 
 function peerAddress(n: number): string {
@@ -203,16 +224,29 @@ async function main(): Promise<void> {
   console.log(`generating ${count(PEERS)} key pairs…`);
   const PATHS = 5;
   const keys = Array.from({ length: PEERS + CHANGES * PATHS }, () => generateKeyPair().publicKey);
-  const peers: PeerSpec[] = keys.slice(0, PEERS).map((publicKey, i) => ({ publicKey, allowedIp: peerAddress(i), speedLimitKbps: 0 }));
+  const peers: PeerSpec[] = keys
+    .slice(0, PEERS)
+    .map((publicKey, i) => ({ publicKey, allowedIp: peerAddress(i), speedLimitKbps: 0 }));
   const spare = keys.slice(PEERS);
 
   const lab = await NetLab.create();
   const runner = new CountingRunner();
-  const wireguard = new WireGuardDriver({ runner, namePrefix: lab.prefix, hostNetns: lab.hostNs, implementation: 'wireguard-go' });
+  const wireguard = new WireGuardDriver({
+    runner,
+    namePrefix: lab.prefix,
+    hostNetns: lab.hostNs,
+    implementation: 'wireguard-go',
+  });
   const driver = new TimedDriver(wireguard, runner);
   const agent = new Agent(driver, 'bench');
   const serverId = 1;
-  const server: ServerSpec = { serverId, privateKey: generateKeyPair().privateKey, listenPort: 51820, address: '10.96.0.1/16', mtu: 1420 };
+  const server: ServerSpec = {
+    serverId,
+    privateKey: generateKeyPair().privateKey,
+    listenPort: 51820,
+    address: '10.96.0.1/16',
+    mtu: 1420,
+  };
   const token = 'bench-token-'.padEnd(32, 'x');
   const app = await buildAgentApp({ agent, token, logger: pino({ level: 'silent' }) });
   let interrupted = false;
@@ -225,7 +259,10 @@ async function main(): Promise<void> {
    * Swaps one peer for a new key at the same address each round, through `apply` (given the whole
    * new list, the removed key and the new peer), and records how much of the interface it touched.
    */
-  const changeRounds = async (label: string, apply: (list: PeerSpec[], removed: string, added: PeerSpec) => Promise<unknown>): Promise<ChangeResult> => {
+  const changeRounds = async (
+    label: string,
+    apply: (list: PeerSpec[], removed: string, added: PeerSpec) => Promise<unknown>,
+  ): Promise<ChangeResult> => {
     const samples: number[] = [];
     const phases = { up: [] as number[], peers: [] as number[], dump: [] as number[], set: [] as number[] };
     let calls = 0;
@@ -248,8 +285,19 @@ async function main(): Promise<void> {
       phases.set.push(runner.setMs);
     }
     const median = (values: number[]): number => stats(values).median;
-    const result = { label, stats: stats(samples), calls, touched, upMs: median(phases.up), peersMs: median(phases.peers), dumpMs: median(phases.dump), setMs: median(phases.set) };
-    console.log(`${label}: median ${ms(result.stats.median)}, p95 ${ms(result.stats.p95)}, ≤${calls} wg set call(s) naming ≤${touched} peer(s)`);
+    const result = {
+      label,
+      stats: stats(samples),
+      calls,
+      touched,
+      upMs: median(phases.up),
+      peersMs: median(phases.peers),
+      dumpMs: median(phases.dump),
+      setMs: median(phases.set),
+    };
+    console.log(
+      `${label}: median ${ms(result.stats.median)}, p95 ${ms(result.stats.p95)}, ≤${calls} wg set call(s) naming ≤${touched} peer(s)`,
+    );
     return result;
   };
 
@@ -272,17 +320,26 @@ async function main(): Promise<void> {
     const connection = new HttpNodeConnection({ name: 'bench', url, token, certSha256: null });
 
     const incremental = [
-      await changeRounds('driver.changePeers', (_list, removed, added) => driver.changePeers(serverId, [added], [removed])),
-      await changeRounds('Agent.changePeers (local node)', (_list, removed, added) => agent.changePeers(serverId, { upsert: [agentPeer(added)], remove: [removed], deleted: true })),
-      await changeRounds('HTTP POST /v1/servers/:id/peers (remote node)', (_list, removed, added) => connection.changePeers(serverId, { upsert: [agentPeer(added)], remove: [removed], deleted: true })),
+      await changeRounds('driver.changePeers', (_list, removed, added) =>
+        driver.changePeers(serverId, [added], [removed]),
+      ),
+      await changeRounds('Agent.changePeers (local node)', (_list, removed, added) =>
+        agent.changePeers(serverId, { upsert: [agentPeer(added)], remove: [removed], deleted: true }),
+      ),
+      await changeRounds('HTTP POST /v1/servers/:id/peers (remote node)', (_list, removed, added) =>
+        connection.changePeers(serverId, { upsert: [agentPeer(added)], remove: [removed], deleted: true }),
+      ),
     ];
     const full = [
       await changeRounds('driver.setPeers (full diff)', (list) => driver.setPeers(serverId, list)),
-      await changeRounds('Agent.applyServer (up + full diff)', (list) => agent.applyServer({ server, peers: list.map(agentPeer) })),
+      await changeRounds('Agent.applyServer (up + full diff)', (list) =>
+        agent.applyServer({ server, peers: list.map(agentPeer) }),
+      ),
     ];
     const onInterfaceAfter = (await driver.readCounters(serverId)).peers.map((c) => c.publicKey).sort();
     const expected = peers.map((p) => p.publicKey).sort();
-    if (JSON.stringify(onInterfaceAfter) !== JSON.stringify(expected)) throw new Error('the interface does not hold the expected peers after the changes');
+    if (JSON.stringify(onInterfaceAfter) !== JSON.stringify(expected))
+      throw new Error('the interface does not hold the expected peers after the changes');
     const wgPid = [...lab.wireguardGoProcesses()].find(([, name]) => name === `${lab.prefix}${serverId}`)?.[0];
     const rss = wgPid === undefined ? Number.NaN : rssMb(wgPid);
     if (interrupted) throw new Error('interrupted');
@@ -330,7 +387,7 @@ async function main(): Promise<void> {
     ].join('\n');
     console.log(`\n## ${SECTION}\n\n${body}\n`);
     writeSection(SECTION, body);
-    console.log("wrote the section to docs/benchmarks.md");
+    console.log('wrote the section to docs/benchmarks.md');
   } finally {
     await app.close().catch(() => undefined);
     await driver.down(serverId).catch((error: unknown) => console.error(`down: ${String(error)}`));

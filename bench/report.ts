@@ -4,7 +4,8 @@ import { availableParallelism, cpus, loadavg, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const FILE = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
-const HEADER = '# Benchmarks\n\nEvery figure here comes from a script in `bench/`, run on demand on this 2-core machine; each section names its command.\n';
+const HEADER =
+  '# Benchmarks\n\nEvery figure here comes from a script in `bench/`, run on demand on this 2-core machine; each section names its command.\n';
 
 /** Replaces the section `## title` of docs/benchmarks.md (or appends it), leaving the others alone. */
 export function writeSection(title: string, body: string): void {
@@ -41,7 +42,9 @@ export function firstLine(cmd: string, args: readonly string[]): string {
 
 /** The load average over 1, 5 and 15 minutes: `0.52 / 0.61 / 0.40` (the machine is shared). */
 export function loadAverage(): string {
-  return loadavg().map((l) => l.toFixed(2)).join(' / ');
+  return loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ');
 }
 
 /** The load average over the last minute. */

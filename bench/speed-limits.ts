@@ -11,7 +11,14 @@
  * Run as root: node bench/speed-limits.ts   (LIMITED, CHANGES, IPERF_SECONDS and ROUNDS may be set)
  * Writes the section "## Speed limits on one server (wireguard-go)" of docs/benchmarks.md.
  */
-import { type ChildHandle, type CommandRunner, ExecRunner, type RunOptions, type RunResult, type StartOptions } from '../src/agent/commands.ts';
+import {
+  type ChildHandle,
+  type CommandRunner,
+  ExecRunner,
+  type RunOptions,
+  type RunResult,
+  type StartOptions,
+} from '../src/agent/commands.ts';
 import type { PeerSpec, ServerSpec } from '../src/agent/driver.ts';
 import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
 import { generateKeyPair, publicKeyOf } from '../src/domain/wireguard-keys.ts';
@@ -69,7 +76,9 @@ class ToolTimer implements CommandRunner {
     }
     const ms = performance.now() - start;
     // Reads run in parallel, so the parts may add up to more than the whole.
-    const split = [...this.ms].map(([tool, spent]) => `${tool} ${spent.toFixed(0)} ms (${this.runs.get(tool) ?? 0}×)`).join(', ');
+    const split = [...this.ms]
+      .map(([tool, spent]) => `${tool} ${spent.toFixed(0)} ms (${this.runs.get(tool) ?? 0}×)`)
+      .join(', ');
     return { ms, split };
   }
 }
@@ -84,7 +93,10 @@ function address(n: number): string {
 }
 
 async function main(): Promise<void> {
-  const notRunnable = requireRoot([['iperf3', 'iperf3'], ['tc', 'iproute2']]);
+  const notRunnable = requireRoot([
+    ['iperf3', 'iperf3'],
+    ['tc', 'iproute2'],
+  ]);
   if (notRunnable !== false) {
     console.error(`bench/speed-limits.ts ${notRunnable}`);
     process.exitCode = 1;
@@ -98,17 +110,42 @@ async function main(): Promise<void> {
   const client = generateKeyPair();
   const others = Array.from({ length: LIMITED - 1 }, () => generateKeyPair().publicKey);
   /** Limits of 1-50 Mbit/s, so no two neighbours share one; the client (peer 0) is set per measurement. */
-  const peers: PeerSpec[] = [client.publicKey, ...others].map((publicKey, i) => ({ publicKey, allowedIp: `${address(i)}/32`, speedLimitKbps: 1000 * ((i % 50) + 1) }));
-  const clientPeer = (kbps: number): PeerSpec => ({ publicKey: client.publicKey, allowedIp: `${address(0)}/32`, speedLimitKbps: kbps });
+  const peers: PeerSpec[] = [client.publicKey, ...others].map((publicKey, i) => ({
+    publicKey,
+    allowedIp: `${address(i)}/32`,
+    speedLimitKbps: 1000 * ((i % 50) + 1),
+  }));
+  const clientPeer = (kbps: number): PeerSpec => ({
+    publicKey: client.publicKey,
+    allowedIp: `${address(0)}/32`,
+    speedLimitKbps: kbps,
+  });
   const withClient = (kbps: number): PeerSpec[] => [clientPeer(kbps), ...peers.slice(1)];
 
   const loadAtStart = loadAverage();
   const lab = await NetLab.create();
   const timer = new ToolTimer();
-  const driver = new WireGuardDriver({ runner: timer, namePrefix: lab.prefix, hostNetns: lab.hostNs, implementation: 'wireguard-go' });
+  const driver = new WireGuardDriver({
+    runner: timer,
+    namePrefix: lab.prefix,
+    hostNetns: lab.hostNs,
+    implementation: 'wireguard-go',
+  });
   const serverId = 1;
-  const server: ServerSpec = { serverId, privateKey: generateKeyPair().privateKey, listenPort: 51820, address: '10.97.0.1/16', mtu: 1420 };
-  const referenceServer: ServerSpec = { serverId: 2, privateKey: generateKeyPair().privateKey, listenPort: 51821, address: '10.98.0.1/24', mtu: 1420 };
+  const server: ServerSpec = {
+    serverId,
+    privateKey: generateKeyPair().privateKey,
+    listenPort: 51820,
+    address: '10.97.0.1/16',
+    mtu: 1420,
+  };
+  const referenceServer: ServerSpec = {
+    serverId: 2,
+    privateKey: generateKeyPair().privateKey,
+    listenPort: 51821,
+    address: '10.98.0.1/24',
+    mtu: 1420,
+  };
   const referenceClient = generateKeyPair();
   const n = driver.names(serverId);
   const rows: string[] = [];
@@ -116,25 +153,37 @@ async function main(): Promise<void> {
     rows.push(`| ${what} | ${value} |`);
     console.log(`${what}: ${value}`);
   };
-  const classCount = async (dev: string): Promise<number> => (await run('tc', ['-n', n.netns, 'class', 'show', 'dev', dev])).split('\n').filter((l) => l.startsWith('class htb')).length;
+  const classCount = async (dev: string): Promise<number> =>
+    (await run('tc', ['-n', n.netns, 'class', 'show', 'dev', dev])).split('\n').filter((l) => l.startsWith('class htb'))
+      .length;
 
   try {
     await driver.up(server);
     await driver.up(referenceServer);
-    await driver.setPeers(referenceServer.serverId, [{ publicKey: referenceClient.publicKey, allowedIp: '10.98.0.2/32', speedLimitKbps: 0 }]);
+    await driver.setPeers(referenceServer.serverId, [
+      { publicKey: referenceClient.publicKey, allowedIp: '10.98.0.2/32', speedLimitKbps: 0 },
+    ]);
     const tunnels = [
       [server, client.privateKey, `${address(0)}/16`, '10.97.0.0/16', INTERNET_IP],
       [referenceServer, referenceClient.privateKey, '10.98.0.2/24', '10.98.0.0/24', REFERENCE_IP],
     ] as const;
     const clients = [];
     for (const [spec, privateKey, clientAddress, subnet, target] of tunnels) {
-      const wg = await lab.connectClient({ serverPublicKey: publicKeyOf(spec.privateKey), endpoint: lab.hostIp, port: spec.listenPort, privateKey, address: clientAddress, allowedIps: [subnet, `${target}/32`] });
+      const wg = await lab.connectClient({
+        serverPublicKey: publicKeyOf(spec.privateKey),
+        endpoint: lab.hostIp,
+        port: spec.listenPort,
+        privateKey,
+        address: clientAddress,
+        allowedIps: [subnet, `${target}/32`],
+      });
       await run('ip', ['-n', lab.clientNs, 'route', 'add', `${target}/32`, 'dev', wg.iface]);
       await lab.startIperfServer(target, IPERF_PORT);
       clients.push(wg);
     }
     await driver.setPeers(serverId, [clientPeer(0)]);
-    for (const target of [INTERNET_IP, REFERENCE_IP]) if (!(await lab.waitForPing(target))) throw new Error(`the client does not reach ${target} through its tunnel`);
+    for (const target of [INTERNET_IP, REFERENCE_IP])
+      if (!(await lab.waitForPing(target))) throw new Error(`the client does not reach ${target} through its tunnel`);
     /** Up and down Mbit/s to `target`. */
     const throughput = async (label: string, target: string): Promise<[number, number]> => {
       const up = await lab.iperf(target, IPERF_PORT, 'upload', IPERF_SECONDS);
@@ -144,19 +193,29 @@ async function main(): Promise<void> {
     };
     /** `up / down`, each with how far it is from `base` (in %) when given. */
     const figures = ([up, down]: [number, number], base?: [number, number]): string => {
-      const off = (value: number, of: number | undefined): string => (of === undefined ? '' : ` (${value >= of ? '+' : '−'}${Math.abs((100 * (value - of)) / of).toFixed(0)} %)`);
+      const off = (value: number, of: number | undefined): string =>
+        of === undefined ? '' : ` (${value >= of ? '+' : '−'}${Math.abs((100 * (value - of)) / of).toFixed(0)} %)`;
       return `${up.toFixed(1)}${off(up, base?.[0])} / ${down.toFixed(1)}${off(down, base?.[1])}`;
     };
 
     const setup = await timer.time(() => driver.setPeers(serverId, withClient(HIGH_KBPS)));
     const [wgClasses, vethClasses] = [await classCount(n.iface), await classCount(n.vethServer)];
-    if (wgClasses !== LIMITED || vethClasses !== LIMITED) throw new Error(`expected ${LIMITED} classes on each device, found ${wgClasses} and ${vethClasses}`);
-    row(`\`setPeers\`: ${count(LIMITED)} new limited peers (peers, ${count(2 * LIMITED)} classes and queues, ${count(LIMITED)} map entries)`, `${ms(setup.ms)} (${setup.split})`);
+    if (wgClasses !== LIMITED || vethClasses !== LIMITED)
+      throw new Error(`expected ${LIMITED} classes on each device, found ${wgClasses} and ${vethClasses}`);
+    row(
+      `\`setPeers\`: ${count(LIMITED)} new limited peers (peers, ${count(2 * LIMITED)} classes and queues, ${count(LIMITED)} map entries)`,
+      `${ms(setup.ms)} (${setup.split})`,
+    );
     const noop = await timer.time(() => driver.setPeers(serverId, withClient(HIGH_KBPS)));
-    row(`\`setPeers\`: the same again (reads \`wg show dump\`, the classes of both devices and the map; writes nothing)`, `${ms(noop.ms)} (${noop.split})`);
+    row(
+      `\`setPeers\`: the same again (reads \`wg show dump\`, the classes of both devices and the map; writes nothing)`,
+      `${ms(noop.ms)} (${noop.split})`,
+    );
 
     /** A throughput case: how to measure it once, and its samples. */
-    const measured = (work: () => Promise<[number, number]>): { run: () => Promise<[number, number]>; samples: [number, number][] } => ({ run: work, samples: [] });
+    const measured = (
+      work: () => Promise<[number, number]>,
+    ): { run: () => Promise<[number, number]>; samples: [number, number][] } => ({ run: work, samples: [] });
     const referenceCase = measured(() => throughput('reference', REFERENCE_IP));
     const highCase = measured(async () => {
       await driver.changePeers(serverId, [clientPeer(HIGH_KBPS)], []);
@@ -173,16 +232,24 @@ async function main(): Promise<void> {
       for (const c of order) c.samples.push(await c.run());
     }
     const median = (c: { samples: [number, number][] }): [number, number] => [
-      percentile(c.samples.map((x) => x[0]), 50),
-      percentile(c.samples.map((x) => x[1]), 50),
+      percentile(
+        c.samples.map((x) => x[0]),
+        50,
+      ),
+      percentile(
+        c.samples.map((x) => x[1]),
+        50,
+      ),
     ];
     const [reference, limitedHigh, unlimitedAmong] = [median(referenceCase), median(highCase), median(unlimitedCase)];
     // How much single runs of one case differ here: the noise the medians' differences are to be read against.
     const spreadPercent = Math.max(
-      ...cases.flatMap((c) => [0, 1].map((d) => {
-        const values = c.samples.map((x) => x[d] ?? 0);
-        return (100 * (Math.max(...values) - Math.min(...values))) / percentile(values, 50);
-      })),
+      ...cases.flatMap((c) =>
+        [0, 1].map((d) => {
+          const values = c.samples.map((x) => x[d] ?? 0);
+          return (100 * (Math.max(...values) - Math.min(...values))) / percentile(values, 50);
+        }),
+      ),
     );
     await driver.changePeers(serverId, [clientPeer(ACCURACY_KBPS)], []);
     const accurate = await throughput(`client limited to ${ACCURACY_KBPS} kbit/s`, INTERNET_IP);
@@ -202,7 +269,11 @@ async function main(): Promise<void> {
       const figures = `median ${ms(percentile(samples, 50))}, p95 ${ms(percentile(samples, 95))} (one: ${split})`;
       row(`${label}, \`changePeers\`, ${CHANGES} rounds`, figures);
     };
-    const peerAt = (i: number, kbps: number): PeerSpec => ({ publicKey: peers[i]?.publicKey ?? '', allowedIp: `${address(i)}/32`, speedLimitKbps: kbps });
+    const peerAt = (i: number, kbps: number): PeerSpec => ({
+      publicKey: peers[i]?.publicKey ?? '',
+      allowedIp: `${address(i)}/32`,
+      speedLimitKbps: kbps,
+    });
     await rounds(`One limit changed among ${count(LIMITED)}`, (i) => peerAt(i, 77_000));
     await rounds(`One limit removed (to 0) among ${count(LIMITED)}`, (i) => peerAt(i, 0));
     await rounds(`One limit added (from 0) among ${count(LIMITED)}`, (i) => peerAt(i, 3000));
@@ -214,16 +285,32 @@ async function main(): Promise<void> {
     // As after a host or wireguard-go restart: the interface, and with it the download classes, are gone.
     const pids = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
     for (const pid of pids) process.kill(pid, 'SIGKILL');
-    await waitFor('the interface to go', async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true), 5000, 50);
+    await waitFor(
+      'the interface to go',
+      async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true),
+      5000,
+      50,
+    );
     const resync = await timer.time(async () => {
       await driver.up(server);
       await driver.setPeers(serverId, withClient(ACCURACY_KBPS));
     });
     if ((await classCount(n.iface)) !== peers.length) throw new Error('the download classes did not come back');
-    row(`Resync after wireguard-go died: \`up()\` + \`setPeers\` put back ${count(peers.length)} peers and their download classes`, `${ms(resync.ms)} (${resync.split})`);
+    row(
+      `Resync after wireguard-go died: \`up()\` + \`setPeers\` put back ${count(peers.length)} peers and their download classes`,
+      `${ms(resync.ms)} (${resync.split})`,
+    );
 
-    const teardown = await timer.time(() => driver.setPeers(serverId, peers.map((p) => ({ ...p, speedLimitKbps: 0 }))));
-    row(`\`setPeers\` with every limit 0 (the two roots and the table deleted whole)`, `${ms(teardown.ms)} (${teardown.split})`);
+    const teardown = await timer.time(() =>
+      driver.setPeers(
+        serverId,
+        peers.map((p) => ({ ...p, speedLimitKbps: 0 })),
+      ),
+    );
+    row(
+      `\`setPeers\` with every limit 0 (the two roots and the table deleted whole)`,
+      `${ms(teardown.ms)} (${teardown.split})`,
+    );
     for (const wg of clients) await wg.close();
 
     const body = [
@@ -251,7 +338,8 @@ async function main(): Promise<void> {
     writeSection(SECTION, body);
     console.log('wrote the section to docs/benchmarks.md');
   } finally {
-    for (const id of [serverId, referenceServer.serverId]) await driver.down(id).catch((error: unknown) => console.error(`down: ${String(error)}`));
+    for (const id of [serverId, referenceServer.serverId])
+      await driver.down(id).catch((error: unknown) => console.error(`down: ${String(error)}`));
     await driver.close();
     const problems = await lab.cleanup();
     if (problems.length > 0) console.error(`cleanup: ${problems.join('; ')}`);

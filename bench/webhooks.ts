@@ -67,19 +67,40 @@ interface Report {
 
 function isCommand(m: unknown): m is Command {
   return (
-    typeof m === 'object' && m !== null &&
-    'type' in m && (m.type === 'mode' || m.type === 'stats') &&
-    'mode' in m && (m.mode === 'hold' || m.mode === 'ok') &&
-    'expect' in m && typeof m.expect === 'number'
+    typeof m === 'object' &&
+    m !== null &&
+    'type' in m &&
+    (m.type === 'mode' || m.type === 'stats') &&
+    'mode' in m &&
+    (m.mode === 'hold' || m.mode === 'ok') &&
+    'expect' in m &&
+    typeof m.expect === 'number'
   );
 }
 
 function isReport(m: unknown): m is Report {
-  if (typeof m !== 'object' || m === null || !('type' in m) || !(m.type === 'listening' || m.type === 'stats' || m.type === 'milestone')) return false;
+  if (
+    typeof m !== 'object' ||
+    m === null ||
+    !('type' in m) ||
+    !(m.type === 'listening' || m.type === 'stats' || m.type === 'milestone')
+  )
+    return false;
   return (
-    'port' in m && typeof m.port === 'number' && 'requests' in m && typeof m.requests === 'number' && 'unique' in m && typeof m.unique === 'number' &&
-    'duplicates' in m && typeof m.duplicates === 'number' && 'held' in m && typeof m.held === 'number' &&
-    'fraction' in m && typeof m.fraction === 'number' && 'ms' in m && typeof m.ms === 'number'
+    'port' in m &&
+    typeof m.port === 'number' &&
+    'requests' in m &&
+    typeof m.requests === 'number' &&
+    'unique' in m &&
+    typeof m.unique === 'number' &&
+    'duplicates' in m &&
+    typeof m.duplicates === 'number' &&
+    'held' in m &&
+    typeof m.held === 'number' &&
+    'fraction' in m &&
+    typeof m.fraction === 'number' &&
+    'ms' in m &&
+    typeof m.ms === 'number'
   );
 }
 
@@ -134,7 +155,10 @@ function runReceiver(): void {
     if (!isCommand(m)) return;
     if (m.type === 'stats') return report('stats');
     mode = m.mode;
-    watch = m.mode === 'ok' && m.expect > 0 ? { base: answered.size, expect: m.expect, startedAt: performance.now(), next: 0 } : undefined;
+    watch =
+      m.mode === 'ok' && m.expect > 0
+        ? { base: answered.size, expect: m.expect, startedAt: performance.now(), next: 0 }
+        : undefined;
     if (m.mode === 'ok') {
       for (const entry of [...held]) {
         held.delete(entry);
@@ -165,7 +189,9 @@ class Receiver {
     this.child.on('message', (m: unknown) => {
       if (!isReport(m)) return;
       if (m.type === 'milestone') this.milestones.push(m);
-      const waiter = this.#waiters.find((w) => w.type === m.type && (m.type !== 'milestone' || w.fraction <= m.fraction));
+      const waiter = this.#waiters.find(
+        (w) => w.type === m.type && (m.type !== 'milestone' || w.fraction <= m.fraction),
+      );
       if (waiter === undefined) return;
       this.#waiters = this.#waiters.filter((w) => w !== waiter);
       waiter.resolve(m);
@@ -180,7 +206,9 @@ class Receiver {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiters = this.#waiters.filter((w) => w.resolve !== done);
-        reject(new Error(`the receiver sent no ${type} ${type === 'milestone' ? fraction : ''} within ${timeoutMs} ms`));
+        reject(
+          new Error(`the receiver sent no ${type} ${type === 'milestone' ? fraction : ''} within ${timeoutMs} ms`),
+        );
       }, timeoutMs);
       const done = (r: Report): void => {
         clearTimeout(timer);
@@ -318,12 +346,17 @@ async function main(): Promise<void> {
               coalesce(sum(state = 'failed'), 0) as failed, coalesce(sum(state = 'pending' and attempts > 0), 0) as tried
        from webhook_deliveries`,
     );
-    const pendingStatement = db.prepare<[], { n: number }>(`select count(*) as n from webhook_deliveries where state = 'pending'`);
+    const pendingStatement = db.prepare<[], { n: number }>(
+      `select count(*) as n from webhook_deliveries where state = 'pending'`,
+    );
     const counts = (): Counts => countStatement.get() ?? { pending: 0, delivered: 0, failed: 0, tried: 0 };
     const pendingNow = (): number => pendingStatement.get()?.n ?? 0;
 
     const api = async (method: string, path: string, body?: object): Promise<unknown> => {
-      const init: RequestInit = { method, headers: body === undefined ? auth : { ...auth, 'content-type': 'application/json' } };
+      const init: RequestInit = {
+        method,
+        headers: body === undefined ? auth : { ...auth, 'content-type': 'application/json' },
+      };
       if (body !== undefined) init.body = JSON.stringify(body);
       const response = await fetch(`${base}${path}`, init);
       const json: unknown = await response.json();
@@ -348,11 +381,17 @@ async function main(): Promise<void> {
     };
     const cpuSince = (start: Cpu): Cpu => {
       const now = cpuNow();
-      return { panelS: now.panelS - start.panelS, receiverS: now.receiverS - start.receiverS, benchS: now.benchS - start.benchS };
+      return {
+        panelS: now.panelS - start.panelS,
+        receiverS: now.receiverS - start.receiverS,
+        benchS: now.benchS - start.benchS,
+      };
     };
 
     // ---- Data: one server, DEVICES devices in GROUPS groups, made before any webhook exists.
-    const serverId = idOf(await api('POST', '/api/v1/servers', { name: 'bench', address: '10.200.0.1/16', max_devices: 65_533 }));
+    const serverId = idOf(
+      await api('POST', '/api/v1/servers', { name: 'bench', address: '10.200.0.1/16', max_devices: 65_533 }),
+    );
     const createStarted = performance.now();
     let nextDevice = 0;
     await Promise.all(
@@ -367,13 +406,27 @@ async function main(): Promise<void> {
 
     const webhookIds: number[] = [];
     for (let w = 1; w <= WEBHOOKS; w++) {
-      webhookIds.push(idOf(await api('POST', '/api/v1/webhooks', { url: `http://127.0.0.1:${receiverPort}/hook/${w}`, events: ['device.updated'], description: `bench ${w}` })));
+      webhookIds.push(
+        idOf(
+          await api('POST', '/api/v1/webhooks', {
+            url: `http://127.0.0.1:${receiverPort}/hook/${w}`,
+            events: ['device.updated'],
+            description: `bench ${w}`,
+          }),
+        ),
+      );
     }
 
     // ---- Latency
     const latencyOf = (samples: readonly number[]): Latency => {
       const sorted = [...samples].sort((a, b) => a - b);
-      return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99), max: sorted.at(-1) ?? Number.NaN, n: sorted.length };
+      return {
+        p50: percentile(sorted, 50),
+        p95: percentile(sorted, 95),
+        p99: percentile(sorted, 99),
+        max: sorted.at(-1) ?? Number.NaN,
+        n: sorted.length,
+      };
     };
     const timedGet = async (path: string): Promise<number> => {
       const started = performance.now();
@@ -392,8 +445,19 @@ async function main(): Promise<void> {
       return latencyOf(samples);
     };
     const underLoad = async (path: string): Promise<LoadRun> => {
-      const r = await autocannon({ url: `${base}${path}`, connections: LOAD_CONNECTIONS, duration: LOAD_S, headers: auth });
-      return { perSecond: r.requests.average, p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, non2xx: r.non2xx + r.errors + r.timeouts };
+      const r = await autocannon({
+        url: `${base}${path}`,
+        connections: LOAD_CONNECTIONS,
+        duration: LOAD_S,
+        headers: auth,
+      });
+      return {
+        perSecond: r.requests.average,
+        p50: r.latency.p50,
+        p90: r.latency.p90,
+        p99: r.latency.p99,
+        non2xx: r.non2xx + r.errors + r.timeouts,
+      };
     };
     const measure = async (label: string): Promise<Phase> => {
       const phase: Phase = { label, load1: load1(), sequential: new Map(), loaded: new Map() };
@@ -416,7 +480,8 @@ async function main(): Promise<void> {
       const seconds = (performance.now() - started) / 1000;
       const after = counts();
       const deliveries = after.pending - before;
-      if (deliveries < times * BACKLOG) throw new Error(`expected ${times * BACKLOG} new pending deliveries, found ${deliveries}`);
+      if (deliveries < times * BACKLOG)
+        throw new Error(`expected ${times * BACKLOG} new pending deliveries, found ${deliveries}`);
       console.log(`${deliveries} deliveries produced in ${seconds.toFixed(2)} s`, after);
       return { seconds, deliveries };
     };
@@ -429,7 +494,12 @@ async function main(): Promise<void> {
       return false;
     };
     /** Switches the receiver to 204 and times the backlog out; `onSwitch` starts what runs alongside. */
-    const drain = async (expect: number, timeoutMs: number, measureCpu: boolean, onSwitch?: () => void): Promise<Drain> => {
+    const drain = async (
+      expect: number,
+      timeoutMs: number,
+      measureCpu: boolean,
+      onSwitch?: () => void,
+    ): Promise<Drain> => {
       if (receiver === undefined) throw new Error('no receiver');
       const before = counts();
       const { held } = await receiver.stats();
@@ -508,7 +578,9 @@ async function main(): Promise<void> {
     const cpu = rate.cpu;
     const wallS = full / 1000;
     const cpuRow = (name: string, s: number | undefined) =>
-      s === undefined ? '' : `| ${name} | ${s.toFixed(2)} s | ${((s / wallS) * 100).toFixed(0)} % | ${((s / rate.expect) * 1e6).toFixed(0)} µs |`;
+      s === undefined
+        ? ''
+        : `| ${name} | ${s.toFixed(2)} s | ${((s / wallS) * 100).toFixed(0)} % | ${((s / rate.expect) * 1e6).toFixed(0)} µs |`;
     const milestoneCells = (d: Drain) => MILESTONES.map((f) => ms(d.milestones.get(f) ?? Number.NaN)).join(' | ');
     const drain2Full = drained2.milestones.get(1) ?? Number.NaN;
     const drain2Rate = drained2.expect / (drain2Full / 1000);
@@ -521,14 +593,20 @@ async function main(): Promise<void> {
     };
     const loadCell = (p: Phase, path: string) => {
       const r = p.loaded.get(path);
-      return r === undefined ? '–' : `${int(r.perSecond)} · ${r.p50} / ${r.p90} / ${r.p99}${r.non2xx > 0 ? ` (${r.non2xx} non-2xx)` : ''}`;
+      return r === undefined
+        ? '–'
+        : `${int(r.perSecond)} · ${r.p50} / ${r.p90} / ${r.p99}${r.non2xx > 0 ? ` (${r.non2xx} non-2xx)` : ''}`;
     };
     const latencyRows = ENDPOINTS.flatMap((path) => [
       `| \`GET ${path}\` | one at a time: p50 / p95 / p99 ms | ${phases.map((p) => seqCell(p, path)).join(' | ')} |`,
       `| \`GET ${path}\` | ${LOAD_CONNECTIONS} connections, ${LOAD_S} s: req/s · p50 / p90 / p99 ms | ${phases.map((p) => loadCell(p, path)).join(' | ')} |`,
     ]);
     const worstPendingP99 = Math.max(...ENDPOINTS.map((p) => pending.sequential.get(p)?.p99 ?? Number.NaN));
-    const worstIdleP99 = Math.max(...ENDPOINTS.map((p) => Math.max(idleBefore.sequential.get(p)?.p99 ?? Number.NaN, idleAfter.sequential.get(p)?.p99 ?? Number.NaN)));
+    const worstIdleP99 = Math.max(
+      ...ENDPOINTS.map((p) =>
+        Math.max(idleBefore.sequential.get(p)?.p99 ?? Number.NaN, idleAfter.sequential.get(p)?.p99 ?? Number.NaN),
+      ),
+    );
     const samplesDuring = [...during.sequential.values()].reduce((n, l) => n + l.n, 0);
 
     const body = `Command: \`node bench/webhooks.ts\` (defaults: \`DEVICES=${DEVICES} WEBHOOKS=${WEBHOOKS} RATE_BACKLOGS=${RATE_BACKLOGS} SEQUENTIAL=${SEQUENTIAL} LOAD_S=${LOAD_S}\`). Machine: ${machine()}. Load average (1/5/15 min) at the start: ${loadAtStart}; at the end: ${loadAtEnd}; 1-min at each phase: ${phases.map((p) => `${p.label}: ${p.load1}`).join(', ')}.

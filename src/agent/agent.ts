@@ -120,7 +120,10 @@ export class Agent {
     return this.#serial.run(serverId, async () => {
       const peers = this.#peers.get(serverId);
       const admitted = this.#admitted.get(serverId);
-      if (!peers || !admitted) throw new DriverError(`change peers of server ${serverId}`, ['the agent does not run this server yet; the panel resyncs it']);
+      if (!peers || !admitted)
+        throw new DriverError(`change peers of server ${serverId}`, [
+          'the agent does not run this server yet; the panel resyncs it',
+        ]);
       const nowMs = this.#clock.nowMs();
       const remove = [...change.remove];
       const upsert: PeerSpec[] = [];
@@ -224,7 +227,11 @@ export class Agent {
   meterAll(): Promise<void> {
     this.#metering ??= (async () => {
       try {
-        await Promise.all([...this.#peers.keys()].map((serverId) => this.#serial.run(serverId, () => this.#enforce(serverId)).catch(() => undefined)));
+        await Promise.all(
+          [...this.#peers.keys()].map((serverId) =>
+            this.#serial.run(serverId, () => this.#enforce(serverId)).catch(() => undefined),
+          ),
+        );
         this.#ledger.flush();
       } finally {
         this.#metering = undefined;
@@ -277,7 +284,11 @@ export class Agent {
     const unchanged = previous !== undefined && JSON.stringify(previous.peer.limits) === JSON.stringify(limits);
     if (unchanged) return { ...previous, peer };
     const meter = this.#ledger.meter(peer.deviceId);
-    return { peer, grantMeter: limits.journalId === this.#ledger.journalId ? Math.min(limits.meter, meter) : meter, rolloverMeter: undefined };
+    return {
+      peer,
+      grantMeter: limits.journalId === this.#ledger.journalId ? Math.min(limits.meter, meter) : meter,
+      rolloverMeter: undefined,
+    };
   }
 
   /** Whether the device must be off its server now: expired, or its allowance used. */

@@ -141,17 +141,25 @@ export class ExecRunner implements CommandRunner {
   run(cmd: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
     // Node gives a child a socket as stdin, and opening /dev/stdin on a socket fails (ENXIO), which
     // `wg … private-key /dev/stdin` and `nft -f -` do: `cat` turns it into a real pipe.
-    const [file, argv] = opts.input === undefined ? inNetns(cmd, args, opts.netns) : inNetns('sh', ['-c', 'cat | exec "$@"', 'sh', cmd, ...args], opts.netns);
+    const [file, argv] =
+      opts.input === undefined
+        ? inNetns(cmd, args, opts.netns)
+        : inNetns('sh', ['-c', 'cat | exec "$@"', 'sh', cmd, ...args], opts.netns);
     const line = commandLine(cmd, args, opts.netns);
     return new Promise((resolve, reject) => {
-      const child = execFile(file, argv, { env: BASE_ENV, maxBuffer: MAX_OUTPUT_BYTES, encoding: 'utf8' }, (error, stdout, stderr) => {
-        if (error === null) {
-          resolve({ stdout, stderr });
-          return;
-        }
-        const code = typeof error.code === 'number' ? error.code : null;
-        reject(new CommandError(line, code, stderr === '' ? error.message : stderr, error));
-      });
+      const child = execFile(
+        file,
+        argv,
+        { env: BASE_ENV, maxBuffer: MAX_OUTPUT_BYTES, encoding: 'utf8' },
+        (error, stdout, stderr) => {
+          if (error === null) {
+            resolve({ stdout, stderr });
+            return;
+          }
+          const code = typeof error.code === 'number' ? error.code : null;
+          reject(new CommandError(line, code, stderr === '' ? error.message : stderr, error));
+        },
+      );
       // Without input, close stdin at once so a command that reads it never waits.
       child.stdin?.on('error', () => {});
       child.stdin?.end(opts.input ?? '');
@@ -172,7 +180,11 @@ export class ExecRunner implements CommandRunner {
       const why = messageOf(error);
       return unstartedChild(`cannot make the log ${logFile}: ${why}`);
     }
-    const child = spawn(file, argv, { env: { ...BASE_ENV, ...opts.env }, stdio: ['ignore', 'ignore', log], detached: true });
+    const child = spawn(file, argv, {
+      env: { ...BASE_ENV, ...opts.env },
+      stdio: ['ignore', 'ignore', log],
+      detached: true,
+    });
     closeSync(log);
     child.unref();
     let failure = '';
@@ -262,12 +274,19 @@ export class RecordingRunner implements CommandRunner {
   }
 
   run(cmd: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
-    const call: RecordedCall = { cmd, args: [...args], input: opts.input, netns: opts.netns, line: commandLine(cmd, args, opts.netns) };
+    const call: RecordedCall = {
+      cmd,
+      args: [...args],
+      input: opts.input,
+      netns: opts.netns,
+      line: commandLine(cmd, args, opts.netns),
+    };
     this.calls.push(call);
     const rule = this.#rules.find((r) => matches(r.matcher, call));
     const answer = rule === undefined ? {} : typeof rule.answer === 'function' ? rule.answer(call) : rule.answer;
     const result = { stdout: answer.stdout ?? '', stderr: answer.stderr ?? '' };
-    if ((answer.exitCode ?? 0) !== 0) return Promise.reject(new CommandError(call.line, answer.exitCode ?? null, result.stderr));
+    if ((answer.exitCode ?? 0) !== 0)
+      return Promise.reject(new CommandError(call.line, answer.exitCode ?? null, result.stderr));
     return Promise.resolve(result);
   }
 

@@ -178,14 +178,23 @@ export class HttpNodeConnection implements NodeConnection {
     timeoutMs: number,
     schema: S,
   ): Promise<S extends TSchema ? Static<S> : undefined>;
-  async #call(method: string, path: string, body: unknown, timeoutMs: number, schema: TSchema | undefined): Promise<unknown> {
+  async #call(
+    method: string,
+    path: string,
+    body: unknown,
+    timeoutMs: number,
+    schema: TSchema | undefined,
+  ): Promise<unknown> {
     const node = `node '${this.#name}'`;
     const where = `${method} ${this.#baseUrl}${path}`;
     let response: Response;
     try {
       response = await fetch(this.#baseUrl + path, {
         method,
-        headers: { authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${this.#token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(timeoutMs),
         dispatcher: this.#dispatcher,
@@ -236,5 +245,5 @@ function agentError(text: string): string {
   } catch {
     // not JSON: a proxy or another server answered
   }
-  return 'an error that is not the agent\'s';
+  return "an error that is not the agent's";
 }

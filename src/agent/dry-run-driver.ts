@@ -22,8 +22,13 @@ export class DryRunDriver implements Driver {
   #made = 0;
 
   up(spec: ServerSpec): Promise<ServerState> {
-    if (!isValidKey(spec.privateKey)) return Promise.reject(new DriverError(`up server ${spec.serverId}`, ['private key is not a WireGuard key']));
-    const server = this.#servers.get(spec.serverId) ?? { spec, instance: String(++this.#made), peers: new Map<string, PeerSpec>() };
+    if (!isValidKey(spec.privateKey))
+      return Promise.reject(new DriverError(`up server ${spec.serverId}`, ['private key is not a WireGuard key']));
+    const server = this.#servers.get(spec.serverId) ?? {
+      spec,
+      instance: String(++this.#made),
+      peers: new Map<string, PeerSpec>(),
+    };
     server.spec = { ...spec };
     this.#servers.set(spec.serverId, server);
     return Promise.resolve({
@@ -38,25 +43,41 @@ export class DryRunDriver implements Driver {
 
   setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
     const server = this.#servers.get(serverId);
-    if (server === undefined) return Promise.reject(new DriverError(`set peers of server ${serverId}`, [`server ${serverId} is not up`]));
-    const invalid = peers.filter((p) => !isValidKey(p.publicKey)).map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
+    if (server === undefined)
+      return Promise.reject(new DriverError(`set peers of server ${serverId}`, [`server ${serverId} is not up`]));
+    const invalid = peers
+      .filter((p) => !isValidKey(p.publicKey))
+      .map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
     server.peers = new Map(peers.filter((p) => isValidKey(p.publicKey)).map((p) => [p.publicKey, { ...p }]));
-    return invalid.length > 0 ? Promise.reject(new DriverError(`set peers of server ${serverId}`, invalid)) : Promise.resolve();
+    return invalid.length > 0
+      ? Promise.reject(new DriverError(`set peers of server ${serverId}`, invalid))
+      : Promise.resolve();
   }
 
   changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
     const server = this.#servers.get(serverId);
-    if (server === undefined) return Promise.reject(new DriverError(`change peers of server ${serverId}`, [`server ${serverId} is not up`]));
-    const invalid = upsert.filter((p) => !isValidKey(p.publicKey)).map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
+    if (server === undefined)
+      return Promise.reject(new DriverError(`change peers of server ${serverId}`, [`server ${serverId} is not up`]));
+    const invalid = upsert
+      .filter((p) => !isValidKey(p.publicKey))
+      .map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
     for (const key of remove) server.peers.delete(key);
     for (const peer of upsert) if (isValidKey(peer.publicKey)) server.peers.set(peer.publicKey, { ...peer });
-    return invalid.length > 0 ? Promise.reject(new DriverError(`change peers of server ${serverId}`, invalid)) : Promise.resolve();
+    return invalid.length > 0
+      ? Promise.reject(new DriverError(`change peers of server ${serverId}`, invalid))
+      : Promise.resolve();
   }
 
   readCounters(serverId: number): Promise<CounterReading> {
     const server = this.#servers.get(serverId);
-    if (server === undefined) return Promise.reject(new DriverError(`read counters of server ${serverId}`, [`server ${serverId} is not up`]));
-    const peers = [...server.peers.keys()].map((publicKey) => ({ publicKey, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 }));
+    if (server === undefined)
+      return Promise.reject(new DriverError(`read counters of server ${serverId}`, [`server ${serverId} is not up`]));
+    const peers = [...server.peers.keys()].map((publicKey) => ({
+      publicKey,
+      rxBytes: 0,
+      txBytes: 0,
+      lastHandshakeMs: 0,
+    }));
     return Promise.resolve({ instance: server.instance, peers });
   }
 

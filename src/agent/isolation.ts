@@ -138,7 +138,10 @@ export function blockedPrefixes(allow: readonly Cidr[]): { v4: string[]; v6: str
 
 /** `NODE_ALLOW_CIDRS`: comma-separated CIDRs; the problem with the first bad one, or the list. */
 export function parseAllowCidrs(text: string): Cidr[] | string {
-  const items = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const items = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   const out: Cidr[] = [];
   for (const item of items) {
     const cidr = item.includes('/') ? parseCidr(item) : null;

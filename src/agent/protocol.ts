@@ -42,7 +42,11 @@ export const PeerLimitsSchema = Type.Object({
 });
 
 /** A device as a peer of its server, with what the node must enforce. */
-export const AgentPeerSchema = Type.Object({ ...PeerSpecSchema.properties, deviceId: Type.Integer({ minimum: 1 }), limits: PeerLimitsSchema });
+export const AgentPeerSchema = Type.Object({
+  ...PeerSpecSchema.properties,
+  deviceId: Type.Integer({ minimum: 1 }),
+  limits: PeerLimitsSchema,
+});
 
 export const DesiredServerSchema = Type.Object({ server: ServerSpecSchema, peers: Type.Array(AgentPeerSchema) });
 

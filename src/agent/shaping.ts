@@ -152,26 +152,36 @@ function parseClasses(stdout: string): Map<number, ClassState> {
 /** The two classifying chains: download by destination on the WireGuard interface, upload by source toward the uplink. */
 function chainRules(place: ShapingPlace): Record<'forward' | 'output', string[]> {
   return {
-    forward: [`oifname "${place.wg}" meta priority set ip daddr map @${MAP}`, `oifname "${place.uplink}" meta priority set ip saddr map @${MAP}`],
+    forward: [
+      `oifname "${place.wg}" meta priority set ip daddr map @${MAP}`,
+      `oifname "${place.uplink}" meta priority set ip saddr map @${MAP}`,
+    ],
     // Packets the server namespace sends itself (e.g. replies to pings of its address).
     output: [`oifname "${place.wg}" meta priority set ip daddr map @${MAP}`],
   };
 }
 
-const CHAIN_HOOKS = { forward: 'type filter hook forward priority 0; policy accept;', output: 'type filter hook output priority 0; policy accept;' } as const;
+const CHAIN_HOOKS = {
+  forward: 'type filter hook forward priority 0; policy accept;',
+  output: 'type filter hook output priority 0; policy accept;',
+} as const;
 
 /** `nft list table ip vpnpanel_shape`: its map entries, and whether its chains hold exactly our rules. */
 function parseTable(stdout: string, place: ShapingPlace): Pick<ShapingState, 'table' | 'elements'> {
   const elements = new Map<string, string>();
   if (!stdout.includes(`table ip ${SHAPING_TABLE} {`)) return { table: 'missing', elements };
   const mapBlock = new RegExp(`map ${MAP} \\{([\\s\\S]*?)\\n\\t\\}`).exec(stdout)?.[1];
-  for (const match of (mapBlock ?? '').matchAll(/(\d+\.\d+\.\d+\.\d+) : ([0-9a-f]+:[0-9a-f]+)/g)) elements.set(match[1] ?? '', match[2] ?? '');
+  for (const match of (mapBlock ?? '').matchAll(/(\d+\.\d+\.\d+\.\d+) : ([0-9a-f]+:[0-9a-f]+)/g))
+    elements.set(match[1] ?? '', match[2] ?? '');
   const expected = chainRules(place);
   const intact =
     mapBlock !== undefined &&
     (['forward', 'output'] as const).every((chain) => {
       const body = new RegExp(`chain ${chain} \\{([\\s\\S]*?)\\n\\t\\}`).exec(stdout)?.[1];
-      const rules = (body ?? '').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('type '));
+      const rules = (body ?? '')
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '' && !l.startsWith('type '));
       return body !== undefined && JSON.stringify(rules) === JSON.stringify(expected[chain]);
     });
   return { table: intact ? 'ok' : 'damaged', elements };
@@ -184,7 +194,8 @@ function elementList(entries: Iterable<[string, string]>): string {
 /** An nft script that makes the table afresh (atomically replacing a damaged one) holding `elements`. */
 function tableScript(place: ShapingPlace, elements: ReadonlyMap<string, string>): string {
   const rules = chainRules(place);
-  const chain = (name: 'forward' | 'output') => `  chain ${name} {\n    ${CHAIN_HOOKS[name]}\n${rules[name].map((r) => `    ${r}\n`).join('')}  }\n`;
+  const chain = (name: 'forward' | 'output') =>
+    `  chain ${name} {\n    ${CHAIN_HOOKS[name]}\n${rules[name].map((r) => `    ${r}\n`).join('')}  }\n`;
   const entries = elements.size === 0 ? '' : `    elements = { ${elementList(elements)} }\n`;
   return (
     `table ip ${SHAPING_TABLE} {}\ndelete table ip ${SHAPING_TABLE}\n` +
@@ -197,7 +208,10 @@ function ensureTableScript(place: ShapingPlace): string {
   const rules = chainRules(place);
   const lines = [`add table ip ${SHAPING_TABLE}`, `add map ip ${SHAPING_TABLE} ${MAP} { type ipv4_addr : classid; }`];
   for (const name of ['forward', 'output'] as const) {
-    lines.push(`add chain ip ${SHAPING_TABLE} ${name} { ${CHAIN_HOOKS[name]} }`, `flush chain ip ${SHAPING_TABLE} ${name}`);
+    lines.push(
+      `add chain ip ${SHAPING_TABLE} ${name} { ${CHAIN_HOOKS[name]} }`,
+      `flush chain ip ${SHAPING_TABLE} ${name}`,
+    );
     for (const rule of rules[name]) lines.push(`add rule ip ${SHAPING_TABLE} ${name} ${rule}`);
   }
   return `${lines.join('\n')}\n`;
@@ -205,7 +219,9 @@ function ensureTableScript(place: ShapingPlace): string {
 
 function rootLine(dev: string, replace: boolean): BatchLine {
   // `add` leaves an existing root (and its classes) alone; `replace` swaps a root that is not ours.
-  return replace ? { text: `qdisc replace dev ${dev} root handle 1: htb`, ip: null } : { text: `qdisc add dev ${dev} root handle 1: htb`, ip: null, tolerate: EXISTS };
+  return replace
+    ? { text: `qdisc replace dev ${dev} root handle 1: htb`, ip: null }
+    : { text: `qdisc add dev ${dev} root handle 1: htb`, ip: null, tolerate: EXISTS };
 }
 
 function shapeLines(dev: string, limit: Limit): BatchLine[] {
@@ -217,7 +233,10 @@ function shapeLines(dev: string, limit: Limit): BatchLine[] {
   const minor = classMinor(limit.ip);
   const handle = minor === 1 ? '' : `handle ${minor.toString(16)}: `;
   return [
-    { text: `class replace dev ${dev} parent 1: classid ${id} htb rate ${rate} ceil ${rate} burst ${burst} cburst ${burst} quantum ${FRAME_BYTES}`, ip: limit.ip },
+    {
+      text: `class replace dev ${dev} parent 1: classid ${id} htb rate ${rate} ceil ${rate} burst ${burst} cburst ${burst} quantum ${FRAME_BYTES}`,
+      ip: limit.ip,
+    },
     { text: `qdisc replace dev ${dev} parent ${id} ${handle}bfifo limit ${queueBytes(limit.kbps)}`, ip: limit.ip },
   ];
 }
@@ -264,9 +283,16 @@ export class Shaper {
   }
 
   async #read(place: ShapingPlace): Promise<ShapingState> {
-    const tc = (args: string[]): Promise<string> => this.#runner.run('tc', ['-n', place.netns, ...args]).then((r) => r.stdout, () => '');
+    const tc = (args: string[]): Promise<string> =>
+      this.#runner.run('tc', ['-n', place.netns, ...args]).then(
+        (r) => r.stdout,
+        () => '',
+      );
     const [table, wgRoot, wgClasses, uplinkRoot, uplinkClasses] = await Promise.all([
-      this.#runner.run('nft', ['list', 'table', 'ip', SHAPING_TABLE], { netns: place.netns }).then((r) => r.stdout, () => ''),
+      this.#runner.run('nft', ['list', 'table', 'ip', SHAPING_TABLE], { netns: place.netns }).then(
+        (r) => r.stdout,
+        () => '',
+      ),
       tc(['qdisc', 'show', 'dev', place.wg, 'root']),
       tc(['class', 'show', 'dev', place.wg]),
       tc(['qdisc', 'show', 'dev', place.uplink, 'root']),
@@ -284,7 +310,13 @@ export class Shaper {
    * what the host has and changing only the difference; the shaping of `keepIps` (peers left as they
    * are) is not touched.
    */
-  async sync(serverId: number, place: ShapingPlace, peers: readonly PeerSpec[], keepIps: ReadonlySet<string>, failures: string[]): Promise<void> {
+  async sync(
+    serverId: number,
+    place: ShapingPlace,
+    peers: readonly PeerSpec[],
+    keepIps: ReadonlySet<string>,
+    failures: string[],
+  ): Promise<void> {
     const want = new Map<string, Limit>();
     const byMinor = new Map<number, string>();
     for (const peer of [...peers].sort((a, b) => (a.publicKey < b.publicKey ? -1 : 1))) {
@@ -307,7 +339,12 @@ export class Shaper {
    * the limits of `peers` (public key → bare address) as remembered, or as the surviving half of the
    * host's state says.
    */
-  async restore(serverId: number, place: ShapingPlace, peers: ReadonlyMap<string, string>, failures: string[]): Promise<void> {
+  async restore(
+    serverId: number,
+    place: ShapingPlace,
+    peers: ReadonlyMap<string, string>,
+    failures: string[],
+  ): Promise<void> {
     const state = await this.#read(place);
     const known = this.#known.get(serverId);
     if (known === undefined && state.elements.size === 0) return;
@@ -336,7 +373,10 @@ export class Shaper {
     const found: string[] = [];
     if (state.table !== 'ok') found.push(`nft table ${SHAPING_TABLE} is ${state.table}`);
     const wantedMinors = new Set([...want.keys()].map(classMinor));
-    for (const [dev, device] of [[place.wg, state.wg], [place.uplink, state.uplink]] as const) {
+    for (const [dev, device] of [
+      [place.wg, state.wg],
+      [place.uplink, state.uplink],
+    ] as const) {
       for (const [ip, kbps] of want) {
         const current = device.classes.get(classMinor(ip));
         const printed = printedRate(kbps);
@@ -390,7 +430,9 @@ export class Shaper {
       if (old !== undefined && old.ip !== limit?.ip) unshape.add(old.ip);
       known.delete(peer.publicKey);
       if (limit === null) continue;
-      const clash = [...known.values()].find((other) => other.ip !== limit.ip && classMinor(other.ip) === classMinor(limit.ip));
+      const clash = [...known.values()].find(
+        (other) => other.ip !== limit.ip && classMinor(other.ip) === classMinor(limit.ip),
+      );
       if (clash !== undefined) {
         failures.push(`peer ${peer.publicKey}: ${limit.ip} has the class id of ${clash.ip} (a subnet larger than /16)`);
         continue;
@@ -398,7 +440,11 @@ export class Shaper {
       known.set(peer.publicKey, limit);
       if (old?.ip === limit.ip && old.kbps === limit.kbps) continue;
       // A rate change of a peer whose map entry is in place needs tc alone.
-      shape.set(limit.ip, { limit, publicKey: peer.publicKey, hadElement: old?.ip === limit.ip && Number.isFinite(old.kbps) });
+      shape.set(limit.ip, {
+        limit,
+        publicKey: peer.publicKey,
+        hadElement: old?.ip === limit.ip && Number.isFinite(old.kbps),
+      });
     }
     for (const ip of shape.keys()) unshape.delete(ip);
     if (shape.size === 0 && unshape.size === 0) return;
@@ -414,9 +460,14 @@ export class Shaper {
     // Adding first makes deleting an entry that is already gone succeed (nft 1.0.6 has no `destroy`).
     if (unshape.size > 0) {
       const entries = elementList([...unshape].map((ip): [string, string] => [ip, classId(ip)]));
-      statements.push(`add element ip ${SHAPING_TABLE} ${MAP} { ${entries} }`, `delete element ip ${SHAPING_TABLE} ${MAP} { ${[...unshape].join(', ')} }`);
+      statements.push(
+        `add element ip ${SHAPING_TABLE} ${MAP} { ${entries} }`,
+        `delete element ip ${SHAPING_TABLE} ${MAP} { ${[...unshape].join(', ')} }`,
+      );
     }
-    const newEntries = [...shape.values()].filter((s) => !s.hadElement).map((s): [string, string] => [s.limit.ip, classId(s.limit.ip)]);
+    const newEntries = [...shape.values()]
+      .filter((s) => !s.hadElement)
+      .map((s): [string, string] => [s.limit.ip, classId(s.limit.ip)]);
     if (newEntries.length > 0) statements.push(`add element ip ${SHAPING_TABLE} ${MAP} { ${elementList(newEntries)} }`);
     if (statements.length > 0) {
       const script = `${statements.join('\n')}\n`;
@@ -425,7 +476,8 @@ export class Shaper {
         (await this.#nft(place, script, null)) || (await this.#nft(place, ensureTableScript(place) + script, failures));
       if (!applied) for (const s of shape.values()) failed.add(s.limit.ip);
     }
-    for (const { limit, publicKey } of shape.values()) if (failed.has(limit.ip)) known.set(publicKey, { ip: limit.ip, kbps: Number.NaN });
+    for (const { limit, publicKey } of shape.values())
+      if (failed.has(limit.ip)) known.set(publicKey, { ip: limit.ip, kbps: Number.NaN });
   }
 
   /**
@@ -435,7 +487,12 @@ export class Shaper {
    */
   async #load(place: ShapingPlace, peersOnHost: () => Promise<Map<string, string>>): Promise<Map<string, Limit>> {
     const roots = await Promise.all(
-      [place.wg, place.uplink].map((dev) => this.#runner.run('tc', ['-n', place.netns, 'qdisc', 'show', 'dev', dev, 'root']).then((r) => HTB_ROOT.test(r.stdout), () => false)),
+      [place.wg, place.uplink].map((dev) =>
+        this.#runner.run('tc', ['-n', place.netns, 'qdisc', 'show', 'dev', dev, 'root']).then(
+          (r) => HTB_ROOT.test(r.stdout),
+          () => false,
+        ),
+      ),
     );
     if (!roots.includes(true)) return new Map();
     const [state, peers] = await Promise.all([this.#read(place), peersOnHost().catch(() => new Map<string, string>())]);
@@ -449,7 +506,14 @@ export class Shaper {
   }
 
   /** Makes the host hold exactly `want` (by public key), leaving `keepIps` alone, and remembers what it applied. */
-  async #converge(serverId: number, place: ShapingPlace, state: ShapingState, want: ReadonlyMap<string, Limit>, keepIps: ReadonlySet<string>, failures: string[]): Promise<void> {
+  async #converge(
+    serverId: number,
+    place: ShapingPlace,
+    state: ShapingState,
+    want: ReadonlyMap<string, Limit>,
+    keepIps: ReadonlySet<string>,
+    failures: string[],
+  ): Promise<void> {
     const previous = this.#known.get(serverId);
     const exact = new Map([...(previous?.values() ?? [])].map((l) => [l.ip, l.kbps]));
     const wanted = new Map([...want.values()].map((l) => [l.ip, l]));
@@ -463,7 +527,9 @@ export class Shaper {
 
     if (wanted.size === 0 && !devices.some(([, d]) => [...keptMinors].some((m) => d.classes.has(m)))) {
       // Nothing limited: no shaping state at all, so unlimited servers pay nothing for it.
-      const lines = devices.filter(([, d]) => d.htbRoot).map(([dev]): BatchLine => ({ text: `qdisc del dev ${dev} root`, ip: null, tolerate: MISSING }));
+      const lines = devices
+        .filter(([, d]) => d.htbRoot)
+        .map(([dev]): BatchLine => ({ text: `qdisc del dev ${dev} root`, ip: null, tolerate: MISSING }));
       if (lines.length > 0) await this.#batch(place, lines, failures);
       if (state.table !== 'missing') await this.#nft(place, `delete table ip ${SHAPING_TABLE}\n`, failures);
       this.#known.set(serverId, new Map());
@@ -474,38 +540,57 @@ export class Shaper {
     for (const [dev, device] of devices) {
       if (!device.htbRoot) lines.push(rootLine(dev, true));
       for (const minor of device.classes.keys()) {
-        if (!wantedMinors.has(minor) && !keptMinors.has(minor)) lines.push({ text: `class del dev ${dev} classid 1:${minor.toString(16)}`, ip: null, tolerate: MISSING });
+        if (!wantedMinors.has(minor) && !keptMinors.has(minor))
+          lines.push({ text: `class del dev ${dev} classid 1:${minor.toString(16)}`, ip: null, tolerate: MISSING });
       }
       for (const limit of wanted.values()) {
         const current = device.classes.get(classMinor(limit.ip));
         const printed = printedRate(limit.kbps);
-        const same = current !== undefined && current.rate === printed && current.ceil === printed && current.leaf && (exact.get(limit.ip) ?? limit.kbps) === limit.kbps;
+        const same =
+          current !== undefined &&
+          current.rate === printed &&
+          current.ceil === printed &&
+          current.leaf &&
+          (exact.get(limit.ip) ?? limit.kbps) === limit.kbps;
         if (!same) lines.push(...shapeLines(dev, limit));
       }
     }
     if (lines.length > 0) for (const ip of await this.#batch(place, lines, failures)) failed.add(ip);
 
     if (state.table === 'ok') {
-      const stale = [...state.elements].filter(([ip, id]) => !keepIps.has(ip) && (!wanted.has(ip) || id !== classId(ip))).map(([ip]) => ip);
+      const stale = [...state.elements]
+        .filter(([ip, id]) => !keepIps.has(ip) && (!wanted.has(ip) || id !== classId(ip)))
+        .map(([ip]) => ip);
       const missing = [...wanted.keys()].filter((ip) => state.elements.get(ip) !== classId(ip));
       const statements = [
         ...(stale.length > 0 ? [`delete element ip ${SHAPING_TABLE} ${MAP} { ${stale.join(', ')} }`] : []),
-        ...(missing.length > 0 ? [`add element ip ${SHAPING_TABLE} ${MAP} { ${elementList(missing.map((ip): [string, string] => [ip, classId(ip)]))} }`] : []),
+        ...(missing.length > 0
+          ? [
+              `add element ip ${SHAPING_TABLE} ${MAP} { ${elementList(missing.map((ip): [string, string] => [ip, classId(ip)]))} }`,
+            ]
+          : []),
       ];
-      if (statements.length > 0 && !(await this.#nft(place, `${statements.join('\n')}\n`, failures))) for (const ip of missing) failed.add(ip);
+      if (statements.length > 0 && !(await this.#nft(place, `${statements.join('\n')}\n`, failures)))
+        for (const ip of missing) failed.add(ip);
     } else {
       const kept = [...state.elements].filter(([ip]) => keepIps.has(ip));
       const elements = new Map([...kept, ...[...wanted.keys()].map((ip): [string, string] => [ip, classId(ip)])]);
-      if (!(await this.#nft(place, tableScript(place, elements), failures))) for (const ip of wanted.keys()) failed.add(ip);
+      if (!(await this.#nft(place, tableScript(place, elements), failures)))
+        for (const ip of wanted.keys()) failed.add(ip);
     }
-    this.#known.set(serverId, new Map([...want].map(([key, l]) => [key, failed.has(l.ip) ? { ip: l.ip, kbps: Number.NaN } : l])));
+    this.#known.set(
+      serverId,
+      new Map([...want].map(([key, l]) => [key, failed.has(l.ip) ? { ip: l.ip, kbps: Number.NaN } : l])),
+    );
   }
 
   /** Runs `lines` in one `tc -force -batch`; records every failure not tolerated; returns the addresses whose lines failed. */
   async #batch(place: ShapingPlace, lines: readonly BatchLine[], failures: string[]): Promise<Set<string>> {
     const failed = new Set<string>();
     try {
-      await this.#runner.run('tc', ['-n', place.netns, '-force', '-batch', '-'], { input: `${lines.map((l) => l.text).join('\n')}\n` });
+      await this.#runner.run('tc', ['-n', place.netns, '-force', '-batch', '-'], {
+        input: `${lines.map((l) => l.text).join('\n')}\n`,
+      });
       return failed;
     } catch (error) {
       const byLine = error instanceof CommandError ? batchFailures(error.stderr) : new Map<number, string>();

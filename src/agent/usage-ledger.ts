@@ -31,9 +31,15 @@ const JournalSchema = Type.Object({
   journalId: Type.String(),
   nextSeq: Type.Integer({ minimum: 1 }),
   meters: Type.Record(Type.String(), Type.Integer()),
-  baselines: Type.Record(Type.String(), Type.Object({ instance: Type.String(), peers: Type.Record(Type.String(), BaselineSchema) })),
+  baselines: Type.Record(
+    Type.String(),
+    Type.Object({ instance: Type.String(), peers: Type.Record(Type.String(), BaselineSchema) }),
+  ),
   /** slot start → deviceId → [rx, tx, meter after them], rx and tx from the device's side. */
-  open: Type.Record(Type.String(), Type.Record(Type.String(), Type.Tuple([Type.Integer(), Type.Integer(), Type.Integer()]))),
+  open: Type.Record(
+    Type.String(),
+    Type.Record(Type.String(), Type.Tuple([Type.Integer(), Type.Integer(), Type.Integer()])),
+  ),
   sealed: Type.Array(UsageBatchSchema),
 });
 
@@ -116,7 +122,12 @@ export class UsageLedger {
    * a peer it does not know keeps the device its baseline names (after a restart, before the resync),
    * and a peer nobody knows is not counted. Peers missing from the reading lose their baselines.
    */
-  record(serverId: number, reading: CounterReading, deviceOf: (publicKey: string) => number | undefined, nowMs: number): void {
+  record(
+    serverId: number,
+    reading: CounterReading,
+    deviceOf: (publicKey: string) => number | undefined,
+    nowMs: number,
+  ): void {
     const previous = this.#journal.baselines[serverId];
     const before = previous?.instance === reading.instance ? previous.peers : {};
     const peers: Record<string, Static<typeof BaselineSchema>> = {};
@@ -156,7 +167,8 @@ export class UsageLedger {
   }
 
   #book(slot: string, deviceId: number, rx: number, tx: number): void {
-    const open = (this.#journal.open[slot] ??= {});
+    const open = this.#journal.open[slot] ?? {};
+    this.#journal.open[slot] = open;
     const meter = this.meter(deviceId) + rx + tx;
     const sums = open[deviceId] ?? [0, 0, 0];
     open[deviceId] = [sums[0] + rx, sums[1] + tx, meter];
@@ -183,13 +195,21 @@ export class UsageLedger {
       journal.sealed = kept;
     }
     for (const slot of Object.keys(journal.open).sort((a, b) => Number(a) - Number(b))) {
-      const entries = Object.entries(journal.open[slot] ?? {}).map(([id, [rxBytes, txBytes, meter]]) => ({ deviceId: Number(id), rxBytes, txBytes, meter }));
+      const entries = Object.entries(journal.open[slot] ?? {}).map(([id, [rxBytes, txBytes, meter]]) => ({
+        deviceId: Number(id),
+        rxBytes,
+        txBytes,
+        meter,
+      }));
       journal.sealed.push({ seq: journal.nextSeq++, slotStartMs: Number(slot), entries });
       this.#dirty = true;
     }
     journal.open = {};
     this.flush();
-    const handshakes = [...this.#unreported].map((deviceId) => ({ deviceId, lastHandshakeMs: this.#handshakes.get(deviceId) ?? 0 }));
+    const handshakes = [...this.#unreported].map((deviceId) => ({
+      deviceId,
+      lastHandshakeMs: this.#handshakes.get(deviceId) ?? 0,
+    }));
     this.#unreported.clear();
     return { journalId: journal.journalId, batches: journal.sealed.map((b): UsageBatch => b), handshakes };
   }

@@ -10,23 +10,35 @@ import { parseCommandArgs, UsageError } from './usage.ts';
 function wholeNumber(text: string | undefined, flag: string, min: number, max: number): number | undefined {
   if (text === undefined) return undefined;
   const n = Number(text);
-  if (!/^[0-9]+$/.test(text) || n < min || n > max) throw new UsageError(`--${flag} must be a whole number from ${min} to ${max} (got '${text}')`);
+  if (!/^[0-9]+$/.test(text) || n < min || n > max)
+    throw new UsageError(`--${flag} must be a whole number from ${min} to ${max} (got '${text}')`);
   return n;
 }
 
 function sinceIso(text: string | undefined): string | undefined {
   if (text === undefined) return undefined;
-  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(Date.parse(text))) throw new UsageError(`--since must be an ISO date or date-time such as 2026-05-01T12:00:00Z (got '${text}')`);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(Date.parse(text)))
+    throw new UsageError(`--since must be an ISO date or date-time such as 2026-05-01T12:00:00Z (got '${text}')`);
   return isoAt(Date.parse(text));
 }
 
 /** One entry as a person reads it: a line, then each field an update changed. */
 function describe(entry: ActivityEntry): string {
-  const head = [String(entry.id), entry.created_at, entry.actor, entry.action, `${entry.resource} ${entry.resource_id}`, entry.summary];
+  const head = [
+    String(entry.id),
+    entry.created_at,
+    entry.actor,
+    entry.action,
+    `${entry.resource} ${entry.resource_id}`,
+    entry.summary,
+  ];
   if (entry.request_id !== null) head.push(`request ${entry.request_id}`);
   const lines = [head.join('  ')];
   if (entry.before !== null && entry.after !== null) {
-    for (const field of Object.keys(entry.after)) lines.push(`    ${field}: ${JSON.stringify(entry.before[field] ?? null)} -> ${JSON.stringify(entry.after[field])}`);
+    for (const field of Object.keys(entry.after))
+      lines.push(
+        `    ${field}: ${JSON.stringify(entry.before[field] ?? null)} -> ${JSON.stringify(entry.after[field])}`,
+      );
   }
   return lines.join('\n');
 }
@@ -44,7 +56,8 @@ export async function activityCommand(args: string[]): Promise<number> {
   });
   if (positionals.length > 0) throw new UsageError(`activity takes no argument '${positionals[0] ?? ''}'`);
   const { resource, id } = values;
-  if (resource !== undefined && !isActivityResource(resource)) throw new UsageError(`--resource must be one of ${ACTIVITY_RESOURCES.join(', ')} (got '${resource}')`);
+  if (resource !== undefined && !isActivityResource(resource))
+    throw new UsageError(`--resource must be one of ${ACTIVITY_RESOURCES.join(', ')} (got '${resource}')`);
   if (id !== undefined && resource === undefined) throw new UsageError('--id goes with --resource');
   const filter: ActivityFilter = {
     actor: values.actor === undefined ? undefined : actorFilter(values.actor),

@@ -24,8 +24,12 @@ export async function backupCommand(args: string[]): Promise<number> {
   const store = openStore(storeConfig(process.env));
   try {
     const summary = await writeBackup(store, path, isoAt(systemClock.nowMs()));
-    console.log(`backed up ${summary.rows} rows of ${summary.tables} tables (schema ${summary.migration}) to ${file}, sha256 ${summary.sha256}`);
-    console.log(`its private keys are encrypted: restoring it needs this panel's secret too (DATA_DIR/${SECRET_FILE} or PANEL_SECRET)`);
+    console.log(
+      `backed up ${summary.rows} rows of ${summary.tables} tables (schema ${summary.migration}) to ${file}, sha256 ${summary.sha256}`,
+    );
+    console.log(
+      `its private keys are encrypted: restoring it needs this panel's secret too (DATA_DIR/${SECRET_FILE} or PANEL_SECRET)`,
+    );
     return 0;
   } finally {
     await store.close();
@@ -53,7 +57,9 @@ export async function restoreCommand(args: string[]): Promise<number> {
     });
     await migrate(store);
     await unlockSecrets(store, config);
-    console.log(`restored ${summary.rows} rows of ${summary.tables} tables from ${file} (backup of ${header.created_at}, schema ${header.migrations.at(-1) ?? ''})`);
+    console.log(
+      `restored ${summary.rows} rows of ${summary.tables} tables from ${file} (backup of ${header.created_at}, schema ${header.migrations.at(-1) ?? ''})`,
+    );
     console.log('the panel hands every node the restored state when it starts: its first round resyncs each node');
     return 0;
   } finally {

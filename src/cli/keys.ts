@@ -18,7 +18,14 @@ function table(keys: ApiKeyInfo[]): string {
     ]),
   ];
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 export async function keysCommand(args: string[]): Promise<number> {
@@ -33,9 +40,15 @@ export async function keysCommand(args: string[]): Promise<number> {
           scopes: { type: 'string' },
           'no-rate-limit': { type: 'boolean' },
         });
-        if (values.name === undefined || values.scopes === undefined) throw new UsageError('keys create needs --name and --scopes');
-        const { key, info } = await keys.create({ name: values.name, scopes: values.scopes, rateLimitExempt: values['no-rate-limit'] ?? false }, ADMIN_ACTOR);
-        console.log(`created API key ${info.id} '${info.name}' with scopes ${info.scopes.join(',')}; it is shown only now:`);
+        if (values.name === undefined || values.scopes === undefined)
+          throw new UsageError('keys create needs --name and --scopes');
+        const { key, info } = await keys.create(
+          { name: values.name, scopes: values.scopes, rateLimitExempt: values['no-rate-limit'] ?? false },
+          ADMIN_ACTOR,
+        );
+        console.log(
+          `created API key ${info.id} '${info.name}' with scopes ${info.scopes.join(',')}; it is shown only now:`,
+        );
         console.log(key);
         return 0;
       }

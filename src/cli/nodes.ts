@@ -29,7 +29,9 @@ export async function nodesCommand(args: string[]): Promise<number> {
         const input = { name, url, token, publicHost: values['public-host'], certSha256: values['cert-sha256'] };
         const node = await nodes.add(input, ADMIN_ACTOR);
         const pinned = node.cert_sha256 === null ? '' : ` (certificate sha256 ${node.cert_sha256})`;
-        console.log(`added node ${node.id} '${node.name}' at ${node.url ?? ''}${pinned}; clients reach it at ${node.public_host}`);
+        console.log(
+          `added node ${node.id} '${node.name}' at ${node.url ?? ''}${pinned}; clients reach it at ${node.public_host}`,
+        );
         return 0;
       }
       case 'list': {

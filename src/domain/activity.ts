@@ -54,18 +54,27 @@ function shown(field: string, value: unknown): unknown {
 }
 
 function visible(fields: FieldValues): FieldValues {
-  return Object.fromEntries(Object.entries(fields).filter(([k, v]) => !LEFT_OUT.has(k) && v !== undefined).map(([k, v]) => [k, shown(k, v)]));
+  return Object.fromEntries(
+    Object.entries(fields)
+      .filter(([k, v]) => !LEFT_OUT.has(k) && v !== undefined)
+      .map(([k, v]) => [k, shown(k, v)]),
+  );
 }
 
 /**
  * The fields a change touched, without secrets: everything on create (`before` null) and delete
  * (`after` null), only the fields whose values differ on an update.
  */
-export function fieldChanges(before: FieldValues | null, after: FieldValues | null): { before: FieldValues | null; after: FieldValues | null } {
+export function fieldChanges(
+  before: FieldValues | null,
+  after: FieldValues | null,
+): { before: FieldValues | null; after: FieldValues | null } {
   if (before === null || after === null) return { before: before && visible(before), after: after && visible(after) };
   const was = visible(before);
   const now = visible(after);
-  const changed = [...new Set([...Object.keys(was), ...Object.keys(now)])].filter((k) => JSON.stringify(was[k]) !== JSON.stringify(now[k]));
+  const changed = [...new Set([...Object.keys(was), ...Object.keys(now)])].filter(
+    (k) => JSON.stringify(was[k]) !== JSON.stringify(now[k]),
+  );
   return {
     before: Object.fromEntries(changed.map((k) => [k, was[k] ?? null])),
     after: Object.fromEntries(changed.map((k) => [k, now[k] ?? null])),

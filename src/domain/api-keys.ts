@@ -18,14 +18,22 @@ export function isScope(value: string): value is Scope {
 
 /** Parses `a,b` or `all` (every scope) into a sorted list without repeats. */
 export function parseScopes(text: string): Scope[] {
-  const names = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  if (names.length === 0) throw new AppError('validation_failed', 'at least one scope is required', { scopes: 'required' });
+  const names = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (names.length === 0)
+    throw new AppError('validation_failed', 'at least one scope is required', { scopes: 'required' });
   // Unknown names are refused first, so a typo beside `all` never passes unnoticed.
   const unknown = names.filter((n) => n !== 'all' && !isScope(n));
   if (unknown.length > 0) {
-    throw new AppError('validation_failed', `unknown scope ${unknown.join(', ')}; scopes are ${SCOPES.join(', ')} or all`, {
-      scopes: `unknown: ${unknown.join(', ')}`,
-    });
+    throw new AppError(
+      'validation_failed',
+      `unknown scope ${unknown.join(', ')}; scopes are ${SCOPES.join(', ')} or all`,
+      {
+        scopes: `unknown: ${unknown.join(', ')}`,
+      },
+    );
   }
   if (names.includes('all')) return [...SCOPES];
   return SCOPES.filter((s) => names.includes(s));

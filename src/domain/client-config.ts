@@ -94,7 +94,10 @@ function endpointHost(endpoint: string): string {
 function token(label: string, value: string): string {
   if (value === '' || /[\s#\p{Cc}]/u.test(value)) {
     // The value stays out of the message: it may be a private key.
-    throw new AppError('internal_error', `the stored ${label} is empty or holds a space, line break or '#', so it cannot go into a WireGuard config`);
+    throw new AppError(
+      'internal_error',
+      `the stored ${label} is empty or holds a space, line break or '#', so it cannot go into a WireGuard config`,
+    );
   }
   return value;
 }
@@ -126,7 +129,8 @@ export function configFileName(deviceName: string): string {
       .replace(/[^a-zA-Z0-9_=+.-]+/g, '-')
       .replace(/^[-.]+/, ''),
   );
-  if (readable === '') return `wg-${createHash('sha256').update(deviceName).digest('hex').slice(0, NAME_HASH_HEX_CHARS)}.conf`;
+  if (readable === '')
+    return `wg-${createHash('sha256').update(deviceName).digest('hex').slice(0, NAME_HASH_HEX_CHARS)}.conf`;
   return `${WINDOWS_RESERVED_NAME.test(readable) ? fitInterfaceName(`wg-${readable}`) : readable}.conf`;
 }
 

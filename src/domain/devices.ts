@@ -46,7 +46,9 @@ export function metadataText(metadata: object | null): string | null {
   }
   const text = JSON.stringify(metadata);
   if (Buffer.byteLength(text, 'utf8') > METADATA_MAX_BYTES) {
-    throw new AppError('validation_failed', `metadata is over ${METADATA_MAX_BYTES} bytes as JSON`, { metadata: `at most ${METADATA_MAX_BYTES} bytes` });
+    throw new AppError('validation_failed', `metadata is over ${METADATA_MAX_BYTES} bytes as JSON`, {
+      metadata: `at most ${METADATA_MAX_BYTES} bytes`,
+    });
   }
   return text;
 }
@@ -67,7 +69,11 @@ export function nameFromExternalId(externalId: string, taken: ReadonlySet<string
  * The lowest free address of the subnet for a new device: never the network, broadcast or server
  * address, never one in use. Undefined when the subnet is full.
  */
-export function lowestFreeAddress(subnet: Subnet, serverAddress: number, isUsed: (address: number) => boolean): number | undefined {
+export function lowestFreeAddress(
+  subnet: Subnet,
+  serverAddress: number,
+  isUsed: (address: number) => boolean,
+): number | undefined {
   const last = subnet.network + size(subnet) - 2;
   for (let ip = subnet.network + 1; ip <= last; ip++) {
     if (ip !== serverAddress && !isUsed(ip)) return ip;

@@ -2,7 +2,12 @@ import { ADMIN_ACTOR } from './activity.ts';
 import { type EventKind, type PanelEvent, SYSTEM_ACTOR } from './events.ts';
 
 /** Events that send a mail of their own (issue #7). */
-export const MAILED_EVENT_KINDS: readonly EventKind[] = ['server.created', 'server.deleted', 'node.online', 'node.offline'];
+export const MAILED_EVENT_KINDS: readonly EventKind[] = [
+  'server.created',
+  'server.deleted',
+  'node.online',
+  'node.offline',
+];
 /** Events summarised in a digest mail, at most one a minute: there may be thousands at once (a month's end). */
 export const DIGEST_EVENT_KINDS: readonly EventKind[] = ['device.limit_reached', 'device.expired'];
 export const DIGEST_INTERVAL_MS = 60_000;
@@ -60,7 +65,12 @@ export function actorPhrase(actor: string): string {
 }
 
 export function escapeHtml(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+  return text
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;');
 }
 
 /** Subject lines stay on one line whatever a name holds. */
@@ -80,7 +90,14 @@ export function renderChangeMail(notice: ChangeNotice): MailContent {
     ['When', notice.atIso],
     ...(notice.requestId === null ? [] : [['Request', notice.requestId] satisfies [string, string]]),
   ];
-  const text = [`${notice.headline} ${who}.`, '', ...notice.details, ...(notice.details.length > 0 ? [''] : []), ...facts.map(([k, v]) => `${`${k}:`.padEnd(9)}${v}`), ''].join('\n');
+  const text = [
+    `${notice.headline} ${who}.`,
+    '',
+    ...notice.details,
+    ...(notice.details.length > 0 ? [''] : []),
+    ...facts.map(([k, v]) => `${`${k}:`.padEnd(9)}${v}`),
+    '',
+  ].join('\n');
   const html = htmlPage(
     subject,
     `<p><strong>${escapeHtml(notice.headline)}</strong> ${escapeHtml(who)}.</p>` +
@@ -98,7 +115,13 @@ export function eventNotice(event: PanelEvent, requestId: string | null): Change
     'node.online': `node ${event.node_name ?? ''} is online`,
     'node.offline': `node ${event.node_name ?? ''} is offline`,
   };
-  return { headline: headlines[event.kind] ?? event.detail, details: [event.detail], actor: event.actor, atIso: event.created_at, requestId };
+  return {
+    headline: headlines[event.kind] ?? event.detail,
+    details: [event.detail],
+    actor: event.actor,
+    atIso: event.created_at,
+    requestId,
+  };
 }
 
 /** The digest line of a device event. */
@@ -117,7 +140,9 @@ export function renderDigestMail(lines: readonly DigestLine[]): MailContent {
   const limits = lines.filter((l) => l.kind === 'device.limit_reached').length;
   const expired = lines.length - limits;
   const parts = [
-    ...(limits > 0 ? [`${counted(limits, 'device', 'devices')} reached ${limits === 1 ? 'its' : 'their'} data limit`] : []),
+    ...(limits > 0
+      ? [`${counted(limits, 'device', 'devices')} reached ${limits === 1 ? 'its' : 'their'} data limit`]
+      : []),
     ...(expired > 0 ? [`${counted(expired, 'device', 'devices')} expired`] : []),
   ];
   const headline = parts.join(', ');

@@ -30,7 +30,11 @@ export interface RateDecision {
   retryAfterSeconds: number;
 }
 
-export function gcra(tatMs: number | undefined, nowMs: number, policy: RatePolicy): { decision: RateDecision; tatMs: number } {
+export function gcra(
+  tatMs: number | undefined,
+  nowMs: number,
+  policy: RatePolicy,
+): { decision: RateDecision; tatMs: number } {
   const intervalMs = 1000 / policy.perSecond;
   const windowMs = policy.burst * intervalMs;
   const tat = Math.max(tatMs ?? nowMs, nowMs);

@@ -85,25 +85,41 @@ export function planServer(input: ServerCreateInput, node: NodeOccupancy, panelS
       });
     }
     if (node.subnets.some((s) => overlaps(s, subnet))) {
-      throw new AppError('validation_failed', `subnet ${formatSubnet(subnet)} overlaps a subnet of another server on this node`, {
-        address: 'overlaps another server',
-      });
+      throw new AppError(
+        'validation_failed',
+        `subnet ${formatSubnet(subnet)} overlaps a subnet of another server on this node`,
+        {
+          address: 'overlaps another server',
+        },
+      );
     }
     if (input.maxDevices !== undefined && input.maxDevices > deviceRoom(subnet)) {
-      throw new AppError('validation_failed', `max_devices ${input.maxDevices} does not fit in ${formatSubnet(subnet)} (room for ${deviceRoom(subnet)})`, {
-        max_devices: `at most ${deviceRoom(subnet)} for this address`,
-      });
+      throw new AppError(
+        'validation_failed',
+        `max_devices ${input.maxDevices} does not fit in ${formatSubnet(subnet)} (room for ${deviceRoom(subnet)})`,
+        {
+          max_devices: `at most ${deviceRoom(subnet)} for this address`,
+        },
+      );
     }
   } else {
-    const prefix = input.maxDevices === undefined ? DEFAULT_PREFIX : Math.min(DEFAULT_PREFIX, prefixFor(input.maxDevices));
+    const prefix =
+      input.maxDevices === undefined ? DEFAULT_PREFIX : Math.min(DEFAULT_PREFIX, prefixFor(input.maxDevices));
     const free = firstFreeSubnet(DEFAULT_POOL, prefix, [...node.subnets, ...node.hostNetworks, ...panelSubnets]);
-    if (!free) throw new AppError('validation_failed', `no free /${prefix} left in ${formatSubnet(DEFAULT_POOL)}; give an address`, { address: 'required: pool exhausted' });
+    if (!free)
+      throw new AppError(
+        'validation_failed',
+        `no free /${prefix} left in ${formatSubnet(DEFAULT_POOL)}; give an address`,
+        { address: 'required: pool exhausted' },
+      );
     subnet = free;
     address = serverAddressOf(free);
   }
   const listenPort = input.listenPort ?? firstFreePort(node.listenPorts);
   if (node.listenPorts.includes(listenPort)) {
-    throw new AppError('validation_failed', `listen port ${listenPort} is used by another server on this node`, { listen_port: 'in use on this node' });
+    throw new AppError('validation_failed', `listen port ${listenPort} is used by another server on this node`, {
+      listen_port: 'in use on this node',
+    });
   }
   return {
     address: `${intToIp(address)}/${subnet.prefix}`,

@@ -97,16 +97,24 @@ export function parseCidr(cidr: string): { address: number; subnet: Subnet } {
   const match = /^([0-9.]+)\/([0-9]{1,2})$/.exec(cidr);
   const prefix = Number(match?.[2]);
   if (!match?.[1] || prefix < MIN_PREFIX || prefix > MAX_PREFIX) {
-    throw new AppError('validation_failed', `address must be an IPv4 CIDR from /${MIN_PREFIX} to /${MAX_PREFIX} such as 10.200.0.1/20`, {
-      address: `IPv4 CIDR /${MIN_PREFIX} to /${MAX_PREFIX}`,
-    });
+    throw new AppError(
+      'validation_failed',
+      `address must be an IPv4 CIDR from /${MIN_PREFIX} to /${MAX_PREFIX} such as 10.200.0.1/20`,
+      {
+        address: `IPv4 CIDR /${MIN_PREFIX} to /${MAX_PREFIX}`,
+      },
+    );
   }
   const address = ipToInt(match[1]);
   const subnet = subnetOf(address, prefix);
   if (address === subnet.network || address === subnet.network + size(subnet) - 1) {
-    throw new AppError('validation_failed', 'the server address cannot be the network or broadcast address of its subnet', {
-      address: 'network or broadcast address',
-    });
+    throw new AppError(
+      'validation_failed',
+      'the server address cannot be the network or broadcast address of its subnet',
+      {
+        address: 'network or broadcast address',
+      },
+    );
   }
   return { address, subnet };
 }
@@ -122,9 +130,13 @@ export function prefixFor(devices: number): number {
   for (let prefix = MAX_PREFIX; prefix >= MIN_PREFIX; prefix--) {
     if (deviceRoom({ network: 0, prefix }) >= devices) return prefix;
   }
-  throw new AppError('validation_failed', `one server holds at most ${deviceRoom({ network: 0, prefix: MIN_PREFIX })} devices`, {
-    max_devices: 'too many',
-  });
+  throw new AppError(
+    'validation_failed',
+    `one server holds at most ${deviceRoom({ network: 0, prefix: MIN_PREFIX })} devices`,
+    {
+      max_devices: 'too many',
+    },
+  );
 }
 
 /** The first subnet of `prefix` inside `pool` that overlaps none of `taken`, or undefined. */

@@ -127,7 +127,12 @@ export function remainingAllowance(state: DeviceUsageState, currentMonth: string
 }
 
 /** When the count toward the limit started: the last reset, or for `monthly` the 1st if that is later. */
-export function periodStartMs(limitPeriod: LimitPeriod, usageResetAtMs: number, calendar: Calendar, nowMs: number): number {
+export function periodStartMs(
+  limitPeriod: LimitPeriod,
+  usageResetAtMs: number,
+  calendar: Calendar,
+  nowMs: number,
+): number {
   if (limitPeriod === 'total') return usageResetAtMs;
   return Math.max(usageResetAtMs, calendar.monthStartMs(calendar.month(nowMs)));
 }

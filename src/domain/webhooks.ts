@@ -107,7 +107,9 @@ export function generateWebhookSecret(): string {
  * `<id>.<timestamp>.<body>`, keyed by the base64-decoded part of the secret after `whsec_`.
  */
 export function signWebhook(secret: string, messageId: string, timestampSeconds: number, body: string): string {
-  const mac = createHmac('sha256', signingKey(secret)).update(`${messageId}.${timestampSeconds}.${body}`).digest('base64');
+  const mac = createHmac('sha256', signingKey(secret))
+    .update(`${messageId}.${timestampSeconds}.${body}`)
+    .digest('base64');
   return `v1,${mac}`;
 }
 
@@ -121,7 +123,9 @@ const MAX_SIGNING_KEYS = 10_000;
 function signingKey(secret: string): KeyObject {
   let key = signingKeys.get(secret);
   if (key === undefined) {
-    key = createSecretKey(Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'));
+    key = createSecretKey(
+      Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'),
+    );
     if (signingKeys.size >= MAX_SIGNING_KEYS) signingKeys.clear();
     signingKeys.set(secret, key);
   }

@@ -100,9 +100,16 @@ function enforce(reply: FastifyReply, principal: Principal, scope: Scope, decisi
   if (decision !== undefined) {
     reply.header('ratelimit-policy', RATE_LIMIT_POLICY);
     reply.header('ratelimit', rateLimitField(decision));
-    if (!decision.allowed) throw new AppError('rate_limited', 'too many requests for this API key; slow down', {}, decision.retryAfterSeconds);
+    if (!decision.allowed)
+      throw new AppError(
+        'rate_limited',
+        'too many requests for this API key; slow down',
+        {},
+        decision.retryAfterSeconds,
+      );
   }
-  if (!principal.scopes.has(scope)) throw new AppError('insufficient_scope', `this API key lacks the scope ${scope}`, { scope: `${scope} required` });
+  if (!principal.scopes.has(scope))
+    throw new AppError('insufficient_scope', `this API key lacks the scope ${scope}`, { scope: `${scope} required` });
 }
 
 /** Refuses a request of an address that spent its budget of requests without a valid key. */
@@ -184,10 +191,26 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
-  for (const schema of [ErrorSchema, ServerSchema, NodeSchema, EventSchema, DeviceSchema, GroupSchema, UsageReportSchema, WebhookSchema, DeliverySchema]) app.addSchema(schema);
+  for (const schema of [
+    ErrorSchema,
+    ServerSchema,
+    NodeSchema,
+    EventSchema,
+    DeviceSchema,
+    GroupSchema,
+    UsageReportSchema,
+    WebhookSchema,
+    DeliverySchema,
+  ])
+    app.addSchema(schema);
 
   /** Counts the request against its key's limit and checks the scope; a promise only when the limiter answers later. */
-  const admit = (request: FastifyRequest, reply: FastifyReply, scope: Scope, principal: Principal): Promise<void> | undefined => {
+  const admit = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    scope: Scope,
+    principal: Principal,
+  ): Promise<void> | undefined => {
     request.principal = principal;
     const decision = principal.rateLimitExempt ? undefined : deps.rateLimiter.take(principal.rateLimitId);
     if (decision instanceof Promise) return decision.then((d) => enforce(reply, principal, scope, d));
@@ -210,7 +233,10 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     if (scope === undefined) return done();
     // What throws here, Fastify answers with sendError like anything a hook rejects with.
     const principal = deps.apiKeys.authenticate(request.headers.authorization, admitUnknownKey, request);
-    const admitted = principal instanceof Promise ? principal.then((p) => admit(request, reply, scope, p)) : admit(request, reply, scope, principal);
+    const admitted =
+      principal instanceof Promise
+        ? principal.then((p) => admit(request, reply, scope, p))
+        : admit(request, reply, scope, principal);
     if (admitted === undefined) return done();
     admitted.then(() => done(), done);
   });
@@ -267,11 +293,17 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       },
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key `vpnk_…` made with `vpn-panel keys create`.' },
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'An API key `vpnk_…` made with `vpn-panel keys create`.',
+          },
         },
       },
     },
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+    },
   });
 
   metaRoutes(app, deps);

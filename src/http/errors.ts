@@ -79,10 +79,15 @@ export function toAppError(error: unknown): AppError {
     if (error.validation) {
       const context = error.validationContext ?? 'body';
       const fields = validationFields(error.validation, context);
-      if (context === 'body') return new AppError('validation_failed', `invalid request body: ${describe(fields)}`, fields);
+      if (context === 'body')
+        return new AppError('validation_failed', `invalid request body: ${describe(fields)}`, fields);
       // A path id that is not an integer >= 1 names no resource.
       if (context === 'params') return new AppError('not_found', `no such resource: ${describe(fields)}`, fields);
-      return new AppError('bad_request', `invalid ${context === 'headers' ? 'header' : 'query parameter'}: ${describe(fields)}`, fields);
+      return new AppError(
+        'bad_request',
+        `invalid ${context === 'headers' ? 'header' : 'query parameter'}: ${describe(fields)}`,
+        fields,
+      );
     }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -90,14 +95,20 @@ export function toAppError(error: unknown): AppError {
       case 'FST_ERR_MAX_PARAM_LENGTH':
         return new AppError('not_found', 'no such resource: a path parameter is too long');
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-        return new AppError('bad_request', 'send the request body as application/json', { 'content-type': 'must be application/json' });
+        return new AppError('bad_request', 'send the request body as application/json', {
+          'content-type': 'must be application/json',
+        });
     }
     if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
       return new AppError('bad_request', error.message);
     }
   }
-  if (error instanceof SyntaxError) return new AppError('bad_request', `the request body is not valid JSON: ${error.message}`);
-  return new AppError('internal_error', 'internal error; the request id in the X-Request-Id header finds it in the log');
+  if (error instanceof SyntaxError)
+    return new AppError('bad_request', `the request body is not valid JSON: ${error.message}`);
+  return new AppError(
+    'internal_error',
+    'internal error; the request id in the X-Request-Id header finds it in the log',
+  );
 }
 
 export function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {

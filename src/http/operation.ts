@@ -23,7 +23,11 @@ const errorRef = Type.Ref('Error');
  * One operation of the API: the scope it needs (enforced by the auth hook and stated in the OpenAPI
  * document's security requirement), its schemas, and the error body for every failure status.
  */
-export function operation<S extends FastifySchema & { response: Record<number, TSchema> }>(scope: Scope, schema: S, options: { idempotent?: boolean } = {}) {
+export function operation<S extends FastifySchema & { response: Record<number, TSchema> }>(
+  scope: Scope,
+  schema: S,
+  options: { idempotent?: boolean } = {},
+) {
   const idempotent = options.idempotent ?? false;
   return {
     config: { scope, idempotent },

@@ -14,5 +14,10 @@ const PIXELS_PER_MODULE = 8;
 
 /** A PNG QR code of `text`; the WireGuard phone apps import what they decode as a config file. */
 export async function renderQrPng(text: string): Promise<Buffer> {
-  return toBuffer(text, { type: 'png', errorCorrectionLevel: ERROR_CORRECTION, margin: QUIET_ZONE_MODULES, scale: PIXELS_PER_MODULE });
+  return toBuffer(text, {
+    type: 'png',
+    errorCorrectionLevel: ERROR_CORRECTION,
+    margin: QUIET_ZONE_MODULES,
+    scale: PIXELS_PER_MODULE,
+  });
 }

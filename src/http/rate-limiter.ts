@@ -66,7 +66,12 @@ const GCRA_SHA = createHash('sha1').update(GCRA_LUA).digest('hex');
 function asDecision(reply: unknown): RateDecision {
   const numbers = Array.isArray(reply) ? reply.filter((n): n is number => typeof n === 'number') : [];
   const [allowed, remaining, resetSeconds, retryAfterSeconds] = numbers;
-  if (numbers.length !== 4 || remaining === undefined || resetSeconds === undefined || retryAfterSeconds === undefined) {
+  if (
+    numbers.length !== 4 ||
+    remaining === undefined ||
+    resetSeconds === undefined ||
+    retryAfterSeconds === undefined
+  ) {
     throw new Error(`unexpected rate limit reply from Redis: ${JSON.stringify(reply)}`);
   }
   return { allowed: allowed === 1, remaining, resetSeconds, retryAfterSeconds };

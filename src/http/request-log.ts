@@ -1,5 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { type Bindings, type ChildLoggerOptions, type Level, type LevelWithSilentOrString, levels, type LogFn } from 'pino';
+import {
+  type Bindings,
+  type ChildLoggerOptions,
+  type Level,
+  type LevelWithSilentOrString,
+  levels,
+  type LogFn,
+} from 'pino';
 
 /**
  * A request's logger that makes its pino child (the request id in every line) only when the request

@@ -93,7 +93,8 @@ function url(env: Env, name: string, protocols: readonly string[]): string | und
   } catch {
     throw new ConfigError(name, `is not a URL (got '${v}')`);
   }
-  if (!protocols.includes(parsed.protocol)) throw new ConfigError(name, `must be a ${protocols.join(' or ')} URL (got '${parsed.protocol}')`);
+  if (!protocols.includes(parsed.protocol))
+    throw new ConfigError(name, `must be a ${protocols.join(' or ')} URL (got '${parsed.protocol}')`);
   return v;
 }
 
@@ -101,7 +102,8 @@ function port(env: Env, name: string, fallback: number): number {
   const v = value(env, name);
   if (v === undefined) return fallback;
   const n = Number(v);
-  if (!/^[0-9]+$/.test(v) || n < 1 || n > 65535) throw new ConfigError(name, `must be a port number 1-65535 (got '${v}')`);
+  if (!/^[0-9]+$/.test(v) || n < 1 || n > 65535)
+    throw new ConfigError(name, `must be a port number 1-65535 (got '${v}')`);
   return n;
 }
 
@@ -214,7 +216,11 @@ function panelSecret(env: Env): Buffer | undefined {
   const v = value(env, 'PANEL_SECRET');
   if (v === undefined) return undefined;
   const secret = parseSecret(v);
-  if (secret === undefined) throw new ConfigError('PANEL_SECRET', 'must be 32 bytes in base64 (44 characters), e.g. from `openssl rand -base64 32`');
+  if (secret === undefined)
+    throw new ConfigError(
+      'PANEL_SECRET',
+      'must be 32 bytes in base64 (44 characters), e.g. from `openssl rand -base64 32`',
+    );
   return secret;
 }
 
@@ -228,7 +234,8 @@ export function storeConfig(env: Env): StoreConfig {
 
 export function nodeDriverConfig(env: Env): NodeDriverConfig {
   const prefix = value(env, 'NODE_NAME_PREFIX') ?? 'vp';
-  if (!/^[a-z](?:[a-z0-9]{0,2}[a-z])?$/.test(prefix)) throw new ConfigError('NODE_NAME_PREFIX', `must be 1-4 of a-z and 0-9, a letter first and last (got '${prefix}')`);
+  if (!/^[a-z](?:[a-z0-9]{0,2}[a-z])?$/.test(prefix))
+    throw new ConfigError('NODE_NAME_PREFIX', `must be 1-4 of a-z and 0-9, a letter first and last (got '${prefix}')`);
   return {
     nodeDriver: oneOf(env, 'NODE_DRIVER', ['auto', 'wireguard', 'dry-run'], 'auto'),
     nodeNetns: value(env, 'NODE_NETNS'),
@@ -239,10 +246,12 @@ export function nodeDriverConfig(env: Env): NodeDriverConfig {
 
 export function loadAgentConfig(env: Env): AgentConfig {
   const token = value(env, 'AGENT_TOKEN');
-  if (token === undefined || token.length < 16) throw new ConfigError('AGENT_TOKEN', 'must be set to a secret of at least 16 characters');
+  if (token === undefined || token.length < 16)
+    throw new ConfigError('AGENT_TOKEN', 'must be set to a secret of at least 16 characters');
   const certFile = value(env, 'AGENT_TLS_CERT');
   const keyFile = value(env, 'AGENT_TLS_KEY');
-  if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError('AGENT_TLS_CERT', 'and AGENT_TLS_KEY must be set together');
+  if ((certFile === undefined) !== (keyFile === undefined))
+    throw new ConfigError('AGENT_TLS_CERT', 'and AGENT_TLS_KEY must be set together');
   const tlsOn = flag(env, 'AGENT_TLS', true);
   if (!tlsOn && certFile !== undefined) throw new ConfigError('AGENT_TLS', 'is off, but AGENT_TLS_CERT is set');
   return {
@@ -264,7 +273,8 @@ export function loadAgentConfig(env: Env): AgentConfig {
 export function loadPanelConfig(env: Env): PanelConfig {
   const listenPort = port(env, 'PORT', 8080);
   const email = value(env, 'NOTIFY_EMAIL');
-  if (email !== undefined && !/^[^@\s]+@[^@\s]+$/.test(email)) throw new ConfigError('NOTIFY_EMAIL', `is not an email address (got '${email}')`);
+  if (email !== undefined && !/^[^@\s]+@[^@\s]+$/.test(email))
+    throw new ConfigError('NOTIFY_EMAIL', `is not an email address (got '${email}')`);
   return {
     ...storeConfig(env),
     port: listenPort,

@@ -30,8 +30,11 @@ export async function makeDriver(config: NodeFilesConfig, log: FastifyBaseLogger
       allowCidrs: config.nodeAllowCidrs,
     });
   if (check.ok) return wireguard();
-  if (config.nodeDriver === 'wireguard') throw new ConfigError('NODE_DRIVER', `is wireguard, but this process cannot run WireGuard: ${check.reason}`);
-  log.warn(`NODE_DRIVER=auto: WireGuard cannot run here (${check.reason}); using the dry-run driver: the API works but no tunnel carries traffic`);
+  if (config.nodeDriver === 'wireguard')
+    throw new ConfigError('NODE_DRIVER', `is wireguard, but this process cannot run WireGuard: ${check.reason}`);
+  log.warn(
+    `NODE_DRIVER=auto: WireGuard cannot run here (${check.reason}); using the dry-run driver: the API works but no tunnel carries traffic`,
+  );
   return new DryRunDriver();
 }
 

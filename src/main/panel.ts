@@ -156,7 +156,10 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     maxConnections: config.maxConnections,
   });
   const mailer = new MailSender(store.db, clock, log, {
-    settings: config.smtpUrl !== undefined && config.notifyEmail !== undefined ? { smtpUrl: config.smtpUrl, to: config.notifyEmail } : undefined,
+    settings:
+      config.smtpUrl !== undefined && config.notifyEmail !== undefined
+        ? { smtpUrl: config.smtpUrl, to: config.notifyEmail }
+        : undefined,
     scheduleMs: config.mailRetryScheduleMs ?? MAIL_RETRY_SCHEDULE_MS,
     pollIntervalMs: MAIL_POLL_MS,
     timeoutMs: MAIL_TIMEOUT_MS,

@@ -38,6 +38,10 @@ export async function recordActivity(tx: Tx, clock: Clock, draft: ActivityDraft)
 }
 
 /** Entries matching the filter after the cursor, oldest first. */
-export async function activityPage(db: Queryable, filter: ActivityFilter, page: PageRequest): Promise<Page<ActivityEntry>> {
+export async function activityPage(
+  db: Queryable,
+  filter: ActivityFilter,
+  page: PageRequest,
+): Promise<Page<ActivityEntry>> {
   return toPage(await listActivity(db, filter, page), page);
 }

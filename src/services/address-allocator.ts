@@ -22,7 +22,12 @@ export class AddressAllocator {
   readonly #used = new Map<number, Uint8Array>();
 
   /** The lowest free address, or undefined when the subnet is full. */
-  async lowestFree(db: Queryable, serverId: number, subnet: Subnet, serverAddress: number): Promise<number | undefined> {
+  async lowestFree(
+    db: Queryable,
+    serverId: number,
+    subnet: Subnet,
+    serverAddress: number,
+  ): Promise<number | undefined> {
     const used = await this.#bitmap(db, serverId, subnet);
     return lowestFreeAddress(subnet, serverAddress, (address) => used[address - subnet.network] === 1);
   }

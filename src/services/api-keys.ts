@@ -107,9 +107,13 @@ export class ApiKeyService {
   async create(input: CreateApiKeyInput, actor: string): Promise<{ key: string; info: ApiKeyInfo }> {
     const name = input.name.trim();
     if (!NAME_PATTERN.test(name)) {
-      throw new AppError('validation_failed', 'a key name is 1 to 64 letters, digits, spaces, dots, dashes or underscores', {
-        name: 'invalid',
-      });
+      throw new AppError(
+        'validation_failed',
+        'a key name is 1 to 64 letters, digits, spaces, dots, dashes or underscores',
+        {
+          name: 'invalid',
+        },
+      );
     }
     const scopes = parseScopes(input.scopes);
     if (await findLiveApiKeyByName(this.#db, name)) {
@@ -125,9 +129,21 @@ export class ApiKeyService {
         rateLimitExempt: input.rateLimitExempt ?? false,
         createdAt: isoAt(this.#clock.nowMs()),
       });
-      await recordActivity(tx, this.#clock, { resource: 'api_key', resourceId: created.id, verb: 'created', summary: `API key ${name} created`, actor, before: null, after: created });
+      await recordActivity(tx, this.#clock, {
+        resource: 'api_key',
+        resourceId: created.id,
+        verb: 'created',
+        summary: `API key ${name} created`,
+        actor,
+        before: null,
+        after: created,
+      });
       const limit = created.rate_limit_exempt === 1 ? 'no rate limit' : 'rate limited';
-      await notifyChange(tx, this.#clock, { headline: `API key ${name} created`, details: [`Scopes: ${created.scopes.split(',').join(', ')}; ${limit}.`], actor });
+      await notifyChange(tx, this.#clock, {
+        headline: `API key ${name} created`,
+        details: [`Scopes: ${created.scopes.split(',').join(', ')}; ${limit}.`],
+        actor,
+      });
       return created;
     });
     return { key, info: toInfo(row) };
@@ -142,8 +158,20 @@ export class ApiKeyService {
       await this.#store.announce(tx, 'api_keys');
       const revoked = await revokeApiKey(tx, idOrName, isoAt(this.#clock.nowMs()));
       if (revoked) {
-        await recordActivity(tx, this.#clock, { resource: 'api_key', resourceId: revoked.id, verb: 'revoked', summary: `API key ${revoked.name} revoked`, actor, before: { ...revoked, revoked_at: null }, after: revoked });
-        await notifyChange(tx, this.#clock, { headline: `API key ${revoked.name} revoked`, details: ['Requests with it are refused from now on.'], actor });
+        await recordActivity(tx, this.#clock, {
+          resource: 'api_key',
+          resourceId: revoked.id,
+          verb: 'revoked',
+          summary: `API key ${revoked.name} revoked`,
+          actor,
+          before: { ...revoked, revoked_at: null },
+          after: revoked,
+        });
+        await notifyChange(tx, this.#clock, {
+          headline: `API key ${revoked.name} revoked`,
+          details: ['Requests with it are refused from now on.'],
+          actor,
+        });
       }
       return revoked;
     });

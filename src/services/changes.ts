@@ -135,7 +135,10 @@ export class ChangePublisher {
   async publish(change: Change): Promise<void> {
     if (change.events.length > 0) this.#senders.nudgeWebhooks();
     for (const push of perServer(change.remove)) {
-      await this.#connections.for(push.node).changePeers(push.serverId, push.change).catch(() => undefined);
+      await this.#connections
+        .for(push.node)
+        .changePeers(push.serverId, push.change)
+        .catch(() => undefined);
     }
     for (const push of perServer(change.apply)) {
       await applyOrFail(this.#connections, push.node, push.serverId, push.change, 'apply_failed');

@@ -36,11 +36,17 @@ export async function desiredStateOfServer(db: Queryable, row: ServerRow, usage:
 /** Everything a node must run: sent whole after either side restarts. */
 export async function desiredStateOfNode(db: Queryable, nodeId: number, usage: UsageService): Promise<DesiredServer[]> {
   const rows = await listServersOfNode(db, nodeId);
-  return Promise.all(rows.filter((row) => row.status !== 'deploying').map((row) => desiredStateOfServer(db, row, usage)));
+  return Promise.all(
+    rows.filter((row) => row.status !== 'deploying').map((row) => desiredStateOfServer(db, row, usage)),
+  );
 }
 
 /** The change of its server's peers that takes a device from `before` to `after`; undefined when none is needed. */
-export function peerChange(before: DeviceRow | undefined, after: DeviceRow, usage: UsageService): PeerChange | undefined {
+export function peerChange(
+  before: DeviceRow | undefined,
+  after: DeviceRow,
+  usage: UsageService,
+): PeerChange | undefined {
   const wasOn = before !== undefined && onNode(before);
   if (!onNode(after)) return wasOn ? { upsert: [], remove: [after.public_key] } : undefined;
   const peer = usage.peerOf(after);

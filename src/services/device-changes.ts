@@ -79,10 +79,17 @@ export class DeviceChanges {
     });
     const { row: settled, change: limit } = await this.#usage.settleLimit(tx, changed, actor);
     const own = change({
-      activity: [{
-        resource: 'device', resourceId: settled.id, verb: 'updated', summary: detail(settled, 'updated'), actor,
-        before: before.row, after: settled,
-      }],
+      activity: [
+        {
+          resource: 'device',
+          resourceId: settled.id,
+          verb: 'updated',
+          summary: detail(settled, 'updated'),
+          actor,
+          before: before.row,
+          after: settled,
+        },
+      ],
       apply: this.peers(before.node, before.server.id, before.row, settled),
     });
     return { row: settled, change: mergeChanges([change({ events }), limit, own]) };
@@ -94,16 +101,26 @@ export class DeviceChanges {
    */
   async resetUsage(tx: Tx, placed: PlacedDevice, actor: string, detail: string): Promise<DeviceChange> {
     const row = await updateDevice(tx, placed.row.id, {
-      usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null,
+      usage_reset_at: isoAt(this.#clock.nowMs()),
+      period_rx: 0,
+      period_tx: 0,
+      limit_reached_at: null,
     });
     return {
       row,
       change: change({
         events: [deviceEventDraft('device.usage_reset', row, placed.server, placed.node, actor, detail)],
-        activity: [{
-          resource: 'device', resourceId: row.id, verb: 'usage_reset', summary: detail, actor,
-          before: placed.row, after: row,
-        }],
+        activity: [
+          {
+            resource: 'device',
+            resourceId: row.id,
+            verb: 'usage_reset',
+            summary: detail,
+            actor,
+            before: placed.row,
+            after: row,
+          },
+        ],
         apply: this.peers(placed.node, placed.server.id, placed.row, row),
       }),
     };
@@ -125,10 +142,17 @@ export class DeviceChanges {
     await deleteDeviceUsage(tx, [row.id]);
     return change({
       events: [deviceEventDraft('device.deleted', row, server, node, actor, words.detail)],
-      activity: [{
-        resource: 'device', resourceId: row.id, verb: 'deleted', summary: words.summary, actor,
-        before: row, after: null,
-      }],
+      activity: [
+        {
+          resource: 'device',
+          resourceId: row.id,
+          verb: 'deleted',
+          summary: words.summary,
+          actor,
+          before: row,
+          after: null,
+        },
+      ],
       remove: [{ node, serverId: server.id, change: { upsert: [], remove: [row.public_key], deleted: true } }],
     });
   }

@@ -90,8 +90,18 @@ export class DeviceService {
     return this.#views.place(row);
   }
 
-  async list(filter: { serverId?: number; externalId?: string; status?: DeviceStatus }, page: PageRequest): Promise<Page<PlacedDevice>> {
-    const rows = toPage(await listDevices(this.#db, { ...filter, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() }, page), page);
+  async list(
+    filter: { serverId?: number; externalId?: string; status?: DeviceStatus },
+    page: PageRequest,
+  ): Promise<Page<PlacedDevice>> {
+    const rows = toPage(
+      await listDevices(
+        this.#db,
+        { ...filter, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() },
+        page,
+      ),
+      page,
+    );
     return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
   }
 
@@ -134,7 +144,10 @@ export class DeviceService {
       });
     }
     const server = await findServer(this.#db, input.serverId);
-    if (!server || server.status === 'deploying') throw new AppError('validation_failed', `server ${input.serverId} does not exist`, { server_id: 'no such server' });
+    if (!server || server.status === 'deploying')
+      throw new AppError('validation_failed', `server ${input.serverId} does not exist`, {
+        server_id: 'no such server',
+      });
     return server;
   }
 
@@ -147,7 +160,11 @@ export class DeviceService {
     const metadata = input.metadata === undefined ? null : metadataText(input.metadata);
     const expiresAt = normaliseInstant(input.expiresAt ?? null, 'expires_at');
     if (input.publicKey !== undefined && !isValidKey(input.publicKey)) {
-      throw new AppError('validation_failed', 'public_key must be a WireGuard public key: 32 bytes in base64 (44 characters)', { public_key: 'not a WireGuard key' });
+      throw new AppError(
+        'validation_failed',
+        'public_key must be a WireGuard public key: 32 bytes in base64 (44 characters)',
+        { public_key: 'not a WireGuard key' },
+      );
     }
     if (input.publicKey !== undefined && !isUsablePublicKey(input.publicKey)) {
       const why = 'public_key is a point of small order (such as all zeros): no WireGuard handshake succeeds with it';
@@ -170,8 +187,13 @@ export class DeviceService {
         if (!isUniqueViolation(error)) throw error;
         const violated = violationText(error);
         if (/address/.test(violated) && attempt < 3) continue;
-        if (/public_key|server_key/.test(violated)) throw new AppError('validation_failed', 'public_key is used by another device on this server', { public_key: 'in use on this server' });
-        throw new AppError('name_taken', `a device named ${input.name ?? ''} is on this server already`, { name: 'taken on this server' });
+        if (/public_key|server_key/.test(violated))
+          throw new AppError('validation_failed', 'public_key is used by another device on this server', {
+            public_key: 'in use on this server',
+          });
+        throw new AppError('name_taken', `a device named ${input.name ?? ''} is on this server already`, {
+          name: 'taken on this server',
+        });
       }
     }
   }
@@ -182,10 +204,15 @@ export class DeviceService {
     return this.#changes.commit(async (tx) => {
       const address = await this.#claimSlot(tx, server, subnet, { name: input.name, publicKey: keys.publicKey });
       // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
-      const names = input.name === undefined && input.externalId !== undefined ? await namesStartingWith(tx, server.id, input.externalId.slice(0, NAME_MAX - SUFFIX_ROOM)) : new Set<string>();
+      const names =
+        input.name === undefined && input.externalId !== undefined
+          ? await namesStartingWith(tx, server.id, input.externalId.slice(0, NAME_MAX - SUFFIX_ROOM))
+          : new Set<string>();
       let row = await insertDevice(tx, {
         server_id: server.id,
-        name: input.name ?? (input.externalId !== undefined ? nameFromExternalId(input.externalId, names) : `new-${keys.publicKey}`),
+        name:
+          input.name ??
+          (input.externalId !== undefined ? nameFromExternalId(input.externalId, names) : `new-${keys.publicKey}`),
         external_id: input.externalId ?? null,
         metadata,
         address: intToIp(address),
@@ -204,7 +231,9 @@ export class DeviceService {
       });
       this.#addresses.taken(server.id, subnet, address);
       if (input.name === undefined && input.externalId === undefined) {
-        row = await updateDevice(tx, row.id, { name: nameFromExternalId(`device-${row.id}`, await namesStartingWith(tx, server.id, `device-${row.id}`)) });
+        row = await updateDevice(tx, row.id, {
+          name: nameFromExternalId(`device-${row.id}`, await namesStartingWith(tx, server.id, `device-${row.id}`)),
+        });
       }
       const summary = `device ${row.name} created on server ${server.name}`;
       const created = deviceEventDraft('device.created', row, server, node, actor, summary);
@@ -226,14 +255,24 @@ export class DeviceService {
    * Takes a place on the server for a device, under the server's lock: room within capacity, a
    * free name and key, and the lowest free address (returned).
    */
-  async #claimSlot(tx: Tx, server: ServerRow, subnet: Subnet, device: { name: string | undefined; publicKey: string }): Promise<number> {
+  async #claimSlot(
+    tx: Tx,
+    server: ServerRow,
+    subnet: Subnet,
+    device: { name: string | undefined; publicKey: string },
+  ): Promise<number> {
     await lockServer(tx, server.id, this.#store.dialect);
-    if ((await countDevicesOfServer(tx, server.id)) >= serverRoom(server.capacity, subnet)) throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
+    if ((await countDevicesOfServer(tx, server.id)) >= serverRoom(server.capacity, subnet))
+      throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
     if (device.name !== undefined && (await isNameTaken(tx, server.id, device.name))) {
-      throw new AppError('name_taken', `a device named ${device.name} is on server ${server.name} already`, { name: 'taken on this server' });
+      throw new AppError('name_taken', `a device named ${device.name} is on server ${server.name} already`, {
+        name: 'taken on this server',
+      });
     }
     if (await isKeyTaken(tx, server.id, device.publicKey)) {
-      throw new AppError('validation_failed', `the public key is used by another device on server ${server.name}`, { public_key: 'in use on this server' });
+      throw new AppError('validation_failed', `the public key is used by another device on server ${server.name}`, {
+        public_key: 'in use on this server',
+      });
     }
     const address = await this.#addresses.lowestFree(tx, server.id, subnet, parseCidr(server.address).address);
     if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
@@ -254,7 +293,9 @@ export class DeviceService {
       });
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
-      throw new AppError('name_taken', `a device named ${patch.name ?? ''} is on this server already`, { name: 'taken on this server' });
+      throw new AppError('name_taken', `a device named ${patch.name ?? ''} is on this server already`, {
+        name: 'taken on this server',
+      });
     }
   }
 
@@ -272,40 +313,71 @@ export class DeviceService {
    * new address there. The peer joins the new server before the move commits, then leaves the old
    * one (a node that misses the removal drops it at its next resync).
    */
-  async move(id: number, target: number | 'auto', actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+  async move(
+    id: number,
+    target: number | 'auto',
+    actor: string,
+    onCommit?: CommitHook<PlacedDevice>,
+  ): Promise<PlacedDevice> {
     const before = await this.get(id);
-    const server = target === 'auto'
-      ? await this.#pickServer({ current: before.server.id })
-      : await findServer(this.#db, target);
-    if (!server || server.status === 'deploying') throw new AppError('validation_failed', `server ${String(target)} does not exist`, { server_id: 'no such server' });
-    if (server.id === before.server.id) throw new AppError('validation_failed', `device ${id} is on server ${server.id} already`, { server_id: 'the current server' });
+    const server =
+      target === 'auto' ? await this.#pickServer({ current: before.server.id }) : await findServer(this.#db, target);
+    if (!server || server.status === 'deploying')
+      throw new AppError('validation_failed', `server ${String(target)} does not exist`, {
+        server_id: 'no such server',
+      });
+    if (server.id === before.server.id)
+      throw new AppError('validation_failed', `device ${id} is on server ${server.id} already`, {
+        server_id: 'the current server',
+      });
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const subnet = parseSubnet(server.subnet);
-    const moved = await this.#changes.commit(async (tx) => {
-      const address = await this.#claimSlot(tx, server, subnet, { name: before.row.name, publicKey: before.row.public_key });
-      const row = await updateDevice(tx, id, { server_id: server.id, address: intToIp(address), updated_at: isoAt(this.#clock.nowMs()) });
-      this.#addresses.taken(server.id, subnet, address);
-      const summary = `device ${row.name} moved from server ${before.server.name} to ${server.name}`;
-      const result: PlacedDevice = { device: this.#views.view(row), row, server, node };
-      return {
-        result,
-        change: change({
-          events: [deviceEventDraft('device.moved', row, server, node, actor, summary)],
-          activity: [{
-            resource: 'device', resourceId: id, verb: 'moved', summary, actor, before: before.row, after: row,
-          }],
-          deploy: this.#deviceChanges.peers(node, server.id, undefined, row),
-          // A node that misses this removal drops the peer at its next resync.
-          remove: [{
-            node: before.node, serverId: before.server.id, change: { upsert: [], remove: [before.row.public_key] },
-          }],
-        }),
-      };
-    }, onCommit).catch((error: unknown) => {
-      this.#addresses.forget(server.id);
-      throw error;
-    });
+    const moved = await this.#changes
+      .commit(async (tx) => {
+        const address = await this.#claimSlot(tx, server, subnet, {
+          name: before.row.name,
+          publicKey: before.row.public_key,
+        });
+        const row = await updateDevice(tx, id, {
+          server_id: server.id,
+          address: intToIp(address),
+          updated_at: isoAt(this.#clock.nowMs()),
+        });
+        this.#addresses.taken(server.id, subnet, address);
+        const summary = `device ${row.name} moved from server ${before.server.name} to ${server.name}`;
+        const result: PlacedDevice = { device: this.#views.view(row), row, server, node };
+        return {
+          result,
+          change: change({
+            events: [deviceEventDraft('device.moved', row, server, node, actor, summary)],
+            activity: [
+              {
+                resource: 'device',
+                resourceId: id,
+                verb: 'moved',
+                summary,
+                actor,
+                before: before.row,
+                after: row,
+              },
+            ],
+            deploy: this.#deviceChanges.peers(node, server.id, undefined, row),
+            // A node that misses this removal drops the peer at its next resync.
+            remove: [
+              {
+                node: before.node,
+                serverId: before.server.id,
+                change: { upsert: [], remove: [before.row.public_key] },
+              },
+            ],
+          }),
+        };
+      }, onCommit)
+      .catch((error: unknown) => {
+        this.#addresses.forget(server.id);
+        throw error;
+      });
     this.#addresses.forget(before.server.id);
     return moved;
   }

@@ -88,8 +88,16 @@ export function deviceEventDraft(
   detail: string,
 ): EventDraft {
   return eventDraft({
-    kind, device_id: row.id, device_name: row.name, server_id: server.id, server_name: server.name,
-    node_name: node.name, ip: row.address, country: server.country, detail, actor,
+    kind,
+    device_id: row.id,
+    device_name: row.name,
+    server_id: server.id,
+    server_name: server.name,
+    node_name: node.name,
+    ip: row.address,
+    country: server.country,
+    detail,
+    actor,
   });
 }
 

@@ -25,7 +25,9 @@ export class MmdbCountryLookup implements CountryLookup {
   }
 
   static async open(): Promise<MmdbCountryLookup> {
-    const file = createRequire(import.meta.url).resolve('@ip-location-db/geo-whois-asn-country-mmdb/geo-whois-asn-country.mmdb');
+    const file = createRequire(import.meta.url).resolve(
+      '@ip-location-db/geo-whois-asn-country-mmdb/geo-whois-asn-country.mmdb',
+    );
     return new MmdbCountryLookup(await maxmind.open<CountryResponse>(file));
   }
 

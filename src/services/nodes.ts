@@ -8,7 +8,16 @@ import type { PeerChange } from '../agent/protocol.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type Db, write } from '../store/db.ts';
 import { recordActivity } from './activity.ts';
-import { deleteNode, findLocalNode, findNode, findNodeByName, insertNode, listNodeSummaries, type NodeRow, updateNode } from '../store/nodes.ts';
+import {
+  deleteNode,
+  findLocalNode,
+  findNode,
+  findNodeByName,
+  insertNode,
+  listNodeSummaries,
+  type NodeRow,
+  updateNode,
+} from '../store/nodes.ts';
 import { listServerAllocations } from '../store/servers.ts';
 
 /** A node as `GET /nodes` shows it (DESIGN §3). */
@@ -45,7 +54,11 @@ export class NodeConnections {
 
   for(node: NodeRow): NodeConnection {
     if (node.url === null || node.token === null) {
-      if (!this.#local) throw new AppError('deploy_failed', `node ${node.name} is the local node, but this panel runs without one (LOCAL_NODE=off)`);
+      if (!this.#local)
+        throw new AppError(
+          'deploy_failed',
+          `node ${node.name} is the local node, but this panel runs without one (LOCAL_NODE=off)`,
+        );
       return this.#local;
     }
     const key = `${node.name} ${node.url} ${node.token} ${node.cert_sha256 ?? ''}`;
@@ -63,7 +76,13 @@ export class NodeConnections {
  * Applies a peer change on a node. `apply_failed`: the change is saved and converges at the next
  * resync; `deploy_failed`: the caller rolls back, nothing is saved.
  */
-export async function applyOrFail(connections: NodeConnections, node: NodeRow, serverId: number, change: PeerChange, code: 'apply_failed' | 'deploy_failed'): Promise<void> {
+export async function applyOrFail(
+  connections: NodeConnections,
+  node: NodeRow,
+  serverId: number,
+  change: PeerChange,
+  code: 'apply_failed' | 'deploy_failed',
+): Promise<void> {
   try {
     await connections.for(node).changePeers(serverId, change);
   } catch (error) {
@@ -112,7 +131,15 @@ export class NodeService {
       const changed = { ...existing, public_host: publicHost };
       await write(this.#db, async (tx) => {
         await updateNode(tx, existing.id, { public_host: publicHost });
-        await recordActivity(tx, this.#clock, { resource: 'node', resourceId: existing.id, verb: 'updated', summary: `local node now reached at ${publicHost} (PUBLIC_HOST)`, actor: SYSTEM_ACTOR, before: existing, after: changed });
+        await recordActivity(tx, this.#clock, {
+          resource: 'node',
+          resourceId: existing.id,
+          verb: 'updated',
+          summary: `local node now reached at ${publicHost} (PUBLIC_HOST)`,
+          actor: SYSTEM_ACTOR,
+          before: existing,
+          after: changed,
+        });
       });
       return changed;
     }
@@ -123,7 +150,15 @@ export class NodeService {
   #insert(node: NewNode, actor: string): Promise<NodeRow> {
     return write(this.#db, async (tx) => {
       const row = await insertNode(tx, { ...node, status: 'offline', created_at: isoAt(this.#clock.nowMs()) });
-      await recordActivity(tx, this.#clock, { resource: 'node', resourceId: row.id, verb: 'added', summary: `node ${row.name} added${row.url === null ? ' (the local node)' : ` at ${row.url}`}`, actor, before: null, after: row });
+      await recordActivity(tx, this.#clock, {
+        resource: 'node',
+        resourceId: row.id,
+        verb: 'added',
+        summary: `node ${row.name} added${row.url === null ? ' (the local node)' : ` at ${row.url}`}`,
+        actor,
+        before: null,
+        after: row,
+      });
       return row;
     });
   }
@@ -135,8 +170,10 @@ export class NodeService {
     } catch {
       throw new AppError('validation_failed', `${input.url} is not a URL`, { url: 'not a URL' });
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('validation_failed', 'the agent URL must be http or https', { url: 'http or https' });
-    if (input.token.length < 16) throw new AppError('validation_failed', 'the node token must be at least 16 characters', { token: 'too short' });
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new AppError('validation_failed', 'the agent URL must be http or https', { url: 'http or https' });
+    if (input.token.length < 16)
+      throw new AppError('validation_failed', 'the node token must be at least 16 characters', { token: 'too short' });
     const pin = input.certSha256 === undefined ? null : parseCertSha256(input.certSha256);
     if (pin === undefined) {
       const problem = 'the certificate fingerprint must be 64 hex digits (colons allowed)';
@@ -150,19 +187,33 @@ export class NodeService {
       const what = 'the public host must be a host name or an IP address, without scheme or port';
       throw new AppError('validation_failed', what, { public_host: 'not a host name or address' });
     }
-    if (await findNodeByName(this.#db, input.name)) throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
+    if (await findNodeByName(this.#db, input.name))
+      throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
     const row = { name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, cert_sha256: pin };
     return this.#insert({ ...row, public_host: input.publicHost ?? url.hostname }, actor);
   }
 
   async remove(idOrName: string, actor: string): Promise<NodeRow> {
-    const node = /^[1-9][0-9]*$/.test(idOrName) ? await findNode(this.#db, Number(idOrName)) : await findNodeByName(this.#db, idOrName);
+    const node = /^[1-9][0-9]*$/.test(idOrName)
+      ? await findNode(this.#db, Number(idOrName))
+      : await findNodeByName(this.#db, idOrName);
     if (!node) throw new AppError('not_found', `no node with id or name ${idOrName}`);
     const servers = (await listServerAllocations(this.#db)).filter((s) => s.node_id === node.id).length;
-    if (servers > 0) throw new AppError('validation_failed', `node ${node.name} still runs ${servers} server(s); delete them first`, { node: 'has servers' });
+    if (servers > 0)
+      throw new AppError('validation_failed', `node ${node.name} still runs ${servers} server(s); delete them first`, {
+        node: 'has servers',
+      });
     await write(this.#db, async (tx) => {
       await deleteNode(tx, node.id);
-      await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'removed', summary: `node ${node.name} removed`, actor, before: node, after: null });
+      await recordActivity(tx, this.#clock, {
+        resource: 'node',
+        resourceId: node.id,
+        verb: 'removed',
+        summary: `node ${node.name} removed`,
+        actor,
+        before: node,
+        after: null,
+      });
     });
     return node;
   }

@@ -12,7 +12,15 @@ import {
   renderDigestMail,
 } from '../domain/notifications.ts';
 import { type Queryable, type Tx, write } from '../store/db.ts';
-import { claimDigestSlot, deleteNotices, hasNotices, hasPendingMail, insertMail, insertNotice, listNotices } from '../store/mail.ts';
+import {
+  claimDigestSlot,
+  deleteNotices,
+  hasNotices,
+  hasPendingMail,
+  insertMail,
+  insertNotice,
+  listNotices,
+} from '../store/mail.ts';
 import type { MailOutboxTable } from '../store/schema.ts';
 import { currentRequestId } from './request-context.ts';
 
@@ -40,14 +48,25 @@ function enqueue(tx: Queryable, clock: Clock, topic: MailOutboxTable['topic'], m
 }
 
 /** A mail about one change (a group deleted, an API key made or revoked), naming who made it. */
-export function notifyChange(tx: Tx, clock: Clock, change: Pick<ChangeNotice, 'headline' | 'details' | 'actor'>): Promise<void> {
-  return enqueue(tx, clock, 'change', renderChangeMail({ ...change, atIso: isoAt(clock.nowMs()), requestId: currentRequestId() }));
+export function notifyChange(
+  tx: Tx,
+  clock: Clock,
+  change: Pick<ChangeNotice, 'headline' | 'details' | 'actor'>,
+): Promise<void> {
+  return enqueue(
+    tx,
+    clock,
+    'change',
+    renderChangeMail({ ...change, atIso: isoAt(clock.nowMs()), requestId: currentRequestId() }),
+  );
 }
 
 /** Called for every recorded event: servers made or deleted and nodes going on- or offline are mailed; device limits and expiries wait for the digest. */
 export async function notifyEvent(tx: Tx, clock: Clock, event: PanelEvent): Promise<void> {
-  if (MAILED_EVENT_KINDS.includes(event.kind)) await enqueue(tx, clock, 'change', renderChangeMail(eventNotice(event, currentRequestId())));
-  else if (DIGEST_EVENT_KINDS.includes(event.kind)) await insertNotice(tx, { kind: event.kind, line: digestLine(event), created_at: event.created_at });
+  if (MAILED_EVENT_KINDS.includes(event.kind))
+    await enqueue(tx, clock, 'change', renderChangeMail(eventNotice(event, currentRequestId())));
+  else if (DIGEST_EVENT_KINDS.includes(event.kind))
+    await insertNotice(tx, { kind: event.kind, line: digestLine(event), created_at: event.created_at });
 }
 
 /**
@@ -62,7 +81,10 @@ export function composeDigest(db: Queryable, clock: Clock): Promise<boolean> {
     if (!(await claimDigestSlot(tx, isoAt(nowMs), isoAt(nowMs - DIGEST_INTERVAL_MS)))) return false;
     const notices = await listNotices(tx);
     await enqueue(tx, clock, 'device_digest', renderDigestMail(notices));
-    await deleteNotices(tx, notices.map((n) => n.id));
+    await deleteNotices(
+      tx,
+      notices.map((n) => n.id),
+    );
     return true;
   });
 }

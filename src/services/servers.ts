@@ -2,7 +2,13 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import { AppError, messageOf } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { toPage } from '../domain/paging.ts';
-import { type ServerCreateInput, type ServerStatus, effectiveServerStatus, planServer, SERVER_DEFAULTS } from '../domain/servers.ts';
+import {
+  type ServerCreateInput,
+  type ServerStatus,
+  effectiveServerStatus,
+  planServer,
+  SERVER_DEFAULTS,
+} from '../domain/servers.ts';
 import { deviceRoom, ipv4Networks, parseSubnet, type Subnet } from '../domain/subnets.ts';
 import { generateKeyPair } from '../domain/wireguard-keys.ts';
 import type { Db } from '../store/db.ts';
@@ -67,10 +73,12 @@ export interface ServerPatch {
   city?: string;
 }
 
-
 function normaliseCountry(country: string): string {
   const code = country.toUpperCase();
-  if (!/^[A-Z]{2}$/.test(code)) throw new AppError('validation_failed', 'country must be an ISO 3166-1 alpha-2 code such as DE', { country: 'ISO 3166-1 alpha-2 code' });
+  if (!/^[A-Z]{2}$/.test(code))
+    throw new AppError('validation_failed', 'country must be an ISO 3166-1 alpha-2 code such as DE', {
+      country: 'ISO 3166-1 alpha-2 code',
+    });
   return code;
 }
 
@@ -134,7 +142,9 @@ export class ServerService {
     const nodes = await listNodes(this.#db);
     const [only] = nodes;
     if (only && nodes.length === 1) return only;
-    throw new AppError('validation_failed', 'this panel has several nodes and no local one: give node_id', { node_id: 'required' });
+    throw new AppError('validation_failed', 'this panel has several nodes and no local one: give node_id', {
+      node_id: 'required',
+    });
   }
 
   /**
@@ -166,7 +176,9 @@ export class ServerService {
   async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
     const rows = await listServers(this.#db, filter, page);
     return toPage(
-      rows.map((row) => this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count)),
+      rows.map((row) =>
+        this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count),
+      ),
       page,
     );
   }
@@ -191,7 +203,10 @@ export class ServerService {
       allocations.map((a) => parseSubnet(a.subnet)),
     );
     const endpoint = input.endpoint ?? node.public_host;
-    const country = input.country !== undefined ? normaliseCountry(input.country) : ((await this.#countries.countryOf(endpoint)) ?? '');
+    const country =
+      input.country !== undefined
+        ? normaliseCountry(input.country)
+        : ((await this.#countries.countryOf(endpoint)) ?? '');
     const keys = generateKeyPair();
     const now = isoAt(this.#clock.nowMs());
     let row: ServerRow;
@@ -221,7 +236,9 @@ export class ServerService {
     } catch (error) {
       // The unique (node, port) index: another create took the port between the plan and the insert.
       if (!isUniqueViolation(error)) throw error;
-      throw new AppError('validation_failed', `listen port ${plan.listenPort} was taken meanwhile; try again`, { listen_port: 'in use on this node' });
+      throw new AppError('validation_failed', `listen port ${plan.listenPort} was taken meanwhile; try again`, {
+        listen_port: 'in use on this node',
+      });
     }
     const connection = this.#connections.for(node);
     try {
@@ -238,13 +255,29 @@ export class ServerService {
       return {
         result: this.view(running, node, 0),
         change: change({
-          events: [eventDraft({
-            kind: 'server.created', server_id: row.id, server_name: row.name, node_name: node.name, ip: endpoint,
-            country, detail: summary, actor,
-          })],
-          activity: [{
-            resource: 'server', resourceId: row.id, verb: 'created', summary, actor, before: null, after: running,
-          }],
+          events: [
+            eventDraft({
+              kind: 'server.created',
+              server_id: row.id,
+              server_name: row.name,
+              node_name: node.name,
+              ip: endpoint,
+              country,
+              detail: summary,
+              actor,
+            }),
+          ],
+          activity: [
+            {
+              resource: 'server',
+              resourceId: row.id,
+              verb: 'created',
+              summary,
+              actor,
+              before: null,
+              after: running,
+            },
+          ],
         }),
       };
     }, onCommit);
@@ -262,14 +295,27 @@ export class ServerService {
     const node = await findNode(this.#db, current.node_id);
     if (!node) throw new Error(`server ${id} refers to missing node ${current.node_id}`);
     if (patch.listenPort !== undefined && patch.listenPort !== current.listen_port) {
-      const taken = (await listServerAllocations(this.#db)).some((a) => a.node_id === node.id && a.listen_port === patch.listenPort);
-      if (taken) throw new AppError('validation_failed', `listen port ${patch.listenPort} is used by another server on this node`, { listen_port: 'in use on this node' });
+      const taken = (await listServerAllocations(this.#db)).some(
+        (a) => a.node_id === node.id && a.listen_port === patch.listenPort,
+      );
+      if (taken)
+        throw new AppError(
+          'validation_failed',
+          `listen port ${patch.listenPort} is used by another server on this node`,
+          { listen_port: 'in use on this node' },
+        );
     }
     if (patch.maxDevices !== undefined) {
       const room = deviceRoom(parseSubnet(current.subnet));
-      if (patch.maxDevices > room) throw new AppError('validation_failed', `max_devices ${patch.maxDevices} does not fit in ${current.subnet} (room for ${room})`, { max_devices: `at most ${room}` });
+      if (patch.maxDevices > room)
+        throw new AppError(
+          'validation_failed',
+          `max_devices ${patch.maxDevices} does not fit in ${current.subnet} (room for ${room})`,
+          { max_devices: `at most ${room}` },
+        );
     }
-    const recreate = (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
+    const recreate =
+      (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
     const clientToClient = patch.clientToClient === undefined ? undefined : patch.clientToClient ? 1 : 0;
     const apply = recreate || (clientToClient !== undefined && clientToClient !== current.client_to_client);
     const updated = await this.#changes.commit(async (tx) => {
@@ -291,19 +337,38 @@ export class ServerService {
         });
       } catch (error) {
         if (!isUniqueViolation(error)) throw error;
-        throw new AppError('validation_failed', `listen port ${patch.listenPort} is used by another server on this node`, { listen_port: 'in use on this node' });
+        throw new AppError(
+          'validation_failed',
+          `listen port ${patch.listenPort} is used by another server on this node`,
+          { listen_port: 'in use on this node' },
+        );
       }
       return {
         result: row,
         change: change({
-          events: [eventDraft({
-            kind: 'server.updated', server_id: id, server_name: row.name, node_name: node.name, ip: row.endpoint,
-            country: row.country, detail: `server ${row.name} changed`, actor,
-          })],
-          activity: [{
-            resource: 'server', resourceId: id, verb: 'updated', summary: `server ${row.name} updated`, actor,
-            before: current, after: row,
-          }],
+          events: [
+            eventDraft({
+              kind: 'server.updated',
+              server_id: id,
+              server_name: row.name,
+              node_name: node.name,
+              ip: row.endpoint,
+              country: row.country,
+              detail: `server ${row.name} changed`,
+              actor,
+            }),
+          ],
+          activity: [
+            {
+              resource: 'server',
+              resourceId: id,
+              verb: 'updated',
+              summary: `server ${row.name} updated`,
+              actor,
+              before: current,
+              after: row,
+            },
+          ],
         }),
       };
     });
@@ -322,7 +387,10 @@ export class ServerService {
   async delete(id: number, force: boolean, actor: string): Promise<void> {
     const server = await this.get(id);
     if (server.device_count > 0 && !force) {
-      throw new AppError('server_has_devices', `server ${id} has ${server.device_count} device(s); move them or delete with force=true`);
+      throw new AppError(
+        'server_has_devices',
+        `server ${id} has ${server.device_count} device(s); move them or delete with force=true`,
+      );
     }
     const node = await findNode(this.#db, server.node.id);
     await this.#changes.commit(async (tx) => {
@@ -331,29 +399,65 @@ export class ServerService {
       const deleted = change({});
       for (const device of devices) {
         const summary = `device ${device.name} deleted with server ${server.name}`;
-        deleted.events.push(eventDraft({
-          kind: 'device.deleted', device_id: device.id, device_name: device.name, server_id: id,
-          server_name: server.name, node_name: server.node.name, ip: device.address, country: server.country,
-          detail: summary, actor,
-        }));
+        deleted.events.push(
+          eventDraft({
+            kind: 'device.deleted',
+            device_id: device.id,
+            device_name: device.name,
+            server_id: id,
+            server_name: server.name,
+            node_name: server.node.name,
+            ip: device.address,
+            country: server.country,
+            detail: summary,
+            actor,
+          }),
+        );
         deleted.activity.push({
-          resource: 'device', resourceId: device.id, verb: 'deleted', summary, actor, before: device, after: null,
+          resource: 'device',
+          resourceId: device.id,
+          verb: 'deleted',
+          summary,
+          actor,
+          before: device,
+          after: null,
         });
       }
-      await deleteDeviceUsage(tx, devices.map((d) => d.id));
+      await deleteDeviceUsage(
+        tx,
+        devices.map((d) => d.id),
+      );
       await deleteDevicesOfServer(tx, id);
       await deleteServer(tx, id);
-      deleted.events.push(eventDraft({
-        kind: 'server.deleted', server_id: id, server_name: server.name, node_name: server.node.name, ip: server.endpoint, country: server.country, detail: `server ${server.name} deleted`, actor,
-      }));
+      deleted.events.push(
+        eventDraft({
+          kind: 'server.deleted',
+          server_id: id,
+          server_name: server.name,
+          node_name: server.node.name,
+          ip: server.endpoint,
+          country: server.country,
+          detail: `server ${server.name} deleted`,
+          actor,
+        }),
+      );
       deleted.activity.push({
-        resource: 'server', resourceId: id, verb: 'deleted', summary: `server ${server.name} deleted`, actor,
-        before: row ?? null, after: null,
+        resource: 'server',
+        resourceId: id,
+        verb: 'deleted',
+        summary: `server ${server.name} deleted`,
+        actor,
+        before: row ?? null,
+        after: null,
       });
       return { result: undefined, change: deleted };
     });
     // A node that is down now drops the server at its next resync, which removes servers it should not run.
-    if (node) await this.#connections.for(node).removeServer(id).catch(() => undefined);
+    if (node)
+      await this.#connections
+        .for(node)
+        .removeServer(id)
+        .catch(() => undefined);
   }
 
   /** Rows a crash left between insert and deploy: removed, and the node's resync drops what it made. */

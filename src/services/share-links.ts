@@ -21,7 +21,9 @@ export interface ShareLinkView {
 }
 
 /** A device's share link as the activity log shows it: never the token, which is the whole secret. */
-function shareFields(link: ShareLinkRow | undefined): { share_link: { created_at: string; expires_at: string | null } } | null {
+function shareFields(
+  link: ShareLinkRow | undefined,
+): { share_link: { created_at: string; expires_at: string | null } } | null {
   return link ? { share_link: { created_at: link.created_at, expires_at: link.expires_at } } : null;
 }
 
@@ -54,7 +56,8 @@ export class ShareLinkService {
     const placed = await this.#devices.get(deviceId);
     const nowMs = this.#clock.nowMs();
     const expires = expiresAt === undefined ? null : normaliseInstant(expiresAt, 'expires_at');
-    if (expires !== null && Date.parse(expires) <= nowMs) throw new AppError('validation_failed', 'expires_at must be in the future', { expires_at: 'in the past' });
+    if (expires !== null && Date.parse(expires) <= nowMs)
+      throw new AppError('validation_failed', 'expires_at must be in the future', { expires_at: 'in the past' });
     const token = generateShareToken();
     const link: ShareLinkRow = {
       device_id: deviceId,
@@ -71,11 +74,17 @@ export class ShareLinkService {
         result: undefined,
         change: change({
           events: [deviceEventDraft('device.share_created', placed.row, placed.server, placed.node, actor, detail)],
-          activity: [{
-            resource: 'device', resourceId: deviceId, verb: 'share_created',
-            summary: `share link for device ${placed.row.name} ${replaced ? 'replaced' : 'created'}`, actor,
-            before: shareFields(replaced), after: shareFields(link),
-          }],
+          activity: [
+            {
+              resource: 'device',
+              resourceId: deviceId,
+              verb: 'share_created',
+              summary: `share link for device ${placed.row.name} ${replaced ? 'replaced' : 'created'}`,
+              actor,
+              before: shareFields(replaced),
+              after: shareFields(link),
+            },
+          ],
         }),
       };
     });
@@ -100,10 +109,17 @@ export class ShareLinkService {
         result: undefined,
         change: change({
           events: [deviceEventDraft('device.share_deleted', placed.row, placed.server, placed.node, actor, detail)],
-          activity: [{
-            resource: 'device', resourceId: deviceId, verb: 'share_deleted', summary: detail, actor,
-            before: shareFields(link), after: null,
-          }],
+          activity: [
+            {
+              resource: 'device',
+              resourceId: deviceId,
+              verb: 'share_deleted',
+              summary: detail,
+              actor,
+              before: shareFields(link),
+              after: null,
+            },
+          ],
         }),
       };
     });

@@ -110,7 +110,13 @@ export class UsageService {
 
   /** The device as a peer of its server, with its limits. */
   peerOf(row: PeerRow): AgentPeer {
-    return { deviceId: row.id, publicKey: row.public_key, allowedIp: `${row.address}/32`, speedLimitKbps: row.speed_limit, limits: this.limitsOf(row) };
+    return {
+      deviceId: row.id,
+      publicKey: row.public_key,
+      allowedIp: `${row.address}/32`,
+      speedLimitKbps: row.speed_limit,
+      limits: this.limitsOf(row),
+    };
   }
 
   /**
@@ -141,7 +147,12 @@ export class UsageService {
       ack = { journalId: report.journalId, seq: batch.seq };
     }
     if (report.handshakes.length > 0) {
-      await write(this.#db, (tx) => recordHandshakes(tx, report.handshakes.map((h) => ({ deviceId: h.deviceId, at: isoAt(h.lastHandshakeMs) }))));
+      await write(this.#db, (tx) =>
+        recordHandshakes(
+          tx,
+          report.handshakes.map((h) => ({ deviceId: h.deviceId, at: isoAt(h.lastHandshakeMs) })),
+        ),
+      );
     }
     return ack;
   }
@@ -154,8 +165,12 @@ export class UsageService {
     const nowMs = this.#clock.nowMs();
     const reached = this.isLimitReached(row);
     if (!reached && row.limit_reached_at !== null) {
-      const unmarked = await tx.updateTable('devices').set({ limit_reached_at: null }).where('id', '=', row.id)
-        .returningAll().executeTakeFirstOrThrow();
+      const unmarked = await tx
+        .updateTable('devices')
+        .set({ limit_reached_at: null })
+        .where('id', '=', row.id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
       return { row: unmarked, change: change({}) };
     }
     if (reached && row.limit_reached_at === null) {
@@ -176,8 +191,13 @@ export class UsageService {
       const detail = `device ${row.name} used ${used} of its ${row.data_limit} bytes`;
       reached.events.push(deviceEventDraft('device.limit_reached', row, server, node, actor, detail));
       reached.activity.push({
-        resource: 'device', resourceId: row.id, verb: 'limit_reached', summary: detail, actor,
-        before: { limit_reached_at: null }, after: { limit_reached_at: row.limit_reached_at },
+        resource: 'device',
+        resourceId: row.id,
+        verb: 'limit_reached',
+        summary: detail,
+        actor,
+        before: { limit_reached_at: null },
+        after: { limit_reached_at: row.limit_reached_at },
       });
     }
     return reached;
@@ -189,7 +209,10 @@ export class UsageService {
     const since = this.calendar.day(nowMs - DAILY_DAYS * 86_400_000);
     const [year, month] = this.calendar.month(nowMs).split('-').map(Number);
     const firstMonth = new Date(Date.UTC(year ?? 1970, (month ?? 1) - MONTHLY_MONTHS, 1)).toISOString().slice(0, 10);
-    const [daily, monthly] = await Promise.all([listBuckets(this.#db, 'usage_daily', row.id, since), listBuckets(this.#db, 'usage_monthly', row.id, firstMonth)]);
+    const [daily, monthly] = await Promise.all([
+      listBuckets(this.#db, 'usage_daily', row.id, since),
+      listBuckets(this.#db, 'usage_monthly', row.id, firstMonth),
+    ]);
     const bucket = (b: UsageBucket) => ({ start: b.start, rx_bytes: b.rx_bytes, tx_bytes: b.tx_bytes });
     return {
       month_usage: this.monthUsage(row),

@@ -47,7 +47,10 @@ export async function checkWebhookUrl(url: string, allowPrivate: boolean): Promi
 async function resolveForSave(host: string): Promise<string[]> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(refused(`url host ${host} did not resolve in time`, 'host did not resolve in time')), SAVE_LOOKUP_TIMEOUT_MS);
+    timer = setTimeout(
+      () => reject(refused(`url host ${host} did not resolve in time`, 'host did not resolve in time')),
+      SAVE_LOOKUP_TIMEOUT_MS,
+    );
   });
   try {
     const answers = await Promise.race([lookup(host, { all: true }), timeout]);
@@ -85,7 +88,8 @@ export function makeWebhookDispatcher(allowPrivate: boolean): Agent {
   const connect = buildConnector({ lookup: guardedLookup });
   return new Agent({
     connect(options, callback) {
-      if (isIP(options.hostname) !== 0 && isForbiddenAddress(options.hostname)) return callback(new ForbiddenTargetError(), null);
+      if (isIP(options.hostname) !== 0 && isForbiddenAddress(options.hostname))
+        return callback(new ForbiddenTargetError(), null);
       connect(options, callback);
     },
   });

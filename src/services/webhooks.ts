@@ -58,7 +58,11 @@ export interface WebhookInput {
 function eventKinds(events: readonly string[]): EventKind[] {
   const unknown = events.filter((k) => !isEventKind(k) || k === 'ping');
   if (unknown.length > 0) {
-    throw new AppError('validation_failed', `unknown event kind ${unknown.join(', ')} (ping is always delivered by the ping endpoint)`, { events: `unknown: ${unknown.join(', ')}` });
+    throw new AppError(
+      'validation_failed',
+      `unknown event kind ${unknown.join(', ')} (ping is always delivered by the ping endpoint)`,
+      { events: `unknown: ${unknown.join(', ')}` },
+    );
   }
   return [...new Set(events.filter(isEventKind))];
 }
@@ -131,7 +135,15 @@ export class WebhookService {
         created_at: now,
         updated_at: now,
       });
-      await recordActivity(tx, this.#clock, { resource: 'webhook', resourceId: created.id, verb: 'created', summary: `webhook ${created.id} to ${created.url} created`, actor, before: null, after: created });
+      await recordActivity(tx, this.#clock, {
+        resource: 'webhook',
+        resourceId: created.id,
+        verb: 'created',
+        summary: `webhook ${created.id} to ${created.url} created`,
+        actor,
+        before: null,
+        after: created,
+      });
       return created;
     });
     return { ...this.view(row), secret: row.secret };
@@ -142,7 +154,10 @@ export class WebhookService {
   }
 
   async list(page: PageRequest): Promise<Page<WebhookView>> {
-    return toPage((await listWebhooks(this.#db, page)).map((row) => this.view(row)), page);
+    return toPage(
+      (await listWebhooks(this.#db, page)).map((row) => this.view(row)),
+      page,
+    );
   }
 
   async update(id: number, patch: Partial<WebhookInput>, actor: string): Promise<WebhookView> {
@@ -159,7 +174,15 @@ export class WebhookService {
         updated_at: isoAt(this.#clock.nowMs()),
       });
       if (!before || !after) throw new AppError('not_found', `webhook ${id} not found`);
-      await recordActivity(tx, this.#clock, { resource: 'webhook', resourceId: id, verb: 'updated', summary: `webhook ${id} to ${after.url} updated`, actor, before, after });
+      await recordActivity(tx, this.#clock, {
+        resource: 'webhook',
+        resourceId: id,
+        verb: 'updated',
+        summary: `webhook ${id} to ${after.url} updated`,
+        actor,
+        before,
+        after,
+      });
       return after;
     });
     return this.view(row);
@@ -169,20 +192,35 @@ export class WebhookService {
     await write(this.#db, async (tx) => {
       const before = await findWebhook(tx, id);
       if (!before || !(await deleteWebhook(tx, id))) throw new AppError('not_found', `webhook ${id} not found`);
-      await recordActivity(tx, this.#clock, { resource: 'webhook', resourceId: id, verb: 'deleted', summary: `webhook ${id} to ${before.url} deleted`, actor, before, after: null });
+      await recordActivity(tx, this.#clock, {
+        resource: 'webhook',
+        resourceId: id,
+        verb: 'deleted',
+        summary: `webhook ${id} to ${before.url} deleted`,
+        actor,
+        before,
+        after: null,
+      });
     });
   }
 
   async deliveries(id: number, state: DeliveryState | undefined, page: PageRequest): Promise<Page<DeliveryView>> {
     await this.#get(id);
-    return toPage((await listDeliveries(this.#db, id, state, page)).map((row) => this.deliveryView(row)), page);
+    return toPage(
+      (await listDeliveries(this.#db, id, state, page)).map((row) => this.deliveryView(row)),
+      page,
+    );
   }
 
   /** A `ping` event sent to this webhook alone, whatever it subscribes to (spec §4.6). */
   async ping(id: number, actor: string): Promise<DeliveryView> {
     const webhook = await this.#get(id);
     const delivery = await write(this.#db, async (tx) => {
-      const event = await recordEvent(tx, this.#clock, eventDraft({ kind: 'ping', detail: `ping to webhook ${webhook.id}`, actor: actor || SYSTEM_ACTOR }));
+      const event = await recordEvent(
+        tx,
+        this.#clock,
+        eventDraft({ kind: 'ping', detail: `ping to webhook ${webhook.id}`, actor: actor || SYSTEM_ACTOR }),
+      );
       return enqueueDelivery(tx, webhook.id, event, event.created_at);
     });
     this.#onEnqueued();

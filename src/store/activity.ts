@@ -21,7 +21,9 @@ export interface ActivityFilter {
 function fields(text: string | null): FieldValues | null {
   if (text === null) return null;
   const value: unknown = JSON.parse(text);
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? Object.fromEntries(Object.entries(value)) : null;
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? Object.fromEntries(Object.entries(value))
+    : null;
 }
 
 /** Oldest first, `limit + 1` rows (see toPage). */
@@ -31,8 +33,15 @@ export async function listActivity(db: Queryable, filter: ActivityFilter, page: 
   if (filter.resource !== undefined) query = query.where('resource', '=', filter.resource);
   if (filter.resourceId !== undefined) query = query.where('resource_id', '=', filter.resourceId);
   if (filter.sinceIso !== undefined) query = query.where('created_at', '>=', filter.sinceIso);
-  const rows = await query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
-  return rows.flatMap((row) => (isActivityResource(row.resource) ? [{ ...row, resource: row.resource, before: fields(row.before), after: fields(row.after) }] : []));
+  const rows = await query
+    .orderBy('id')
+    .limit(rowLimit(page.limit + 1))
+    .execute();
+  return rows.flatMap((row) =>
+    isActivityResource(row.resource)
+      ? [{ ...row, resource: row.resource, before: fields(row.before), after: fields(row.after) }]
+      : [],
+  );
 }
 
 export async function pruneActivity(db: Queryable, before: string): Promise<number> {

@@ -27,7 +27,12 @@ export async function insertApiKey(db: Queryable, key: NewApiKey): Promise<ApiKe
 }
 
 export function findLiveApiKeyByName(db: Queryable, name: string): Promise<ApiKeyRow | undefined> {
-  return db.selectFrom('api_keys').selectAll().where('name', '=', name).where('revoked_at', 'is', null).executeTakeFirst();
+  return db
+    .selectFrom('api_keys')
+    .selectAll()
+    .where('name', '=', name)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirst();
 }
 
 /** The key with this hash, revoked or not: the caller decides what a revoked key means. */
@@ -46,7 +51,9 @@ export async function revokeApiKey(db: Queryable, idOrName: string, revokedAt: s
     .updateTable('api_keys')
     .set({ revoked_at: revokedAt })
     .where('revoked_at', 'is', null)
-    .where((eb) => (id === undefined ? eb('name', '=', idOrName) : eb.or([eb('id', '=', id), eb('name', '=', idOrName)])))
+    .where((eb) =>
+      id === undefined ? eb('name', '=', idOrName) : eb.or([eb('id', '=', id), eb('name', '=', idOrName)]),
+    )
     .returningAll()
     .executeTakeFirst();
 }

@@ -119,7 +119,10 @@ async function promisedDigest(path: string): Promise<string> {
     const header = start.subarray(0, bytesRead);
     const comment = header.subarray(GZIP_START.length, HEADER_BYTES - 1).toString('latin1');
     const digest = comment.slice(COMMENT_PREFIX.length);
-    const shaped = bytesRead === HEADER_BYTES && header.subarray(0, GZIP_START.length).equals(GZIP_START) && header[HEADER_BYTES - 1] === 0;
+    const shaped =
+      bytesRead === HEADER_BYTES &&
+      header.subarray(0, GZIP_START.length).equals(GZIP_START) &&
+      header[HEADER_BYTES - 1] === 0;
     if (!shaped || !comment.startsWith(COMMENT_PREFIX) || !/^[0-9a-f]{64}$/.test(digest)) {
       throw new BackupError(`${path} is not a vpn-panel backup (or its first bytes are damaged)`);
     }
@@ -134,7 +137,8 @@ export async function verifyBackupFile(path: string): Promise<BackupHeader> {
   const promised = await promisedDigest(path);
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(path, { start: HEADER_BYTES })) hash.update(chunk);
-  if (hash.digest('hex') !== promised) throw new BackupError(`${path} is damaged: its SHA-256 checksum does not match (the file is truncated or altered)`);
+  if (hash.digest('hex') !== promised)
+    throw new BackupError(`${path} is damaged: its SHA-256 checksum does not match (the file is truncated or altered)`);
   for await (const line of backupLines(path)) return parseHeader(line);
   throw new BackupError(`${path} is empty`);
 }
@@ -176,12 +180,21 @@ function isStringArray(value: unknown): value is string[] {
 }
 
 function isTable(value: unknown): value is BackupTable {
-  return isRecord(value) && typeof value.name === 'string' && isStringArray(value.columns) && (value.sequence === null || typeof value.sequence === 'number');
+  return (
+    isRecord(value) &&
+    typeof value.name === 'string' &&
+    isStringArray(value.columns) &&
+    (value.sequence === null || typeof value.sequence === 'number')
+  );
 }
 
 function parseHeader(line: unknown): BackupHeader {
-  if (!isRecord(line) || line.format !== BACKUP_FORMAT) throw new BackupError('the backup does not start with its header');
-  if (line.version !== BACKUP_VERSION) throw new BackupError(`the backup has format version ${String(line.version)}; this vpn-panel reads version ${BACKUP_VERSION}`);
+  if (!isRecord(line) || line.format !== BACKUP_FORMAT)
+    throw new BackupError('the backup does not start with its header');
+  if (line.version !== BACKUP_VERSION)
+    throw new BackupError(
+      `the backup has format version ${String(line.version)}; this vpn-panel reads version ${BACKUP_VERSION}`,
+    );
   const { created_at, dialect, migrations, secret_fingerprint, tables } = line;
   if (
     typeof created_at !== 'string' ||
@@ -193,23 +206,38 @@ function parseHeader(line: unknown): BackupHeader {
   ) {
     throw new BackupError('the backup header is incomplete');
   }
-  return { format: BACKUP_FORMAT, version: BACKUP_VERSION, created_at, dialect, migrations, secret_fingerprint, tables };
+  return {
+    format: BACKUP_FORMAT,
+    version: BACKUP_VERSION,
+    created_at,
+    dialect,
+    migrations,
+    secret_fingerprint,
+    tables,
+  };
 }
 
 function isPortableValue(value: unknown): value is PortableValue {
-  return value === null || typeof value === 'string' || typeof value === 'number' || (isRecord(value) && typeof value.base64 === 'string');
+  return (
+    value === null ||
+    typeof value === 'string' ||
+    typeof value === 'number' ||
+    (isRecord(value) && typeof value.base64 === 'string')
+  );
 }
 
 /** A row line: [table, values]; undefined for any other line (the trailer). */
 export function parseRow(line: unknown): { table: string; values: PortableValue[] } | undefined {
   if (!Array.isArray(line)) return undefined;
   const [table, values] = line;
-  if (line.length !== 2 || typeof table !== 'string' || !Array.isArray(values) || !values.every(isPortableValue)) throw new BackupError('the backup holds a malformed row');
+  if (line.length !== 2 || typeof table !== 'string' || !Array.isArray(values) || !values.every(isPortableValue))
+    throw new BackupError('the backup holds a malformed row');
   return { table, values };
 }
 
 export function parseTrailer(line: unknown): BackupTrailer {
-  if (!isRecord(line) || !isRecord(line.rows)) throw new BackupError('the backup holds a malformed line where its trailer should be');
+  if (!isRecord(line) || !isRecord(line.rows))
+    throw new BackupError('the backup holds a malformed line where its trailer should be');
   const rows: Record<string, number> = {};
   for (const [table, count] of Object.entries(line.rows)) {
     if (typeof count !== 'number') throw new BackupError('the backup trailer is malformed');

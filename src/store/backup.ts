@@ -53,16 +53,25 @@ function bindable(value: PortableValue): string | number | null | Buffer {
 const refs = (columns: readonly string[]) => sql.join(columns.map((c) => sql.ref(c)));
 
 /** One page of a table in key order: after `after` (the previous page's last key) when given. */
-function readPage(db: Queryable, table: TableShape, after: unknown[] | undefined, offset: number): Promise<{ rows: UnknownRow[] }> {
+function readPage(
+  db: Queryable,
+  table: TableShape,
+  after: unknown[] | undefined,
+  offset: number,
+): Promise<{ rows: UnknownRow[] }> {
   const columns = refs(table.columns);
   const limit = sql.lit(READ_PAGE_ROWS);
   if (table.primaryKey.length === 0) {
     // No key to continue from: the whole row orders it, and the snapshot keeps offsets stable.
-    return sql<UnknownRow>`select ${columns} from ${sql.table(table.name)} order by ${columns} limit ${limit} offset ${sql.lit(offset)}`.execute(db);
+    return sql<UnknownRow>`select ${columns} from ${sql.table(table.name)} order by ${columns} limit ${limit} offset ${sql.lit(offset)}`.execute(
+      db,
+    );
   }
   const key = refs(table.primaryKey);
   const where: RawBuilder<unknown> = after === undefined ? sql`` : sql`where (${key}) > (${sql.join(after)})`;
-  return sql<UnknownRow>`select ${columns} from ${sql.table(table.name)} ${where} order by ${key} limit ${limit}`.execute(db);
+  return sql<UnknownRow>`select ${columns} from ${sql.table(table.name)} ${where} order by ${key} limit ${limit}`.execute(
+    db,
+  );
 }
 
 /** Every row of the table as a backup line, page by page. */
@@ -89,7 +98,10 @@ async function* tableLines(db: Queryable, table: TableShape, counts: Map<string,
  */
 function inSnapshot<T>(store: Store, work: (db: Queryable) => Promise<T>): Promise<T> {
   const db = store.db.withoutPlugins();
-  const transaction = store.dialect === 'postgres' ? db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only') : db.transaction();
+  const transaction =
+    store.dialect === 'postgres'
+      ? db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only')
+      : db.transaction();
   return transaction.execute(work);
 }
 
@@ -133,11 +145,17 @@ export async function writeBackup(store: Store, path: string, createdAt: string)
  */
 export function restoreLevel(backup: readonly string[], target: readonly string[]): string {
   const unknown = backup.filter((m) => !MIGRATION_NAMES.includes(m));
-  if (unknown.length > 0) throw new BackupError(`the backup comes from a newer vpn-panel (migration ${unknown.join(', ')}); restore it with that version or a later one`);
+  if (unknown.length > 0)
+    throw new BackupError(
+      `the backup comes from a newer vpn-panel (migration ${unknown.join(', ')}); restore it with that version or a later one`,
+    );
   const level = backup.at(-1);
-  if (level === undefined || backup.some((m, i) => MIGRATION_NAMES[i] !== m)) throw new BackupError('the backup lists migrations this vpn-panel does not run in that order');
+  if (level === undefined || backup.some((m, i) => MIGRATION_NAMES[i] !== m))
+    throw new BackupError('the backup lists migrations this vpn-panel does not run in that order');
   if (target.length > backup.length || target.some((m, i) => backup[i] !== m)) {
-    throw new BackupError(`the database is at a newer schema (${target.at(-1) ?? ''}) than the backup (${level}): restore into an empty database`);
+    throw new BackupError(
+      `the database is at a newer schema (${target.at(-1) ?? ''}) than the backup (${level}): restore into an empty database`,
+    );
   }
   return level;
 }
@@ -149,11 +167,15 @@ function checkSchema(header: BackupHeader, target: readonly TableShape[]): void 
     const own = target.find((t) => t.name === table.name);
     if (own === undefined) problems.push(`table ${table.name} is not in the database`);
     else if (own.columns.length !== table.columns.length || !table.columns.every((c) => own.columns.includes(c))) {
-      problems.push(`table ${table.name} has columns ${own.columns.join(',')} here, ${table.columns.join(',')} in the backup`);
+      problems.push(
+        `table ${table.name} has columns ${own.columns.join(',')} here, ${table.columns.join(',')} in the backup`,
+      );
     }
   }
-  for (const table of target) if (!header.tables.some((t) => t.name === table.name)) problems.push(`table ${table.name} is not in the backup`);
-  if (problems.length > 0) throw new BackupError(`the backup does not fit this database's schema: ${problems.join('; ')}`);
+  for (const table of target)
+    if (!header.tables.some((t) => t.name === table.name)) problems.push(`table ${table.name} is not in the backup`);
+  if (problems.length > 0)
+    throw new BackupError(`the backup does not fit this database's schema: ${problems.join('; ')}`);
 }
 
 async function tablesWithRows(db: Queryable, tables: readonly TableShape[]): Promise<string[]> {
@@ -196,19 +218,31 @@ export interface RestoreSummary {
  * transaction: a database that is not empty is refused unless `replace`, which deletes its rows
  * first. Every id counter ends past the backup's. Any failure leaves the database as it was.
  */
-export async function loadBackup(store: Store, path: string, header: BackupHeader, options: { replace: boolean }): Promise<RestoreSummary> {
+export async function loadBackup(
+  store: Store,
+  path: string,
+  header: BackupHeader,
+  options: { replace: boolean },
+): Promise<RestoreSummary> {
   const db = store.db.withoutPlugins();
   return db.transaction().execute(async (tx) => {
     const target = await describeTables(tx, store.dialect);
     checkSchema(header, target);
     const filled = await tablesWithRows(tx, target);
     if (filled.length > 0 && !options.replace) {
-      throw new BackupError(`the database is not empty (rows in ${filled.join(', ')}): restore into an empty database, or give --replace to overwrite it`);
+      throw new BackupError(
+        `the database is not empty (rows in ${filled.join(', ')}): restore into an empty database, or give --replace to overwrite it`,
+      );
     }
     for (const table of [...target].reverse()) await sql`delete from ${sql.table(table.name)}`.execute(tx);
     const counts = await insertRows(tx, path, header);
     const high = new Map(header.tables.map((t) => [t.name, t.sequence ?? 0]));
-    await writeSequences(tx, store.dialect, header.tables.map((t) => t.name), high);
+    await writeSequences(
+      tx,
+      store.dialect,
+      header.tables.map((t) => t.name),
+      high,
+    );
     return { tables: header.tables.length, rows: [...counts.values()].reduce((a, b) => a + b, 0) };
   });
 }
@@ -228,13 +262,17 @@ async function insertRows(db: Queryable, path: string, header: BackupHeader): Pr
       await batch.flush(db);
       const trailer = parseTrailer(line);
       for (const table of header.tables) {
-        if ((trailer.rows[table.name] ?? 0) !== (counts.get(table.name) ?? 0)) throw new BackupError(`the backup's trailer promises ${trailer.rows[table.name] ?? 0} rows of ${table.name}, it holds ${counts.get(table.name) ?? 0}`);
+        if ((trailer.rows[table.name] ?? 0) !== (counts.get(table.name) ?? 0))
+          throw new BackupError(
+            `the backup's trailer promises ${trailer.rows[table.name] ?? 0} rows of ${table.name}, it holds ${counts.get(table.name) ?? 0}`,
+          );
       }
       ended = true;
       continue;
     }
     const tableColumns = columns.get(row.table);
-    if (tableColumns === undefined || tableColumns.length !== row.values.length) throw new BackupError(`line ${lineNumber} of the backup does not fit table ${row.table}`);
+    if (tableColumns === undefined || tableColumns.length !== row.values.length)
+      throw new BackupError(`line ${lineNumber} of the backup does not fit table ${row.table}`);
     await batch.add(db, row.table, tableColumns, row.values);
     counts.set(row.table, (counts.get(row.table) ?? 0) + 1);
   }

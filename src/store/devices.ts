@@ -34,16 +34,34 @@ export async function listDeviceAddresses(db: Queryable, serverId: number): Prom
 }
 
 export async function countDevicesOfServer(db: Queryable, serverId: number): Promise<number> {
-  const row = await db.selectFrom('devices').select((eb) => eb.fn.countAll<number>().as('n')).where('server_id', '=', serverId).executeTakeFirst();
+  const row = await db
+    .selectFrom('devices')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('server_id', '=', serverId)
+    .executeTakeFirst();
   return Number(row?.n ?? 0);
 }
 
 export async function isNameTaken(db: Queryable, serverId: number, name: string): Promise<boolean> {
-  return (await db.selectFrom('devices').select('id').where('server_id', '=', serverId).where('name', '=', name).executeTakeFirst()) !== undefined;
+  return (
+    (await db
+      .selectFrom('devices')
+      .select('id')
+      .where('server_id', '=', serverId)
+      .where('name', '=', name)
+      .executeTakeFirst()) !== undefined
+  );
 }
 
 export async function isKeyTaken(db: Queryable, serverId: number, publicKey: string): Promise<boolean> {
-  return (await db.selectFrom('devices').select('id').where('server_id', '=', serverId).where('public_key', '=', publicKey).executeTakeFirst()) !== undefined;
+  return (
+    (await db
+      .selectFrom('devices')
+      .select('id')
+      .where('server_id', '=', serverId)
+      .where('public_key', '=', publicKey)
+      .executeTakeFirst()) !== undefined
+  );
 }
 
 /** Names on the server that start with `prefix` (an index range), for making a name unique. */
@@ -60,8 +78,21 @@ export async function namesStartingWith(db: Queryable, serverId: number, prefix:
 
 /** What a device's peer and its limits are made of (desired-state.ts): no private key to open, no metadata. */
 const PEER_COLUMNS = [
-  'id', 'public_key', 'address', 'enabled', 'speed_limit', 'data_limit', 'limit_period', 'usage_month',
-  'month_rx', 'month_tx', 'period_rx', 'period_tx', 'meter', 'meter_journal', 'expires_at',
+  'id',
+  'public_key',
+  'address',
+  'enabled',
+  'speed_limit',
+  'data_limit',
+  'limit_period',
+  'usage_month',
+  'month_rx',
+  'month_tx',
+  'period_rx',
+  'period_tx',
+  'meter',
+  'meter_journal',
+  'expires_at',
 ] as const;
 export type PeerRow = Pick<DeviceRow, (typeof PEER_COLUMNS)[number]>;
 
@@ -98,7 +129,8 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
   let query = db.selectFrom('devices').selectAll().where('id', '>', page.afterId);
   if (filter.serverId !== undefined) query = query.where('server_id', '=', filter.serverId);
   if (filter.externalId !== undefined) query = query.where('external_id', '=', filter.externalId);
-  const notExpired = (q: typeof query) => q.where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', filter.nowIso)]));
+  const notExpired = (q: typeof query) =>
+    q.where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', filter.nowIso)]));
   const limitReached = sql<boolean>`(data_limit > 0 and period_rx + period_tx >= data_limit and (limit_period = 'total' or usage_month = ${filter.currentMonth}))`;
   switch (filter.status) {
     case 'disabled':
@@ -114,7 +146,10 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
       query = notExpired(query.where('enabled', '=', 1)).where(limitReached);
       break;
   }
-  return query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
+  return query
+    .orderBy('id')
+    .limit(rowLimit(page.limit + 1))
+    .execute();
 }
 
 /** A group (spec §2.2): every device sharing the external id, oldest first. */
@@ -124,11 +159,22 @@ export function listDevicesOfGroup(db: Queryable, externalId: string): Promise<D
 
 /** Devices whose expiry passed and has no device.expired yet, soonest first. */
 export function listExpiryDue(db: Queryable, nowIso: string, limit: number): Promise<DeviceRow[]> {
-  return db.selectFrom('devices').selectAll().where('expiry_due_at', '<=', nowIso).orderBy('expiry_due_at').limit(rowLimit(limit)).execute();
+  return db
+    .selectFrom('devices')
+    .selectAll()
+    .where('expiry_due_at', '<=', nowIso)
+    .orderBy('expiry_due_at')
+    .limit(rowLimit(limit))
+    .execute();
 }
 
 /** Takes the device's due expiry off the list; false when another panel (or a PATCH) took it first. */
 export async function clearExpiryDue(db: Queryable, id: number, due: string): Promise<boolean> {
-  const result = await db.updateTable('devices').set({ expiry_due_at: null }).where('id', '=', id).where('expiry_due_at', '=', due).executeTakeFirst();
+  const result = await db
+    .updateTable('devices')
+    .set({ expiry_due_at: null })
+    .where('id', '=', id)
+    .where('expiry_due_at', '=', due)
+    .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
 }

@@ -1,4 +1,12 @@
-import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, type KeyObject, randomBytes } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  createSecretKey,
+  hkdfSync,
+  type KeyObject,
+  randomBytes,
+} from 'node:crypto';
 import {
   AliasNode,
   ColumnNode,
@@ -60,8 +68,13 @@ export class SecretBox {
 
   constructor(secret: Buffer) {
     if (secret.length !== SECRET_BYTES) throw new Error(`a panel secret is ${SECRET_BYTES} bytes`);
-    this.#key = createSecretKey(Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), 'vpn-panel column encryption v1', 32)));
-    this.fingerprint = createHmac('sha256', secret).update('vpn-panel secret fingerprint v1').digest('base64url').slice(0, 22);
+    this.#key = createSecretKey(
+      Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), 'vpn-panel column encryption v1', 32)),
+    );
+    this.fingerprint = createHmac('sha256', secret)
+      .update('vpn-panel secret fingerprint v1')
+      .digest('base64url')
+      .slice(0, 22);
   }
 
   static isSealed(text: string): boolean {
@@ -83,9 +96,12 @@ export class SecretBox {
     try {
       const decipher = createDecipheriv('aes-256-gcm', this.#key, raw.subarray(0, IV_BYTES));
       decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
-      plaintext = decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES), undefined, 'utf8') + decipher.final('utf8');
+      plaintext =
+        decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES), undefined, 'utf8') + decipher.final('utf8');
     } catch {
-      throw new SealedValueError('a sealed value in the database does not open with the panel secret (another secret, or the value was altered)');
+      throw new SealedValueError(
+        'a sealed value in the database does not open with the panel secret (another secret, or the value was altered)',
+      );
     }
     if (this.#opened.size >= OPENED_CACHE_SIZE) this.#opened.delete(this.#opened.keys().next().value ?? '');
     this.#opened.set(sealed, plaintext);
@@ -93,7 +109,9 @@ export class SecretBox {
   }
 }
 
-const SEALED_BY_TABLE = new Map<string, ReadonlySet<string>>(Object.entries(ENCRYPTED_COLUMNS).map(([table, columns]) => [table, new Set(columns)]));
+const SEALED_BY_TABLE = new Map<string, ReadonlySet<string>>(
+  Object.entries(ENCRYPTED_COLUMNS).map(([table, columns]) => [table, new Set(columns)]),
+);
 const SEALED_NAMES: readonly string[] = [...new Set(Object.values(ENCRYPTED_COLUMNS).flat())];
 
 function tableName(node: OperationNode | undefined): string | undefined {
@@ -147,7 +165,8 @@ export class EncryptionPlugin implements KyselyPlugin {
       if (typeof value !== 'string' || !SecretBox.isSealed(value)) continue;
       if (out === row) out = { ...row };
       const target = out;
-      const settle = (plain: unknown) => Object.defineProperty(target, name, { value: plain, writable: true, enumerable: true, configurable: true });
+      const settle = (plain: unknown) =>
+        Object.defineProperty(target, name, { value: plain, writable: true, enumerable: true, configurable: true });
       Object.defineProperty(target, name, {
         enumerable: true,
         configurable: true,
@@ -174,13 +193,17 @@ export class EncryptionPlugin implements KyselyPlugin {
     throw new Error(`${column} is stored encrypted: write it as a value, not an expression`);
   }
 
-  #sealUpdates(updates: readonly ColumnUpdateNode[] | undefined, table: string | undefined): readonly ColumnUpdateNode[] | undefined {
+  #sealUpdates(
+    updates: readonly ColumnUpdateNode[] | undefined,
+    table: string | undefined,
+  ): readonly ColumnUpdateNode[] | undefined {
     if (updates === undefined) return undefined;
     const sealed = table === undefined ? undefined : SEALED_BY_TABLE.get(table);
     return updates.map((update) => {
       const column = columnName(update.column);
       if (column === undefined) return update;
-      if (table === undefined && SEALED_NAMES.includes(column)) throw new Error(`${column} may be stored encrypted: update it through one named table`);
+      if (table === undefined && SEALED_NAMES.includes(column))
+        throw new Error(`${column} may be stored encrypted: update it through one named table`);
       return sealed?.has(column) ? { ...update, value: this.#sealNode(update.value, `${table}.${column}`) } : update;
     });
   }
@@ -193,17 +216,23 @@ export class EncryptionPlugin implements KyselyPlugin {
     (node.columns ?? []).forEach((c, i) => {
       if (sealed.has(c.column.name)) positions.set(i, `${table}.${c.column.name}`);
     });
-    const onConflict = node.onConflict && { ...node.onConflict, updates: this.#sealUpdates(node.onConflict.updates, table) };
+    const onConflict = node.onConflict && {
+      ...node.onConflict,
+      updates: this.#sealUpdates(node.onConflict.updates, table),
+    };
     if (positions.size === 0) return { ...node, onConflict };
-    if (node.values === undefined || !ValuesNode.is(node.values)) throw new Error(`${table} has encrypted columns: insert them as values`);
+    if (node.values === undefined || !ValuesNode.is(node.values))
+      throw new Error(`${table} has encrypted columns: insert them as values`);
     const values = ValuesNode.create(
       node.values.values.map((list) =>
         PrimitiveValueListNode.is(list)
           ? PrimitiveValueListNode.create(list.values.map((v, i) => this.#sealValueAt(positions, i, v)))
-          : ValueListNode.create(list.values.map((v, i) => {
-              const column = positions.get(i);
-              return column === undefined ? v : this.#sealNode(v, column);
-            })),
+          : ValueListNode.create(
+              list.values.map((v, i) => {
+                const column = positions.get(i);
+                return column === undefined ? v : this.#sealNode(v, column);
+              }),
+            ),
       ),
     );
     return { ...node, values, onConflict };

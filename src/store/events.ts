@@ -29,7 +29,8 @@ function eventsAfter(db: Db, afterId: number, filter: EventFilter) {
 
 /** Without a kind filter (a list of any length changes the SQL), pages are a compiled shape. */
 const eventPageShape = new CompiledPageShape(
-  (db, limit, afterId: number, serverId: number | undefined, deviceId: number | undefined) => eventsAfter(db, afterId, { serverId, deviceId }).limit(limit),
+  (db, limit, afterId: number, serverId: number | undefined, deviceId: number | undefined) =>
+    eventsAfter(db, afterId, { serverId, deviceId }).limit(limit),
   [-1001, -1002, -1003],
 );
 
@@ -38,7 +39,9 @@ export async function listEvents(db: Db, filter: EventFilter, page: PageRequest)
   const rows =
     filter.kinds === undefined || filter.kinds.length === 0
       ? await eventPageShape.execute(db, page.limit + 1, page.afterId, filter.serverId, filter.deviceId)
-      : await eventsAfter(db, page.afterId, filter).limit(rowLimit(page.limit + 1)).execute();
+      : await eventsAfter(db, page.afterId, filter)
+          .limit(rowLimit(page.limit + 1))
+          .execute();
   return rows.flatMap((row) => (isEventKind(row.kind) ? [{ ...row, kind: row.kind }] : []));
 }
 

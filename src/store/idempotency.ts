@@ -10,7 +10,12 @@ export interface IdempotencyId {
 }
 
 /** Records a request as running under the key; false when a row for the key is already there. */
-export async function claimIdempotencyKey(db: Queryable, id: IdempotencyId, fingerprint: string, now: string): Promise<boolean> {
+export async function claimIdempotencyKey(
+  db: Queryable,
+  id: IdempotencyId,
+  fingerprint: string,
+  now: string,
+): Promise<boolean> {
   const result = await db
     .insertInto('idempotency_keys')
     .values({ api_key_id: id.apiKeyId, idempotency_key: id.key, fingerprint, state: 'running', created_at: now })
@@ -28,7 +33,12 @@ export function findIdempotencyKey(db: Queryable, id: IdempotencyId): Promise<Id
     .executeTakeFirst();
 }
 
-export async function completeIdempotencyKey(db: Queryable, id: IdempotencyId, statusCode: number, body: string): Promise<void> {
+export async function completeIdempotencyKey(
+  db: Queryable,
+  id: IdempotencyId,
+  statusCode: number,
+  body: string,
+): Promise<void> {
   await db
     .updateTable('idempotency_keys')
     .set({ state: 'done', status_code: statusCode, response_body: body })

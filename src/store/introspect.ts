@@ -28,7 +28,9 @@ const BOOKKEEPING: readonly string[] = [DEFAULT_MIGRATION_TABLE, DEFAULT_MIGRATI
 async function tableNames(db: Queryable, dialect: Dialect): Promise<string[]> {
   const rows =
     dialect === 'sqlite'
-      ? await sql<{ name: string }>`select name from sqlite_master where type = 'table' and name not like 'sqlite\\_%' escape '\\'`.execute(db)
+      ? await sql<{
+          name: string;
+        }>`select name from sqlite_master where type = 'table' and name not like 'sqlite\\_%' escape '\\'`.execute(db)
       : await sql<{ name: string }>`select table_name as name from information_schema.tables
           where table_schema = current_schema() and table_type = 'BASE TABLE'`.execute(db);
   return rows.rows.map((r) => r.name).sort();
@@ -36,12 +38,20 @@ async function tableNames(db: Queryable, dialect: Dialect): Promise<string[]> {
 
 export async function describeTable(db: Queryable, dialect: Dialect, name: string): Promise<TableShape> {
   if (dialect === 'sqlite') {
-    const columns = await sql<{ name: string; pk: number }>`select name, pk from pragma_table_info(${name}) order by cid`.execute(db);
-    const references = await sql<{ ref: string }>`select distinct "table" as ref from pragma_foreign_key_list(${name})`.execute(db);
+    const columns = await sql<{
+      name: string;
+      pk: number;
+    }>`select name, pk from pragma_table_info(${name}) order by cid`.execute(db);
+    const references = await sql<{
+      ref: string;
+    }>`select distinct "table" as ref from pragma_foreign_key_list(${name})`.execute(db);
     return {
       name,
       columns: columns.rows.map((c) => c.name),
-      primaryKey: columns.rows.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name),
+      primaryKey: columns.rows
+        .filter((c) => c.pk > 0)
+        .sort((a, b) => a.pk - b.pk)
+        .map((c) => c.name),
       references: references.rows.map((r) => r.ref).filter((r) => r !== name),
     };
   }
@@ -105,7 +115,9 @@ async function serialColumns(db: Queryable): Promise<SerialColumn[]> {
   const rows = await sql<SerialColumn>`select table_name as "table", column_name as "column",
       pg_get_serial_sequence(quote_ident(table_name), column_name) as sequence
     from information_schema.columns
-    where table_schema = current_schema() and pg_get_serial_sequence(quote_ident(table_name), column_name) is not null`.execute(db);
+    where table_schema = current_schema() and pg_get_serial_sequence(quote_ident(table_name), column_name) is not null`.execute(
+    db,
+  );
   return rows.rows;
 }
 
@@ -113,7 +125,9 @@ async function serialColumns(db: Queryable): Promise<SerialColumn[]> {
 export async function readSequences(db: Queryable, dialect: Dialect): Promise<SequenceShape[]> {
   if (dialect === 'sqlite') {
     // SQLite makes this table with the first AUTOINCREMENT table.
-    const counters = await sql`select 1 from sqlite_master where type = 'table' and name = 'sqlite_sequence'`.execute(db);
+    const counters = await sql`select 1 from sqlite_master where type = 'table' and name = 'sqlite_sequence'`.execute(
+      db,
+    );
     if (counters.rows.length === 0) return [];
     const rows = await sql<{ name: string; seq: number }>`select name, seq from sqlite_sequence`.execute(db);
     return rows.rows.map((r) => ({ table: r.name, high: Number(r.seq) }));
@@ -131,10 +145,17 @@ export async function readSequences(db: Queryable, dialect: Dialect): Promise<Se
  * Sets each table's id counter to the larger of `high` (from the source) and its largest id, so the
  * next id is past both; run after a restore inserted rows with their ids.
  */
-export async function writeSequences(db: Queryable, dialect: Dialect, tables: readonly string[], high: ReadonlyMap<string, number>): Promise<void> {
+export async function writeSequences(
+  db: Queryable,
+  dialect: Dialect,
+  tables: readonly string[],
+  high: ReadonlyMap<string, number>,
+): Promise<void> {
   if (dialect === 'sqlite') {
     for (const table of tables) {
-      const definition = await sql<{ sql: string }>`select sql from sqlite_master where type = 'table' and name = ${table}`.execute(db);
+      const definition = await sql<{
+        sql: string;
+      }>`select sql from sqlite_master where type = 'table' and name = ${table}`.execute(db);
       if (!/\bautoincrement\b/i.test(definition.rows[0]?.sql ?? '')) continue;
       const max = await sql<{ max: number | null }>`select max(rowid) as max from ${sql.table(table)}`.execute(db);
       const value = Math.max(high.get(table) ?? 0, Number(max.rows[0]?.max ?? 0));
@@ -145,7 +166,9 @@ export async function writeSequences(db: Queryable, dialect: Dialect, tables: re
   }
   for (const serial of await serialColumns(db)) {
     if (!tables.includes(serial.table)) continue;
-    const max = await sql<{ max: number | null }>`select max(${sql.ref(serial.column)}) as max from ${sql.table(serial.table)}`.execute(db);
+    const max = await sql<{
+      max: number | null;
+    }>`select max(${sql.ref(serial.column)}) as max from ${sql.table(serial.table)}`.execute(db);
     const value = Math.max(high.get(serial.table) ?? 0, Number(max.rows[0]?.max ?? 0));
     // setval(…, 1, false): nothing handed out yet, the next id is 1.
     await sql`select setval(${serial.sequence}::regclass, ${Math.max(value, 1)}, ${value > 0})`.execute(db);

@@ -23,11 +23,23 @@ const DELETE_CHUNK = 1_000;
 
 /** Deletes exactly these notices: one that another transaction commits meanwhile (with a lower id) stays for the next digest. */
 export async function deleteNotices(db: Queryable, ids: readonly number[]): Promise<void> {
-  for (let i = 0; i < ids.length; i += DELETE_CHUNK) await db.deleteFrom('mail_notices').where('id', 'in', ids.slice(i, i + DELETE_CHUNK)).execute();
+  for (let i = 0; i < ids.length; i += DELETE_CHUNK)
+    await db
+      .deleteFrom('mail_notices')
+      .where('id', 'in', ids.slice(i, i + DELETE_CHUNK))
+      .execute();
 }
 
 export async function hasPendingMail(db: Queryable, topic: MailOutboxTable['topic']): Promise<boolean> {
-  return (await db.selectFrom('mail_outbox').select('id').where('state', '=', 'pending').where('topic', '=', topic).limit(1).executeTakeFirst()) !== undefined;
+  return (
+    (await db
+      .selectFrom('mail_outbox')
+      .select('id')
+      .where('state', '=', 'pending')
+      .where('topic', '=', topic)
+      .limit(1)
+      .executeTakeFirst()) !== undefined
+  );
 }
 
 /**
@@ -36,7 +48,11 @@ export async function hasPendingMail(db: Queryable, topic: MailOutboxTable['topi
  */
 export async function claimDigestSlot(db: Queryable, nowIso: string, dueIso: string): Promise<boolean> {
   // The row is made on first use, so a fresh database holds no rows (restore takes only empty ones).
-  await db.insertInto('mail_digest').values({ id: 1, last_made_at: null }).onConflict((oc) => oc.column('id').doNothing()).execute();
+  await db
+    .insertInto('mail_digest')
+    .values({ id: 1, last_made_at: null })
+    .onConflict((oc) => oc.column('id').doNothing())
+    .execute();
   const result = await db
     .updateTable('mail_digest')
     .set({ last_made_at: nowIso })
@@ -47,7 +63,12 @@ export async function claimDigestSlot(db: Queryable, nowIso: string, dueIso: str
 }
 
 /** Takes up to `limit` due pending mails that no other sender holds, holding them until `lockedUntil`. */
-export async function claimDueMails(db: Queryable, nowIso: string, lockedUntil: string, limit: number): Promise<MailRow[]> {
+export async function claimDueMails(
+  db: Queryable,
+  nowIso: string,
+  lockedUntil: string,
+  limit: number,
+): Promise<MailRow[]> {
   const ids = await claimableIds(db, 'mail_outbox', 'id', nowIso, limit);
   if (ids.length === 0) return [];
   return db
@@ -70,7 +91,14 @@ export interface MailAttempt {
 export async function recordMailAttempt(db: Queryable, id: number, attempt: MailAttempt): Promise<void> {
   await db
     .updateTable('mail_outbox')
-    .set({ state: attempt.state, attempts: attempt.attempts, next_attempt_at: attempt.nextAttemptAt, last_error: attempt.lastError, sent_at: attempt.sentAt, locked_until: null })
+    .set({
+      state: attempt.state,
+      attempts: attempt.attempts,
+      next_attempt_at: attempt.nextAttemptAt,
+      last_error: attempt.lastError,
+      sent_at: attempt.sentAt,
+      locked_until: null,
+    })
     .where('id', '=', id)
     .execute();
 }
@@ -85,7 +113,12 @@ export async function hasNotices(db: Queryable): Promise<boolean> {
 
 /** True when anything waits to be mailed. */
 export async function hasUnsentMail(db: Queryable): Promise<boolean> {
-  const mail = await db.selectFrom('mail_outbox').select('id').where('state', '=', 'pending').limit(1).executeTakeFirst();
+  const mail = await db
+    .selectFrom('mail_outbox')
+    .select('id')
+    .where('state', '=', 'pending')
+    .limit(1)
+    .executeTakeFirst();
   return mail !== undefined || (await hasNotices(db));
 }
 
@@ -97,6 +130,10 @@ export async function dropUnsentMail(db: Queryable): Promise<void> {
 
 /** Removes sent and failed mails made before `before`. */
 export async function pruneMail(db: Queryable, before: string): Promise<number> {
-  const result = await db.deleteFrom('mail_outbox').where('state', '!=', 'pending').where('created_at', '<', before).executeTakeFirst();
+  const result = await db
+    .deleteFrom('mail_outbox')
+    .where('state', '!=', 'pending')
+    .where('created_at', '<', before)
+    .executeTakeFirst();
   return Number(result.numDeletedRows);
 }

@@ -35,7 +35,11 @@ const nodeSummaries = new CompiledShape(
       .selectFrom('nodes')
       .selectAll('nodes')
       .select((eb) => [
-        eb.selectFrom('servers').select(eb.fn.countAll<number>().as('n')).whereRef('servers.node_id', '=', 'nodes.id').as('server_count'),
+        eb
+          .selectFrom('servers')
+          .select(eb.fn.countAll<number>().as('n'))
+          .whereRef('servers.node_id', '=', 'nodes.id')
+          .as('server_count'),
         eb
           .selectFrom('servers')
           .select((inner) => inner.fn.coalesce(inner.fn.sum<number>('servers.capacity'), inner.lit(0)).as('n'))

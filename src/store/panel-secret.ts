@@ -43,7 +43,8 @@ function givenSecret(options: SecretOptions): GivenSecret | undefined {
     throw error;
   }
   const secret = parseSecret(text.trim());
-  if (secret === undefined) throw new PanelSecretError(`${path} is not a panel secret (${SECRET_BYTES} bytes in base64)`);
+  if (secret === undefined)
+    throw new PanelSecretError(`${path} is not a panel secret (${SECRET_BYTES} bytes in base64)`);
   // A copy an operator made with cp (moving a panel) is 0644.
   tightenIfPresent(path);
   return { secret, source: path };
@@ -67,7 +68,11 @@ function createSecretFile(dataDir: string): GivenSecret {
 
 /** The fingerprint of the secret the database's values are sealed with; undefined before the first start. */
 export async function sealedWith(db: Queryable): Promise<string | undefined> {
-  const row = await db.selectFrom('panel_settings').select('value').where('key', '=', FINGERPRINT_KEY).executeTakeFirst();
+  const row = await db
+    .selectFrom('panel_settings')
+    .select('value')
+    .where('key', '=', FINGERPRINT_KEY)
+    .executeTakeFirst();
   return row?.value;
 }
 

@@ -14,7 +14,10 @@ export async function runSql<R>(db: Queryable, text: string, params: readonly un
   // SQLite's driver binds only anonymous `?`: each use of a number gets its value in its place.
   const compiled = isPostgres(db)
     ? CompiledQuery.raw(text, [...params])
-    : CompiledQuery.raw(placeholders.anonymous, placeholders.uses.map((n) => params[n - 1]));
+    : CompiledQuery.raw(
+        placeholders.anonymous,
+        placeholders.uses.map((n) => params[n - 1]),
+      );
   const result = await db.executeQuery<R>(compiled);
   return [...result.rows];
 }

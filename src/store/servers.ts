@@ -21,7 +21,11 @@ export function findServer(db: Queryable, id: number): Promise<ServerRow | undef
   return db.selectFrom('servers').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-export type ServerWithNode = ServerRow & { node_name: string; node_status: NodeRow['status']; device_count: number | null };
+export type ServerWithNode = ServerRow & {
+  node_name: string;
+  node_status: NodeRow['status'];
+  device_count: number | null;
+};
 
 function serversWithNodes(db: Db) {
   return db
@@ -30,7 +34,11 @@ function serversWithNodes(db: Db) {
     .selectAll('servers')
     .select(['nodes.name as node_name', 'nodes.status as node_status'])
     .select((eb) =>
-      eb.selectFrom('devices').select(eb.fn.countAll<number>().as('n')).whereRef('devices.server_id', '=', 'servers.id').as('device_count'),
+      eb
+        .selectFrom('devices')
+        .select(eb.fn.countAll<number>().as('n'))
+        .whereRef('devices.server_id', '=', 'servers.id')
+        .as('device_count'),
     );
 }
 
@@ -42,14 +50,21 @@ export async function findServerWithNode(db: Db, id: number): Promise<ServerWith
 
 const serverById = new CompiledShape((db, id: number) => serversWithNodes(db).where('servers.id', '=', id), [-1001]);
 
-const serverPage = new CompiledPageShape((db, limit, afterId: number, country: string | undefined) => {
-  let query = serversWithNodes(db).where('servers.id', '>', afterId);
-  if (country !== undefined) query = query.where('servers.country', '=', country);
-  return query.orderBy('servers.id').limit(limit);
-}, [-1001, '\u0000country']);
+const serverPage = new CompiledPageShape(
+  (db, limit, afterId: number, country: string | undefined) => {
+    let query = serversWithNodes(db).where('servers.id', '>', afterId);
+    if (country !== undefined) query = query.where('servers.country', '=', country);
+    return query.orderBy('servers.id').limit(limit);
+  },
+  [-1001, '\u0000country'],
+);
 
 /** Oldest first, `limit + 1` rows (see toPage), each with its node's name and status. */
-export function listServers(db: Db, filter: { country?: string }, page: PageRequest): Promise<readonly Readonly<ServerWithNode>[]> {
+export function listServers(
+  db: Db,
+  filter: { country?: string },
+  page: PageRequest,
+): Promise<readonly Readonly<ServerWithNode>[]> {
   return serverPage.execute(db, page.limit + 1, page.afterId, filter.country);
 }
 
@@ -58,7 +73,9 @@ export function listServersOfNode(db: Queryable, nodeId: number): Promise<Server
 }
 
 /** Subnets, ports and capacity of every server: for clashes, default subnets and node capacity. */
-export function listServerAllocations(db: Queryable): Promise<Pick<ServerRow, 'id' | 'node_id' | 'subnet' | 'listen_port' | 'capacity'>[]> {
+export function listServerAllocations(
+  db: Queryable,
+): Promise<Pick<ServerRow, 'id' | 'node_id' | 'subnet' | 'listen_port' | 'capacity'>[]> {
   return db.selectFrom('servers').select(['id', 'node_id', 'subnet', 'listen_port', 'capacity']).execute();
 }
 

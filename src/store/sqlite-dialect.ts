@@ -42,13 +42,21 @@ export function sqliteDialect(file: SQLite.Database): { dialect: SqliteDialect; 
       const statement = file.prepare<unknown[], R>(sql);
       if (!statement.reader) throw new Error(`not a read: ${sql}`);
       if (!reuse) return (parameters: readonly unknown[]) => (lock.held ? undefined : statement.all(...parameters));
-      let last: { parameters: readonly unknown[]; version: unknown; changes: unknown; rows: readonly Readonly<R>[] } | undefined;
+      let last:
+        | { parameters: readonly unknown[]; version: unknown; changes: unknown; rows: readonly Readonly<R>[] }
+        | undefined;
       return (parameters: readonly unknown[]) => {
         if (lock.held) return undefined;
         // Read before the query: a commit in between then only makes the next read run the query again.
         const version = dataVersion.get();
         const changes = totalChanges.get();
-        if (last !== undefined && last.version === version && last.changes === changes && sameValues(last.parameters, parameters)) return last.rows;
+        if (
+          last !== undefined &&
+          last.version === version &&
+          last.changes === changes &&
+          sameValues(last.parameters, parameters)
+        )
+          return last.rows;
         // Frozen, since every caller that reuses them gets the same objects.
         const rows = Object.freeze(statement.all(...parameters).map((row) => Object.freeze(row)));
         last = { parameters, version, changes, rows };
@@ -168,4 +176,3 @@ function withStatementCache(file: SQLite.Database): SqliteDatabase {
     },
   };
 }
-

@@ -16,7 +16,11 @@ export function findWebhook(db: Queryable, id: number): Promise<WebhookRow | und
   return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-const webhookPage = new CompiledPageShape((db, limit, afterId: number) => db.selectFrom('webhooks').selectAll().where('id', '>', afterId).orderBy('id').limit(limit), [-1001]);
+const webhookPage = new CompiledPageShape(
+  (db, limit, afterId: number) =>
+    db.selectFrom('webhooks').selectAll().where('id', '>', afterId).orderBy('id').limit(limit),
+  [-1001],
+);
 
 /** Oldest first, `limit + 1` rows (see toPage). */
 export function listWebhooks(db: Db, page: PageRequest): Promise<readonly Readonly<WebhookRow>[]> {
@@ -28,7 +32,11 @@ export function listEnabledWebhooks(db: Queryable): Promise<WebhookRow[]> {
   return db.selectFrom('webhooks').selectAll().where('enabled', '=', 1).execute();
 }
 
-export async function updateWebhook(db: Queryable, id: number, changes: Updateable<WebhookTable>): Promise<WebhookRow | undefined> {
+export async function updateWebhook(
+  db: Queryable,
+  id: number,
+  changes: Updateable<WebhookTable>,
+): Promise<WebhookRow | undefined> {
   return db.updateTable('webhooks').set(changes).where('id', '=', id).returningAll().executeTakeFirst();
 }
 
@@ -45,14 +53,31 @@ export function findDelivery(db: Queryable, id: number): Promise<DeliveryRow | u
   return db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-export function listDeliveries(db: Queryable, webhookId: number, state: DeliveryState | undefined, page: PageRequest): Promise<DeliveryRow[]> {
-  let query = db.selectFrom('webhook_deliveries').selectAll().where('webhook_id', '=', webhookId).where('id', '>', page.afterId);
+export function listDeliveries(
+  db: Queryable,
+  webhookId: number,
+  state: DeliveryState | undefined,
+  page: PageRequest,
+): Promise<DeliveryRow[]> {
+  let query = db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('webhook_id', '=', webhookId)
+    .where('id', '>', page.afterId);
   if (state !== undefined) query = query.where('state', '=', state);
-  return query.orderBy('id').limit(rowLimit(page.limit + 1)).execute();
+  return query
+    .orderBy('id')
+    .limit(rowLimit(page.limit + 1))
+    .execute();
 }
 
 /** Takes up to `limit` due pending deliveries that no other sender holds, holding them until `lockedUntil`. */
-export async function claimDueDeliveries(db: Queryable, nowIso: string, lockedUntil: string, limit: number): Promise<DeliveryRow[]> {
+export async function claimDueDeliveries(
+  db: Queryable,
+  nowIso: string,
+  lockedUntil: string,
+  limit: number,
+): Promise<DeliveryRow[]> {
   const ids = await claimableIds(db, 'webhook_deliveries', 'next_attempt_at', nowIso, limit);
   if (ids.length === 0) return [];
   return db

@@ -52,7 +52,15 @@ export class ExpiryWatch {
           if (!server || !node) return;
           const detail = `device ${row.name} expired at ${dueAt}`;
           await recordDeviceEvent(tx, this.#clock, 'device.expired', row, server, node, SYSTEM_ACTOR, detail);
-          await recordActivity(tx, this.#clock, { resource: 'device', resourceId: row.id, verb: 'expired', summary: detail, actor: SYSTEM_ACTOR, before: { status: 'active' }, after: { status: 'expired' } });
+          await recordActivity(tx, this.#clock, {
+            resource: 'device',
+            resourceId: row.id,
+            verb: 'expired',
+            summary: detail,
+            actor: SYSTEM_ACTOR,
+            before: { status: 'active' },
+            after: { status: 'expired' },
+          });
           posted++;
         });
       }

@@ -52,7 +52,12 @@ export class MailSender {
     this.#transport =
       settings &&
       createTransport(
-        { url: settings.smtpUrl, connectionTimeout: timeoutMs, greetingTimeout: timeoutMs, socketTimeout: 3 * timeoutMs },
+        {
+          url: settings.smtpUrl,
+          connectionTimeout: timeoutMs,
+          greetingTimeout: timeoutMs,
+          socketTimeout: 3 * timeoutMs,
+        },
         { from: { name: 'vpn-panel', address: settings.to }, to: settings.to },
       );
     this.#loop = new WorkerLoop(() => this.#round(), {
@@ -96,12 +101,20 @@ export class MailSender {
     const attempts = mail.attempts + 1;
     try {
       await this.#transport?.sendMail({ subject: mail.subject, text: mail.text_body, html: mail.html_body });
-      await recordMailAttempt(this.#db, mail.id, { state: 'sent', attempts, nextAttemptAt: null, lastError: null, sentAt: isoAt(this.#clock.nowMs()) });
+      await recordMailAttempt(this.#db, mail.id, {
+        state: 'sent',
+        attempts,
+        nextAttemptAt: null,
+        lastError: null,
+        sentAt: isoAt(this.#clock.nowMs()),
+      });
     } catch (error) {
-      const lastError = (messageOf(error)).slice(0, ERROR_MAX_CHARS);
+      const lastError = messageOf(error).slice(0, ERROR_MAX_CHARS);
       const delayMs = nextAttemptDelayMs(attempts, this.#options.scheduleMs, undefined, Math.random);
-      if (delayMs === undefined) this.#log.error({ mail: mail.id, subject: mail.subject, err: lastError }, 'notification mail failed for good');
-      else this.#log.warn({ mail: mail.id, err: lastError, retryInMs: delayMs }, 'notification mail not sent; will retry');
+      if (delayMs === undefined)
+        this.#log.error({ mail: mail.id, subject: mail.subject, err: lastError }, 'notification mail failed for good');
+      else
+        this.#log.warn({ mail: mail.id, err: lastError, retryInMs: delayMs }, 'notification mail not sent; will retry');
       await recordMailAttempt(this.#db, mail.id, {
         state: delayMs === undefined ? 'failed' : 'pending',
         attempts,

@@ -40,7 +40,14 @@ export class NodeMonitor {
   #month: string | undefined;
   readonly #loop: WorkerLoop<void>;
 
-  constructor(db: Db, clock: Clock, connections: NodeConnections, usage: UsageService, log: FastifyBaseLogger, options: NodeMonitorOptions) {
+  constructor(
+    db: Db,
+    clock: Clock,
+    connections: NodeConnections,
+    usage: UsageService,
+    log: FastifyBaseLogger,
+    options: NodeMonitorOptions,
+  ) {
     this.#db = db;
     this.#usage = usage;
     this.#clock = clock;
@@ -74,15 +81,33 @@ export class NodeMonitor {
       const status = await connection.status();
       if (this.#syncedBootIds.get(node.id) !== status.bootId || node.status === 'offline') {
         const report = await connection.resync(await desiredStateOfNode(this.#db, node.id, this.#usage));
-        if (report.failures.length > 0) this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
+        if (report.failures.length > 0)
+          this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
         this.#syncedBootIds.set(node.id, status.bootId);
       }
       await write(this.#db, async (tx) => {
         const seen = { last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version };
         await updateNode(tx, node.id, { status: 'online', ...seen, last_error: null });
         if (node.status === 'offline') {
-          await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.online', node_name: node.name, detail: `node ${node.name} is online`, actor: SYSTEM_ACTOR }));
-          await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'online', summary: `node ${node.name} is online`, actor: SYSTEM_ACTOR, before: { status: 'offline' }, after: { status: 'online' } });
+          await recordEvent(
+            tx,
+            this.#clock,
+            eventDraft({
+              kind: 'node.online',
+              node_name: node.name,
+              detail: `node ${node.name} is online`,
+              actor: SYSTEM_ACTOR,
+            }),
+          );
+          await recordActivity(tx, this.#clock, {
+            resource: 'node',
+            resourceId: node.id,
+            verb: 'online',
+            summary: `node ${node.name} is online`,
+            actor: SYSTEM_ACTOR,
+            before: { status: 'offline' },
+            after: { status: 'online' },
+          });
         }
       });
     } catch (error) {
@@ -94,8 +119,25 @@ export class NodeMonitor {
       if (node.status === 'online' && nowMs - lastSeenMs >= this.#options.offlineAfterMs) {
         await write(this.#db, async (tx) => {
           await updateNode(tx, node.id, { status: 'offline' });
-          await recordEvent(tx, this.#clock, eventDraft({ kind: 'node.offline', node_name: node.name, detail: `node ${node.name} is offline: ${messageOf(error)}`, actor: SYSTEM_ACTOR }));
-          await recordActivity(tx, this.#clock, { resource: 'node', resourceId: node.id, verb: 'offline', summary: `node ${node.name} is offline: ${messageOf(error)}`, actor: SYSTEM_ACTOR, before: { status: 'online' }, after: { status: 'offline' } });
+          await recordEvent(
+            tx,
+            this.#clock,
+            eventDraft({
+              kind: 'node.offline',
+              node_name: node.name,
+              detail: `node ${node.name} is offline: ${messageOf(error)}`,
+              actor: SYSTEM_ACTOR,
+            }),
+          );
+          await recordActivity(tx, this.#clock, {
+            resource: 'node',
+            resourceId: node.id,
+            verb: 'offline',
+            summary: `node ${node.name} is offline: ${messageOf(error)}`,
+            actor: SYSTEM_ACTOR,
+            before: { status: 'online' },
+            after: { status: 'offline' },
+          });
         });
       }
       return;

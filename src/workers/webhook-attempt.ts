@@ -46,10 +46,11 @@ export class WebhookPoster {
     const timestampSeconds = Math.floor(sentAtMs / 1000);
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), this.#options.timeoutMs);
+    this.#dispatcher ??= makeWebhookDispatcher(this.#options.allowPrivate);
     try {
       const response = await request(url, {
         method: 'POST',
-        dispatcher: (this.#dispatcher ??= makeWebhookDispatcher(this.#options.allowPrivate)),
+        dispatcher: this.#dispatcher,
         signal: controller.signal,
         headers: {
           'content-type': 'application/json',

@@ -164,7 +164,11 @@ export class WebhookSender {
 
   #isStalled(webhookId: number): boolean {
     const progressAtMs = this.#progressAtMs.get(webhookId);
-    return this.#active(webhookId) >= this.#perWebhookCap && progressAtMs !== undefined && performance.now() - progressAtMs > STALL_MS;
+    return (
+      this.#active(webhookId) >= this.#perWebhookCap &&
+      progressAtMs !== undefined &&
+      performance.now() - progressAtMs > STALL_MS
+    );
   }
 
   #active(webhookId: number): number {

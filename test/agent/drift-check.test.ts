@@ -108,12 +108,15 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     const [report] = (await agent.digest()).servers;
     assert.ok(report);
     assert.equal(report.digest, desiredDigest(desired), 'what the agent holds is unchanged');
-    assert.deepEqual([...report.discrepancies].sort(), [
-      `peer ${a.publicKey} is missing`,
-      `peer ${b.publicKey} has allowed ip 10.9.9.9/32, not ${b.allowedIp}`,
-      `peer ${c.publicKey} has speed limit 0 kbit/s, not 500`,
-      `peer ${planted} is on the server but was not applied`,
-    ].sort());
+    assert.deepEqual(
+      [...report.discrepancies].sort(),
+      [
+        `peer ${a.publicKey} is missing`,
+        `peer ${b.publicKey} has allowed ip 10.9.9.9/32, not ${b.allowedIp}`,
+        `peer ${c.publicKey} has speed limit 0 kbit/s, not 500`,
+        `peer ${planted} is on the server but was not applied`,
+      ].sort(),
+    );
     await agent.applyServer(desired);
     const after = (await agent.digest()).servers[0]?.discrepancies;
     assert.deepEqual(after, [], 'applying the desired state again repairs all of it');

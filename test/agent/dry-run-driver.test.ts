@@ -6,14 +6,25 @@ import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 
 const server = generateKeyPair();
 const spec = { serverId: 3, privateKey: server.privateKey, listenPort: 51820, address: '10.128.0.1/24', mtu: 1420 };
-const peer = (n: number) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.128.0.${n}/32`, speedLimitKbps: 0 });
+const peer = (n: number) => ({
+  publicKey: generateKeyPair().publicKey,
+  allowedIp: `10.128.0.${n}/32`,
+  speedLimitKbps: 0,
+});
 
 describe('dry-run driver', () => {
   test('keeps servers and peers in memory; counters stay 0', async () => {
     const driver = new DryRunDriver();
     assert.equal(driver.kind, 'dry-run');
     const state = await driver.up(spec);
-    assert.deepEqual(state, { serverId: 3, listenPort: 51820, address: '10.128.0.1/24', mtu: 1420, publicKey: server.publicKey, peerCount: 0 });
+    assert.deepEqual(state, {
+      serverId: 3,
+      listenPort: 51820,
+      address: '10.128.0.1/24',
+      mtu: 1420,
+      publicKey: server.publicKey,
+      peerCount: 0,
+    });
     const peers = [peer(2), peer(3)];
     await driver.setPeers(3, peers);
     assert.deepEqual(
@@ -40,7 +51,10 @@ describe('dry-run driver', () => {
     const driver = new DryRunDriver();
     await assert.rejects(driver.up({ ...spec, privateKey: 'nope' }), DriverError);
     await driver.up(spec);
-    await assert.rejects(driver.setPeers(3, [{ publicKey: 'nope', allowedIp: '10.128.0.2/32', speedLimitKbps: 0 }, peer(3)]), DriverError);
+    await assert.rejects(
+      driver.setPeers(3, [{ publicKey: 'nope', allowedIp: '10.128.0.2/32', speedLimitKbps: 0 }, peer(3)]),
+      DriverError,
+    );
     assert.equal((await driver.readCounters(3)).peers.length, 1, 'the valid peer is still set');
   });
 });

@@ -11,11 +11,30 @@ import { ManualClock } from '../../src/domain/clock.ts';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { ScriptedDriver } from '../support/scripted-driver.ts';
 
-const SERVER = { serverId: 1, privateKey: generateKeyPair().privateKey, listenPort: 51820, address: '10.9.0.1/24', mtu: 1420 };
-const NO_LIMITS: PeerLimits = { remainingBytes: null, journalId: '', meter: 0, dataLimit: 0, periodEndsAtMs: null, expiresAtMs: null };
+const SERVER = {
+  serverId: 1,
+  privateKey: generateKeyPair().privateKey,
+  listenPort: 51820,
+  address: '10.9.0.1/24',
+  mtu: 1420,
+};
+const NO_LIMITS: PeerLimits = {
+  remainingBytes: null,
+  journalId: '',
+  meter: 0,
+  dataLimit: 0,
+  periodEndsAtMs: null,
+  expiresAtMs: null,
+};
 
 function peer(deviceId: number, limits: Partial<PeerLimits>): AgentPeer {
-  return { deviceId, publicKey: generateKeyPair().publicKey, allowedIp: `10.9.0.${deviceId + 1}/32`, speedLimitKbps: 0, limits: { ...NO_LIMITS, ...limits } };
+  return {
+    deviceId,
+    publicKey: generateKeyPair().publicKey,
+    allowedIp: `10.9.0.${deviceId + 1}/32`,
+    speedLimitKbps: 0,
+    limits: { ...NO_LIMITS, ...limits },
+  };
 }
 
 async function setup(peers: AgentPeer[]) {
@@ -48,9 +67,15 @@ describe('enforcement on the node', () => {
     assert.equal(onInterface(free), true, 'a device without a limit stays');
     // A usage reset: the panel sends the whole limit again, counted from the meter it has stored.
     const report = agent.collectUsage(null);
-    const meter = report.batches.flatMap((b) => b.entries).filter((e) => e.deviceId === 1).reduce((n, e) => Math.max(n, e.meter), 0);
+    const meter = report.batches
+      .flatMap((b) => b.entries)
+      .filter((e) => e.deviceId === 1)
+      .reduce((n, e) => Math.max(n, e.meter), 0);
     assert.equal(meter, 1000);
-    await agent.changePeers(1, { upsert: [{ ...limited, limits: { ...limited.limits, remainingBytes: 5000, journalId: report.journalId, meter } }], remove: [] });
+    await agent.changePeers(1, {
+      upsert: [{ ...limited, limits: { ...limited.limits, remainingBytes: 5000, journalId: report.journalId, meter } }],
+      remove: [],
+    });
     assert.equal(onInterface(limited), true, 'back when the reset answers');
   });
 
@@ -63,7 +88,21 @@ describe('enforcement on the node', () => {
     download(limited, 5000);
     await agent.meterAll();
     // The panel stored only the first 4000 bytes when it raised the limit to 12,000: 8000 were left then.
-    await agent.changePeers(1, { upsert: [{ ...limited, limits: { ...limited.limits, remainingBytes: 8000, dataLimit: 12_000, journalId: first.journalId, meter: 4000 } }], remove: [] });
+    await agent.changePeers(1, {
+      upsert: [
+        {
+          ...limited,
+          limits: {
+            ...limited.limits,
+            remainingBytes: 8000,
+            dataLimit: 12_000,
+            journalId: first.journalId,
+            meter: 4000,
+          },
+        },
+      ],
+      remove: [],
+    });
     assert.equal(onInterface(limited), true, '5000 of 8000 used since');
     download(limited, 3000);
     await agent.meterAll();
@@ -79,7 +118,10 @@ describe('enforcement on the node', () => {
     clock.advance(1500);
     await agent.meterAll();
     assert.equal(onInterface(expiring), false, 'expired');
-    await agent.changePeers(1, { upsert: [{ ...expiring, limits: { ...expiring.limits, expiresAtMs: clock.nowMs() + 3_600_000 } }], remove: [] });
+    await agent.changePeers(1, {
+      upsert: [{ ...expiring, limits: { ...expiring.limits, expiresAtMs: clock.nowMs() + 3_600_000 } }],
+      remove: [],
+    });
     assert.equal(onInterface(expiring), true, 'renewed');
   });
 
@@ -99,6 +141,6 @@ describe('enforcement on the node', () => {
     assert.equal(onInterface(monthly), true, '999 of the new 1000');
     download(monthly, 1);
     await agent.meterAll();
-    assert.equal(onInterface(monthly), false, 'the new month\'s limit holds too');
+    assert.equal(onInterface(monthly), false, "the new month's limit holds too");
   });
 });

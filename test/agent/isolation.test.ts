@@ -102,15 +102,18 @@ describe('client isolation: the blocked set', () => {
     assert.deepEqual(nodeDriverConfig({}).nodeAllowCidrs, []);
     const config = nodeDriverConfig({ NODE_ALLOW_CIDRS: ' 10.8.0.0/16 ,fd00::/8' });
     assert.deepEqual(config.nodeAllowCidrs, allow('10.8.0.0/16,fd00::/8'));
-    assert.throws(() => nodeDriverConfig({ NODE_ALLOW_CIDRS: '10.8.0.0/16,10.9.0.1/16' }), (error: unknown) => {
-      assert.ok(error instanceof ConfigError);
-      assert.equal(
-        error.message,
-        "invalid configuration: NODE_ALLOW_CIDRS must be comma-separated networks: '10.9.0.1/16' " +
-          'is not an IPv4 or IPv6 network such as 10.8.0.0/16 or fd00::/8',
-      );
-      return true;
-    });
+    assert.throws(
+      () => nodeDriverConfig({ NODE_ALLOW_CIDRS: '10.8.0.0/16,10.9.0.1/16' }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(
+          error.message,
+          "invalid configuration: NODE_ALLOW_CIDRS must be comma-separated networks: '10.9.0.1/16' " +
+            'is not an IPv4 or IPv6 network such as 10.8.0.0/16 or fd00::/8',
+        );
+        return true;
+      },
+    );
   });
 });
 
@@ -155,7 +158,7 @@ describe('client isolation: the tables', () => {
     assert.match(replaceScript(host), replaced);
   });
 
-  test('a listing compares equal despite nft\'s layout, element order, bare /32 and dotted mapped addresses', () => {
+  test("a listing compares equal despite nft's layout, element order, bare /32 and dotted mapped addresses", () => {
     const text = serverTableText(ISOLATION_PLACE, { ...ISOLATED, allow: allow('169.254.169.254/32') });
     const listed = text
       .replace('169.254.169.255/32', '169.254.169.255')

@@ -5,7 +5,15 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DriverError, type PeerSpec, type ServerSpec } from '../../src/agent/driver.ts';
-import { type ChildHandle, type CommandRunner, ExecRunner, RecordingRunner, type RunOptions, type RunResult, type StartOptions } from '../../src/agent/commands.ts';
+import {
+  type ChildHandle,
+  type CommandRunner,
+  ExecRunner,
+  RecordingRunner,
+  type RunOptions,
+  type RunResult,
+  type StartOptions,
+} from '../../src/agent/commands.ts';
 import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
 import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping.ts';
 import { generateKeyPair, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
@@ -17,7 +25,13 @@ import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix, waitFor } from '
 // ---------------------------------------------------------------------------------------------
 
 const SERVER_KEY = generateKeyPair();
-const [A, B, C, D, E] = Array.from({ length: 5 }, () => generateKeyPair().publicKey) as [string, string, string, string, string];
+const [A, B, C, D, E] = Array.from({ length: 5 }, () => generateKeyPair().publicKey) as [
+  string,
+  string,
+  string,
+  string,
+  string,
+];
 const BATCH = 'tc -n vp-s1 -force -batch -';
 const NFT = '[vp-s1] nft -f -';
 const isWrite = (line: string): boolean => line === BATCH || line === NFT || /^wg set /.test(line);
@@ -27,11 +41,20 @@ type HostPeer = readonly [key: string, ip: string, printed: string];
 
 function shapedHost(peers: readonly HostPeer[]): RecordingRunner {
   const head = `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t51820\toff`;
-  const dump = [head, ...peers.map(([key, ip]) => `${key}\t(none)\t(none)\t${ip}/32\t0\t0\t0\toff`)].join('\n') + '\n';
+  const dump = `${[head, ...peers.map(([key, ip]) => `${key}\t(none)\t(none)\t${ip}/32\t0\t0\t0\toff`)].join('\n')}\n`;
   const limited = peers.filter(([, , printed]) => printed !== '');
   const runner = new RecordingRunner().on('wg show vp1 dump', { stdout: dump });
-  if (limited.length === 0) return runner.on('[vp-s1] nft list table ip vpnpanel_shape', { exitCode: 1, stderr: 'Error: No such file or directory' });
-  const classes = limited.map(([, ip, printed], i) => `class htb 1:${classMinor(ip).toString(16)} root leaf 80${10 + i}: prio 0 rate ${printed} ceil ${printed} burst 3028b cburst 3028b \n`).join('');
+  if (limited.length === 0)
+    return runner.on('[vp-s1] nft list table ip vpnpanel_shape', {
+      exitCode: 1,
+      stderr: 'Error: No such file or directory',
+    });
+  const classes = limited
+    .map(
+      ([, ip, printed], i) =>
+        `class htb 1:${classMinor(ip).toString(16)} root leaf 80${10 + i}: prio 0 rate ${printed} ceil ${printed} burst 3028b cburst 3028b \n`,
+    )
+    .join('');
   const table = [
     'table ip vpnpanel_shape {',
     '\tmap limited {',
@@ -53,7 +76,9 @@ function shapedHost(peers: readonly HostPeer[]): RecordingRunner {
     '',
   ].join('\n');
   for (const dev of ['vp1', 'vp1s']) {
-    runner.on(`tc -n vp-s1 qdisc show dev ${dev} root`, { stdout: 'qdisc htb 1: root refcnt 3 r2q 10 default 0 direct_packets_stat 0 direct_qlen 1000\n' });
+    runner.on(`tc -n vp-s1 qdisc show dev ${dev} root`, {
+      stdout: 'qdisc htb 1: root refcnt 3 r2q 10 default 0 direct_packets_stat 0 direct_qlen 1000\n',
+    });
     runner.on(`tc -n vp-s1 class show dev ${dev}`, { stdout: classes });
   }
   return runner.on('[vp-s1] nft list table ip vpnpanel_shape', { stdout: table });
@@ -63,7 +88,11 @@ function driverOn(runner: RecordingRunner): WireGuardDriver {
   return new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go' });
 }
 
-const peer = (publicKey: string, ip: string, speedLimitKbps: number): PeerSpec => ({ publicKey, allowedIp: `${ip}/32`, speedLimitKbps });
+const peer = (publicKey: string, ip: string, speedLimitKbps: number): PeerSpec => ({
+  publicKey,
+  allowedIp: `${ip}/32`,
+  speedLimitKbps,
+});
 
 /** The input of every call of `line`, split into its lines. */
 function inputsOf(runner: RecordingRunner, line: string): string[][] {
@@ -80,93 +109,191 @@ function classLines(dev: string, minorHex: string, kbps: number, burst: number, 
 describe('speed limits: commands (recorded)', () => {
   test('limits on a host without shaping: an HTB root, and a class with its queue per limited peer, on both devices; then the table in one transaction', async () => {
     const runner = shapedHost([]);
-    await driverOn(runner).setPeers(1, [peer(A, '10.128.0.2', 2000), peer(B, '10.128.0.3', 0), peer(C, '10.128.1.4', 10_000)]);
-    assert.deepEqual(runner.lines(isWrite), [`wg set vp1 ${[A, B, C].sort().map((k) => `peer ${k} allowed-ips ${k === A ? '10.128.0.2' : k === B ? '10.128.0.3' : '10.128.1.4'}/32`).join(' ')}`, BATCH, NFT]);
+    await driverOn(runner).setPeers(1, [
+      peer(A, '10.128.0.2', 2000),
+      peer(B, '10.128.0.3', 0),
+      peer(C, '10.128.1.4', 10_000),
+    ]);
+    assert.deepEqual(runner.lines(isWrite), [
+      `wg set vp1 ${[A, B, C]
+        .sort()
+        .map((k) => `peer ${k} allowed-ips ${k === A ? '10.128.0.2' : k === B ? '10.128.0.3' : '10.128.1.4'}/32`)
+        .join(' ')}`,
+      BATCH,
+      NFT,
+    ]);
     const [batch = []] = inputsOf(runner, BATCH);
     for (const dev of ['vp1', 'vp1s']) {
       const lines = batch.filter((l) => l.includes(`dev ${dev} `));
       assert.equal(lines[0], `qdisc replace dev ${dev} root handle 1: htb`, 'the root first');
       // 2 Mbit/s: a burst of two frames and 100 ms (25,000 bytes) of queue; 10 Mbit/s: 10 ms and 100 ms of its rate.
-      assert.deepEqual(lines.slice(1).sort(), [...classLines(dev, '2', 2000, 3028, 25_000), ...classLines(dev, '104', 10_000, 12_500, 125_000)].sort());
+      assert.deepEqual(
+        lines.slice(1).sort(),
+        [...classLines(dev, '2', 2000, 3028, 25_000), ...classLines(dev, '104', 10_000, 12_500, 125_000)].sort(),
+      );
     }
     const [script = []] = inputsOf(runner, NFT);
-    assert.match(script.join('\n'), /elements = \{ (10\.128\.0\.2 : 1:2, 10\.128\.1\.4 : 1:104|10\.128\.1\.4 : 1:104, 10\.128\.0\.2 : 1:2) \}/);
-    assert.ok(script.includes('    oifname "vp1" meta priority set ip daddr map @limited'), 'download: by destination on the WireGuard interface');
-    assert.ok(script.includes('    oifname "vp1s" meta priority set ip saddr map @limited'), 'upload: by source toward the uplink');
+    assert.match(
+      script.join('\n'),
+      /elements = \{ (10\.128\.0\.2 : 1:2, 10\.128\.1\.4 : 1:104|10\.128\.1\.4 : 1:104, 10\.128\.0\.2 : 1:2) \}/,
+    );
+    assert.ok(
+      script.includes('    oifname "vp1" meta priority set ip daddr map @limited'),
+      'download: by destination on the WireGuard interface',
+    );
+    assert.ok(
+      script.includes('    oifname "vp1s" meta priority set ip saddr map @limited'),
+      'upload: by source toward the uplink',
+    );
     assert.ok(!script.join('\n').includes('10.128.0.3'), 'an unlimited peer has no entry');
   });
 
   test('the limits the host already holds: nothing is written', async () => {
-    const host: HostPeer[] = [[A, '10.128.0.2', '2Mbit'], [B, '10.128.0.3', ''], [C, '10.128.1.4', '10Mbit']];
+    const host: HostPeer[] = [
+      [A, '10.128.0.2', '2Mbit'],
+      [B, '10.128.0.3', ''],
+      [C, '10.128.1.4', '10Mbit'],
+    ];
     const runner = shapedHost(host);
-    await driverOn(runner).setPeers(1, [peer(A, '10.128.0.2', 2000), peer(B, '10.128.0.3', 0), peer(C, '10.128.1.4', 10_000)]);
+    await driverOn(runner).setPeers(1, [
+      peer(A, '10.128.0.2', 2000),
+      peer(B, '10.128.0.3', 0),
+      peer(C, '10.128.1.4', 10_000),
+    ]);
     assert.deepEqual(runner.lines(isWrite), []);
   });
 
   test('one limit changed, one dropped, one new: only their classes and entries are written; the unchanged peer is not named', async () => {
-    const runner = shapedHost([[A, '10.128.0.2', '2Mbit'], [C, '10.128.1.4', '10Mbit'], [D, '10.128.0.5', '3Mbit'], [E, '10.128.0.6', '']]);
-    await driverOn(runner).setPeers(1, [peer(A, '10.128.0.2', 2000), peer(C, '10.128.1.4', 5000), peer(D, '10.128.0.5', 0), peer(E, '10.128.0.6', 4000)]);
+    const runner = shapedHost([
+      [A, '10.128.0.2', '2Mbit'],
+      [C, '10.128.1.4', '10Mbit'],
+      [D, '10.128.0.5', '3Mbit'],
+      [E, '10.128.0.6', ''],
+    ]);
+    await driverOn(runner).setPeers(1, [
+      peer(A, '10.128.0.2', 2000),
+      peer(C, '10.128.1.4', 5000),
+      peer(D, '10.128.0.5', 0),
+      peer(E, '10.128.0.6', 4000),
+    ]);
     assert.deepEqual(runner.lines(isWrite), [BATCH, NFT]);
     const [batch = []] = inputsOf(runner, BATCH);
-    assert.deepEqual(batch.sort(), [
-      'class del dev vp1 classid 1:5',
-      'class del dev vp1s classid 1:5',
-      ...classLines('vp1', '104', 5000, 6250, 62_500),
-      ...classLines('vp1', '6', 4000, 5000, 50_000),
-      ...classLines('vp1s', '104', 5000, 6250, 62_500),
-      ...classLines('vp1s', '6', 4000, 5000, 50_000),
-    ].sort());
-    assert.deepEqual(inputsOf(runner, NFT), [['delete element ip vpnpanel_shape limited { 10.128.0.5 }', 'add element ip vpnpanel_shape limited { 10.128.0.6 : 1:6 }']]);
-    assert.ok(!runner.calls.some((c) => (c.input ?? '').includes('1:2 ') || (c.input ?? '').includes('10.128.0.2 ')), 'A is not touched');
+    assert.deepEqual(
+      batch.sort(),
+      [
+        'class del dev vp1 classid 1:5',
+        'class del dev vp1s classid 1:5',
+        ...classLines('vp1', '104', 5000, 6250, 62_500),
+        ...classLines('vp1', '6', 4000, 5000, 50_000),
+        ...classLines('vp1s', '104', 5000, 6250, 62_500),
+        ...classLines('vp1s', '6', 4000, 5000, 50_000),
+      ].sort(),
+    );
+    assert.deepEqual(inputsOf(runner, NFT), [
+      [
+        'delete element ip vpnpanel_shape limited { 10.128.0.5 }',
+        'add element ip vpnpanel_shape limited { 10.128.0.6 : 1:6 }',
+      ],
+    ]);
+    assert.ok(
+      !runner.calls.some((c) => (c.input ?? '').includes('1:2 ') || (c.input ?? '').includes('10.128.0.2 ')),
+      'A is not touched',
+    );
   });
 
   test('no limit left: the two roots and the table go, one command each, not class by class', async () => {
-    const runner = shapedHost([[A, '10.128.0.2', '2Mbit'], [C, '10.128.1.4', '10Mbit']]);
+    const runner = shapedHost([
+      [A, '10.128.0.2', '2Mbit'],
+      [C, '10.128.1.4', '10Mbit'],
+    ]);
     await driverOn(runner).setPeers(1, [peer(A, '10.128.0.2', 0), peer(C, '10.128.1.4', 0)]);
     assert.deepEqual(inputsOf(runner, BATCH), [['qdisc del dev vp1 root', 'qdisc del dev vp1s root']]);
     assert.deepEqual(inputsOf(runner, NFT), [['delete table ip vpnpanel_shape']]);
   });
 
   test('changePeers after setPeers: a new rate is one tc batch naming that peer only, and nothing is read', async () => {
-    const runner = shapedHost([[A, '10.128.0.2', '2Mbit'], [C, '10.128.1.4', '10Mbit']]);
+    const runner = shapedHost([
+      [A, '10.128.0.2', '2Mbit'],
+      [C, '10.128.1.4', '10Mbit'],
+    ]);
     const driver = driverOn(runner);
     await driver.setPeers(1, [peer(A, '10.128.0.2', 2000), peer(C, '10.128.1.4', 10_000)]);
     runner.clear();
     await driver.changePeers(1, [peer(C, '10.128.1.4', 3000)], []);
     assert.deepEqual(runner.lines(), [`wg set vp1 peer ${C} allowed-ips 10.128.1.4/32`, BATCH]);
     assert.deepEqual(inputsOf(runner, BATCH), [
-      ['qdisc add dev vp1 root handle 1: htb', ...classLines('vp1', '104', 3000, 3750, 37_500), 'qdisc add dev vp1s root handle 1: htb', ...classLines('vp1s', '104', 3000, 3750, 37_500)],
+      [
+        'qdisc add dev vp1 root handle 1: htb',
+        ...classLines('vp1', '104', 3000, 3750, 37_500),
+        'qdisc add dev vp1s root handle 1: htb',
+        ...classLines('vp1s', '104', 3000, 3750, 37_500),
+      ],
     ]);
 
     runner.clear();
     await driver.changePeers(1, [peer(C, '10.128.1.4', 3000)], []);
-    assert.deepEqual(runner.lines(), [`wg set vp1 peer ${C} allowed-ips 10.128.1.4/32`], 'the same limit again: no tc, no nft');
+    assert.deepEqual(
+      runner.lines(),
+      [`wg set vp1 peer ${C} allowed-ips 10.128.1.4/32`],
+      'the same limit again: no tc, no nft',
+    );
 
     runner.clear();
     await driver.changePeers(1, [peer(D, '10.128.0.5', 1000)], [A]);
     assert.deepEqual(inputsOf(runner, BATCH), [
-      ['qdisc add dev vp1 root handle 1: htb', 'class del dev vp1 classid 1:2', ...classLines('vp1', '5', 1000, 3028, 12_500), 'qdisc add dev vp1s root handle 1: htb', 'class del dev vp1s classid 1:2', ...classLines('vp1s', '5', 1000, 3028, 12_500)],
+      [
+        'qdisc add dev vp1 root handle 1: htb',
+        'class del dev vp1 classid 1:2',
+        ...classLines('vp1', '5', 1000, 3028, 12_500),
+        'qdisc add dev vp1s root handle 1: htb',
+        'class del dev vp1s classid 1:2',
+        ...classLines('vp1s', '5', 1000, 3028, 12_500),
+      ],
     ]);
     // Adding before deleting makes the delete succeed whether the entry is there or not.
     assert.deepEqual(inputsOf(runner, NFT), [
-      ['add element ip vpnpanel_shape limited { 10.128.0.2 : 1:2 }', 'delete element ip vpnpanel_shape limited { 10.128.0.2 }', 'add element ip vpnpanel_shape limited { 10.128.0.5 : 1:5 }'],
+      [
+        'add element ip vpnpanel_shape limited { 10.128.0.2 : 1:2 }',
+        'delete element ip vpnpanel_shape limited { 10.128.0.2 }',
+        'add element ip vpnpanel_shape limited { 10.128.0.5 : 1:5 }',
+      ],
     ]);
 
     runner.clear();
     await driver.changePeers(1, [peer(C, '10.128.1.4', 0)], []);
-    assert.deepEqual(inputsOf(runner, BATCH), [['class del dev vp1 classid 1:104', 'class del dev vp1s classid 1:104']]);
-    assert.deepEqual(inputsOf(runner, NFT), [['add element ip vpnpanel_shape limited { 10.128.1.4 : 1:104 }', 'delete element ip vpnpanel_shape limited { 10.128.1.4 }']]);
+    assert.deepEqual(inputsOf(runner, BATCH), [
+      ['class del dev vp1 classid 1:104', 'class del dev vp1s classid 1:104'],
+    ]);
+    assert.deepEqual(inputsOf(runner, NFT), [
+      [
+        'add element ip vpnpanel_shape limited { 10.128.1.4 : 1:104 }',
+        'delete element ip vpnpanel_shape limited { 10.128.1.4 }',
+      ],
+    ]);
   });
 
   test('changePeers on a server this process has not set: reads whether anything is limited, and only then the peers', async () => {
     const unshaped = shapedHost([]);
     await driverOn(unshaped).changePeers(1, [peer(A, '10.128.0.2', 0)], [B]);
-    assert.ok(!unshaped.lines().some((l) => l.includes('dump') || l.includes('class show')), 'no HTB root: no peer list read');
-    const shaped = shapedHost([[A, '10.128.0.2', '2Mbit'], [B, '10.128.0.3', '1Mbit']]);
+    assert.ok(
+      !unshaped.lines().some((l) => l.includes('dump') || l.includes('class show')),
+      'no HTB root: no peer list read',
+    );
+    const shaped = shapedHost([
+      [A, '10.128.0.2', '2Mbit'],
+      [B, '10.128.0.3', '1Mbit'],
+    ]);
     await driverOn(shaped).changePeers(1, [peer(A, '10.128.0.2', 0)], [B]);
     assert.deepEqual(
       inputsOf(shaped, BATCH).map((lines) => [...lines].sort()),
-      [['class del dev vp1 classid 1:2', 'class del dev vp1 classid 1:3', 'class del dev vp1s classid 1:2', 'class del dev vp1s classid 1:3']],
+      [
+        [
+          'class del dev vp1 classid 1:2',
+          'class del dev vp1 classid 1:3',
+          'class del dev vp1s classid 1:2',
+          'class del dev vp1s classid 1:3',
+        ],
+      ],
       'both limits found on the host and removed',
     );
   });
@@ -174,13 +301,19 @@ describe('speed limits: commands (recorded)', () => {
   test('a tolerated tc error is not a failure; any other is reported for its peer, and that peer is tried again next time', async () => {
     const runner = shapedHost([[A, '10.128.0.2', '2Mbit']]).on(BATCH, {
       exitCode: 1,
-      stderr: 'Error: Exclusivity flag on, cannot modify.\nCommand failed -:1\nRTNETLINK answers: Invalid argument\nCommand failed -:2\n',
+      stderr:
+        'Error: Exclusivity flag on, cannot modify.\nCommand failed -:1\nRTNETLINK answers: Invalid argument\nCommand failed -:2\n',
     });
     const driver = driverOn(runner);
     await driver.setPeers(1, [peer(A, '10.128.0.2', 2000)]);
-    const error = await driver.changePeers(1, [peer(A, '10.128.0.2', 4000)], []).then(() => null, (e: unknown) => e);
+    const error = await driver.changePeers(1, [peer(A, '10.128.0.2', 4000)], []).then(
+      () => null,
+      (e: unknown) => e,
+    );
     assert.ok(error instanceof DriverError);
-    assert.deepEqual(error.failures, ['speed limit of 10.128.0.2: `tc class replace dev vp1 parent 1: classid 1:2 htb rate 4000kbit ceil 4000kbit burst 5000 cburst 5000 quantum 1514` failed: RTNETLINK answers: Invalid argument']);
+    assert.deepEqual(error.failures, [
+      'speed limit of 10.128.0.2: `tc class replace dev vp1 parent 1: classid 1:2 htb rate 4000kbit ceil 4000kbit burst 5000 cburst 5000 quantum 1514` failed: RTNETLINK answers: Invalid argument',
+    ]);
     runner.on(BATCH, {});
     runner.clear();
     await driver.changePeers(1, [peer(A, '10.128.0.2', 4000)], []);
@@ -188,22 +321,43 @@ describe('speed limits: commands (recorded)', () => {
   });
 
   test('bad limits are reported; such a peer and its limit stay as they are', async () => {
-    const runner = shapedHost([[A, '10.128.0.2', '2Mbit'], [C, '10.128.1.4', '10Mbit']]);
+    const runner = shapedHost([
+      [A, '10.128.0.2', '2Mbit'],
+      [C, '10.128.1.4', '10Mbit'],
+    ]);
     const error = await driverOn(runner)
-      .setPeers(1, [peer(A, '10.128.0.2', 1.5), peer(C, '10.128.1.4', 10_000), { publicKey: D, allowedIp: '10.128.2.0/24', speedLimitKbps: 100 }, peer(E, '10.129.1.4', 100)])
-      .then(() => null, (e: unknown) => e);
+      .setPeers(1, [
+        peer(A, '10.128.0.2', 1.5),
+        peer(C, '10.128.1.4', 10_000),
+        { publicKey: D, allowedIp: '10.128.2.0/24', speedLimitKbps: 100 },
+        peer(E, '10.129.1.4', 100),
+      ])
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     assert.ok(error instanceof DriverError);
     // Which of two clashing peers is refused follows the order of their keys.
-    assert.deepEqual(error.failures.map((f) => f.replace(/^peer \S+: /, '').replace(/^10\.12[89]\.1\.4 has the class id of 10\.12[89]\.1\.4/, 'clash')).sort(), [
-      'a speed limit needs a single IPv4 address, not 10.128.2.0/24',
-      'clash (a subnet larger than /16)',
-      'speed limit 1.5 is not 0-10000000 kbit/s',
-    ]);
-    assert.ok(!runner.calls.some((c) => (c.input ?? '').includes('1:2 ') || (c.input ?? '').includes('10.128.0.2')), 'A keeps its class and entry');
+    assert.deepEqual(
+      error.failures
+        .map((f) =>
+          f.replace(/^peer \S+: /, '').replace(/^10\.12[89]\.1\.4 has the class id of 10\.12[89]\.1\.4/, 'clash'),
+        )
+        .sort(),
+      [
+        'a speed limit needs a single IPv4 address, not 10.128.2.0/24',
+        'clash (a subnet larger than /16)',
+        'speed limit 1.5 is not 0-10000000 kbit/s',
+      ],
+    );
+    assert.ok(
+      !runner.calls.some((c) => (c.input ?? '').includes('1:2 ') || (c.input ?? '').includes('10.128.0.2')),
+      'A keeps its class and entry',
+    );
     assert.ok(!runner.lines().some((l) => l.startsWith('wg set') && l.includes(A)), 'and stays as a peer');
   });
 
-  test('a peer whose class minor is 1 gets a queue handle of the kernel\'s choosing (1: is the root)', async () => {
+  test("a peer whose class minor is 1 gets a queue handle of the kernel's choosing (1: is the root)", async () => {
     const runner = shapedHost([]);
     await driverOn(runner).setPeers(1, [peer(A, '10.128.0.1', 2000)]);
     const [batch = []] = inputsOf(runner, BATCH);
@@ -262,7 +416,13 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
   const runner = new TappedRunner();
   let driver: WireGuardDriver | undefined;
   const serverId = 1;
-  const spec: ServerSpec = { serverId, privateKey: generateKeyPair().privateKey, listenPort: 40_000 + Math.floor(Math.random() * 20_000), address: '10.91.0.1/16', mtu: 1420 };
+  const spec: ServerSpec = {
+    serverId,
+    privateKey: generateKeyPair().privateKey,
+    listenPort: 40_000 + Math.floor(Math.random() * 20_000),
+    address: '10.91.0.1/16',
+    mtu: 1420,
+  };
   const client = generateKeyPair();
   /** 120 peers over several /24s of the /16; every other one limited, to 1,000-60,000 kbit/s. The first is the real client. */
   const peers: PeerSpec[] = Array.from({ length: 120 }, (_, i) => ({
@@ -282,18 +442,35 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
   /** Class id → rate as tc prints it, on a device of the server namespace (read here, not by the code under test). */
   async function classes(dev: string): Promise<Map<string, string>> {
     const out = await run('tc', ['-n', names().netns, 'class', 'show', 'dev', dev]);
-    return new Map([...out.matchAll(/^class htb (\S+) .*?\brate (\S+) ceil \2/gm)].map((m) => [m[1] ?? '', m[2] ?? '']));
+    return new Map(
+      [...out.matchAll(/^class htb (\S+) .*?\brate (\S+) ceil \2/gm)].map((m) => [m[1] ?? '', m[2] ?? '']),
+    );
   }
 
   /** Address → class id of the nft map, from nft's JSON. */
   async function mapEntries(): Promise<Map<string, string>> {
-    const out = await run('ip', ['netns', 'exec', names().netns, 'nft', '-j', 'list', 'map', 'ip', 'vpnpanel_shape', 'limited']);
+    const out = await run('ip', [
+      'netns',
+      'exec',
+      names().netns,
+      'nft',
+      '-j',
+      'list',
+      'map',
+      'ip',
+      'vpnpanel_shape',
+      'limited',
+    ]);
     const parsed: unknown = JSON.parse(out);
     const entries = new Map<string, string>();
-    const items = typeof parsed === 'object' && parsed !== null && 'nftables' in parsed && Array.isArray(parsed.nftables) ? parsed.nftables : [];
+    const items =
+      typeof parsed === 'object' && parsed !== null && 'nftables' in parsed && Array.isArray(parsed.nftables)
+        ? parsed.nftables
+        : [];
     for (const item of items) {
       const elem: unknown = item?.map?.elem;
-      for (const pair of Array.isArray(elem) ? elem : []) if (Array.isArray(pair)) entries.set(String(pair[0]), String(pair[1]));
+      for (const pair of Array.isArray(elem) ? elem : [])
+        if (Array.isArray(pair)) entries.set(String(pair[0]), String(pair[1]));
     }
     return entries;
   }
@@ -314,7 +491,12 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
 
   before(async () => {
     lab = await NetLab.create(await unusedPrefix('r'));
-    driver = new WireGuardDriver({ runner, namePrefix: lab.prefix, hostNetns: lab.hostNs, implementation: 'wireguard-go' });
+    driver = new WireGuardDriver({
+      runner,
+      namePrefix: lab.prefix,
+      hostNetns: lab.hostNs,
+      implementation: 'wireguard-go',
+    });
     await driver.up(spec);
   });
 
@@ -349,7 +531,10 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
     const first = need(peers[0], 'the client peer');
     assert.ok(await l.waitForPing(outside), 'the client reaches a host beyond the uplink through the tunnel');
     assert.ok((await bytesSent(n.iface, idOf(first))) > 0, 'replies to the client went through its download class');
-    assert.ok((await bytesSent(n.vethServer, idOf(first))) > 0, 'its pings toward the uplink went through its upload class');
+    assert.ok(
+      (await bytesSent(n.vethServer, idOf(first))) > 0,
+      'its pings toward the uplink went through its upload class',
+    );
     await wg.close();
 
     runner.calls.length = 0;
@@ -362,13 +547,26 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
 
   test('changing, adding and removing limits names only those peers; the others keep their classes', async () => {
     const d = need(driver, 'the driver');
-    const next = peers.map((p, i) => (i === 2 ? { ...p, speedLimitKbps: 777 } : i === 4 ? { ...p, speedLimitKbps: 0 } : i === 5 ? { ...p, speedLimitKbps: 5000 } : p)).filter((_, i) => i !== 6);
+    const next = peers
+      .map((p, i) =>
+        i === 2
+          ? { ...p, speedLimitKbps: 777 }
+          : i === 4
+            ? { ...p, speedLimitKbps: 0 }
+            : i === 5
+              ? { ...p, speedLimitKbps: 5000 }
+              : p,
+      )
+      .filter((_, i) => i !== 6);
     runner.calls.length = 0;
     await d.setPeers(serverId, next);
     const touched = [peers[2], peers[4], peers[5], peers[6]].map((p) => need(p, 'a peer'));
     const named = runner.writes().join('\n');
     for (const p of peers.filter((x) => !touched.includes(x))) {
-      assert.ok(!new RegExp(`classid ${idOf(p)}\\b|\\b${bare(p).replaceAll('.', '\\.')}\\b`).test(named), `${bare(p)} is not named`);
+      assert.ok(
+        !new RegExp(`classid ${idOf(p)}\\b|\\b${bare(p).replaceAll('.', '\\.')}\\b`).test(named),
+        `${bare(p)} is not named`,
+      );
     }
     await assertShaping(next, 'after the changes');
 
@@ -376,7 +574,13 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
     runner.calls.length = 0;
     const changed = { ...need(next[0], 'the client peer'), speedLimitKbps: 1500 };
     await d.changePeers(serverId, [changed], []);
-    assert.deepEqual(runner.calls.map((c) => c.line.split(' -batch')[0]), [`wg set ${names().iface} peer ${changed.publicKey} allowed-ips ${changed.allowedIp}`, `tc -n ${names().netns} -force`]);
+    assert.deepEqual(
+      runner.calls.map((c) => c.line.split(' -batch')[0]),
+      [
+        `wg set ${names().iface} peer ${changed.publicKey} allowed-ips ${changed.allowedIp}`,
+        `tc -n ${names().netns} -force`,
+      ],
+    );
     const removedKey = need(next[2], 'a limited peer').publicKey;
     await d.changePeers(serverId, [], [removedKey]);
     const final = [changed, ...next.slice(1)].filter((p) => p.publicKey !== removedKey);
@@ -392,7 +596,12 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
     assert.equal(pids.length, 1, 'the server has its wireguard-go');
     process.kill(need(pids[0], 'its pid'), 'SIGKILL');
     // The interface and its download classes go with the process.
-    await waitFor('the interface to go', async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true), 5000, 50);
+    await waitFor(
+      'the interface to go',
+      async () => ((await run('ip', ['-n', n.netns, 'link', 'show'])).includes(`${n.iface}:`) ? undefined : true),
+      5000,
+      50,
+    );
 
     // The resync after a restart: up() makes the interface again, setPeers puts peers and limits back.
     const startMs = performance.now();
@@ -407,16 +616,21 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
     await assertShaping(peers, 'after the table and the upload root were deleted');
   });
 
-  test('up() that makes the interface again (new MTU) puts its peers\' limits back by itself', async () => {
+  test("up() that makes the interface again (new MTU) puts its peers' limits back by itself", async () => {
     const d = need(driver, 'the driver');
     const state = await d.up({ ...spec, mtu: 1380 });
     assert.equal(state.peerCount, peers.length);
     await assertShaping(peers, 'after up() with a new MTU, before any setPeers');
     // A new driver (a restarted agent) knows nothing and reads the limits back from the host.
-    const restarted = new WireGuardDriver({ runner, namePrefix: need(lab, 'the lab').prefix, hostNetns: need(lab, 'the lab').hostNs, implementation: 'wireguard-go' });
+    const restarted = new WireGuardDriver({
+      runner,
+      namePrefix: need(lab, 'the lab').prefix,
+      hostNetns: need(lab, 'the lab').hostNs,
+      implementation: 'wireguard-go',
+    });
     try {
       await restarted.up({ ...spec, mtu: 1400 });
-      await assertShaping(peers, 'after a restarted driver\'s up() with a new MTU');
+      await assertShaping(peers, "after a restarted driver's up() with a new MTU");
     } finally {
       await restarted.close();
     }
@@ -426,9 +640,13 @@ describe('speed limits: real tc and nft (root)', { skip: requireRoot([['tc', 'ip
     const d = need(driver, 'the driver');
     // The restarted driver's wireguard-go stopped with it: this driver makes the interface again.
     await d.up(spec);
-    await d.setPeers(serverId, peers.map((p) => ({ ...p, speedLimitKbps: 0 })));
+    await d.setPeers(
+      serverId,
+      peers.map((p) => ({ ...p, speedLimitKbps: 0 })),
+    );
     const n = names();
-    for (const dev of [n.iface, n.vethServer]) assert.doesNotMatch(await run('tc', ['-n', n.netns, 'qdisc', 'show', 'dev', dev]), /htb|bfifo/, dev);
+    for (const dev of [n.iface, n.vethServer])
+      assert.doesNotMatch(await run('tc', ['-n', n.netns, 'qdisc', 'show', 'dev', dev]), /htb|bfifo/, dev);
     assert.doesNotMatch(await run('ip', ['netns', 'exec', n.netns, 'nft', 'list', 'tables']), /vpnpanel_shape/);
   });
 });

@@ -36,14 +36,36 @@ for (const kind of DATABASE_KINDS) {
       const node = await seedNode(suite.store.db, 'scripted', now);
       const desired: DesiredServer[] = [];
       for (let s = 1; s <= SERVERS; s++) {
-        const server = await seedServer(suite.store.db, node, { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s}.0.0/24`, capacity: 253 }, now);
+        const server = await seedServer(
+          suite.store.db,
+          node,
+          { name: `s${s}`, listenPort: 51820 + s, subnet: `10.${s}.0.0/24`, capacity: 253 },
+          now,
+        );
         for (let d = 0; d < DEVICES_PER_SERVER; d++) {
-          await suite.store.db.insertInto('devices').values(deviceValues(server.id, { name: `d${d}`, address: `10.${s}.0.${d + 2}` }, now)).execute();
+          await suite.store.db
+            .insertInto('devices')
+            .values(deviceValues(server.id, { name: `d${d}`, address: `10.${s}.0.${d + 2}` }, now))
+            .execute();
         }
-        desired.push({ server: { serverId: server.id, privateKey: server.private_key, listenPort: server.listen_port, address: server.address, mtu: 1420 }, peers: [] });
+        desired.push({
+          server: {
+            serverId: server.id,
+            privateKey: server.private_key,
+            listenPort: server.listen_port,
+            address: server.address,
+            mtu: 1420,
+          },
+          peers: [],
+        });
       }
       const desiredNow = async (): Promise<DesiredServer[]> =>
-        Promise.all(desired.map(async (d) => ({ ...d, peers: (await listDevicesOfServer(suite.store.db, d.server.serverId)).map((row) => usage.peerOf(row)) })));
+        Promise.all(
+          desired.map(async (d) => ({
+            ...d,
+            peers: (await listDevicesOfServer(suite.store.db, d.server.serverId)).map((row) => usage.peerOf(row)),
+          })),
+        );
 
       const driver = new ScriptedDriver();
       const journal = join(suite.database.dataDir, 'journal.json');
@@ -53,7 +75,10 @@ for (const kind of DATABASE_KINDS) {
 
       const truth = new Map<number, { rx: number; tx: number }>();
       const recorded = async () => {
-        const rows = await suite.store.db.selectFrom('usage_daily').select(['device_id', 'rx_bytes', 'tx_bytes']).execute();
+        const rows = await suite.store.db
+          .selectFrom('usage_daily')
+          .select(['device_id', 'rx_bytes', 'tx_bytes'])
+          .execute();
         const sums = new Map<number, { rx: number; tx: number }>();
         for (const r of rows) {
           const s = sums.get(r.device_id) ?? { rx: 0, tx: 0 };
@@ -72,7 +97,10 @@ for (const kind of DATABASE_KINDS) {
 
       for (let round = 0; round < ROUNDS; round++) {
         // Traffic on the interface: the device downloads what the server sends (tx) and uploads what it receives (rx).
-        const devices = await suite.store.db.selectFrom('devices').select(['id', 'server_id', 'public_key', 'enabled']).execute();
+        const devices = await suite.store.db
+          .selectFrom('devices')
+          .select(['id', 'server_id', 'public_key', 'enabled'])
+          .execute();
         for (const device of devices) {
           const counters = driver.servers.get(device.server_id)?.peers.get(device.public_key);
           if (!counters) continue;
@@ -132,7 +160,10 @@ for (const kind of DATABASE_KINDS) {
         const now = await recorded();
         for (const [id, sums] of previous) {
           const later = now.get(id) ?? { rx: 0, tx: 0 };
-          assert.ok(later.rx >= sums.rx && later.tx >= sums.tx, `device ${id}'s recorded usage went down in round ${round}`);
+          assert.ok(
+            later.rx >= sums.rx && later.tx >= sums.tx,
+            `device ${id}'s recorded usage went down in round ${round}`,
+          );
         }
         previous = now;
       }
@@ -146,10 +177,16 @@ for (const kind of DATABASE_KINDS) {
         [...truth].sort(([a], [b]) => a - b),
         `recorded usage equals the ground truth (${JSON.stringify(stats)})`,
       );
-      const monthly = await suite.store.db.selectFrom('usage_monthly').select((eb) => [eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')]).executeTakeFirstOrThrow();
+      const monthly = await suite.store.db
+        .selectFrom('usage_monthly')
+        .select((eb) => [eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')])
+        .executeTakeFirstOrThrow();
       const totalRx = [...truth.values()].reduce((n, t) => n + t.rx, 0);
       assert.equal(Number(monthly.rx), totalRx, 'month buckets hold the same bytes');
-      assert.ok(stats.kills > 0 && stats.recreates > 0 && stats.duplicates > 0 && stats.lost > 0, JSON.stringify(stats));
+      assert.ok(
+        stats.kills > 0 && stats.recreates > 0 && stats.duplicates > 0 && stats.lost > 0,
+        JSON.stringify(stats),
+      );
     });
   });
 }

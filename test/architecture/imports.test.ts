@@ -170,7 +170,12 @@ describe('imports run one way (domain <- store/agent <- services <- http/workers
   it('finds a wrong-way import and a cycle when there is one (the check can fail)', () => {
     const upward: Import = { specifier: '../http/app.ts', target: 'http/app.ts', line: 3, lazy: false };
     const lazyUpward: Import = { specifier: '../cli/main.ts', target: 'cli/main.ts', line: 9, lazy: true };
-    const wrong = wrongWayImports(new Map([['domain/errors.ts', [upward, lazyUpward]], ['http/app.ts', []]]));
+    const wrong = wrongWayImports(
+      new Map([
+        ['domain/errors.ts', [upward, lazyUpward]],
+        ['http/app.ts', []],
+      ]),
+    );
     assert.deepEqual(wrong, [
       "src/domain/errors.ts:3 imports '../http/app.ts' (domain may not import http)",
       "src/domain/errors.ts:9 imports '../cli/main.ts' (domain may not import cli)",
@@ -207,7 +212,9 @@ describe('the node agent loads no panel module', () => {
         execFile(process.execPath, args, { env, cwd: ROOT }, (_error, _stdout, stderr) => done(stderr));
       });
       assert.match(stderr, /no-such-option/, 'the node command ran and refused the option');
-      const loaded = readFileSync(record, 'utf8').split('\n').filter((url) => url.startsWith('file:'));
+      const loaded = readFileSync(record, 'utf8')
+        .split('\n')
+        .filter((url) => url.startsWith('file:'));
       const files = loaded.map((url) => relative(ROOT, fileURLToPath(url)));
       assert.ok(files.includes('src/cli/node.ts'), 'the node command was loaded');
       const panel = files.filter((file) => {

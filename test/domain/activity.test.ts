@@ -3,24 +3,53 @@ import { describe, it } from 'node:test';
 import { actorFilter, fieldChanges } from '../../src/domain/activity.ts';
 
 describe('fieldChanges (what an activity entry keeps of a change)', () => {
-  const device = { id: 3, name: 'd1', enabled: 1, metadata: '{"plan":"pro"}', private_key: 'PRIVATE', public_key: 'PUBLIC', expires_at: null, updated_at: 'T1', created_at: 'T0' };
+  const device = {
+    id: 3,
+    name: 'd1',
+    enabled: 1,
+    metadata: '{"plan":"pro"}',
+    private_key: 'PRIVATE',
+    public_key: 'PUBLIC',
+    expires_at: null,
+    updated_at: 'T1',
+    created_at: 'T0',
+  };
 
   it('keeps every field of a create or delete, without secrets or timestamps, shown as the API shows them', () => {
-    const expectedFields = { id: 3, name: 'd1', enabled: true, metadata: { plan: 'pro' }, public_key: 'PUBLIC', expires_at: null };
+    const expectedFields = {
+      id: 3,
+      name: 'd1',
+      enabled: true,
+      metadata: { plan: 'pro' },
+      public_key: 'PUBLIC',
+      expires_at: null,
+    };
     assert.deepEqual(fieldChanges(null, device), { before: null, after: expectedFields });
     assert.deepEqual(fieldChanges(device, null), { before: expectedFields, after: null });
   });
 
   it('keeps only the fields an update changed', () => {
     const changed = { ...device, enabled: 0, metadata: '{"plan":"basic"}', updated_at: 'T2' };
-    assert.deepEqual(fieldChanges(device, changed), { before: { enabled: true, metadata: { plan: 'pro' } }, after: { enabled: false, metadata: { plan: 'basic' } } });
+    assert.deepEqual(fieldChanges(device, changed), {
+      before: { enabled: true, metadata: { plan: 'pro' } },
+      after: { enabled: false, metadata: { plan: 'basic' } },
+    });
     assert.deepEqual(fieldChanges(device, { ...device, updated_at: 'T3' }), { before: {}, after: {} });
   });
 
   it('never keeps webhook secrets, API key hashes, node tokens or private keys, whatever the change', () => {
-    const rows = [{ secret: 'whsec_x', url: 'a' }, { key_hash: 'h', name: 'k' }, { token: 't', name: 'n' }, { private_key: 'p', name: 's' }];
+    const rows = [
+      { secret: 'whsec_x', url: 'a' },
+      { key_hash: 'h', name: 'k' },
+      { token: 't', name: 'n' },
+      { private_key: 'p', name: 's' },
+    ];
     for (const row of rows) {
-      const text = JSON.stringify([fieldChanges(null, row), fieldChanges(row, null), fieldChanges(row, { ...row, secret: 'other', key_hash: 'other', token: 'other', private_key: 'other' })]);
+      const text = JSON.stringify([
+        fieldChanges(null, row),
+        fieldChanges(row, null),
+        fieldChanges(row, { ...row, secret: 'other', key_hash: 'other', token: 'other', private_key: 'other' }),
+      ]);
       assert.doesNotMatch(text, /secret|key_hash|token|private_key|whsec_x|"h"|"t"|"p"/);
     }
   });

@@ -1,7 +1,16 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AppError } from '../../src/domain/errors.ts';
-import { SCOPES, type Scope, KEY_PREFIX, apiKeyActor, generateApiKey, hashApiKey, isWellFormedApiKey, parseScopes } from '../../src/domain/api-keys.ts';
+import {
+  SCOPES,
+  type Scope,
+  KEY_PREFIX,
+  apiKeyActor,
+  generateApiKey,
+  hashApiKey,
+  isWellFormedApiKey,
+  parseScopes,
+} from '../../src/domain/api-keys.ts';
 
 const KEY_SHAPE = /^vpnk_[0-9A-Za-z]{38}$/;
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -12,7 +21,8 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const KNOWN_KEY = 'vpnk_abcdefghijklmnopqrstuvwxyzABCDEF1mVgZW';
 
 /** `key` with the character at `index` replaced by `char`. */
-const withChar = (key: string, index: number, char: string): string => key.slice(0, index) + char + key.slice(index + 1);
+const withChar = (key: string, index: number, char: string): string =>
+  key.slice(0, index) + char + key.slice(index + 1);
 
 describe('generated API keys (DESIGN §3: vpnk_ + 32 base62 + 6-char checksum)', () => {
   test('have the key shape and are well formed', () => {
@@ -102,7 +112,11 @@ describe('parseScopes (spec §5 scopes; `all` is every scope)', () => {
     ['all next to a scope', 'all,devices:read', SCOPES],
     ['one scope', 'devices:read', ['devices:read']],
     ['a list with spaces after commas', 'devices:read, servers:write', ['devices:read', 'servers:write']],
-    ['a list with spaces everywhere', '  events:read ,webhooks:write  ,  devices:write ', ['devices:write', 'events:read', 'webhooks:write']],
+    [
+      'a list with spaces everywhere',
+      '  events:read ,webhooks:write  ,  devices:write ',
+      ['devices:write', 'events:read', 'webhooks:write'],
+    ],
     ['duplicates, once each', 'devices:read,devices:read, devices:read', ['devices:read']],
     ['a trailing comma', 'servers:read,', ['servers:read']],
     ['every scope by name', SCOPES.join(','), SCOPES],
@@ -113,10 +127,14 @@ describe('parseScopes (spec §5 scopes; `all` is every scope)', () => {
   }
 
   test('the six scopes are those of spec §5', () => {
-    assert.deepEqual(
-      [...SCOPES].sort(),
-      ['devices:read', 'devices:write', 'events:read', 'servers:read', 'servers:write', 'webhooks:write'],
-    );
+    assert.deepEqual([...SCOPES].sort(), [
+      'devices:read',
+      'devices:write',
+      'events:read',
+      'servers:read',
+      'servers:write',
+      'webhooks:write',
+    ]);
   });
 
   const refused: Array<[intent: string, text: string]> = [

@@ -67,35 +67,79 @@ describe('renderClientConfig', () => {
       'a client-made key leaves out PrivateKey (its owner adds it)',
       { ...typical, privateKey: null },
       false,
-      lines('[Interface]', 'Address = 10.128.0.2/32', 'DNS = 1.1.1.1', 'MTU = 1420', '', ...peer('vpn.example.com:51820', 'PersistentKeepalive = 25')),
+      lines(
+        '[Interface]',
+        'Address = 10.128.0.2/32',
+        'DNS = 1.1.1.1',
+        'MTU = 1420',
+        '',
+        ...peer('vpn.example.com:51820', 'PersistentKeepalive = 25'),
+      ),
     ],
     [
       'an IPv4 endpoint is written as is',
       { ...typical, endpoint: '203.0.113.7', listenPort: 443 },
       false,
-      lines('[Interface]', `PrivateKey = ${DEVICE_PRIVATE_KEY}`, 'Address = 10.128.0.2/32', 'DNS = 1.1.1.1', 'MTU = 1420', '', ...peer('203.0.113.7:443', 'PersistentKeepalive = 25')),
+      lines(
+        '[Interface]',
+        `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
+        'Address = 10.128.0.2/32',
+        'DNS = 1.1.1.1',
+        'MTU = 1420',
+        '',
+        ...peer('203.0.113.7:443', 'PersistentKeepalive = 25'),
+      ),
     ],
     [
       'an IPv6 endpoint is bracketed so its colons do not read as the port',
       { ...typical, endpoint: '2001:db8::7' },
       false,
-      lines('[Interface]', `PrivateKey = ${DEVICE_PRIVATE_KEY}`, 'Address = 10.128.0.2/32', 'DNS = 1.1.1.1', 'MTU = 1420', '', ...peer('[2001:db8::7]:51820', 'PersistentKeepalive = 25')),
+      lines(
+        '[Interface]',
+        `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
+        'Address = 10.128.0.2/32',
+        'DNS = 1.1.1.1',
+        'MTU = 1420',
+        '',
+        ...peer('[2001:db8::7]:51820', 'PersistentKeepalive = 25'),
+      ),
     ],
     [
       'no DNS servers leaves out the DNS line',
       { ...typical, dns: [] },
       false,
-      lines('[Interface]', `PrivateKey = ${DEVICE_PRIVATE_KEY}`, 'Address = 10.128.0.2/32', 'MTU = 1420', '', ...peer('vpn.example.com:51820', 'PersistentKeepalive = 25')),
+      lines(
+        '[Interface]',
+        `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
+        'Address = 10.128.0.2/32',
+        'MTU = 1420',
+        '',
+        ...peer('vpn.example.com:51820', 'PersistentKeepalive = 25'),
+      ),
     ],
     [
       'keepalive 0 leaves out PersistentKeepalive',
       { ...typical, persistentKeepalive: 0 },
       false,
-      lines('[Interface]', `PrivateKey = ${DEVICE_PRIVATE_KEY}`, 'Address = 10.128.0.2/32', 'DNS = 1.1.1.1', 'MTU = 1420', '', ...peer('vpn.example.com:51820')),
+      lines(
+        '[Interface]',
+        `PrivateKey = ${DEVICE_PRIVATE_KEY}`,
+        'Address = 10.128.0.2/32',
+        'DNS = 1.1.1.1',
+        'MTU = 1420',
+        '',
+        ...peer('vpn.example.com:51820'),
+      ),
     ],
     [
       'lists are comma-separated; a split tunnel renders without a kill switch',
-      { ...typical, dns: ['1.1.1.1', '2606:4700:4700::1111'], mtu: 1280, clientAllowedIps: ['10.128.0.0/24', '192.168.10.0/24'], persistentKeepalive: 15 },
+      {
+        ...typical,
+        dns: ['1.1.1.1', '2606:4700:4700::1111'],
+        mtu: 1280,
+        clientAllowedIps: ['10.128.0.0/24', '192.168.10.0/24'],
+        persistentKeepalive: 15,
+      },
       false,
       lines(
         '[Interface]',
@@ -131,7 +175,15 @@ describe('renderClientConfig', () => {
       'the kill switch works with a client-made key too',
       { ...typical, privateKey: null, dns: [] },
       true,
-      lines('[Interface]', 'Address = 10.128.0.2/32', 'MTU = 1420', VERIFIED_POST_UP, VERIFIED_PRE_DOWN, '', ...peer('vpn.example.com:51820', 'PersistentKeepalive = 25')),
+      lines(
+        '[Interface]',
+        'Address = 10.128.0.2/32',
+        'MTU = 1420',
+        VERIFIED_POST_UP,
+        VERIFIED_PRE_DOWN,
+        '',
+        ...peer('vpn.example.com:51820', 'PersistentKeepalive = 25'),
+      ),
     ],
   ];
   for (const [intent, input, killSwitch, expected] of cases) {
@@ -162,14 +214,20 @@ describe('renderClientConfig', () => {
   }
 
   const unsafe: Array<[intent: string, input: ClientConfigInput]> = [
-    ['a line break in the endpoint would add a hook', { ...typical, endpoint: 'vpn.example.com:51820\nPostUp = touch /tmp/owned' }],
+    [
+      'a line break in the endpoint would add a hook',
+      { ...typical, endpoint: 'vpn.example.com:51820\nPostUp = touch /tmp/owned' },
+    ],
     ['a carriage return in an allowed range', { ...typical, clientAllowedIps: ['0.0.0.0/0\r', '::/0'] }],
     ['a # in a DNS entry would cut the line', { ...typical, dns: ['1.1.1.1 # resolver'] }],
     ['an empty DNS entry', { ...typical, dns: [''] }],
   ];
   for (const [intent, input] of unsafe) {
     test(`a stored value that would change the file is refused: ${intent}`, () => {
-      assert.throws(() => renderClientConfig(input, { killSwitch: false }), (error: unknown) => error instanceof AppError && error.code === 'internal_error');
+      assert.throws(
+        () => renderClientConfig(input, { killSwitch: false }),
+        (error: unknown) => error instanceof AppError && error.code === 'internal_error',
+      );
     });
   }
 });
@@ -221,7 +279,7 @@ describe('wg-quick strip accepts the rendered file', { skip: skipStrip }, () => 
   };
   // What `wg` gets: the lines wg-quick did not take as its own, then the blank line its `echo` adds.
   const wgPart = (privateKey: string | null, endpoint: string, keepalive: string | null): string =>
-    lines(
+    `${lines(
       '[Interface]',
       ...(privateKey === null ? [] : [`PrivateKey = ${privateKey}`]),
       '',
@@ -230,22 +288,43 @@ describe('wg-quick strip accepts the rendered file', { skip: skipStrip }, () => 
       'AllowedIPs = 0.0.0.0/0, ::/0',
       `Endpoint = ${endpoint}`,
       ...(keepalive === null ? [] : [keepalive]),
-    ) + '\n';
+    )}\n`;
   const cases: Array<[intent: string, input: ClientConfigInput, killSwitch: boolean, stripped: string]> = [
-    ['a typical device', typical, false, wgPart(DEVICE_PRIVATE_KEY, 'vpn.example.com:51820', 'PersistentKeepalive = 25')],
-    ['a client-made key', { ...typical, privateKey: null }, false, wgPart(null, 'vpn.example.com:51820', 'PersistentKeepalive = 25')],
-    ['an IPv6 endpoint, no DNS, no keepalive', { ...typical, endpoint: '2001:db8::7', dns: [], persistentKeepalive: 0 }, false, wgPart(DEVICE_PRIVATE_KEY, '[2001:db8::7]:51820', null)],
+    [
+      'a typical device',
+      typical,
+      false,
+      wgPart(DEVICE_PRIVATE_KEY, 'vpn.example.com:51820', 'PersistentKeepalive = 25'),
+    ],
+    [
+      'a client-made key',
+      { ...typical, privateKey: null },
+      false,
+      wgPart(null, 'vpn.example.com:51820', 'PersistentKeepalive = 25'),
+    ],
+    [
+      'an IPv6 endpoint, no DNS, no keepalive',
+      { ...typical, endpoint: '2001:db8::7', dns: [], persistentKeepalive: 0 },
+      false,
+      wgPart(DEVICE_PRIVATE_KEY, '[2001:db8::7]:51820', null),
+    ],
     ['the kill switch', typical, true, wgPart(DEVICE_PRIVATE_KEY, 'vpn.example.com:51820', 'PersistentKeepalive = 25')],
   ];
   for (const [intent, input, killSwitch, stripped] of cases) {
     test(intent, () => {
-      assert.equal(strip(configFileName("Zoë's Phone 15 Pro Max"), renderClientConfig(input, { killSwitch })), stripped);
+      assert.equal(
+        strip(configFileName("Zoë's Phone 15 Pro Max"), renderClientConfig(input, { killSwitch })),
+        stripped,
+      );
     });
   }
 
   test('every file name configFileName makes is one wg-quick accepts', () => {
     for (const [, deviceName] of fileNameCases) {
-      assert.equal(strip(configFileName(deviceName), TYPICAL_TEXT), wgPart(DEVICE_PRIVATE_KEY, 'vpn.example.com:51820', 'PersistentKeepalive = 25'));
+      assert.equal(
+        strip(configFileName(deviceName), TYPICAL_TEXT),
+        wgPart(DEVICE_PRIVATE_KEY, 'vpn.example.com:51820', 'PersistentKeepalive = 25'),
+      );
     }
   });
 

@@ -10,7 +10,13 @@ describe('notification mail text', () => {
   });
 
   it('escapes names in the HTML part and keeps the subject on one line', () => {
-    const mail = renderChangeMail({ headline: 'server <b>x</b>\r\nBcc: evil@example.test created', details: ['a & b'], actor: 'via API key "q"', atIso: '2026-01-01T00:00:00.000Z', requestId: null });
+    const mail = renderChangeMail({
+      headline: 'server <b>x</b>\r\nBcc: evil@example.test created',
+      details: ['a & b'],
+      actor: 'via API key "q"',
+      atIso: '2026-01-01T00:00:00.000Z',
+      requestId: null,
+    });
     assert.equal(mail.subject, '[vpn-panel] server <b>x</b> Bcc: evil@example.test created via API key "q"');
     assert.doesNotMatch(mail.html, /<b>x<\/b>/);
     assert.match(mail.html, /server &lt;b&gt;x&lt;\/b&gt;/);

@@ -1,7 +1,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../../src/domain/clock.ts';
-import { type RateDecision, type RatePolicy, REQUEST_RATE, gcra, rateLimitField, rateLimitPolicyField } from '../../src/domain/rate-limit.ts';
+import {
+  type RateDecision,
+  type RatePolicy,
+  REQUEST_RATE,
+  gcra,
+  rateLimitField,
+  rateLimitPolicyField,
+} from '../../src/domain/rate-limit.ts';
 
 /** One key's limiter state, driven by explicit times: no timers anywhere. */
 class Caller {
@@ -33,9 +40,18 @@ describe('request rate of spec §8: 10 a second per key, bursts up to 60', () =>
   test('60 requests at the same instant pass with remaining 59…0; the 61st is refused, Retry-After 1', () => {
     const caller = new Caller();
     const first60 = caller.burst(0, 60);
-    assert.deepEqual(first60.map((d) => d.allowed), Array<boolean>(60).fill(true));
-    assert.deepEqual(first60.map((d) => d.remaining), countdown(60));
-    assert.deepEqual(first60.map((d) => d.retryAfterSeconds), Array<number>(60).fill(0));
+    assert.deepEqual(
+      first60.map((d) => d.allowed),
+      Array<boolean>(60).fill(true),
+    );
+    assert.deepEqual(
+      first60.map((d) => d.remaining),
+      countdown(60),
+    );
+    assert.deepEqual(
+      first60.map((d) => d.retryAfterSeconds),
+      Array<number>(60).fill(0),
+    );
     assert.deepEqual(caller.take(0), { allowed: false, remaining: 0, resetSeconds: 6, retryAfterSeconds: 1 });
   });
 
@@ -50,7 +66,10 @@ describe('request rate of spec §8: 10 a second per key, bursts up to 60', () =>
     const caller = new Caller();
     caller.burst(0, 61);
     const at100 = caller.burst(100, 5);
-    assert.deepEqual(at100.map((d) => d.allowed), [true, false, false, false, false]);
+    assert.deepEqual(
+      at100.map((d) => d.allowed),
+      [true, false, false, false, false],
+    );
     assert.equal(at100[0]?.remaining, 0);
   });
 
@@ -65,7 +84,10 @@ describe('request rate of spec §8: 10 a second per key, bursts up to 60', () =>
     caller.burst(0, 61);
     const at1s = caller.burst(1000, 20);
     assert.equal(passed(at1s), 10);
-    assert.deepEqual(at1s.slice(0, 10).map((d) => d.remaining), countdown(10));
+    assert.deepEqual(
+      at1s.slice(0, 10).map((d) => d.remaining),
+      countdown(10),
+    );
     assert.ok(at1s.slice(10).every((d) => !d.allowed && d.remaining === 0 && d.retryAfterSeconds === 1));
   });
 
@@ -74,7 +96,10 @@ describe('request rate of spec §8: 10 a second per key, bursts up to 60', () =>
     caller.burst(0, 61);
     const at6s = caller.burst(6000, 61);
     assert.equal(passed(at6s), 60);
-    assert.deepEqual(at6s.slice(0, 60).map((d) => d.remaining), countdown(60));
+    assert.deepEqual(
+      at6s.slice(0, 60).map((d) => d.remaining),
+      countdown(60),
+    );
     assert.equal(at6s[60]?.allowed, false);
   });
 

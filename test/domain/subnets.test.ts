@@ -1,7 +1,13 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AppError } from '../../src/domain/errors.ts';
-import { type NodeOccupancy, type ServerStatus, effectiveServerStatus, firstFreePort, planServer } from '../../src/domain/servers.ts';
+import {
+  type NodeOccupancy,
+  type ServerStatus,
+  effectiveServerStatus,
+  firstFreePort,
+  planServer,
+} from '../../src/domain/servers.ts';
 import {
   DEFAULT_POOL,
   type Subnet,
@@ -97,7 +103,8 @@ describe('parseCidr: an explicit server address', () => {
     ['an empty string', ''],
   ];
   for (const [intent, cidr] of refused) {
-    test(`refuses ${intent} (${JSON.stringify(cidr)}) naming address`, () => assertRefused(() => parseCidr(cidr), 'address'));
+    test(`refuses ${intent} (${JSON.stringify(cidr)}) naming address`, () =>
+      assertRefused(() => parseCidr(cidr), 'address'));
   }
 });
 
@@ -171,7 +178,12 @@ describe('firstFreeSubnet', () => {
   const cases: Array<[intent: string, prefix: number, taken: string[], expected: string | undefined]> = [
     ['an empty pool gives its first /24', 24, [], '10.128.0.0/24'],
     ['skips a taken /24', 24, ['10.128.0.0/24'], '10.128.1.0/24'],
-    ['skips a run of taken /24s given out of order', 24, ['10.128.2.0/24', '10.128.0.0/24', '10.128.1.0/24'], '10.128.3.0/24'],
+    [
+      'skips a run of taken /24s given out of order',
+      24,
+      ['10.128.2.0/24', '10.128.0.0/24', '10.128.1.0/24'],
+      '10.128.3.0/24',
+    ],
     ['fills a hole before later taken subnets', 24, ['10.128.0.0/24', '10.128.2.0/24'], '10.128.1.0/24'],
     ['skips a taken /23 (other size, larger)', 24, ['10.128.0.0/23'], '10.128.2.0/24'],
     ['skips a /24 holding a taken /30 (other size, smaller)', 24, ['10.128.0.4/30'], '10.128.1.0/24'],
@@ -227,7 +239,11 @@ describe('planServer: explicit address', () => {
   ];
   for (const [intent, address, nodeSubnets, subnet, capacity] of accepted) {
     test(`accepts ${intent}`, () => {
-      const plan = planServer({ name: 's', address }, { subnets: nodeSubnets.map(net), listenPorts: [], hostNetworks: [] }, nodeSubnets.map(net));
+      const plan = planServer(
+        { name: 's', address },
+        { subnets: nodeSubnets.map(net), listenPorts: [], hostNetworks: [] },
+        nodeSubnets.map(net),
+      );
       assert.deepEqual(plan, { address, subnet, listenPort: 51820, capacity });
     });
   }
@@ -242,7 +258,13 @@ describe('planServer: explicit address', () => {
   ];
   for (const [intent, address, nodeSubnet] of overlapping) {
     test(`refuses ${intent} naming address`, () => {
-      assertRefused(() => planServer({ name: 's', address }, { subnets: [net(nodeSubnet)], listenPorts: [], hostNetworks: [] }, [net(nodeSubnet)]), 'address');
+      assertRefused(
+        () =>
+          planServer({ name: 's', address }, { subnets: [net(nodeSubnet)], listenPorts: [], hostNetworks: [] }, [
+            net(nodeSubnet),
+          ]),
+        'address',
+      );
     });
   }
 
@@ -258,16 +280,31 @@ describe('planServer: explicit address', () => {
   });
 
   test('max_devices beyond the subnet room is refused naming max_devices', () => {
-    assertRefused(() => planServer({ name: 's', address: '10.200.0.1/24', maxDevices: 254 }, emptyNode, []), 'max_devices');
-    assertRefused(() => planServer({ name: 's', address: '10.200.0.1/30', maxDevices: 2 }, emptyNode, []), 'max_devices');
+    assertRefused(
+      () => planServer({ name: 's', address: '10.200.0.1/24', maxDevices: 254 }, emptyNode, []),
+      'max_devices',
+    );
+    assertRefused(
+      () => planServer({ name: 's', address: '10.200.0.1/30', maxDevices: 2 }, emptyNode, []),
+      'max_devices',
+    );
   });
 });
 
 describe('planServer: default allocation from 10.128.0.0/9', () => {
-  const cases: Array<[intent: string, maxDevices: number | undefined, node: string[], panel: string[], address: string, capacity: number]> = [
+  const cases: Array<
+    [intent: string, maxDevices: number | undefined, node: string[], panel: string[], address: string, capacity: number]
+  > = [
     ['a new panel gets the first /24 with room for 253', undefined, [], [], '10.128.0.1/24', 253],
     ['skips subnets of the node', undefined, ['10.128.0.0/24', '10.128.1.0/24'], [], '10.128.2.1/24', 253],
-    ['skips subnets of other nodes too (panel-wide unique addresses)', undefined, [], ['10.128.0.0/24'], '10.128.1.1/24', 253],
+    [
+      'skips subnets of other nodes too (panel-wide unique addresses)',
+      undefined,
+      [],
+      ['10.128.0.0/24'],
+      '10.128.1.1/24',
+      253,
+    ],
     ['skips a node /20 given explicitly inside the pool', undefined, ['10.128.0.0/20'], [], '10.128.16.1/24', 253],
     ['skips a /24 holding a small explicit /30', undefined, ['10.128.0.8/30'], [], '10.128.1.1/24', 253],
     ['max_devices 253 still fits a /24', 253, [], [], '10.128.0.1/24', 253],
@@ -279,7 +316,11 @@ describe('planServer: default allocation from 10.128.0.0/9', () => {
   for (const [intent, maxDevices, nodeSubnets, panelSubnets, address, capacity] of cases) {
     test(intent, () => {
       const input = maxDevices === undefined ? { name: 's' } : { name: 's', maxDevices };
-      const plan = planServer(input, { subnets: nodeSubnets.map(net), listenPorts: [], hostNetworks: [] }, [...nodeSubnets, ...panelSubnets].map(net));
+      const plan = planServer(
+        input,
+        { subnets: nodeSubnets.map(net), listenPorts: [], hostNetworks: [] },
+        [...nodeSubnets, ...panelSubnets].map(net),
+      );
       assert.equal(plan.address, address);
       assert.equal(plan.subnet, formatSubnet(net(address)));
       assert.equal(plan.capacity, capacity);
@@ -299,7 +340,10 @@ describe('planServer: default allocation from 10.128.0.0/9', () => {
 
   test('an exhausted pool is refused naming address (give one explicitly)', () => {
     assertRefused(() => planServer({ name: 's' }, emptyNode, [DEFAULT_POOL]), 'address');
-    assertRefused(() => planServer({ name: 's' }, { subnets: [DEFAULT_POOL], listenPorts: [], hostNetworks: [] }, []), 'address');
+    assertRefused(
+      () => planServer({ name: 's' }, { subnets: [DEFAULT_POOL], listenPorts: [], hostNetworks: [] }, []),
+      'address',
+    );
   });
 
   test('a /24 left but no /23 is exhausted for max_devices 254', () => {
@@ -327,7 +371,11 @@ describe('listen ports', () => {
   ];
   for (const [intent, taken, port] of cases) {
     test(`firstFreePort ${intent}`, () => assert.equal(firstFreePort(taken), port));
-    test(`planServer ${intent}`, () => assert.equal(planServer({ name: 's' }, { subnets: [], listenPorts: taken, hostNetworks: [] }, []).listenPort, port));
+    test(`planServer ${intent}`, () =>
+      assert.equal(
+        planServer({ name: 's' }, { subnets: [], listenPorts: taken, hostNetworks: [] }, []).listenPort,
+        port,
+      ));
   }
 
   test('the last port 65535 is still handed out', () => {
@@ -338,17 +386,35 @@ describe('listen ports', () => {
   test('every port from 51820 taken is refused naming listen_port', () => {
     const taken = Array.from({ length: 65536 - 51820 }, (_, i) => 51820 + i);
     assertRefused(() => firstFreePort(taken), 'listen_port');
-    assertRefused(() => planServer({ name: 's' }, { subnets: [], listenPorts: taken, hostNetworks: [] }, []), 'listen_port');
+    assertRefused(
+      () => planServer({ name: 's' }, { subnets: [], listenPorts: taken, hostNetworks: [] }, []),
+      'listen_port',
+    );
   });
 
   test('an explicit free port is used, even below 51820', () => {
-    assert.equal(planServer({ name: 's', listenPort: 51821 }, { subnets: [], listenPorts: [51820], hostNetworks: [] }, []).listenPort, 51821);
+    assert.equal(
+      planServer({ name: 's', listenPort: 51821 }, { subnets: [], listenPorts: [51820], hostNetworks: [] }, [])
+        .listenPort,
+      51821,
+    );
     assert.equal(planServer({ name: 's', listenPort: 443 }, emptyNode, []).listenPort, 443);
   });
 
   test('an explicit port taken on the node is refused naming listen_port', () => {
-    assertRefused(() => planServer({ name: 's', listenPort: 51820 }, { subnets: [], listenPorts: [51820], hostNetworks: [] }, []), 'listen_port');
-    assertRefused(() => planServer({ name: 's', listenPort: 51999 }, { subnets: [], listenPorts: [51820, 51999], hostNetworks: [] }, []), 'listen_port');
+    assertRefused(
+      () => planServer({ name: 's', listenPort: 51820 }, { subnets: [], listenPorts: [51820], hostNetworks: [] }, []),
+      'listen_port',
+    );
+    assertRefused(
+      () =>
+        planServer(
+          { name: 's', listenPort: 51999 },
+          { subnets: [], listenPorts: [51820, 51999], hostNetworks: [] },
+          [],
+        ),
+      'listen_port',
+    );
   });
 });
 
@@ -379,14 +445,26 @@ describe('planServer keeps server subnets in private space and off the node', ()
     ['next to 192.168/16', '192.169.0.1/16'],
   ];
   for (const [intent, address] of outside) {
-    test(`refuses ${intent} (${address}) naming address`, () => assertRefused(() => planServer({ name: 's', address }, emptyNode, []), 'address'));
+    test(`refuses ${intent} (${address}) naming address`, () =>
+      assertRefused(() => planServer({ name: 's', address }, emptyNode, []), 'address'));
   }
 
-  for (const address of ['10.0.0.1/16', '172.16.0.1/24', '172.31.255.1/24', '192.168.77.1/24', '100.64.0.1/16', '100.127.255.1/24']) {
+  for (const address of [
+    '10.0.0.1/16',
+    '172.16.0.1/24',
+    '172.31.255.1/24',
+    '192.168.77.1/24',
+    '100.64.0.1/16',
+    '100.127.255.1/24',
+  ]) {
     test(`accepts ${address}`, () => assert.equal(planServer({ name: 's', address }, emptyNode, []).address, address));
   }
 
-  const hostNode: NodeOccupancy = { subnets: [], listenPorts: [], hostNetworks: [net('10.0.5.0/24'), net('192.168.1.10/32')] };
+  const hostNode: NodeOccupancy = {
+    subnets: [],
+    listenPorts: [],
+    hostNetworks: [net('10.0.5.0/24'), net('192.168.1.10/32')],
+  };
   test("refuses an address overlapping the node's own network, naming address", () => {
     assertRefused(() => planServer({ name: 's', address: '10.0.0.1/16' }, hostNode, []), 'address');
     assertRefused(() => planServer({ name: 's', address: '192.168.1.1/24' }, hostNode, []), 'address');

@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Calendar, counterDelta, isLimitReached, periodStartMs, periodUsage, remainingAllowance, slotStartMs, SLOT_MS } from '../../src/domain/usage.ts';
+import {
+  Calendar,
+  counterDelta,
+  isLimitReached,
+  periodStartMs,
+  periodUsage,
+  remainingAllowance,
+  slotStartMs,
+  SLOT_MS,
+} from '../../src/domain/usage.ts';
 
 const at = (iso: string) => Date.parse(iso);
 
@@ -70,7 +79,15 @@ describe('usage rules', () => {
     assert.equal(counterDelta(0, 0), 0);
   });
 
-  const state = { dataLimit: 1000, limitPeriod: 'monthly' as const, usageMonth: '2026-11', monthRx: 700, monthTx: 400, periodRx: 600, periodTx: 400 };
+  const state = {
+    dataLimit: 1000,
+    limitPeriod: 'monthly' as const,
+    usageMonth: '2026-11',
+    monthRx: 700,
+    monthTx: 400,
+    periodRx: 600,
+    periodTx: 400,
+  };
 
   test('a monthly count of an earlier month no longer counts; a total one does', () => {
     assert.deepEqual(periodUsage(state, '2026-11'), { rx_bytes: 600, tx_bytes: 400, total_bytes: 1000 });

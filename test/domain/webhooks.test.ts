@@ -12,7 +12,12 @@ import {
 
 describe('signWebhook', () => {
   test('matches the Standard Webhooks reference vector', () => {
-    const signature = signWebhook('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, '{"test": 2432232314}');
+    const signature = signWebhook(
+      'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+      'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      1614265330,
+      '{"test": 2432232314}',
+    );
     assert.equal(signature, 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=');
   });
 
@@ -20,7 +25,11 @@ describe('signWebhook', () => {
     const secret = generateWebhookSecret();
     const body = JSON.stringify({ id: 7, kind: 'device.created', detail: 'ünïcode ✓' });
     const timestampSeconds = Math.floor(Date.now() / 1000);
-    const headers = { 'webhook-id': 'msg_7_1', 'webhook-timestamp': String(timestampSeconds), 'webhook-signature': signWebhook(secret, 'msg_7_1', timestampSeconds, body) };
+    const headers = {
+      'webhook-id': 'msg_7_1',
+      'webhook-timestamp': String(timestampSeconds),
+      'webhook-signature': signWebhook(secret, 'msg_7_1', timestampSeconds, body),
+    };
     assert.deepEqual(new Webhook(secret).verify(body, headers), JSON.parse(body));
     assert.throws(() => new Webhook(secret).verify(`${body} `, headers), /No matching signature/);
     assert.throws(() => new Webhook(generateWebhookSecret()).verify(body, headers), /No matching signature/);
@@ -44,7 +53,9 @@ describe('nextAttemptDelayMs', () => {
   });
 
   test('follows the schedule, then gives up after the last retry', () => {
-    const delays = [1, 2, 3, 4, 5, 6, 7, 8].map((attempts) => nextAttemptDelayMs(attempts, RETRY_SCHEDULE_MS, undefined, middle));
+    const delays = [1, 2, 3, 4, 5, 6, 7, 8].map((attempts) =>
+      nextAttemptDelayMs(attempts, RETRY_SCHEDULE_MS, undefined, middle),
+    );
     assert.deepEqual(delays, [...RETRY_SCHEDULE_MS, undefined]);
   });
 
@@ -57,15 +68,38 @@ describe('nextAttemptDelayMs', () => {
     }
   });
 
-  const retryAfterCases: Array<{ name: string; retryAfterSeconds: number; random: () => number; expectedMs: number }> = [
-    { name: 'a longer Retry-After replaces the step', retryAfterSeconds: 60, random: lowest, expectedMs: 60_000 },
-    { name: 'a shorter Retry-After leaves the jittered step', retryAfterSeconds: 1, random: lowest, expectedMs: 4_500 },
-    { name: 'jitter never takes the wait below Retry-After', retryAfterSeconds: 5, random: lowest, expectedMs: 5_000 },
-    { name: 'fractional seconds round up to whole ms', retryAfterSeconds: 10.0004, random: lowest, expectedMs: 10_001 },
-    { name: 'a huge Retry-After is capped at the longest step', retryAfterSeconds: 10 ** 9, random: lowest, expectedMs: 36_000_000 },
-  ];
+  const retryAfterCases: Array<{ name: string; retryAfterSeconds: number; random: () => number; expectedMs: number }> =
+    [
+      { name: 'a longer Retry-After replaces the step', retryAfterSeconds: 60, random: lowest, expectedMs: 60_000 },
+      {
+        name: 'a shorter Retry-After leaves the jittered step',
+        retryAfterSeconds: 1,
+        random: lowest,
+        expectedMs: 4_500,
+      },
+      {
+        name: 'jitter never takes the wait below Retry-After',
+        retryAfterSeconds: 5,
+        random: lowest,
+        expectedMs: 5_000,
+      },
+      {
+        name: 'fractional seconds round up to whole ms',
+        retryAfterSeconds: 10.0004,
+        random: lowest,
+        expectedMs: 10_001,
+      },
+      {
+        name: 'a huge Retry-After is capped at the longest step',
+        retryAfterSeconds: 10 ** 9,
+        random: lowest,
+        expectedMs: 36_000_000,
+      },
+    ];
   for (const c of retryAfterCases) {
-    test(c.name, () => assert.equal(nextAttemptDelayMs(1, RETRY_SCHEDULE_MS, c.retryAfterSeconds, c.random), c.expectedMs));
+    test(c.name, () =>
+      assert.equal(nextAttemptDelayMs(1, RETRY_SCHEDULE_MS, c.retryAfterSeconds, c.random), c.expectedMs),
+    );
   }
 
   test('Retry-After does not bring back a delivery out of retries', () => {
@@ -85,7 +119,8 @@ describe('parseRetryAfterSeconds', () => {
     ['-5', undefined],
   ];
   for (const [header, expected] of cases) {
-    test(`${JSON.stringify(header)} → ${expected}`, () => assert.equal(parseRetryAfterSeconds(header, nowMs), expected));
+    test(`${JSON.stringify(header)} → ${expected}`, () =>
+      assert.equal(parseRetryAfterSeconds(header, nowMs), expected));
   }
 });
 
@@ -173,6 +208,7 @@ describe('isForbiddenAddress', () => {
     ['64:ff9b::8.8.8.8', 'NAT64 of a public address'],
     ['2002:0808:0808::1', '6to4 of a public address'],
   ];
-  for (const [ip, why] of forbidden) test(`refuses ${JSON.stringify(ip)}: ${why}`, () => assert.equal(isForbiddenAddress(ip), true));
+  for (const [ip, why] of forbidden)
+    test(`refuses ${JSON.stringify(ip)}: ${why}`, () => assert.equal(isForbiddenAddress(ip), true));
   for (const [ip, why] of allowed) test(`allows ${ip}: ${why}`, () => assert.equal(isForbiddenAddress(ip), false));
 });

@@ -61,7 +61,12 @@ async function peersOf(iface: string): Promise<string[]> {
 /** `wg show IF allowed-ips` as public key → allowed ips. */
 async function allowedIpsOf(iface: string): Promise<Map<string, string>> {
   const out = await run('wg', ['show', iface, 'allowed-ips']);
-  return new Map(out.split('\n').filter((l) => l !== '').map((l) => [l.split('\t')[0] ?? '', l.split('\t')[1] ?? '']));
+  return new Map(
+    out
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => [l.split('\t')[0] ?? '', l.split('\t')[1] ?? '']),
+  );
 }
 
 /**
@@ -74,7 +79,9 @@ class Pinger {
   readonly #exited: Promise<void>;
 
   constructor(lab: NetLab, ip: string) {
-    this.#child = spawn('ip', ['netns', 'exec', lab.clientNs, 'ping', '-n', '-D', '-O', '-i', '0.05', ip], { stdio: ['ignore', 'pipe', 'ignore'] });
+    this.#child = spawn('ip', ['netns', 'exec', lab.clientNs, 'ping', '-n', '-D', '-O', '-i', '0.05', ip], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     lab.track(this.#child);
     this.#exited = new Promise((resolve) => this.#child.once('exit', () => resolve()));
     let partial = '';
@@ -113,7 +120,10 @@ class Pinger {
   }
 }
 
-describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)', {
+  skip,
+  timeout: SUITE_TIMEOUT_MS,
+}, () => {
   let lab: NetLab | undefined;
   let db: TestDatabase | undefined;
   let panel: LabPanel | undefined;
@@ -184,34 +194,56 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
     assert.equal(config, device.config, 'GET /config serves what POST answered');
     const privateKey = confValue(config, 'PrivateKey');
     assert.ok(privateKey !== undefined, 'a panel-keys config carries the private key');
-    assert.equal((await run('wg', ['pubkey'], `${privateKey}\n`)).trim(), device.public_key, 'the private key belongs to the device public key');
+    assert.equal(
+      (await run('wg', ['pubkey'], `${privateKey}\n`)).trim(),
+      device.public_key,
+      'the private key belongs to the device public key',
+    );
     assertConfigFor(config, server, device);
-    assert.ok((await peersOf(l.serverNames(server.id).iface)).includes(device.public_key), 'the peer is on the server before the answer');
+    assert.ok(
+      (await peersOf(l.serverNames(server.id).iface)).includes(device.public_key),
+      'the peer is on the server before the answer',
+    );
 
     const iface = `${l.prefix}-q1`;
     await up(iface, config);
     const upMs = Date.now();
-    assert.ok(await l.waitForPing(hostOf(server.address), 6000), `the client pings ${hostOf(server.address)} through the tunnel`);
+    assert.ok(
+      await l.waitForPing(hostOf(server.address), 6000),
+      `the client pings ${hostOf(server.address)} through the tunnel`,
+    );
     const pingMs = Date.now();
-    t.diagnostic(`create → first ping: ${pingMs - startMs} ms (POST ${createdMs - startMs} ms, wg-quick up → reply ${pingMs - upMs} ms)`);
+    t.diagnostic(
+      `create → first ping: ${pingMs - startMs} ms (POST ${createdMs - startMs} ms, wg-quick up → reply ${pingMs - upMs} ms)`,
+    );
     assert.equal(device.online, false, 'not online before any handshake');
     // The node monitor reads handshakes every 5 s: online and last_handshake follow within a round or two.
-    const seen = await waitFor('the device to show online', async () => {
-      const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
-      return got.data?.online === true ? got.data : undefined;
-    }, 12_000, 250);
-    assert.ok(seen.last_handshake !== null && Math.abs(Date.parse(seen.last_handshake) - pingMs) < 10_000, `last_handshake ${seen.last_handshake} is the tunnel's`);
+    const seen = await waitFor(
+      'the device to show online',
+      async () => {
+        const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
+        return got.data?.online === true ? got.data : undefined;
+      },
+      12_000,
+      250,
+    );
+    assert.ok(
+      seen.last_handshake !== null && Math.abs(Date.parse(seen.last_handshake) - pingMs) < 10_000,
+      `last_handshake ${seen.last_handshake} is the tunnel's`,
+    );
     t.diagnostic(`first ping → API shows online: ${Date.now() - pingMs} ms`);
     panelKeyed = { device, config, iface };
     await down(iface);
   });
 
-  test('a device made with the client\'s own public key: no PrivateKey in its config; with it added, it pings', async (t) => {
+  test("a device made with the client's own public key: no PrivateKey in its config; with it added, it pings", async (t) => {
     const l = need(lab, 'the lab');
     const server = need(serverA, 'server dev-a');
     const keys = await wgKeyPair();
     const startMs = Date.now();
-    const created = await api.POST('/api/v1/devices', { body: { server_id: server.id, name: 'client-keys', public_key: keys.publicKey } });
+    const created = await api.POST('/api/v1/devices', {
+      body: { server_id: server.id, name: 'client-keys', public_key: keys.publicKey },
+    });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
     const device = need(created.data, 'a device body');
     assert.equal(device.client_key, true);
@@ -224,7 +256,10 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
     const iface = `${l.prefix}-q2`;
     await up(iface, withPrivateKey(config, keys.privateKey));
     const upMs = Date.now();
-    assert.ok(await l.waitForPing(hostOf(server.address), 6000), `the client pings ${hostOf(server.address)} through the tunnel`);
+    assert.ok(
+      await l.waitForPing(hostOf(server.address), 6000),
+      `the client pings ${hostOf(server.address)} through the tunnel`,
+    );
     t.diagnostic(`create → first ping: ${Date.now() - startMs} ms (wg-quick up → reply ${Date.now() - upMs} ms)`);
     clientKeyed = { device, iface };
   });
@@ -239,33 +274,51 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
       assert.ok((await pinger.firstReplyAfter(0, 5000)) !== undefined, 'traffic flows before the PATCH');
 
       const disableMs = Date.now();
-      const disabled = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id: device.id } }, body: { enabled: false } });
+      const disabled = await api.PATCH('/api/v1/devices/{id}', {
+        params: { path: { id: device.id } },
+        body: { enabled: false },
+      });
       const disabledAnswerMs = Date.now();
       assert.equal(disabled.response.status, 200, JSON.stringify(disabled.error));
       assert.equal(disabled.data?.enabled, false);
       assert.equal(disabled.data?.status, 'disabled');
-      assert.ok(!(await peersOf(serverIface)).includes(device.public_key), 'the peer is off the server when PATCH answers');
+      assert.ok(
+        !(await peersOf(serverIface)).includes(device.public_key),
+        'the peer is off the server when PATCH answers',
+      );
       await sleep(WATCH_CUT_MS);
       const lastReplyMs = Math.max(...pinger.replyTimesMs);
       const late = pinger.repliesAfter(disabledAnswerMs + 200);
-      t.diagnostic(`disable → traffic stops: last reply ${signedMs(lastReplyMs - disableMs)} from sending PATCH, pings every 50 ms (PATCH answered in ${disabledAnswerMs - disableMs} ms)`);
+      t.diagnostic(
+        `disable → traffic stops: last reply ${signedMs(lastReplyMs - disableMs)} from sending PATCH, pings every 50 ms (PATCH answered in ${disabledAnswerMs - disableMs} ms)`,
+      );
       assert.deepEqual(late, [], `no reply later than 200 ms after the PATCH answer (watched ${WATCH_CUT_MS} ms)`);
       assert.equal((await getDevice(device.id)).status, 'disabled');
 
       const enableMs = Date.now();
-      const enabled = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id: device.id } }, body: { enabled: true } });
+      const enabled = await api.PATCH('/api/v1/devices/{id}', {
+        params: { path: { id: device.id } },
+        body: { enabled: true },
+      });
       const enabledAnswerMs = Date.now();
       assert.equal(enabled.response.status, 200, JSON.stringify(enabled.error));
       assert.equal(enabled.data?.enabled, true);
       assert.equal(enabled.data?.status, 'active');
-      assert.equal((await allowedIpsOf(serverIface)).get(device.public_key), `${device.address}/32`, 'the peer is back on the server when PATCH answers');
+      assert.equal(
+        (await allowedIpsOf(serverIface)).get(device.public_key),
+        `${device.address}/32`,
+        'the peer is back on the server when PATCH answers',
+      );
       const resumedMs = await pinger.firstReplyAfter(enableMs, RESUME_TIMEOUT_MS);
       t.diagnostic(
         resumedMs === undefined
           ? `enable → traffic resumes: not within ${RESUME_TIMEOUT_MS} ms`
           : `enable → traffic resumes: ${Math.round(resumedMs - enableMs)} ms (PATCH answered in ${enabledAnswerMs - enableMs} ms; ${Math.round(resumedMs - lastReplyMs)} ms after the last reply before the cut: the client re-handshakes 15 s after its first unanswered packet)`,
       );
-      assert.ok(resumedMs !== undefined, `the client passes traffic again within ${RESUME_TIMEOUT_MS} ms of enabled:true, by itself`);
+      assert.ok(
+        resumedMs !== undefined,
+        `the client passes traffic again within ${RESUME_TIMEOUT_MS} ms of enabled:true, by itself`,
+      );
     } finally {
       await pinger.stop();
     }
@@ -284,9 +337,15 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
     let moveMs: number;
     let moved: Device;
     try {
-      assert.ok((await pinger.firstReplyAfter(0, 6000)) !== undefined, 'the old config carries traffic before the move');
+      assert.ok(
+        (await pinger.firstReplyAfter(0, 6000)) !== undefined,
+        'the old config carries traffic before the move',
+      );
       moveMs = Date.now();
-      const answer = await api.POST('/api/v1/devices/{id}/move', { params: { path: { id: moving.device.id } }, body: { server_id: to.id } });
+      const answer = await api.POST('/api/v1/devices/{id}/move', {
+        params: { path: { id: moving.device.id } },
+        body: { server_id: to.id },
+      });
       const answerMs = Date.now();
       assert.equal(answer.response.status, 200, JSON.stringify(answer.error));
       moved = need(answer.data, 'a device body');
@@ -296,12 +355,25 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
       assertConfigFor(moved.config, to, moved);
       assert.equal(confValue(moved.config, 'PrivateKey'), confValue(moving.config, 'PrivateKey'));
       assert.equal(await fetchConfig(moved.id), moved.config, 'GET /config serves the new config');
-      assert.ok(!(await peersOf(l.serverNames(from.id).iface)).includes(moved.public_key), 'the peer is off the old server when move answers');
-      assert.equal((await allowedIpsOf(l.serverNames(to.id).iface)).get(moved.public_key), `${moved.address}/32`, 'the peer is on the new server');
+      assert.ok(
+        !(await peersOf(l.serverNames(from.id).iface)).includes(moved.public_key),
+        'the peer is off the old server when move answers',
+      );
+      assert.equal(
+        (await allowedIpsOf(l.serverNames(to.id).iface)).get(moved.public_key),
+        `${moved.address}/32`,
+        'the peer is on the new server',
+      );
       await sleep(WATCH_CUT_MS);
       const lastReplyMs = Math.max(...pinger.replyTimesMs);
-      t.diagnostic(`move → old config stops: last reply ${signedMs(lastReplyMs - moveMs)} from sending the move, pings every 50 ms (move answered in ${answerMs - moveMs} ms)`);
-      assert.deepEqual(pinger.repliesAfter(answerMs + 200), [], `the old config gets no reply later than 200 ms after the move answer (watched ${WATCH_CUT_MS} ms)`);
+      t.diagnostic(
+        `move → old config stops: last reply ${signedMs(lastReplyMs - moveMs)} from sending the move, pings every 50 ms (move answered in ${answerMs - moveMs} ms)`,
+      );
+      assert.deepEqual(
+        pinger.repliesAfter(answerMs + 200),
+        [],
+        `the old config gets no reply later than 200 ms after the move answer (watched ${WATCH_CUT_MS} ms)`,
+      );
     } finally {
       await pinger.stop();
     }
@@ -312,9 +384,14 @@ describe('devices over a real WireGuard tunnel (wg-quick client, wireguard-go)',
     const swapMs = Date.now();
     await up(newIface, moved.config);
     const upMs = Date.now();
-    assert.ok(await l.waitForPing(hostOf(to.address), 6000), `the new config pings the new server ${hostOf(to.address)}`);
+    assert.ok(
+      await l.waitForPing(hostOf(to.address), 6000),
+      `the new config pings the new server ${hostOf(to.address)}`,
+    );
     const pingMs = Date.now();
-    t.diagnostic(`move → new config pings: ${pingMs - moveMs} ms, ${WATCH_CUT_MS} ms of watching the old config included (down old + up new ${upMs - swapMs} ms, up → reply ${pingMs - upMs} ms)`);
+    t.diagnostic(
+      `move → new config pings: ${pingMs - moveMs} ms, ${WATCH_CUT_MS} ms of watching the old config included (down old + up new ${upMs - swapMs} ms, up → reply ${pingMs - upMs} ms)`,
+    );
 
     // The old config brought up afresh cannot even handshake.
     await down(newIface);

@@ -34,7 +34,12 @@ const SPEED_LIMIT_KBPS = 1000;
 /** `wg show IF allowed-ips` as public key → allowed ips. */
 async function allowedIpsOf(iface: string): Promise<Map<string, string>> {
   const out = await run('wg', ['show', iface, 'allowed-ips']);
-  return new Map(out.split('\n').filter((l) => l !== '').map((l) => [l.split('\t')[0] ?? '', l.split('\t')[1] ?? '']));
+  return new Map(
+    out
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => [l.split('\t')[0] ?? '', l.split('\t')[1] ?? '']),
+  );
 }
 
 /** The HTB class id the driver gives a limited peer: `1:` and the low 16 bits of its address in hex. */
@@ -86,7 +91,7 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.equal(entry.request_id, null);
   }
 
-  const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 
   /** A call to the remote agent's own API with the node token, as its holder could make it. */
   async function agentCall(method: string, path: string, body: unknown): Promise<void> {
@@ -100,7 +105,13 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const limits = { remainingBytes: null, journalId: 'x', meter: 0, dataLimit: 0 };
     // No data limit and no end: what a token holder would grant.
     const forever = { periodEndsAtMs: null, expiresAtMs: null };
-    return { deviceId: 999_999, publicKey, allowedIp: '0.0.0.0/0', speedLimitKbps: 0, limits: { ...limits, ...forever } };
+    return {
+      deviceId: 999_999,
+      publicKey,
+      allowedIp: '0.0.0.0/0',
+      speedLimitKbps: 0,
+      limits: { ...limits, ...forever },
+    };
   }
 
   before(async () => {
@@ -146,18 +157,20 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           t,
           () => run('wg', ['set', iface, 'peer', planted, 'allowed-ips', '0.0.0.0/0']).then(() => undefined),
           async () => !(await allowedIpsOf(iface)).has(planted),
-          new RegExp(`drift-local.*peer ${escape(planted)} \\(0\\.0\\.0\\.0/0\\) is on ${iface} but was not applied`),
+          new RegExp(
+            `drift-local.*peer ${escapeRegExp(planted)} \\(0\\.0\\.0\\.0/0\\) is on ${iface} but was not applied`,
+          ),
         );
       });
 
-      test('a device\'s peer removed by hand comes back', async (t) => {
+      test("a device's peer removed by hand comes back", async (t) => {
         const { server, open } = need(local, 'the local server');
         const iface = need(labA, 'lab A').serverNames(server.id).iface;
         await expectRepair(
           t,
           () => run('wg', ['set', iface, 'peer', open.public_key, 'remove']).then(() => undefined),
           async () => (await allowedIpsOf(iface)).get(open.public_key) === `${open.address}/32`,
-          new RegExp(`peer ${escape(open.public_key)} is missing from ${iface}`),
+          new RegExp(`peer ${escapeRegExp(open.public_key)} is missing from ${iface}`),
         );
       });
 
@@ -168,7 +181,9 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           t,
           () => run('wg', ['set', iface, 'peer', open.public_key, 'allowed-ips', '0.0.0.0/0']).then(() => undefined),
           async () => (await allowedIpsOf(iface)).get(open.public_key) === `${open.address}/32`,
-          new RegExp(`peer ${escape(open.public_key)} has allowed ips 0\\.0\\.0\\.0/0, not ${escape(open.address)}/32`),
+          new RegExp(
+            `peer ${escapeRegExp(open.public_key)} has allowed ips 0\\.0\\.0\\.0/0, not ${escapeRegExp(open.address)}/32`,
+          ),
         );
       });
 
@@ -184,7 +199,7 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           t,
           () => run('tc', ['-n', n.netns, 'class', 'del', 'dev', n.iface, 'classid', classId]).then(() => undefined),
           hasClass,
-          new RegExp(`speed limit of ${escape(limited.address)}: class ${classId} is missing on ${n.iface}`),
+          new RegExp(`speed limit of ${escapeRegExp(limited.address)}: class ${classId} is missing on ${n.iface}`),
         );
       });
 

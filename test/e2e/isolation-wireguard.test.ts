@@ -27,7 +27,10 @@ import type { ApiClient } from '../support/panel.ts';
 type Server = components['schemas']['Server'];
 type Device = components['schemas']['Device'];
 
-const skip = requireRoot([['bash', 'bash'], ['timeout', 'coreutils']]);
+const skip = requireRoot([
+  ['bash', 'bash'],
+  ['timeout', 'coreutils'],
+]);
 const SUITE_TIMEOUT_MS = 240_000;
 const PORT = 18_080;
 const INTERNET_IP = '198.51.100.80';
@@ -151,7 +154,10 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const n = l.serverNames(s.id);
     await l.listenTcp(n.netns, '0.0.0.0', PORT, 'server');
     devices = [];
-    for (const [name, ns] of [['one', l.clientNs], ['two', secondNs]] as const) {
+    for (const [name, ns] of [
+      ['one', l.clientNs],
+      ['two', secondNs],
+    ] as const) {
       const made = await api.POST('/api/v1/devices', { body: { server_id: s.id, name } });
       assert.equal(made.response.status, 201, JSON.stringify(made.error));
       const device = need(made.data, 'a device body');
@@ -207,10 +213,14 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     const log = await need(panel, 'the panel').cli(['activity', '--resource', 'server', '--json']);
     const page = JSON.parse(log.stdout) as { data: { action: string; before: unknown; after: unknown }[] };
     const entries = page.data.filter((e) => e.action === 'server.updated');
-    assert.deepEqual(entries.map((e) => [e.before, e.after]), [
-      [{ client_to_client: false }, { client_to_client: true }],
-      [{ client_to_client: true }, { client_to_client: false }],
-    ], 'the activity log shows the change as API booleans');
+    assert.deepEqual(
+      entries.map((e) => [e.before, e.after]),
+      [
+        [{ client_to_client: false }, { client_to_client: true }],
+        [{ client_to_client: true }, { client_to_client: false }],
+      ],
+      'the activity log shows the change as API booleans',
+    );
   });
 
   test('the rules survive a panel restart, and a table deleted by hand comes back at the resync', async () => {
@@ -228,10 +238,14 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     assert.ok(await l.tcpConnects(secondNs, l.hostIp, PORT), 'and so is the host, at the endpoint address');
 
     await restartPanel();
-    await waitFor('the isolation tables to be back', async () => {
-      const now = await tables().catch(() => null);
-      return now !== null && JSON.stringify(now) === JSON.stringify(expected) ? true : undefined;
-    }, REACH_TIMEOUT_MS);
+    await waitFor(
+      'the isolation tables to be back',
+      async () => {
+        const now = await tables().catch(() => null);
+        return now !== null && JSON.stringify(now) === JSON.stringify(expected) ? true : undefined;
+      },
+      REACH_TIMEOUT_MS,
+    );
     assert.deepEqual(await reached(secondNs, await forbidden(secondNs)), []);
     assert.equal(await waitForInternet(secondNs), `internet ${UPLINK_HOST_IP}`);
   });

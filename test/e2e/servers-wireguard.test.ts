@@ -53,11 +53,15 @@ async function peersOf(iface: string): Promise<string[]> {
 }
 
 /** Key, port and IPv4 address of a server interface, or undefined while it does not answer. */
-async function interfaceState(iface: string, netns: string): Promise<{ key: string; port: number; address: string } | undefined> {
+async function interfaceState(
+  iface: string,
+  netns: string,
+): Promise<{ key: string; port: number; address: string } | undefined> {
   try {
     const key = (await run('wg', ['show', iface, 'public-key'])).trim();
     const port = Number((await run('wg', ['show', iface, 'listen-port'])).trim());
-    const address = /\binet (\S+)/.exec(await run('ip', ['-n', netns, '-o', '-4', 'addr', 'show', 'dev', iface]))?.[1] ?? '';
+    const address =
+      /\binet (\S+)/.exec(await run('ip', ['-n', netns, '-o', '-4', 'addr', 'show', 'dev', iface]))?.[1] ?? '';
     return { key, port, address };
   } catch {
     return undefined;
@@ -81,15 +85,22 @@ async function udpPorts(netns: string): Promise<number[]> {
 /** A stand-in for a program of the host that holds a UDP port in the node's namespace. */
 async function holdUdpPort(lab: NetLab, port: number): Promise<ChildProcess> {
   const script = `require('node:dgram').createSocket('udp4').bind(${port}, '0.0.0.0', () => console.log('bound'))`;
-  const child = spawn('ip', ['netns', 'exec', lab.hostNs, process.execPath, '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('ip', ['netns', 'exec', lab.hostNs, process.execPath, '-e', script], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   lab.track(child);
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  await waitFor(`a UDP socket on port ${port} in ${lab.hostNs}`, async () => {
-    if (child.exitCode !== null) throw new Error(`the port holder exited: ${out}`);
-    return out.includes('bound') ? true : undefined;
-  }, 5000, 20);
+  await waitFor(
+    `a UDP socket on port ${port} in ${lab.hostNs}`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`the port holder exited: ${out}`);
+      return out.includes('bound') ? true : undefined;
+    },
+    5000,
+    20,
+  );
   return child;
 }
 
@@ -118,14 +129,28 @@ async function connect(lab: NetLab, server: Server, setup: ClientSetup, port = s
 }
 
 /** Waits until the server's interface is back with the key, port and address the API shows. */
-async function waitForInterface(lab: NetLab, server: Server, timeoutMs: number): Promise<{ key: string; port: number; address: string }> {
+async function waitForInterface(
+  lab: NetLab,
+  server: Server,
+  timeoutMs: number,
+): Promise<{ key: string; port: number; address: string }> {
   const n = lab.serverNames(server.id);
   const expected = { key: server.public_key, port: server.listen_port, address: server.address };
   // wireguard-go answers before the driver has given it its key, port and address: wait for all.
-  return waitFor(`${n.iface} to be back with its key, port and address`, async () => {
-    const state = await interfaceState(n.iface, n.netns);
-    return state !== undefined && state.key === expected.key && state.port === expected.port && state.address === expected.address ? state : undefined;
-  }, timeoutMs, 100);
+  return waitFor(
+    `${n.iface} to be back with its key, port and address`,
+    async () => {
+      const state = await interfaceState(n.iface, n.netns);
+      return state !== undefined &&
+        state.key === expected.key &&
+        state.port === expected.port &&
+        state.address === expected.address
+        ? state
+        : undefined;
+    },
+    timeoutMs,
+    100,
+  );
 }
 
 /**
@@ -133,15 +158,26 @@ async function waitForInterface(lab: NetLab, server: Server, timeoutMs: number):
  * then sets the desired peers (the server's devices: none), so a peer added in between is removed
  * again: the test re-adds it until the client gets through. Returns the connected client.
  */
-async function reconnectAfterResync(lab: NetLab, server: Server, setup: ClientSetup, previous: WgClient | undefined): Promise<WgClient> {
+async function reconnectAfterResync(
+  lab: NetLab,
+  server: Server,
+  setup: ClientSetup,
+  previous: WgClient | undefined,
+): Promise<WgClient> {
   const n = lab.serverNames(server.id);
   let client = previous;
-  await waitFor(`the client to reach server ${server.id} again`, async () => {
-    if (!(await peersOf(n.iface)).includes(setup.keys.publicKey)) await addPeer(n.iface, setup.keys.publicKey, setup.ip);
-    await client?.close();
-    client = await connect(lab, server, setup);
-    return (await lab.waitForPing(hostOf(server.address), 3000)) ? true : undefined;
-  }, 10_000, 100);
+  await waitFor(
+    `the client to reach server ${server.id} again`,
+    async () => {
+      if (!(await peersOf(n.iface)).includes(setup.keys.publicKey))
+        await addPeer(n.iface, setup.keys.publicKey, setup.ip);
+      await client?.close();
+      client = await connect(lab, server, setup);
+      return (await lab.waitForPing(hostOf(server.address), 3000)) ? true : undefined;
+    },
+    10_000,
+    100,
+  );
   assert.ok(client);
   return client;
 }
@@ -187,9 +223,16 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
 
       const n = lab.serverNames(server.id);
       assert.deepEqual(await lab.serverNamespaces(), [n.netns], 'one namespace for the server');
-      assert.equal((await run('wg', ['show', n.iface, 'public-key'])).trim(), server.public_key, 'the interface has the server key');
+      assert.equal(
+        (await run('wg', ['show', n.iface, 'public-key'])).trim(),
+        server.public_key,
+        'the interface has the server key',
+      );
       assert.equal(await listenPortOf(n.iface), server.listen_port);
-      assert.match(await run('ip', ['-n', n.netns, '-o', 'addr', 'show', 'dev', n.iface]), new RegExp(`inet ${server.address.replace(/\./g, '\\.')} `));
+      assert.match(
+        await run('ip', ['-n', n.netns, '-o', 'addr', 'show', 'dev', n.iface]),
+        new RegExp(`inet ${server.address.replace(/\./g, '\\.')} `),
+      );
       assert.ok((await udpPorts(lab.hostNs)).includes(server.listen_port), 'the UDP socket is in the host namespace');
       const childLogs = join(db?.dataDir ?? '', 'children');
       // wireguard-go's log is in the node's own DATA_DIR/children, owner-only.
@@ -201,10 +244,17 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       await addPeer(n.iface, setup.keys.publicKey, setup.ip);
       client = await connect(lab, server, setup);
       const pingMs = performance.now();
-      assert.ok(await lab.waitForPing(hostOf(server.address)), `the client pings ${hostOf(server.address)} through the tunnel`);
+      assert.ok(
+        await lab.waitForPing(hostOf(server.address)),
+        `the client pings ${hostOf(server.address)} through the tunnel`,
+      );
       t.diagnostic(`first ping (handshake included): ${(performance.now() - pingMs).toFixed(0)} ms`);
       const handshakes = await run('wg', ['show', n.iface, 'latest-handshakes']);
-      assert.match(handshakes, new RegExp(`^${setup.keys.publicKey.replace(/[+/]/g, '\\$&')}\\t[1-9]\\d*$`, 'm'), 'the server saw a handshake');
+      assert.match(
+        handshakes,
+        new RegExp(`^${setup.keys.publicKey.replace(/[+/]/g, '\\$&')}\\t[1-9]\\d*$`, 'm'),
+        'the server saw a handshake',
+      );
     });
 
     test('GET /servers/{id} shows what the client used', async () => {
@@ -216,18 +266,26 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       assert.equal(got.data.endpoint, lab.hostIp);
       assert.equal(got.data.listen_port, await listenPortOf(lab.serverNames(server.id).iface));
       const list = await api.GET('/api/v1/servers');
-      assert.deepEqual(list.data?.data.map((s) => s.id), [server.id]);
+      assert.deepEqual(
+        list.data?.data.map((s) => s.id),
+        [server.id],
+      );
     });
 
     test('POST /servers with a listen_port another server of the node uses: 422 naming listen_port, nothing left behind', async () => {
       assert.ok(server, 'needs the server of the first test');
       const namespacesBefore = await lab.serverNamespaces();
       const interfacesBefore = await lab.serverInterfaces();
-      const taken = await api.POST('/api/v1/servers', { body: { name: 'port-clash', listen_port: server.listen_port } });
+      const taken = await api.POST('/api/v1/servers', {
+        body: { name: 'port-clash', listen_port: server.listen_port },
+      });
       assert.equal(taken.response.status, 422);
       assert.equal(taken.error?.error.code, 'validation_failed');
       assert.ok(taken.error && 'listen_port' in taken.error.error.fields, JSON.stringify(taken.error));
-      assert.deepEqual((await api.GET('/api/v1/servers')).data?.data.map((s) => s.id), [server.id]);
+      assert.deepEqual(
+        (await api.GET('/api/v1/servers')).data?.data.map((s) => s.id),
+        [server.id],
+      );
       assert.deepEqual(await lab.serverNamespaces(), namespacesBefore);
       assert.deepEqual(await lab.serverInterfaces(), interfacesBefore);
       assert.ok(await lab.ping(hostOf(server.address)), 'the existing server still works');
@@ -245,14 +303,27 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       // naming listen_port would serve a caller as well).
       const code = held.error?.error.code;
       assert.ok(
-        (held.response.status === 502 && code === 'deploy_failed') || (held.response.status === 422 && held.error !== undefined && 'listen_port' in held.error.error.fields),
+        (held.response.status === 502 && code === 'deploy_failed') ||
+          (held.response.status === 422 && held.error !== undefined && 'listen_port' in held.error.error.fields),
         `502 deploy_failed or 422 naming listen_port, got ${held.response.status} ${JSON.stringify(held.error)}`,
       );
-      assert.deepEqual((await api.GET('/api/v1/servers')).data?.data.map((s) => s.id), [server.id], 'no server row left');
+      assert.deepEqual(
+        (await api.GET('/api/v1/servers')).data?.data.map((s) => s.id),
+        [server.id],
+        'no server row left',
+      );
       assert.deepEqual(await lab.serverNamespaces(), namespacesBefore, 'no namespace left');
       assert.deepEqual(await lab.serverInterfaces(), interfacesBefore, 'no interface left');
-      assert.deepEqual([...lab.wireguardGoProcesses().values()].filter((name) => new RegExp(`^${lab.prefix}\\d+$`).test(name)).sort(), interfacesBefore.sort(), 'no wireguard-go left');
-      assert.equal((await events(api, 'server.created')).filter((e) => e.server_name === 'port-held').length, 0, 'no server.created event');
+      assert.deepEqual(
+        [...lab.wireguardGoProcesses().values()].filter((name) => new RegExp(`^${lab.prefix}\\d+$`).test(name)).sort(),
+        interfacesBefore.sort(),
+        'no wireguard-go left',
+      );
+      assert.equal(
+        (await events(api, 'server.created')).filter((e) => e.server_name === 'port-held').length,
+        0,
+        'no server.created event',
+      );
       holder.kill('SIGKILL');
       await once(holder, 'exit');
     });
@@ -264,7 +335,10 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       const newPort = oldPort + 1;
       const pidsBefore = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
       const startMs = performance.now();
-      const patched = await api.PATCH('/api/v1/servers/{id}', { params: { path: { id: server.id } }, body: { listen_port: newPort } });
+      const patched = await api.PATCH('/api/v1/servers/{id}', {
+        params: { path: { id: server.id } },
+        body: { listen_port: newPort },
+      });
       t.diagnostic(`PATCH listen_port: ${(performance.now() - startMs).toFixed(0)} ms`);
       assert.equal(patched.response.status, 200, JSON.stringify(patched.error));
       assert.ok(patched.data);
@@ -284,7 +358,9 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       // Observed: the driver puts the interface's peers back on recreate, then the agent sets the
       // desired peers (the server's devices: none), so the hand-added peer is gone.
       const peers = await peersOf(n.iface);
-      t.diagnostic(`peers after the recreate: ${peers.length === 0 ? 'none (the hand-added peer was removed: desired peers are empty)' : peers.join(', ')}`);
+      t.diagnostic(
+        `peers after the recreate: ${peers.length === 0 ? 'none (the hand-added peer was removed: desired peers are empty)' : peers.join(', ')}`,
+      );
       if (!peers.includes(setup.keys.publicKey)) await addPeer(n.iface, setup.keys.publicKey, setup.ip);
       await client.close();
       client = await connect(lab, server, setup, newPort);
@@ -299,9 +375,14 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       assert.equal(deleted.response.status, 204);
       assert.deepEqual(await lab.leftoversOf(server.id), []);
       assert.deepEqual(await lab.serverNamespaces(), []);
-      assert.equal((await api.GET('/api/v1/servers/{id}', { params: { path: { id: server.id } } })).response.status, 404);
+      assert.equal(
+        (await api.GET('/api/v1/servers/{id}', { params: { path: { id: server.id } } })).response.status,
+        404,
+      );
       assert.equal(await lab.ping(hostOf(server.address), 1), false, 'the tunnel is gone');
-      const kinds = (await events(api, 'server.created,server.updated,server.deleted')).filter((e) => e.server_id === server?.id).map((e) => e.kind);
+      const kinds = (await events(api, 'server.created,server.updated,server.deleted'))
+        .filter((e) => e.server_id === server?.id)
+        .map((e) => e.kind);
       assert.deepEqual(kinds, ['server.created', 'server.updated', 'server.deleted']);
       await client?.close();
     });
@@ -320,9 +401,17 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       assert.ok(await lab.waitForPing(hostOf(survivor.address)), 'the client pings the second server');
       const startMs = performance.now();
       const exited = await panel.stop();
-      t.diagnostic(`serve ${exited ? 'exited' : 'had not exited and was SIGKILLed'} ${(performance.now() - startMs).toFixed(0)} ms after SIGTERM`);
-      assert.ok([...lab.wireguardGoProcesses().values()].includes(n.iface), "the server's wireguard-go outlives the panel");
-      assert.ok(await lab.ping(hostOf(survivor.address), 2), 'the tunnel keeps carrying traffic while the panel is down');
+      t.diagnostic(
+        `serve ${exited ? 'exited' : 'had not exited and was SIGKILLed'} ${(performance.now() - startMs).toFixed(0)} ms after SIGTERM`,
+      );
+      assert.ok(
+        [...lab.wireguardGoProcesses().values()].includes(n.iface),
+        "the server's wireguard-go outlives the panel",
+      );
+      assert.ok(
+        await lab.ping(hostOf(survivor.address), 2),
+        'the tunnel keeps carrying traffic while the panel is down',
+      );
       assert.ok(exited, 'vpn-panel serve exits within 5 s of SIGTERM (it had not, and was SIGKILLed)');
     });
 
@@ -332,14 +421,25 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
       // As after a host restart: the panel (stopped above) and the server's wireguard-go are gone.
       const pids = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
       for (const pid of pids) process.kill(pid, 'SIGKILL');
-      await waitFor(`interface ${n.iface} to disappear`, async () => ((await succeeds('ip', ['-n', n.netns, 'link', 'show', n.iface])) ? undefined : true), 5000, 50);
+      await waitFor(
+        `interface ${n.iface} to disappear`,
+        async () => ((await succeeds('ip', ['-n', n.netns, 'link', 'show', n.iface])) ? undefined : true),
+        5000,
+        50,
+      );
       assert.equal(await lab.ping(hostOf(survivor.address), 1), false, 'no tunnel while the server is down');
 
       const startMs = performance.now();
       await panel.start();
-      t.diagnostic(`panel answering ${(performance.now() - startMs).toFixed(0)} ms after its start; interface back by then: ${await succeeds('wg', ['show', n.iface, 'listen-port'])}`);
+      t.diagnostic(
+        `panel answering ${(performance.now() - startMs).toFixed(0)} ms after its start; interface back by then: ${await succeeds('wg', ['show', n.iface, 'listen-port'])}`,
+      );
       const state = await waitForInterface(lab, survivor, 8000);
-      assert.deepEqual(state, { key: survivor.public_key, port: survivor.listen_port, address: survivor.address }, 'same key, port and address');
+      assert.deepEqual(
+        state,
+        { key: survivor.public_key, port: survivor.listen_port, address: survivor.address },
+        'same key, port and address',
+      );
       const got = await api.GET('/api/v1/servers/{id}', { params: { path: { id: survivor.id } } });
       assert.equal(got.data?.status, 'running');
       client = await reconnectAfterResync(lab, survivor, setup, client);
@@ -356,7 +456,10 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
 // (b) A remote node: `vpn-panel node` as its own process, registered with `vpn-panel nodes add`.
 // ---------------------------------------------------------------------------------------------
 
-describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)', {
+  skip,
+  timeout: SUITE_TIMEOUT_MS,
+}, () => {
   let lab: NetLab;
   let db: TestDatabase | undefined;
   let panel: LabPanel | undefined;
@@ -374,7 +477,10 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
 
   /** Tests after the first need the agent (and the server): without them they skip, naming why. */
   function missing(t: TestContext, what: { agent?: boolean; server?: boolean }): boolean {
-    const lacking = [what.agent === true && agent === undefined ? 'a running agent' : '', what.server === true && server === undefined ? 'the server of an earlier test' : ''].filter((x) => x !== '');
+    const lacking = [
+      what.agent === true && agent === undefined ? 'a running agent' : '',
+      what.server === true && server === undefined ? 'the server of an earlier test' : '',
+    ].filter((x) => x !== '');
     if (lacking.length === 0) return false;
     t.skip(`needs ${lacking.join(' and ')} (see the failure above)`);
     return true;
@@ -441,7 +547,12 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     await agent.start();
     // The resync applies the desired state: the server (adopted as it is) and its desired peers (its
     // devices: none), so the hand-added peer disappearing is the sign that the resync happened.
-    await waitFor('the panel to resync the new agent (its desired peers replace the hand-added one)', async () => ((await peersOf(n.iface)).length === 0 ? true : undefined), 12_000, 200);
+    await waitFor(
+      'the panel to resync the new agent (its desired peers replace the hand-added one)',
+      async () => ((await peersOf(n.iface)).length === 0 ? true : undefined),
+      12_000,
+      200,
+    );
     t.diagnostic(`resync seen ${(performance.now() - startMs).toFixed(0)} ms after the agent start`);
     const wgPidsAfter = [...lab.wireguardGoProcesses()].filter(([, name]) => name === n.iface).map(([pid]) => pid);
     assert.deepEqual(wgPidsAfter, wgPidsBefore, 'adopted, not recreated: the same wireguard-go still serves it');
@@ -461,7 +572,12 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     const agentGone = agent.stop('SIGKILL');
     for (const pid of wgPids) process.kill(pid, 'SIGKILL');
     await agentGone;
-    await waitFor(`interface ${n.iface} to disappear`, async () => ((await succeeds('ip', ['-n', n.netns, 'link', 'show', n.iface])) ? undefined : true), 5000, 50);
+    await waitFor(
+      `interface ${n.iface} to disappear`,
+      async () => ((await succeeds('ip', ['-n', n.netns, 'link', 'show', n.iface])) ? undefined : true),
+      5000,
+      50,
+    );
     assert.equal(await lab.ping(hostOf(server.address), 1), false, 'no tunnel while the server is down');
 
     const startMs = performance.now();
@@ -469,7 +585,11 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     // The panel's next poll (5 s) sees the new boot id and resyncs; on a loaded machine that took over 12 s.
     const state = await waitForInterface(lab, server, 30_000);
     t.diagnostic(`interface back ${(performance.now() - startMs).toFixed(0)} ms after the agent start`);
-    assert.deepEqual(state, { key: server.public_key, port: server.listen_port, address: server.address }, 'same key, port and address');
+    assert.deepEqual(
+      state,
+      { key: server.public_key, port: server.listen_port, address: server.address },
+      'same key, port and address',
+    );
     client = await reconnectAfterResync(lab, server, setup, client);
   });
 
@@ -485,10 +605,15 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     if (missing(t, { agent: true, server: true }) || !server || !agent) return;
     await agent.stop('SIGKILL');
     const startMs = performance.now();
-    const offline = await waitFor('node edge to be offline', async () => {
-      const found = await nodeStatus();
-      return found?.status === 'offline' ? found : undefined;
-    }, 30_000, 500);
+    const offline = await waitFor(
+      'node edge to be offline',
+      async () => {
+        const found = await nodeStatus();
+        return found?.status === 'offline' ? found : undefined;
+      },
+      30_000,
+      500,
+    );
     t.diagnostic(`offline ${(performance.now() - startMs).toFixed(0)} ms after the agent was gone`);
     assert.equal(offline.id, nodeId);
     const got = await api.GET('/api/v1/servers/{id}', { params: { path: { id: server.id } } });
@@ -499,7 +624,11 @@ describe('servers on a remote node (`vpn-panel node`), real WireGuard (sqlite)',
     const offlineAt = kinds.indexOf('node.offline');
     assert.ok(onlineAt >= 0, `a node.online event: ${JSON.stringify(kinds)}`);
     assert.ok(offlineAt > onlineAt, `node.offline after node.online: ${JSON.stringify(kinds)}`);
-    assert.deepEqual(kinds, ['node.online', 'node.offline'], 'the short agent restarts before did not take the node offline');
+    assert.deepEqual(
+      kinds,
+      ['node.online', 'node.offline'],
+      'the short agent restarts before did not take the node offline',
+    );
     assert.equal(nodeEvents[offlineAt]?.actor, 'system');
   });
 });

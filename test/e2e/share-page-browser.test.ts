@@ -48,7 +48,10 @@ const DATA_LIMIT = 1_500_000_000;
 const EXPIRES_AT = '2099-06-30T12:00:00Z';
 
 const chromiumMissing = !existsSync(CHROMIUM);
-const skip = chromiumMissing && process.env.CI === undefined ? `needs Debian's Chromium at ${CHROMIUM}: apt-get install chromium` : false;
+const skip =
+  chromiumMissing && process.env.CI === undefined
+    ? `needs Debian's Chromium at ${CHROMIUM}: apt-get install chromium`
+    : false;
 
 const noZbarimg = needsTool('zbarimg', 'zbar-tools');
 
@@ -76,7 +79,10 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
 
   /** The device's config as the API serves it now (`GET /devices/{id}/config`). */
   async function currentConfig(): Promise<string> {
-    const result = await api.GET('/api/v1/devices/{id}/config', { params: { path: { id: device.id }, query: { format: 'conf' } }, parseAs: 'text' });
+    const result = await api.GET('/api/v1/devices/{id}/config', {
+      params: { path: { id: device.id }, query: { format: 'conf' } },
+      parseAs: 'text',
+    });
     return ok(result, 'GET /devices/{id}/config');
   }
 
@@ -95,12 +101,21 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
   }
 
   before(async () => {
-    if (chromiumMissing) throw new Error(`${CHROMIUM} is missing; CI must install Debian's chromium (apt-get install chromium)`);
+    if (chromiumMissing)
+      throw new Error(`${CHROMIUM} is missing; CI must install Debian's chromium (apt-get install chromium)`);
     work = mkdtempSync(join(tmpdir(), 'vpn-panel-share-browser-'));
     try {
-      browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true, timeout: 30_000 });
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: CHROMIUM_ARGS,
+        headless: true,
+        timeout: 30_000,
+      });
     } catch (error) {
-      throw new Error(`could not launch ${CHROMIUM} with playwright-core: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new Error(
+        `could not launch ${CHROMIUM} with playwright-core: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
     }
 
     db = await createTestDatabase('sqlite');
@@ -109,14 +124,20 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     // opens the same path on 127.0.0.1, where the panel listens. The page's own links are relative.
     panel = await LabPanel.start(db, 'share-browser', { NODE_DRIVER: 'dry-run', PANEL_URL: undefined });
     api = panel.api;
-    for (const name of ['fra-1', 'ams-1']) servers.push(ok(await api.POST('/api/v1/servers', { body: { name } }), 'POST /servers').id);
+    for (const name of ['fra-1', 'ams-1'])
+      servers.push(ok(await api.POST('/api/v1/servers', { body: { name } }), 'POST /servers').id);
     const first = servers[0];
     assert.ok(first !== undefined);
     device = ok(
-      await api.POST('/api/v1/devices', { body: { server_id: first, name: "Anna's phone", data_limit: DATA_LIMIT, expires_at: EXPIRES_AT } }),
+      await api.POST('/api/v1/devices', {
+        body: { server_id: first, name: "Anna's phone", data_limit: DATA_LIMIT, expires_at: EXPIRES_AT },
+      }),
       'POST /devices',
     );
-    linkUrl = ok(await api.POST('/api/v1/devices/{id}/share', { params: { path: { id: device.id } }, body: {} }), 'POST /devices/{id}/share').url;
+    linkUrl = ok(
+      await api.POST('/api/v1/devices/{id}/share', { params: { path: { id: device.id } }, body: {} }),
+      'POST /devices/{id}/share',
+    ).url;
     const link = new URL(linkUrl);
     assert.equal(link.port, new URL(panel.url).port, `the link ${linkUrl} points at this panel`);
     assert.match(link.pathname, /^\/s\/[A-Za-z0-9_-]{43}$/);
@@ -128,7 +149,9 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
       if (message.type() === 'error') problems.push(`console error: ${message.text()} (${message.location().url})`);
     });
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('requestfailed', (request) => problems.push(`request failed: ${request.url()} ${request.failure()?.errorText ?? ''}`));
+    page.on('requestfailed', (request) =>
+      problems.push(`request failed: ${request.url()} ${request.failure()?.errorText ?? ''}`),
+    );
   });
 
   after(async () => {
@@ -142,7 +165,11 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     problems.length = 0;
     const response = await page.goto(pageUrl, { waitUntil: 'load' });
     assert.equal(response?.status(), 200);
-    assert.match(response.headers()['content-security-policy'] ?? '', /default-src 'none'/, 'the CSP under test is the page\'s own');
+    assert.match(
+      response.headers()['content-security-policy'] ?? '',
+      /default-src 'none'/,
+      "the CSP under test is the page's own",
+    );
 
     assert.equal(await page.title(), "VPN access: Anna's phone");
     const heading = page.getByRole('heading', { level: 1 });
@@ -151,8 +178,12 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
 
     const qr = page.getByRole('img', { name: 'QR code of the WireGuard configuration' });
     assert.ok(await qr.isVisible(), 'the QR code is visible');
-    const shown = await qr.evaluate((img) => (img instanceof HTMLImageElement ? { complete: img.complete, natural: img.naturalWidth, width: img.getBoundingClientRect().width } : undefined));
-    assert.ok(shown !== undefined && shown.complete && shown.natural > 0, `the QR image loaded: ${JSON.stringify(shown)}`);
+    const shown = await qr.evaluate((img) =>
+      img instanceof HTMLImageElement
+        ? { complete: img.complete, natural: img.naturalWidth, width: img.getBoundingClientRect().width }
+        : undefined,
+    );
+    assert.ok(shown?.complete && shown.natural > 0, `the QR image loaded: ${JSON.stringify(shown)}`);
     assert.ok(shown.width >= 200, `the QR code is drawn big enough to scan: ${shown.width}px`);
 
     assert.equal(await page.locator('#remaining').textContent(), '1.50 GB of 1.50 GB this month');
@@ -178,7 +209,7 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     const link = page.getByRole('link', { name: /^Download .+\.conf$/ });
     assert.ok(await link.isVisible());
     const file = await download();
-    assert.equal(file.url, `${pageUrl}/config`, 'the link stays on the page\'s own origin');
+    assert.equal(file.url, `${pageUrl}/config`, "the link stays on the page's own origin");
     assert.match(file.name, /\.conf$/);
     assert.equal(file.text, await currentConfig());
     assert.equal(file.text, device.config, 'nothing changed since the device was made');
@@ -190,7 +221,10 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     const before = await page.locator('#qr').getAttribute('src');
     const target = servers[1];
     assert.ok(target !== undefined);
-    const moved = ok(await api.POST('/api/v1/devices/{id}/move', { params: { path: { id: device.id } }, body: { server_id: target } }), 'POST /devices/{id}/move');
+    const moved = ok(
+      await api.POST('/api/v1/devices/{id}/move', { params: { path: { id: device.id } }, body: { server_id: target } }),
+      'POST /devices/{id}/move',
+    );
     assert.notEqual(moved.config, device.config);
 
     assert.equal((await page.reload())?.status(), 200);
@@ -209,7 +243,10 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     });
     try {
       await probe.goto(pageUrl);
-      const logged = probe.waitForEvent('console', { predicate: (message) => message.type() === 'error', timeout: 5000 });
+      const logged = probe.waitForEvent('console', {
+        predicate: (message) => message.type() === 'error',
+        timeout: 5000,
+      });
       await probe.evaluate((src) => {
         const img = document.createElement('img');
         img.src = src;
@@ -236,10 +273,20 @@ describe('the public share page in headless Chromium (sqlite)', { skip, timeout:
     assert.equal(await page.title(), 'Link not available');
     assert.equal(await page.locator('#qr').count(), 0);
     assert.equal(await page.locator('a#download').count(), 0);
-    assert.equal(await page.locator('body').textContent().then((text) => text?.includes('Anna') ?? false), false, 'nothing of the device is shown');
+    assert.equal(
+      await page
+        .locator('body')
+        .textContent()
+        .then((text) => text?.includes('Anna') ?? false),
+      false,
+      'nothing of the device is shown',
+    );
     // Chromium reports the 404 of the document itself as a console error; nothing else may appear.
     assert.deepEqual(
-      problems.filter((p) => !/^console error: Failed to load resource: the server responded with a status of 404 \(Not Found\)/.test(p)),
+      problems.filter(
+        (p) =>
+          !/^console error: Failed to load resource: the server responded with a status of 404 \(Not Found\)/.test(p),
+      ),
       [],
     );
 

@@ -30,7 +30,10 @@ const DATA_LIMIT = 3_000_000;
 /** TEST-NET-2, in the lab's internet namespace beyond the host's uplink: where the clients download from. */
 const DOWNLOAD_IP = '198.51.100.5';
 
-describe('data limits and expiry enforced on the node (wireguard-go, remote agent)', { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+describe('data limits and expiry enforced on the node (wireguard-go, remote agent)', {
+  skip,
+  timeout: SUITE_TIMEOUT_MS,
+}, () => {
   let lab: NetLab;
   let db: TestDatabase | undefined;
   let panel: LabPanel | undefined;
@@ -40,7 +43,11 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   const clients: WgClient[] = [];
 
   /** A device made through the API, and a client brought up from the config it returned. */
-  async function deviceWithClient(body: { data_limit?: number; limit_period?: 'monthly' | 'total'; expires_at?: string }): Promise<{ device: Device; client: WgClient }> {
+  async function deviceWithClient(body: {
+    data_limit?: number;
+    limit_period?: 'monthly' | 'total';
+    expires_at?: string;
+  }): Promise<{ device: Device; client: WgClient }> {
     const s = need(server, 'the server');
     const created = await api.POST('/api/v1/devices', { body: { server_id: s.id, ...body } });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
@@ -118,7 +125,12 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   /** Waits until the client pings the server's tunnel address. */
   async function reachServer(timeoutMs: number): Promise<void> {
     const serverIp = hostOf(need(server, 'the server').address);
-    await waitFor('the client to reach the server', async () => ((await pings(serverIp)) ? true : undefined), timeoutMs, 100);
+    await waitFor(
+      'the client to reach the server',
+      async () => ((await pings(serverIp)) ? true : undefined),
+      timeoutMs,
+      100,
+    );
   }
 
   function pings(ip: string): Promise<boolean> {
@@ -170,15 +182,28 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     assert.ok(latency < CUT_OFF_LIMIT_MS, `cut off ${latency} ms after the limit`);
     assert.equal(await pings(serverIp), false, 'no traffic passes');
 
-    const limited = await waitFor('status limit_reached', async () => {
-      const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
-      return got.data?.status === 'limit_reached' ? got.data : undefined;
-    }, 15_000, 250);
+    const limited = await waitFor(
+      'status limit_reached',
+      async () => {
+        const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
+        return got.data?.status === 'limit_reached' ? got.data : undefined;
+      },
+      15_000,
+      250,
+    );
     assert.ok(limited.period_usage.total_bytes >= DATA_LIMIT, JSON.stringify(limited.period_usage));
-    assert.ok(limited.period_usage.rx_bytes > limited.period_usage.tx_bytes, 'a download is mostly rx (bytes the device received)');
+    assert.ok(
+      limited.period_usage.rx_bytes > limited.period_usage.tx_bytes,
+      'a download is mostly rx (bytes the device received)',
+    );
     assert.equal((await deviceEvents('device.limit_reached', device.id)).length, 1, 'one device.limit_reached');
-    const listed = await api.GET('/api/v1/devices', { params: { query: { status: 'limit_reached', server_id: device.server_id } } });
-    assert.deepEqual(listed.data?.data.map((d) => d.id), [device.id]);
+    const listed = await api.GET('/api/v1/devices', {
+      params: { query: { status: 'limit_reached', server_id: device.server_id } },
+    });
+    assert.deepEqual(
+      listed.data?.data.map((d) => d.id),
+      [device.id],
+    );
     const report = await api.GET('/api/v1/devices/{id}/usage', { params: { path: { id: device.id } } });
     assert.equal(report.response.status, 200);
     const dailyTotal = (report.data?.daily ?? []).reduce((n, d) => n + d.rx_bytes + d.tx_bytes, 0);
@@ -189,11 +214,18 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     assert.equal(reset.response.status, 200, JSON.stringify(reset.error));
     assert.equal(reset.data?.status, 'active');
     assert.equal(reset.data?.period_usage.total_bytes, 0);
-    assert.notEqual(await peerBytes(device.public_key), undefined, 'the peer is back on the interface when the reset answers');
+    assert.notEqual(
+      await peerBytes(device.public_key),
+      undefined,
+      'the peer is back on the interface when the reset answers',
+    );
     t.diagnostic(`peer back ${Date.now() - resetAt} ms after the reset was sent`);
     await reachServer(25_000);
     const history = await api.GET('/api/v1/devices/{id}/usage', { params: { path: { id: device.id } } });
-    assert.ok((history.data?.daily ?? []).reduce((n, d) => n + d.rx_bytes + d.tx_bytes, 0) >= DATA_LIMIT, 'history stays after the reset');
+    assert.ok(
+      (history.data?.daily ?? []).reduce((n, d) => n + d.rx_bytes + d.tx_bytes, 0) >= DATA_LIMIT,
+      'history stays after the reset',
+    );
     await client.close();
   });
 
@@ -206,10 +238,15 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     t.diagnostic(`panel down: limit → cut ${latency} ms`);
     assert.ok(latency < CUT_OFF_LIMIT_MS);
     await p.start();
-    const limited = await waitFor('status limit_reached after the panel is back', async () => {
-      const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
-      return got.data?.status === 'limit_reached' ? got.data : undefined;
-    }, 20_000, 250);
+    const limited = await waitFor(
+      'status limit_reached after the panel is back',
+      async () => {
+        const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
+        return got.data?.status === 'limit_reached' ? got.data : undefined;
+      },
+      20_000,
+      250,
+    );
     assert.ok(limited.month_usage.total_bytes >= DATA_LIMIT, 'usage made while the panel was down arrived');
     assert.equal((await deviceEvents('device.limit_reached', device.id)).length, 1);
     await client.close();
@@ -219,14 +256,27 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     const expiresAt = new Date(Date.now() + 4000).toISOString();
     const { device, client } = await deviceWithClient({ expires_at: expiresAt });
     await reachServer(3500);
-    const gone = await waitFor('the peer to leave at its expiry', async () => ((await peerBytes(device.public_key)) === undefined ? Date.now() : undefined), 15_000, 50);
+    const gone = await waitFor(
+      'the peer to leave at its expiry',
+      async () => ((await peerBytes(device.public_key)) === undefined ? Date.now() : undefined),
+      15_000,
+      50,
+    );
     const late = gone - Date.parse(expiresAt);
     t.diagnostic(`peer off ${late} ms after expires_at`);
     assert.ok(late >= 0 && late < CUT_OFF_LIMIT_MS, `${late} ms`);
     const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
     assert.equal(got.data?.status, 'expired');
-    await waitFor('device.expired', async () => ((await deviceEvents('device.expired', device.id)).length === 1 ? true : undefined), 5000, 200);
-    const renewed = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id: device.id } }, body: { expires_at: new Date(Date.now() + 3_600_000).toISOString() } });
+    await waitFor(
+      'device.expired',
+      async () => ((await deviceEvents('device.expired', device.id)).length === 1 ? true : undefined),
+      5000,
+      200,
+    );
+    const renewed = await api.PATCH('/api/v1/devices/{id}', {
+      params: { path: { id: device.id } },
+      body: { expires_at: new Date(Date.now() + 3_600_000).toISOString() },
+    });
     assert.equal(renewed.data?.status, 'active');
     assert.notEqual(await peerBytes(device.public_key), undefined, 'a later expiry re-admits it at once');
     await sleep(1500);
@@ -234,7 +284,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     await client.close();
   });
 
-  test('usage recorded by the panel equals the server\'s own counters, with the agent killed (SIGKILL) mid-transfer', async (t) => {
+  test("usage recorded by the panel equals the server's own counters, with the agent killed (SIGKILL) mid-transfer", async (t) => {
     const { device, client } = await deviceWithClient({});
     await reachServer(10_000);
     const stop = await download();
@@ -252,7 +302,9 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     // device uploaded, tx what it downloaded.
     const counters = async () => {
       const out = await run('wg', ['show', serverIface(), 'transfer']);
-      const [, uploaded, downloaded] = (out.split('\n').find((l) => l.startsWith(`${device.public_key}\t`)) ?? '').split('\t');
+      const [, uploaded, downloaded] = (
+        out.split('\n').find((l) => l.startsWith(`${device.public_key}\t`)) ?? ''
+      ).split('\t');
       return { rx_bytes: Number(downloaded), tx_bytes: Number(uploaded) };
     };
     let truth = await counters();
@@ -263,13 +315,24 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
       truth = next;
     }
     assert.ok(truth.rx_bytes > 1_000_000, `a real download happened: ${JSON.stringify(truth)}`);
-    const recorded = await waitFor('the panel to record every byte', async () => {
-      const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
-      const month = got.data?.month_usage;
-      return month && month.rx_bytes === truth.rx_bytes && month.tx_bytes === truth.tx_bytes ? month : undefined;
-    }, 20_000, 500).catch(async () => (await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } })).data?.month_usage);
+    const recorded = await waitFor(
+      'the panel to record every byte',
+      async () => {
+        const got = await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } });
+        const month = got.data?.month_usage;
+        return month && month.rx_bytes === truth.rx_bytes && month.tx_bytes === truth.tx_bytes ? month : undefined;
+      },
+      20_000,
+      500,
+    ).catch(
+      async () => (await api.GET('/api/v1/devices/{id}', { params: { path: { id: device.id } } })).data?.month_usage,
+    );
     t.diagnostic(`server counters ${JSON.stringify(truth)}, panel ${JSON.stringify(recorded)}`);
-    assert.deepEqual(recorded && { rx_bytes: recorded.rx_bytes, tx_bytes: recorded.tx_bytes }, truth, 'exactly the bytes the interface counted');
+    assert.deepEqual(
+      recorded && { rx_bytes: recorded.rx_bytes, tx_bytes: recorded.tx_bytes },
+      truth,
+      'exactly the bytes the interface counted',
+    );
     await client.close();
   });
 });

@@ -62,7 +62,16 @@ for (const kind of DATABASE_KINDS) {
     }
 
     async function createKey(name: string): Promise<void> {
-      const key = (await cli(['keys', 'create', '--name', name, '--scopes', 'all', '--no-rate-limit'], { action: 'api_key.created', resource_id: String(keys.size + 1) })).trim().split('\n').at(-1) ?? '';
+      const key =
+        (
+          await cli(['keys', 'create', '--name', name, '--scopes', 'all', '--no-rate-limit'], {
+            action: 'api_key.created',
+            resource_id: String(keys.size + 1),
+          })
+        )
+          .trim()
+          .split('\n')
+          .at(-1) ?? '';
       keys.set(name, key);
       secrets.push(key);
     }
@@ -79,7 +88,8 @@ for (const kind of DATABASE_KINDS) {
       assert.ok(answer.status < 300, `${method} ${path}: ${answer.status} ${JSON.stringify(answer.json)}`);
       const requestId = answer.headers.get('x-request-id');
       assert.ok(requestId);
-      for (const change of changes) expected.push({ actor: `via API key ${keyName}`, request_id: requestId, ...change(answer) });
+      for (const change of changes)
+        expected.push({ actor: `via API key ${keyName}`, request_id: requestId, ...change(answer) });
       return answer;
     }
 
@@ -87,7 +97,10 @@ for (const kind of DATABASE_KINDS) {
       db = await createTestDatabase(kind);
       panel = await startPanel({ database: db, env: { WEBHOOK_ALLOW_PRIVATE: '1' } });
       // The panel's own changes at its first start: the local node is made, then comes online.
-      expected.push({ actor: 'system', action: 'node.added', resource_id: '1', request_id: null }, { actor: 'system', action: 'node.online', resource_id: '1', request_id: null });
+      expected.push(
+        { actor: 'system', action: 'node.added', resource_id: '1', request_id: null },
+        { actor: 'system', action: 'node.online', resource_id: '1', request_id: null },
+      );
 
       await createKey('shop');
       await createKey('infra');
@@ -97,12 +110,19 @@ for (const kind of DATABASE_KINDS) {
       });
       const a = (await api('infra', 'POST', '/servers', { name: 'a' }, serverCreated)).expect(201).id;
       const b = (await api('infra', 'POST', '/servers', { name: 'b' }, serverCreated)).expect(201).id;
-      await api('infra', 'PATCH', `/servers/${a}`, { mtu: 1400 }, () => ({ action: 'server.updated', resource_id: String(a) }));
+      await api('infra', 'PATCH', `/servers/${a}`, { mtu: 1400 }, () => ({
+        action: 'server.updated',
+        resource_id: String(a),
+      }));
 
       // A client's own request id is kept, and recorded.
       const own = await fetch(`${panel.url}/api/v1/devices`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${keys.get('shop')}`, 'content-type': 'application/json', 'x-request-id': 'script-step-6' },
+        headers: {
+          authorization: `Bearer ${keys.get('shop')}`,
+          'content-type': 'application/json',
+          'x-request-id': 'script-step-6',
+        },
         body: JSON.stringify({ server_id: a, name: 'd1', external_id: 'cust' }),
       });
       assert.equal(own.status, 201);
@@ -119,17 +139,49 @@ for (const kind of DATABASE_KINDS) {
 
       // Reads and refused changes are not changes.
       assert.equal((await callApi(panel.url, keys.get('shop'), 'GET', `/devices/${d1}`)).status, 200);
-      assert.equal((await callApi(panel.url, keys.get('shop'), 'PATCH', `/devices/${d1}`, { data_limit: -1 })).status, 422);
+      assert.equal(
+        (await callApi(panel.url, keys.get('shop'), 'PATCH', `/devices/${d1}`, { data_limit: -1 })).status,
+        422,
+      );
 
-      await api('shop', 'PATCH', `/devices/${d1}`, { enabled: false }, () => ({ action: 'device.updated', resource_id: String(d1) }));
-      await api('shop', 'POST', `/devices/${d1}/move`, { server_id: b }, () => ({ action: 'device.moved', resource_id: String(d1) }));
-      await api('shop', 'POST', `/devices/${d1}/usage/reset`, undefined, () => ({ action: 'device.usage_reset', resource_id: String(d1) }));
-      const share = await api('shop', 'POST', `/devices/${d1}/share`, {}, () => ({ action: 'device.share_created', resource_id: String(d1) }));
+      await api('shop', 'PATCH', `/devices/${d1}`, { enabled: false }, () => ({
+        action: 'device.updated',
+        resource_id: String(d1),
+      }));
+      await api('shop', 'POST', `/devices/${d1}/move`, { server_id: b }, () => ({
+        action: 'device.moved',
+        resource_id: String(d1),
+      }));
+      await api('shop', 'POST', `/devices/${d1}/usage/reset`, undefined, () => ({
+        action: 'device.usage_reset',
+        resource_id: String(d1),
+      }));
+      const share = await api('shop', 'POST', `/devices/${d1}/share`, {}, () => ({
+        action: 'device.share_created',
+        resource_id: String(d1),
+      }));
       secrets.push(share.expect(201).url.split('/s/')[1] ?? 'no share token');
-      await api('shop', 'DELETE', `/devices/${d1}/share`, undefined, () => ({ action: 'device.share_deleted', resource_id: String(d1) }));
+      await api('shop', 'DELETE', `/devices/${d1}/share`, undefined, () => ({
+        action: 'device.share_deleted',
+        resource_id: String(d1),
+      }));
       midpoint = new Date().toISOString();
-      await api('shop', 'PATCH', '/groups/cust', { data_limit: 1000 }, () => ({ action: 'device.updated', resource_id: String(d1) }), () => ({ action: 'device.updated', resource_id: String(d2) }));
-      await api('shop', 'POST', '/groups/cust/usage/reset', undefined, () => ({ action: 'device.usage_reset', resource_id: String(d1) }), () => ({ action: 'device.usage_reset', resource_id: String(d2) }));
+      await api(
+        'shop',
+        'PATCH',
+        '/groups/cust',
+        { data_limit: 1000 },
+        () => ({ action: 'device.updated', resource_id: String(d1) }),
+        () => ({ action: 'device.updated', resource_id: String(d2) }),
+      );
+      await api(
+        'shop',
+        'POST',
+        '/groups/cust/usage/reset',
+        undefined,
+        () => ({ action: 'device.usage_reset', resource_id: String(d1) }),
+        () => ({ action: 'device.usage_reset', resource_id: String(d2) }),
+      );
 
       const hookBody = { url: 'http://127.0.0.1:9/hook', events: ['device.created'] };
       const hook = await api('infra', 'POST', '/webhooks', hookBody, (r) => ({
@@ -142,12 +194,29 @@ for (const kind of DATABASE_KINDS) {
       await api('infra', 'PATCH', `/webhooks/${hookId}`, { description: 'shop hook' }, hookChange('webhook.updated'));
       await api('infra', 'DELETE', `/webhooks/${hookId}`, undefined, hookChange('webhook.deleted'));
 
-      await cli(['nodes', 'add', '--name', 'edge', '--url', 'http://127.0.0.1:9', '--token', NODE_TOKEN], { action: 'node.added', resource_id: '2' });
+      await cli(['nodes', 'add', '--name', 'edge', '--url', 'http://127.0.0.1:9', '--token', NODE_TOKEN], {
+        action: 'node.added',
+        resource_id: '2',
+      });
       await cli(['nodes', 'remove', 'edge'], { action: 'node.removed', resource_id: '2' });
 
-      await api('shop', 'DELETE', '/groups/cust', undefined, () => ({ action: 'device.deleted', resource_id: String(d1) }), () => ({ action: 'device.deleted', resource_id: String(d2) }));
+      await api(
+        'shop',
+        'DELETE',
+        '/groups/cust',
+        undefined,
+        () => ({ action: 'device.deleted', resource_id: String(d1) }),
+        () => ({ action: 'device.deleted', resource_id: String(d2) }),
+      );
       const d3 = (await api('shop', 'POST', '/devices', { server_id: b, name: 'd3' }, deviceCreated)).expect(201).id;
-      await api('infra', 'DELETE', `/servers/${b}?force=true`, undefined, () => ({ action: 'device.deleted', resource_id: String(d3) }), () => ({ action: 'server.deleted', resource_id: String(b) }));
+      await api(
+        'infra',
+        'DELETE',
+        `/servers/${b}?force=true`,
+        undefined,
+        () => ({ action: 'device.deleted', resource_id: String(d3) }),
+        () => ({ action: 'server.deleted', resource_id: String(b) }),
+      );
       await cli(['keys', 'revoke', 'shop'], { action: 'api_key.revoked', resource_id: '1' });
 
       entries = (await activity('--limit', '200')).data;
@@ -159,7 +228,12 @@ for (const kind of DATABASE_KINDS) {
 
     it('lists exactly the changes made, in order, with their actors and request ids', () => {
       assert.deepEqual(
-        entries.map((e) => ({ actor: e.actor, action: e.action, resource_id: e.resource_id, request_id: e.request_id })),
+        entries.map((e) => ({
+          actor: e.actor,
+          action: e.action,
+          resource_id: e.resource_id,
+          request_id: e.request_id,
+        })),
         expected,
       );
       assert.ok(entries.every((e) => e.action.startsWith(`${e.resource}.`)));
@@ -167,11 +241,16 @@ for (const kind of DATABASE_KINDS) {
 
     it('records the fields before and after, and never a secret', () => {
       const text = JSON.stringify(entries);
-      for (const secret of secrets) assert.ok(!text.includes(secret), `a secret reached the log: ${secret.slice(0, 12)}…`);
-      for (const field of ['private_key', 'secret', 'token', 'key_hash']) assert.ok(!text.includes(`"${field}"`), field);
+      for (const secret of secrets)
+        assert.ok(!text.includes(secret), `a secret reached the log: ${secret.slice(0, 12)}…`);
+      for (const field of ['private_key', 'secret', 'token', 'key_hash'])
+        assert.ok(!text.includes(`"${field}"`), field);
 
       const disabled = entries.find((e) => e.action === 'device.updated' && e.actor === SHOP);
-      assert.deepEqual({ before: disabled?.before, after: disabled?.after }, { before: { enabled: true }, after: { enabled: false } });
+      assert.deepEqual(
+        { before: disabled?.before, after: disabled?.after },
+        { before: { enabled: true }, after: { enabled: false } },
+      );
       const mtu = entries.find((e) => e.action === 'server.updated');
       assert.deepEqual({ before: mtu?.before, after: mtu?.after }, { before: { mtu: 1420 }, after: { mtu: 1400 } });
       const moved = entries.find((e) => e.action === 'device.moved');
@@ -192,22 +271,48 @@ for (const kind of DATABASE_KINDS) {
 
     it('filters by actor, resource (and id) and since, and pages with --after and --limit', async () => {
       const shop = await activity('--actor', 'shop', '--limit', '200');
-      assert.deepEqual(shop.data.map((e) => e.id), entries.filter((e) => e.actor === SHOP).map((e) => e.id));
+      assert.deepEqual(
+        shop.data.map((e) => e.id),
+        entries.filter((e) => e.actor === SHOP).map((e) => e.id),
+      );
       const infra = await activity('--actor', INFRA, '--limit', '200');
-      assert.deepEqual(infra.data.map((e) => e.id), entries.filter((e) => e.actor === INFRA).map((e) => e.id));
+      assert.deepEqual(
+        infra.data.map((e) => e.id),
+        entries.filter((e) => e.actor === INFRA).map((e) => e.id),
+      );
       const admin = await activity('--actor', 'admin');
-      assert.deepEqual(admin.data.map((e) => e.action), ['api_key.created', 'api_key.created', 'node.added', 'node.removed', 'api_key.revoked']);
+      assert.deepEqual(
+        admin.data.map((e) => e.action),
+        ['api_key.created', 'api_key.created', 'node.added', 'node.removed', 'api_key.revoked'],
+      );
 
       const webhooks = await activity('--resource', 'webhook');
-      assert.deepEqual(webhooks.data.map((e) => e.action), ['webhook.created', 'webhook.updated', 'webhook.deleted']);
+      assert.deepEqual(
+        webhooks.data.map((e) => e.action),
+        ['webhook.created', 'webhook.updated', 'webhook.deleted'],
+      );
       const d1 = entries.find((e) => e.request_id === 'script-step-6')?.resource_id ?? '';
       const history = await activity('--resource', 'device', '--id', d1);
-      assert.deepEqual(history.data.map((e) => e.action), [
-        'device.created', 'device.updated', 'device.moved', 'device.usage_reset', 'device.share_created', 'device.share_deleted', 'device.updated', 'device.usage_reset', 'device.deleted',
-      ]);
+      assert.deepEqual(
+        history.data.map((e) => e.action),
+        [
+          'device.created',
+          'device.updated',
+          'device.moved',
+          'device.usage_reset',
+          'device.share_created',
+          'device.share_deleted',
+          'device.updated',
+          'device.usage_reset',
+          'device.deleted',
+        ],
+      );
 
       const since = await activity('--since', midpoint, '--limit', '200');
-      assert.deepEqual(since.data.map((e) => e.id), entries.filter((e) => e.created_at >= midpoint).map((e) => e.id));
+      assert.deepEqual(
+        since.data.map((e) => e.id),
+        entries.filter((e) => e.created_at >= midpoint).map((e) => e.id),
+      );
       assert.equal(since.data[0]?.action, 'device.updated');
 
       const first = await activity('--limit', '5');
@@ -215,13 +320,19 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(first.has_more, true);
       const rest = await activity('--after', String(first.data.at(-1)?.id), '--limit', '200');
       assert.equal(rest.has_more, false);
-      assert.deepEqual([...first.data, ...rest.data].map((e) => e.id), entries.map((e) => e.id));
+      assert.deepEqual(
+        [...first.data, ...rest.data].map((e) => e.id),
+        entries.map((e) => e.id),
+      );
     });
 
     it('prints a readable list, and refuses bad filters with a clear message', async () => {
       const listed = await panel.cli(['activity', '--actor', 'shop', '--resource', 'device', '--limit', '3']);
       assert.equal(listed.code, 0, listed.stderr);
-      assert.match(listed.stdout, /via API key shop {2}device\.created {2}device \d+ {2}device d1 created on server a {2}request script-step-6/);
+      assert.match(
+        listed.stdout,
+        /via API key shop {2}device\.created {2}device \d+ {2}device d1 created on server a {2}request script-step-6/,
+      );
       assert.match(listed.stdout, /enabled: true -> false/);
       assert.match(listed.stdout, /\(more: add --after \d+\)/);
       for (const [args, message] of [

@@ -2,7 +2,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SCOPES, type Scope } from '../../src/domain/api-keys.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type ApiBody, type ApiMethod, type ApiPath, callApi, callApiUnchecked, type PanelProcess, startPanel } from '../support/panel.ts';
+import {
+  type ApiBody,
+  type ApiMethod,
+  type ApiPath,
+  callApi,
+  callApiUnchecked,
+  type PanelProcess,
+  startPanel,
+} from '../support/panel.ts';
 
 /** Every guarded operation and the scope spec §5 gives it; each issue adds its routes here. */
 const OPERATIONS: { method: ApiMethod; path: string; scope: Scope; body?: unknown }[] = [
@@ -64,7 +72,12 @@ for (const kind of DATABASE_KINDS) {
 
     it('answers 401 unauthorized without a key, with a malformed key, and with an unknown well-formed key', async () => {
       const unknown = `vpnk_${'A'.repeat(38)}`;
-      for (const [label, key] of [['none', undefined], ['malformed', 'not-a-key'], ['unknown', unknown], ['bad checksum', `${all.slice(0, -1)}${all.endsWith('A') ? 'B' : 'A'}`]] as const) {
+      for (const [label, key] of [
+        ['none', undefined],
+        ['malformed', 'not-a-key'],
+        ['unknown', unknown],
+        ['bad checksum', `${all.slice(0, -1)}${all.endsWith('A') ? 'B' : 'A'}`],
+      ] as const) {
         const { status, error } = await call(panel, 'GET', '/servers', key);
         assert.equal(status, 401, label);
         assert.equal(error?.code, 'unauthorized', label);
@@ -78,7 +91,10 @@ for (const kind of DATABASE_KINDS) {
         for (const op of OPERATIONS) {
           const { status, json, error } = await callApiUnchecked(panel.url, only, op.method, op.path, op.body);
           if (op.scope === scope) {
-            assert.ok(status !== 401 && status !== 403, `${op.method} ${op.path} with ${scope}: ${status} ${JSON.stringify(json)}`);
+            assert.ok(
+              status !== 401 && status !== 403,
+              `${op.method} ${op.path} with ${scope}: ${status} ${JSON.stringify(json)}`,
+            );
           } else {
             assert.equal(status, 403, `${op.method} ${op.path} with ${scope}`);
             assert.equal(error?.code, 'insufficient_scope');

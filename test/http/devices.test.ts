@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
-import { type ApiBody, type ApiCall, callApi, callApiUnchecked, type PanelProcess, startPanel } from '../support/panel.ts';
+import {
+  type ApiBody,
+  type ApiCall,
+  callApi,
+  callApiUnchecked,
+  type PanelProcess,
+  startPanel,
+} from '../support/panel.ts';
 
 for (const kind of DATABASE_KINDS) {
   describe(`devices (${kind})`, () => {
@@ -29,9 +36,38 @@ for (const kind of DATABASE_KINDS) {
     });
 
     it('creates a device with every field of spec §2.1 and its config', async () => {
-      const created = await call('POST', '/devices', { server_id: serverId, external_id: 'cust-1', metadata: { plan: 'pro', tags: ['a'] }, data_limit: 5_000_000, speed_limit: 2000 });
+      const created = await call('POST', '/devices', {
+        server_id: serverId,
+        external_id: 'cust-1',
+        metadata: { plan: 'pro', tags: ['a'] },
+        data_limit: 5_000_000,
+        speed_limit: 2000,
+      });
       const d = created.expect(201);
-      for (const field of ['id', 'server_id', 'name', 'external_id', 'metadata', 'address', 'public_key', 'client_key', 'enabled', 'status', 'online', 'last_handshake', 'data_limit', 'limit_period', 'period_usage', 'usage_reset_at', 'expires_at', 'speed_limit', 'month_usage', 'created_at', 'updated_at', 'config']) {
+      for (const field of [
+        'id',
+        'server_id',
+        'name',
+        'external_id',
+        'metadata',
+        'address',
+        'public_key',
+        'client_key',
+        'enabled',
+        'status',
+        'online',
+        'last_handshake',
+        'data_limit',
+        'limit_period',
+        'period_usage',
+        'usage_reset_at',
+        'expires_at',
+        'speed_limit',
+        'month_usage',
+        'created_at',
+        'updated_at',
+        'config',
+      ]) {
         assert.ok(field in d, `field ${field}`);
       }
       assert.equal(d.name, 'cust-1', 'named after external_id');
@@ -109,7 +145,10 @@ for (const kind of DATABASE_KINDS) {
       const big = await call('POST', '/devices', { server_id: serverId, metadata: { blob: 'x'.repeat(4100) } });
       assert.equal(big.status, 422);
       assert.ok('metadata' in (big.error?.fields ?? {}));
-      const notObject = await callApiUnchecked(panel.url, key, 'POST', '/devices', { server_id: serverId, metadata: [1, 2] });
+      const notObject = await callApiUnchecked(panel.url, key, 'POST', '/devices', {
+        server_id: serverId,
+        metadata: [1, 2],
+      });
       assert.equal(notObject.status, 422);
     });
 
@@ -165,7 +204,12 @@ for (const kind of DATABASE_KINDS) {
     });
 
     it('answers 404 for unknown devices and records events with the actor', async () => {
-      for (const [method, path] of [['GET', '/devices/999999'], ['PATCH', '/devices/999999'], ['DELETE', '/devices/999999'], ['GET', '/devices/999999/config']] as const) {
+      for (const [method, path] of [
+        ['GET', '/devices/999999'],
+        ['PATCH', '/devices/999999'],
+        ['DELETE', '/devices/999999'],
+        ['GET', '/devices/999999/config'],
+      ] as const) {
         const answer = await call(method, path, method === 'PATCH' ? { enabled: false } : undefined);
         assert.equal(answer.status, 404, `${method} ${path}`);
         assert.equal(answer.error?.code, 'not_found');
@@ -184,14 +228,28 @@ for (const kind of DATABASE_KINDS) {
       const answers = await Promise.all(Array.from({ length: 200 }, () => call('POST', '/devices', { server_id: id })));
       const created = answers.filter((a) => a.status === 201);
       const full = answers.filter((a) => a.status === 409 && a.error?.code === 'server_full');
-      assert.equal(created.length, 150, answers.filter((a) => a.status !== 201 && a.status !== 409).map((a) => JSON.stringify(a.json)).join('\n'));
+      assert.equal(
+        created.length,
+        150,
+        answers
+          .filter((a) => a.status !== 201 && a.status !== 409)
+          .map((a) => JSON.stringify(a.json))
+          .join('\n'),
+      );
       assert.equal(full.length, 50);
       assert.equal(new Set(created.map((a) => a.expect(201).address)).size, 150, 'no duplicate address');
       assert.equal((await call('GET', `/servers/${id}`)).expect(200).device_count, 150);
       const node = (await call('GET', '/nodes/1')).expect(200);
       const servers = (await call('GET', '/servers?limit=200')).expect(200).data;
-      assert.equal(node.device_count, servers.reduce((n, s) => n + s.device_count, 0), 'a node counts the devices of its servers');
-      assert.equal(node.free_capacity, servers.reduce((n, s) => n + s.capacity - s.device_count, 0));
+      assert.equal(
+        node.device_count,
+        servers.reduce((n, s) => n + s.device_count, 0),
+        'a node counts the devices of its servers',
+      );
+      assert.equal(
+        node.free_capacity,
+        servers.reduce((n, s) => n + s.capacity - s.device_count, 0),
+      );
       assert.equal(node.server_count, servers.length);
     });
 

@@ -19,15 +19,58 @@ interface Case {
 
 const CASES: Case[] = [
   { name: 'unknown route', method: 'GET', path: '/api/v1/nope', status: 404, code: 'not_found' },
-  { name: 'unknown route without a key', method: 'GET', path: '/api/v2/servers', noKey: true, status: 404, code: 'not_found' },
+  {
+    name: 'unknown route without a key',
+    method: 'GET',
+    path: '/api/v2/servers',
+    noKey: true,
+    status: 404,
+    code: 'not_found',
+  },
   { name: 'unknown resource', method: 'GET', path: '/api/v1/servers/999999', status: 404, code: 'not_found' },
   { name: 'id 0', method: 'GET', path: '/api/v1/servers/0', status: 404, code: 'not_found' },
   { name: 'id not a number', method: 'GET', path: '/api/v1/servers/abc', status: 404, code: 'not_found' },
-  { name: 'id beyond 2^53', method: 'PATCH', path: '/api/v1/servers/99999999999999999999', body: '{}', status: 404, code: 'not_found' },
-  { name: 'malformed JSON', method: 'POST', path: '/api/v1/servers', body: '{"name": "x",', status: 400, code: 'bad_request' },
-  { name: 'JSON that is not an object', method: 'POST', path: '/api/v1/servers', body: '[1,2]', status: 422, code: 'validation_failed' },
-  { name: 'not JSON at all', method: 'POST', path: '/api/v1/servers', body: 'name=x', contentType: 'application/x-www-form-urlencoded', status: 400, code: 'bad_request' },
-  { name: 'over-large body', method: 'POST', path: '/api/v1/servers', body: JSON.stringify({ name: 'x', city: 'y'.repeat(70_000) }), status: 413, code: 'payload_too_large' },
+  {
+    name: 'id beyond 2^53',
+    method: 'PATCH',
+    path: '/api/v1/servers/99999999999999999999',
+    body: '{}',
+    status: 404,
+    code: 'not_found',
+  },
+  {
+    name: 'malformed JSON',
+    method: 'POST',
+    path: '/api/v1/servers',
+    body: '{"name": "x",',
+    status: 400,
+    code: 'bad_request',
+  },
+  {
+    name: 'JSON that is not an object',
+    method: 'POST',
+    path: '/api/v1/servers',
+    body: '[1,2]',
+    status: 422,
+    code: 'validation_failed',
+  },
+  {
+    name: 'not JSON at all',
+    method: 'POST',
+    path: '/api/v1/servers',
+    body: 'name=x',
+    contentType: 'application/x-www-form-urlencoded',
+    status: 400,
+    code: 'bad_request',
+  },
+  {
+    name: 'over-large body',
+    method: 'POST',
+    path: '/api/v1/servers',
+    body: JSON.stringify({ name: 'x', city: 'y'.repeat(70_000) }),
+    status: 413,
+    code: 'payload_too_large',
+  },
   {
     name: 'unknown body fields are named',
     method: 'POST',
@@ -37,9 +80,32 @@ const CASES: Case[] = [
     code: 'validation_failed',
     fields: { colour: 'unknown field', node: 'unknown field' },
   },
-  { name: 'missing required field', method: 'POST', path: '/api/v1/servers', body: '{}', status: 422, code: 'validation_failed', fields: { name: 'required' } },
-  { name: 'a number sent as a string', method: 'POST', path: '/api/v1/servers', body: '{"name":"x","mtu":"1420"}', status: 422, code: 'validation_failed', fields: { mtu: 'must be integer' } },
-  { name: 'out-of-range body value', method: 'PATCH', path: '/api/v1/servers/1', body: '{"listen_port":70000}', status: 422, code: 'validation_failed' },
+  {
+    name: 'missing required field',
+    method: 'POST',
+    path: '/api/v1/servers',
+    body: '{}',
+    status: 422,
+    code: 'validation_failed',
+    fields: { name: 'required' },
+  },
+  {
+    name: 'a number sent as a string',
+    method: 'POST',
+    path: '/api/v1/servers',
+    body: '{"name":"x","mtu":"1420"}',
+    status: 422,
+    code: 'validation_failed',
+    fields: { mtu: 'must be integer' },
+  },
+  {
+    name: 'out-of-range body value',
+    method: 'PATCH',
+    path: '/api/v1/servers/1',
+    body: '{"listen_port":70000}',
+    status: 422,
+    code: 'validation_failed',
+  },
   {
     name: 'an endpoint that would inject a config line',
     method: 'POST',
@@ -48,13 +114,33 @@ const CASES: Case[] = [
     status: 422,
     code: 'validation_failed',
   },
-  { name: 'an endpoint with a port', method: 'PATCH', path: '/api/v1/servers/1', body: '{"endpoint":"vpn.example.com:51820"}', status: 422, code: 'validation_failed' },
+  {
+    name: 'an endpoint with a port',
+    method: 'PATCH',
+    path: '/api/v1/servers/1',
+    body: '{"endpoint":"vpn.example.com:51820"}',
+    status: 422,
+    code: 'validation_failed',
+  },
   { name: 'limit 0', method: 'GET', path: '/api/v1/servers?limit=0', status: 400, code: 'bad_request' },
   { name: 'limit 201', method: 'GET', path: '/api/v1/events?limit=201', status: 400, code: 'bad_request' },
   { name: 'limit not a number', method: 'GET', path: '/api/v1/events?limit=ten', status: 400, code: 'bad_request' },
   { name: 'negative cursor', method: 'GET', path: '/api/v1/events?after=-1', status: 400, code: 'bad_request' },
-  { name: 'unknown query parameter', method: 'GET', path: '/api/v1/servers?colour=red', status: 400, code: 'bad_request', fields: { colour: 'unknown field' } },
-  { name: 'unknown event kind', method: 'GET', path: '/api/v1/events?kind=device.created,device.exploded', status: 400, code: 'bad_request' },
+  {
+    name: 'unknown query parameter',
+    method: 'GET',
+    path: '/api/v1/servers?colour=red',
+    status: 400,
+    code: 'bad_request',
+    fields: { colour: 'unknown field' },
+  },
+  {
+    name: 'unknown event kind',
+    method: 'GET',
+    path: '/api/v1/events?kind=device.created,device.exploded',
+    status: 400,
+    code: 'bad_request',
+  },
 ];
 
 describe('error bodies and codes (in process)', () => {
@@ -93,7 +179,8 @@ describe('error bodies and codes (in process)', () => {
       assert.equal(body.error.code, c.code);
       assert.equal(typeof body.error.message, 'string');
       assert.equal(typeof body.error.fields, 'object');
-      for (const [field, problem] of Object.entries(c.fields ?? {})) assert.equal(body.error.fields[field], problem, `fields.${field}`);
+      for (const [field, problem] of Object.entries(c.fields ?? {}))
+        assert.equal(body.error.fields[field], problem, `fields.${field}`);
       assert.doesNotMatch(text, /\n\s+at |node_modules|\.ts:\d+/, 'no stack trace');
     });
   }
@@ -114,9 +201,17 @@ describe('error bodies and codes (in process)', () => {
   });
 
   it('gives every answer a request id, echoing a sane one given by the client', async () => {
-    const echoed = await panel.app.inject({ method: 'GET', url: '/api/v1/nope', headers: { 'x-request-id': 'shop-order-42' } });
+    const echoed = await panel.app.inject({
+      method: 'GET',
+      url: '/api/v1/nope',
+      headers: { 'x-request-id': 'shop-order-42' },
+    });
     assert.equal(echoed.headers['x-request-id'], 'shop-order-42');
-    const made = await panel.app.inject({ method: 'GET', url: '/api/v1/nope', headers: { 'x-request-id': 'bad id with spaces' } });
+    const made = await panel.app.inject({
+      method: 'GET',
+      url: '/api/v1/nope',
+      headers: { 'x-request-id': 'bad id with spaces' },
+    });
     assert.match(String(made.headers['x-request-id']), /^[0-9a-f-]{36}$/);
   });
 });
@@ -135,9 +230,17 @@ describe('request ids in the log', () => {
   });
 
   it('logs each request with its id, the one the client gave or a made one', async () => {
-    const echoed = await panel.app.inject({ method: 'GET', url: '/api/v1/nope', headers: { 'x-request-id': 'shop-order-42' } });
+    const echoed = await panel.app.inject({
+      method: 'GET',
+      url: '/api/v1/nope',
+      headers: { 'x-request-id': 'shop-order-42' },
+    });
     assert.equal(echoed.headers['x-request-id'], 'shop-order-42');
-    const made = await panel.app.inject({ method: 'GET', url: '/api/v1/nope', headers: { 'x-request-id': 'bad id with spaces' } });
+    const made = await panel.app.inject({
+      method: 'GET',
+      url: '/api/v1/nope',
+      headers: { 'x-request-id': 'bad id with spaces' },
+    });
     const madeId = String(made.headers['x-request-id']);
     assert.match(madeId, /^[0-9a-f-]{36}$/);
     for (const id of ['shop-order-42', madeId]) {

@@ -21,12 +21,18 @@ for (const kind of DATABASE_KINDS) {
     let device: number;
 
     async function events(query: string): Promise<{ data: EventItem[]; has_more: boolean }> {
-      const response = await fetch(`${panel.url}/api/v1/events${query}`, { headers: { authorization: `Bearer ${key}` } });
+      const response = await fetch(`${panel.url}/api/v1/events${query}`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
       assert.equal(response.status, 200);
       return response.json();
     }
     async function post(path: string, body: unknown): Promise<{ id: number }> {
-      const response = await fetch(`${panel.url}/api/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const response = await fetch(`${panel.url}/api/v1${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       return response.json();
     }
 
@@ -38,7 +44,11 @@ for (const kind of DATABASE_KINDS) {
       serverB = (await post('/servers', { name: 'b' })).id;
       device = (await post('/devices', { server_id: serverA, name: 'd1' })).id;
       await post('/devices', { server_id: serverB, name: 'd2' });
-      await fetch(`${panel.url}/api/v1/devices/${device}`, { method: 'PATCH', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"enabled":false}' });
+      await fetch(`${panel.url}/api/v1/devices/${device}`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: '{"enabled":false}',
+      });
     });
     after(async () => {
       await panel.stop();
@@ -48,15 +58,34 @@ for (const kind of DATABASE_KINDS) {
     it('lists every field of spec §2.6 oldest first, and pages with after/limit', async () => {
       const all = await events('?limit=200');
       const ids = all.data.map((e) => e.id);
-      assert.deepEqual(ids, [...ids].sort((x, y) => x - y));
-      for (const field of ['id', 'kind', 'created_at', 'server_id', 'server_name', 'device_id', 'device_name', 'node_name', 'ip', 'country', 'detail', 'actor']) {
+      assert.deepEqual(
+        ids,
+        [...ids].sort((x, y) => x - y),
+      );
+      for (const field of [
+        'id',
+        'kind',
+        'created_at',
+        'server_id',
+        'server_name',
+        'device_id',
+        'device_name',
+        'node_name',
+        'ip',
+        'country',
+        'detail',
+        'actor',
+      ]) {
         assert.ok(field in (all.data[0] ?? {}), field);
       }
       const first = await events('?limit=2');
       assert.equal(first.data.length, 2);
       assert.equal(first.has_more, true);
       const rest = await events(`?after=${first.data[1]?.id}&limit=200`);
-      assert.deepEqual([...first.data, ...rest.data].map((e) => e.id), ids);
+      assert.deepEqual(
+        [...first.data, ...rest.data].map((e) => e.id),
+        ids,
+      );
       assert.equal(rest.has_more, false);
     });
 
@@ -64,7 +93,10 @@ for (const kind of DATABASE_KINDS) {
       const onA = await events(`?server_id=${serverA}&limit=200`);
       assert.ok(onA.data.length > 0 && onA.data.every((e) => e.server_id === serverA));
       const ofDevice = await events(`?device_id=${device}`);
-      assert.deepEqual(ofDevice.data.map((e) => e.kind), ['device.created', 'device.updated', 'device.disabled']);
+      assert.deepEqual(
+        ofDevice.data.map((e) => e.kind),
+        ['device.created', 'device.updated', 'device.disabled'],
+      );
       const kinds = await events('?kind=server.created,device.disabled&limit=200');
       assert.deepEqual(kinds.data.map((e) => e.kind).sort(), ['device.disabled', 'server.created', 'server.created']);
       assert.ok(kinds.data.every((e) => e.actor === 'via API key reader'));

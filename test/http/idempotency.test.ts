@@ -21,7 +21,11 @@ for (const kind of DATABASE_KINDS) {
     async function post(body: unknown, idempotencyKey?: string, apiKey = key, target = panel): Promise<Reply> {
       const headers: Record<string, string> = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
       if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
-      const response = await fetch(`${target.url}/api/v1/servers`, { method: 'POST', headers, body: JSON.stringify(body) });
+      const response = await fetch(`${target.url}/api/v1/servers`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+      });
       return {
         status: response.status,
         replayed: response.headers.get('idempotent-replayed'),
@@ -31,7 +35,9 @@ for (const kind of DATABASE_KINDS) {
     }
 
     async function serversNamed(name: string): Promise<number> {
-      const response = await fetch(`${panel.url}/api/v1/servers?limit=200`, { headers: { authorization: `Bearer ${key}` } });
+      const response = await fetch(`${panel.url}/api/v1/servers?limit=200`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
       const page: { data: { name: string }[] } = await response.json();
       return page.data.filter((s) => s.name === name).length;
     }
@@ -85,7 +91,10 @@ for (const kind of DATABASE_KINDS) {
       const tooLong = await post({ name: 'long-bad' }, 'k'.repeat(256));
       assert.equal(tooLong.status, 400);
       assert.equal(tooLong.json.error?.code, 'bad_request');
-      assert.ok('Idempotency-Key' in (tooLong.json.error?.fields ?? {}) || 'idempotency-key' in (tooLong.json.error?.fields ?? {}));
+      assert.ok(
+        'Idempotency-Key' in (tooLong.json.error?.fields ?? {}) ||
+          'idempotency-key' in (tooLong.json.error?.fields ?? {}),
+      );
       assert.equal(await serversNamed('long-bad'), 0);
     });
 

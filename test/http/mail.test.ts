@@ -12,7 +12,12 @@ const TO = 'ops@example.test';
 const FAST_RETRIES = Array.from({ length: 150 }, () => '0.2').join(',');
 
 function mailAbout(smtp: SmtpReceiver, subject: string): Promise<ReceivedMail> {
-  return waitFor(`a mail about "${subject}"`, async () => smtp.received.find((m) => m.subject.includes(subject)), 15_000, 50);
+  return waitFor(
+    `a mail about "${subject}"`,
+    async () => smtp.received.find((m) => m.subject.includes(subject)),
+    15_000,
+    50,
+  );
 }
 
 for (const kind of DATABASE_KINDS) {
@@ -80,7 +85,10 @@ for (const kind of DATABASE_KINDS) {
       assert.ok(address !== null && typeof address === 'object');
       port = address.port;
       db = await createTestDatabase(kind);
-      panel = await startPanel({ database: db, env: { SMTP_URL: `smtp://127.0.0.1:${port}`, NOTIFY_EMAIL: TO, MAIL_RETRY_SCHEDULE: FAST_RETRIES } });
+      panel = await startPanel({
+        database: db,
+        env: { SMTP_URL: `smtp://127.0.0.1:${port}`, NOTIFY_EMAIL: TO, MAIL_RETRY_SCHEDULE: FAST_RETRIES },
+      });
     });
     after(async () => {
       await panel.stop();
@@ -103,7 +111,12 @@ for (const kind of DATABASE_KINDS) {
       assert.ok(performance.now() - startedMs < 3_000, 'the API waited for the mail server');
 
       // The sender has tried and failed, and keeps the mail.
-      await waitFor('a failed mail attempt in the log', async () => (panel.output().includes('notification mail not sent') ? true : undefined), 10_000, 50);
+      await waitFor(
+        'a failed mail attempt in the log',
+        async () => (panel.output().includes('notification mail not sent') ? true : undefined),
+        10_000,
+        50,
+      );
 
       await new Promise((resolve) => down.close(resolve));
       smtp = await startSmtpReceiver(port);

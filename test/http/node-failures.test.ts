@@ -21,7 +21,7 @@ for (const kind of DATABASE_KINDS) {
       await agent.start();
       panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off' } });
       const added = await panel.cli(['nodes', 'add', '--name', 'fake', '--url', agent.url, '--token', agent.token]);
-    assert.equal(added.code, 0, added.stderr);
+      assert.equal(added.code, 0, added.stderr);
       key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
       serverId = (await call('POST', '/servers', { name: 'edge' })).expect(201).id;
     });
@@ -85,7 +85,8 @@ for (const kind of DATABASE_KINDS) {
         [{ name: 'shaped-2' }, 200],
         [{ speed_limit: 5000 }, 200],
         [{ speed_limit: 5000, metadata: { plan: 'pro' } }, 200],
-      ] as const) assert.equal((await call('PATCH', path, body)).status, status);
+      ] as const)
+        assert.equal((await call('PATCH', path, body)).status, status);
       assert.equal((await call('PATCH', '/groups/speed-group', { speed_limit: 0 })).status, 200);
       // A disabled device is no peer: its new limit waits in the database until it is enabled again.
       assert.equal((await call('PATCH', path, { enabled: false, speed_limit: 100 })).status, 200);

@@ -38,7 +38,11 @@ describe('OpenAPI description', () => {
 
   it('states the bearer scheme and the scope of every operation under /api/v1', () => {
     const components = document.components as { securitySchemes: Record<string, { type: string; scheme: string }> };
-    assert.deepEqual(components.securitySchemes.bearerAuth, { ...components.securitySchemes.bearerAuth, type: 'http', scheme: 'bearer' });
+    assert.deepEqual(components.securitySchemes.bearerAuth, {
+      ...components.securitySchemes.bearerAuth,
+      type: 'http',
+      scheme: 'bearer',
+    });
     const paths = document.paths as Record<string, Record<string, Operation>>;
     let guarded = 0;
     for (const [path, item] of Object.entries(paths)) {
@@ -60,6 +64,10 @@ describe('OpenAPI description', () => {
 
   it('is what the committed test client was generated from (npm run gen:api-types)', async () => {
     const committed = readFileSync(new URL('../support/api-types.ts', import.meta.url), 'utf8');
-    assert.equal(committed, await apiTypesSource(document), 'test/support/api-types.ts is stale: run npm run gen:api-types');
+    assert.equal(
+      committed,
+      await apiTypesSource(document),
+      'test/support/api-types.ts is stale: run npm run gen:api-types',
+    );
   });
 });

@@ -11,7 +11,11 @@ for (const kind of DATABASE_KINDS) {
     const created: number[] = [];
 
     async function page(query: string): Promise<{ data: { id: number }[]; has_more: boolean }> {
-      const response = await panel.app.inject({ method: 'GET', url: `/api/v1/servers${query}`, headers: { authorization: `Bearer ${key}` } });
+      const response = await panel.app.inject({
+        method: 'GET',
+        url: `/api/v1/servers${query}`,
+        headers: { authorization: `Bearer ${key}` },
+      });
       assert.equal(response.statusCode, 200);
       return response.json();
     }
@@ -22,7 +26,9 @@ for (const kind of DATABASE_KINDS) {
       key = await panel.createKey('pager', 'servers:read,servers:write', { rateLimitExempt: true });
       const api = panel.client(key);
       for (let i = 0; i < 7; i++) {
-        const { data } = await api.POST('/api/v1/servers', { body: { name: `s${i}`, country: i % 2 === 0 ? 'DE' : 'NL' } });
+        const { data } = await api.POST('/api/v1/servers', {
+          body: { name: `s${i}`, country: i % 2 === 0 ? 'DE' : 'NL' },
+        });
         assert.ok(data !== undefined, 'the server is created');
         created.push(data.id);
       }

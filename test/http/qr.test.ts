@@ -22,7 +22,6 @@ const device: ClientConfigInput = {
   persistentKeepalive: 25,
 };
 
-
 test('the QR code is a PNG', async () => {
   const png = await renderQrPng(renderClientConfig(device, { killSwitch: false }));
   assert.deepEqual(png.subarray(0, PNG_SIGNATURE.length), PNG_SIGNATURE);
@@ -33,7 +32,13 @@ describe('the QR code decodes to exactly the config text', { skip: needsTool('zb
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   const cases: Array<[intent: string, text: string]> = [
-    ['a short config (no DNS, no keepalive)', renderClientConfig({ ...device, dns: [], persistentKeepalive: 0, endpoint: '203.0.113.7' }, { killSwitch: false })],
+    [
+      'a short config (no DNS, no keepalive)',
+      renderClientConfig(
+        { ...device, dns: [], persistentKeepalive: 0, endpoint: '203.0.113.7' },
+        { killSwitch: false },
+      ),
+    ],
     ['a full config', renderClientConfig(device, { killSwitch: false })],
     ['a client-made key', renderClientConfig({ ...device, privateKey: null }, { killSwitch: false })],
     ['the kill switch, the longest text', renderClientConfig(device, { killSwitch: true })],

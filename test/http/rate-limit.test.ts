@@ -65,7 +65,10 @@ describe('rate limit per key (in process)', () => {
       assert.match(a.rateLimit ?? '', /^"default";r=0;t=\d+$/);
     }
     assert.ok(answers.every((a) => a.policy === '"default";q=60;w=6'));
-    assert.ok(answers.some((a) => a.rateLimit === '"default";r=59;t=1'), 'the first answer says 59 remain');
+    assert.ok(
+      answers.some((a) => a.rateLimit === '"default";r=59;t=1'),
+      'the first answer says 59 remain',
+    );
 
     // A timer fires late on a loaded machine: the refill is counted over the time that really passed.
     const waitStartedMs = performance.now();
@@ -111,7 +114,11 @@ describe('rate limit shared through Redis by two panels', () => {
     const [first] = panels;
     if (!first) throw new Error('no panel');
     const key = await first.createKey('shared', 'servers:read');
-    const { answers, seconds } = await burst(panels.map((p) => p.url), key, 90);
+    const { answers, seconds } = await burst(
+      panels.map((p) => p.url),
+      key,
+      90,
+    );
     const passed = answers.filter((a) => a.status === 200).length;
     assert.ok(passed >= 60, `the burst of 60 passes (${passed} did)`);
     assert.ok(passed <= allowedWithin(seconds), `${passed} passed through two panels in ${seconds.toFixed(3)} s`);

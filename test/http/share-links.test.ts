@@ -161,8 +161,8 @@ for (const kind of DATABASE_KINDS) {
       const now = '2026-03-01T00:00:00.000Z';
       const serverKeys = generateKeyPair();
       const deviceKeys = [generateKeyPair(), generateKeyPair()] as const;
-      const live = 'L'.repeat(40) + 'ive';
-      const expired = 'E'.repeat(40) + 'xpd';
+      const live = `${'L'.repeat(40)}ive`;
+      const expired = `${'E'.repeat(40)}xpd`;
       // A database of the version before hashing, written as that version wrote it.
       const old = openStore({ databaseUrl: db.env.DATABASE_URL, dataDir: db.dataDir });
       await migrate(old, '010-panel-settings');
@@ -172,8 +172,9 @@ for (const kind of DATABASE_KINDS) {
         public_key, address, subnet, dns, dns_on_server, mtu, persistent_keepalive, client_allowed_ips, capacity,
         created_at, updated_at)
         values (1, 's', '', '', 'running', '192.0.2.1', 51820, ${serverKeys.privateKey}, ${serverKeys.publicKey},
-        '10.1.0.1/24', '10.1.0.0/24', '["1.1.1.1"]', 0, 1420, 25, '["0.0.0.0/0"]', 253, ${now}, ${now})`
-        .execute(old.db);
+        '10.1.0.1/24', '10.1.0.0/24', '["1.1.1.1"]', 0, 1420, 25, '["0.0.0.0/0"]', 253, ${now}, ${now})`.execute(
+        old.db,
+      );
       for (const [i, keys] of deviceKeys.entries()) {
         await sql`insert into devices (server_id, name, external_id, metadata, address, public_key, private_key,
           enabled, data_limit, limit_period, usage_reset_at, expires_at, speed_limit, last_handshake, created_at,
@@ -195,7 +196,10 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual(shown, { url: `https://vpn.example.com/s/${live}`, expires_at: null });
 
       const rows = await storedShareLinks(db);
-      assert.deepEqual(rows.map((r) => r.token_hash), [sha256(live), sha256(expired)]);
+      assert.deepEqual(
+        rows.map((r) => r.token_hash),
+        [sha256(live), sha256(expired)],
+      );
       // Sealed at the first start after the upgrade.
       for (const row of rows) assert.match(String(row.token), /^enc:v1:/);
     });

@@ -48,7 +48,11 @@ class Receiver {
   }
 }
 
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 10_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -109,7 +113,9 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     await webhook('/created', ['device.created']);
     const server = (await call('POST', '/servers', { name: 'wh-1' })).expect(201);
     const device = (await call('POST', '/devices', { server_id: server.id, name: 'watched' })).expect(201);
-    const got = await until('device.created', () => receiver.on('/created').find((r) => JSON.parse(r.body).device_id === device.id));
+    const got = await until('device.created', () =>
+      receiver.on('/created').find((r) => JSON.parse(r.body).device_id === device.id),
+    );
     const events = (await call('GET', `/events?device_id=${device.id}&kind=device.created`)).expect(200);
     assert.deepEqual(JSON.parse(got.body), events.data[0]);
     assert.doesNotMatch(got.body, /PrivateKey|private_key|vpnk_/, 'no key in a payload');
@@ -146,7 +152,11 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     // The panel turned it off, not the ping's request: in the activity log by `system`, without a request id.
     const logged = await panel.cli(['activity', '--resource', 'webhook', '--id', String(hook.id), '--json']);
     const entries: { action: string; actor: string; request_id: string | null }[] = JSON.parse(logged.stdout).data;
-    assert.deepEqual(entries.map((e) => [e.action, e.actor, e.request_id]).at(-1), ['webhook.disabled', 'system', null]);
+    assert.deepEqual(entries.map((e) => [e.action, e.actor, e.request_id]).at(-1), [
+      'webhook.disabled',
+      'system',
+      null,
+    ]);
   });
 
   it('keeps GET /devices fast while a receiver hangs', async () => {
@@ -173,10 +183,14 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     panel = await startPanel({ database: db, env });
     // A delivery the killed panel had just claimed stays held for its claim (twice the 15 s attempt
     // timeout plus a margin) before the new panel may take it: wait out that bound.
-    const delivered = await until('delivery after restart', async () => {
-      const list = (await call('GET', `/webhooks/${hook.id}/deliveries?state=delivered`)).expect(200);
-      return list.data.find((d) => d.payload.server_id === server.id);
-    }, 45_000);
+    const delivered = await until(
+      'delivery after restart',
+      async () => {
+        const list = (await call('GET', `/webhooks/${hook.id}/deliveries?state=delivered`)).expect(200);
+        return list.data.find((d) => d.payload.server_id === server.id);
+      },
+      45_000,
+    );
     // At least once: the receiver got the same message before the kill and again after it. (An
     // attempt in flight when the panel was killed is not in `attempts`: its record died with it.)
     const seen = receiver.on('/durable').filter((r) => JSON.parse(r.body).server_id === server.id);
@@ -214,7 +228,15 @@ describe('webhooks: targets on private addresses are refused unless allowed', ()
     await db.drop();
   });
 
-  for (const url of ['http://127.0.0.1:9/x', 'http://10.0.0.1/x', 'http://169.254.169.254/latest/meta-data', 'http://[::1]:9/x', 'http://localhost:9/x', 'http://100.64.0.1/x', 'ftp://example.com/x']) {
+  for (const url of [
+    'http://127.0.0.1:9/x',
+    'http://10.0.0.1/x',
+    'http://169.254.169.254/latest/meta-data',
+    'http://[::1]:9/x',
+    'http://localhost:9/x',
+    'http://100.64.0.1/x',
+    'ftp://example.com/x',
+  ]) {
     it(`refuses ${url}`, async () => {
       const response = await fetch(`${panel.url}/api/v1/webhooks`, {
         method: 'POST',

@@ -60,8 +60,13 @@ describe('the panel talks to an agent with a configured certificate through the 
     execFileSync('openssl', ['req', '-x509', ...key, ...subject, ...files], { stdio: 'ignore' });
     port = await freePort();
     agent = await startAgent({
-      AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run',
-      DATA_DIR: join(dir, 'node'), AGENT_TLS_CERT: join(dir, 'cert.pem'), AGENT_TLS_KEY: join(dir, 'key.pem'),
+      AGENT_PORT: String(port),
+      AGENT_HOST: '127.0.0.1',
+      AGENT_TOKEN: token,
+      NODE_DRIVER: 'dry-run',
+      DATA_DIR: join(dir, 'node'),
+      AGENT_TLS_CERT: join(dir, 'cert.pem'),
+      AGENT_TLS_KEY: join(dir, 'key.pem'),
     });
     db = await createTestDatabase('sqlite');
     panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off', NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem') } });
@@ -127,8 +132,12 @@ describe('an agent without TLS settings serves its own certificate, which the pa
     port = await freePort();
     // DATA_DIR does not exist yet: the agent makes it, 0700.
     agentEnv = {
-      AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TOKEN: token, NODE_DRIVER: 'dry-run',
-      PUBLIC_HOST: '127.0.0.1', DATA_DIR: join(dir, 'node'),
+      AGENT_PORT: String(port),
+      AGENT_HOST: '127.0.0.1',
+      AGENT_TOKEN: token,
+      NODE_DRIVER: 'dry-run',
+      PUBLIC_HOST: '127.0.0.1',
+      DATA_DIR: join(dir, 'node'),
     };
     agent = await startAgent(agentEnv);
     db = await createTestDatabase('sqlite');
@@ -163,11 +172,16 @@ describe('an agent without TLS settings serves its own certificate, which the pa
     const args = ['--url', `https://127.0.0.1:${port}`, '--token-file', join(dir, 'token'), '--cert-sha256', wrongPin];
     const added = await panel.cli(['nodes', 'add', '--name', 'wrong', ...args]);
     assert.equal(added.code, 0, added.stderr);
-    const listed = await waitFor('nodes list to show the pin error', async () => {
-      const list = await panel.cli(['nodes', 'list']);
-      const line = list.stdout.split('\n').find((l) => l.includes('\twrong\t'));
-      return line?.includes('error:') === true ? line : undefined;
-    }, 20_000, 250);
+    const listed = await waitFor(
+      'nodes list to show the pin error',
+      async () => {
+        const list = await panel.cli(['nodes', 'list']);
+        const line = list.stdout.split('\n').find((l) => l.includes('\twrong\t'));
+        return line?.includes('error:') === true ? line : undefined;
+      },
+      20_000,
+      250,
+    );
     assert.match(listed, /\toffline\t/);
     assert.ok(listed.includes(`--cert-sha256 ${wrongPin.toUpperCase()}`), listed);
     assert.ok(listed.includes(agent.certSha256 ?? '-'), `names the certificate served: ${listed}`);

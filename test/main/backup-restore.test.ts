@@ -22,7 +22,11 @@ class WriteLoad {
 
   async #work(url: string, key: string, serverIds: readonly number[], worker: number): Promise<void> {
     for (let i = 0; this.#running; i++) {
-      const created = await callApi(url, key, 'POST', '/devices', { server_id: serverIds[i % serverIds.length] ?? assert.fail('no server'), external_id: `load-${worker}`, metadata: { i } });
+      const created = await callApi(url, key, 'POST', '/devices', {
+        server_id: serverIds[i % serverIds.length] ?? assert.fail('no server'),
+        external_id: `load-${worker}`,
+        metadata: { i },
+      });
       if (created.status !== 201) this.failures.push(`create ${created.status}`);
       else {
         const change = { metadata: { i, changed: true }, data_limit: i * 1000 };
@@ -59,11 +63,29 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
     key = await panel.createKey('shop', 'all', ['--no-rate-limit']);
     reader = await panel.createKey('reader', 'devices:read');
     file = join(source.dataDir, '..', `${source.dataDir.split('/').at(-1)}.vpb`);
-    cleanup.push(() => panel.stop(), () => source.drop(), async () => rmSync(file, { force: true }));
+    cleanup.push(
+      () => panel.stop(),
+      () => source.drop(),
+      async () => rmSync(file, { force: true }),
+    );
     const fra = (await call('POST', '/servers', { name: 'fra-1', country: 'DE', city: 'Frankfurt' })).expect(201).id;
     const ams = (await call('POST', '/servers', { name: 'ams-1', address: '10.200.0.1/20' })).expect(201).id;
-    for (let i = 0; i < 12; i++) assert.equal((await call('POST', '/devices', { server_id: i % 2 ? fra : ams, external_id: `cust-${i % 3}`, metadata: { i } })).status, 201);
-    const own = await call('POST', '/devices', { server_id: fra, public_key: generateKeyPair().publicKey, name: 'own-key' });
+    for (let i = 0; i < 12; i++)
+      assert.equal(
+        (
+          await call('POST', '/devices', {
+            server_id: i % 2 ? fra : ams,
+            external_id: `cust-${i % 3}`,
+            metadata: { i },
+          })
+        ).status,
+        201,
+      );
+    const own = await call('POST', '/devices', {
+      server_id: fra,
+      public_key: generateKeyPair().publicKey,
+      name: 'own-key',
+    });
     assert.equal(own.status, 201);
     const replayable = await fetch(`${panel.url}/api/v1/devices`, {
       method: 'POST',
@@ -75,7 +97,10 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
     assert.equal((await call('DELETE', '/devices/3')).status, 204);
     const link = (await callApi(panel.url, key, 'POST', '/devices/1/share', {})).expect(201);
     shareToken = new URL(link.url).pathname.split('/').at(-1) ?? '';
-    assert.equal((await call('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['device.created'] })).status, 201);
+    assert.equal(
+      (await call('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['device.created'] })).status,
+      201,
+    );
   });
   after(async () => {
     for (const step of cleanup.reverse()) await step();
@@ -92,16 +117,28 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /backed up \d+ rows of \d+ tables .* sha256 [0-9a-f]{64}/);
     assert.deepEqual(load.failures, []);
-    assert.ok(load.finishedAtMs.filter((t) => t > startedMs && t < endedMs).length > 0, 'writes went on during the backup');
+    assert.ok(
+      load.finishedAtMs.filter((t) => t > startedMs && t < endedMs).length > 0,
+      'writes went on during the backup',
+    );
 
     const { rows } = readBackup(file);
     const devices = new Set(rows.devices?.map((d) => Number(d.id)));
     const created = new Set(rows.events?.filter((e) => e.kind === 'device.created').map((e) => Number(e.device_id)));
     const deleted = new Set(rows.events?.filter((e) => e.kind === 'device.deleted').map((e) => Number(e.device_id)));
-    assert.deepEqual(devices, new Set([...created].filter((id) => !deleted.has(id))), 'each device with its event, written in one transaction, or neither');
-    assert.ok(load.finishedAtMs.some((t) => t > endedMs), 'the load went on after the snapshot');
+    assert.deepEqual(
+      devices,
+      new Set([...created].filter((id) => !deleted.has(id))),
+      'each device with its event, written in one transaction, or neither',
+    );
+    assert.ok(
+      load.finishedAtMs.some((t) => t > endedMs),
+      'the load went on after the snapshot',
+    );
     for (const id of devices) {
-      const config = await fetch(`${panel.url}/api/v1/devices/${id}/config`, { headers: { authorization: `Bearer ${key}` } });
+      const config = await fetch(`${panel.url}/api/v1/devices/${id}/config`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
       configs.set(id, await config.text());
     }
     // After the backup: the key a restore must bring back.
@@ -112,7 +149,10 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
   it('refuses to restore while a panel runs on the database', async () => {
     const result = await panel.cli(['restore', '--replace', file]);
     assert.equal(result.code, 1);
-    assert.match(result.stderr.trim(), /^vpn-panel: nothing was restored: a panel is running on this database: stop every panel that uses it, then restore$/);
+    assert.match(
+      result.stderr.trim(),
+      /^vpn-panel: nothing was restored: a panel is running on this database: stop every panel that uses it, then restore$/,
+    );
     assert.equal((await fetch(`${panel.url}/healthz`)).status, 200);
   });
 
@@ -132,9 +172,15 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
       const moved = await startPanel({ database: target });
       cleanup.push(() => moved.stop());
       assert.equal((await callApi(moved.url, key, 'GET', '/servers')).status, 200, 'the key works again');
-      assert.equal((await callApi(moved.url, reader, 'GET', '/devices')).status, 200, 'the key revoked after the backup works again');
+      assert.equal(
+        (await callApi(moved.url, reader, 'GET', '/devices')).status,
+        200,
+        'the key revoked after the backup works again',
+      );
       for (const [id, config] of configs) {
-        const served = await fetch(`${moved.url}/api/v1/devices/${id}/config`, { headers: { authorization: `Bearer ${key}` } });
+        const served = await fetch(`${moved.url}/api/v1/devices/${id}/config`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
         assert.equal(await served.text(), config, `config of device ${id}`);
       }
       const replay = await fetch(`${moved.url}/api/v1/devices`, {
@@ -151,7 +197,10 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
       await moved.stop();
       const wrongSecret = await runCli(['serve'], { ...moved.env, PANEL_SECRET: randomBytes(32).toString('base64') });
       assert.equal(wrongSecret.code, 1);
-      assert.match(wrongSecret.stderr.trim(), /^vpn-panel: PANEL_SECRET is not the panel secret the private keys are encrypted with \(fingerprint [\w-]+, this one [\w-]+\); use the secret of the panel they come from$/);
+      assert.match(
+        wrongSecret.stderr.trim(),
+        /^vpn-panel: PANEL_SECRET is not the panel secret the private keys are encrypted with \(fingerprint [\w-]+, this one [\w-]+\); use the secret of the panel they come from$/,
+      );
     });
   }
 
@@ -159,8 +208,12 @@ describe('backup while the panel works, restore into an empty SQLite and Postgre
     const keys = [...configs.values()].flatMap((c) => /^PrivateKey = (.+)$/m.exec(c)?.[1] ?? []);
     assert.ok(keys.length >= 12);
     const files = ['vpn-panel.db', 'vpn-panel.db-wal'].map((f) => join(source.dataDir, f)).filter((f) => existsSync(f));
-    const contents = [...files.map((f) => readFileSync(f).toString('latin1')), gunzipSync(readFileSync(file)).toString('utf8')];
-    for (const privateKey of keys) for (const content of contents) assert.ok(!content.includes(privateKey), 'a private key in plain');
+    const contents = [
+      ...files.map((f) => readFileSync(f).toString('latin1')),
+      gunzipSync(readFileSync(file)).toString('utf8'),
+    ];
+    for (const privateKey of keys)
+      for (const content of contents) assert.ok(!content.includes(privateKey), 'a private key in plain');
     for (const content of contents) assert.ok(!content.includes(shareToken), 'a share token in plain');
   });
 });

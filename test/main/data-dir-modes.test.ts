@@ -113,7 +113,12 @@ describe('DATA_DIR and its files are private to the panel user, whoever makes th
     });
     try {
       const deadline = Date.now() + 30_000;
-      while (!(await fetch(`http://127.0.0.1:${port}/v1/status`).then(() => true, () => false))) {
+      while (
+        !(await fetch(`http://127.0.0.1:${port}/v1/status`).then(
+          () => true,
+          () => false,
+        ))
+      ) {
         assert.ok(Date.now() < deadline && agent.exitCode === null, 'the agent did not answer');
         await new Promise((r) => setTimeout(r, 50));
       }

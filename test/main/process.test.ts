@@ -16,21 +16,42 @@ describe('start-up configuration', () => {
   const BAD: [string, Record<string, string>, RegExp][] = [
     ['a port that is not a number', { PORT: 'eighty' }, /PORT must be a port number/],
     ['a port out of range', { PORT: '70000' }, /PORT must be a port number/],
-    ['a database URL of another kind', { DATABASE_URL: 'mysql://localhost/x' }, /DATABASE_URL must be a postgres: or postgresql: URL/],
-    ['a time zone that does not exist', { PANEL_TIMEZONE: 'Mars/Olympus_Mons' }, /PANEL_TIMEZONE must be an IANA time zone/],
+    [
+      'a database URL of another kind',
+      { DATABASE_URL: 'mysql://localhost/x' },
+      /DATABASE_URL must be a postgres: or postgresql: URL/,
+    ],
+    [
+      'a time zone that does not exist',
+      { PANEL_TIMEZONE: 'Mars/Olympus_Mons' },
+      /PANEL_TIMEZONE must be an IANA time zone/,
+    ],
     ['an unknown node driver', { NODE_DRIVER: 'fast' }, /NODE_DRIVER must be one of auto, wireguard, dry-run/],
     ['a local node flag that is not on or off', { LOCAL_NODE: 'maybe' }, /LOCAL_NODE must be on or off/],
     ['a panel URL that is not a URL', { PANEL_URL: 'panel.example' }, /PANEL_URL is not a URL/],
-    ['a panel secret that is not 32 bytes in base64', { PANEL_SECRET: 'c2hvcnQ=' }, /PANEL_SECRET must be 32 bytes in base64/],
+    [
+      'a panel secret that is not 32 bytes in base64',
+      { PANEL_SECRET: 'c2hvcnQ=' },
+      /PANEL_SECRET must be 32 bytes in base64/,
+    ],
     ['trusting every proxy', { TRUST_PROXY: 'on' }, /TRUST_PROXY must be off or the proxies' addresses or CIDRs/],
     ['a proxy hop count', { TRUST_PROXY: '1' }, /TRUST_PROXY must be off or the proxies' addresses/],
     ['a proxy CIDR with a prefix too long', { TRUST_PROXY: '10.0.0.0/33' }, /TRUST_PROXY .*got '10\.0\.0\.0\/33'/],
     ['a connection cap of zero', { HTTP_MAX_CONNECTIONS: '0' }, /HTTP_MAX_CONNECTIONS must be a whole number/],
-    ['a PostgreSQL that does not answer', { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, /ECONNREFUSED|connect/],
+    [
+      'a PostgreSQL that does not answer',
+      { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' },
+      /ECONNREFUSED|connect/,
+    ],
   ];
   for (const [name, env, message] of BAD) {
     it(`fails with one clear line for ${name}`, async () => {
-      const result = await runCli(['serve'], { ...db.env, NODE_DRIVER: 'dry-run', PORT: String(await freePort()), ...env });
+      const result = await runCli(['serve'], {
+        ...db.env,
+        NODE_DRIVER: 'dry-run',
+        PORT: String(await freePort()),
+        ...env,
+      });
       assert.equal(result.code, 1);
       const lines = result.stderr.trim().split('\n');
       assert.equal(lines.length, 1, result.stderr);
@@ -49,7 +70,10 @@ describe('a running panel', () => {
     agent = new FakeAgent();
     await agent.start();
     panel = await startPanel({ database: db, env: { LOCAL_NODE: 'off' } });
-    assert.equal((await panel.cli(['nodes', 'add', '--name', 'fake', '--url', agent.url, '--token', agent.token])).code, 0);
+    assert.equal(
+      (await panel.cli(['nodes', 'add', '--name', 'fake', '--url', agent.url, '--token', agent.token])).code,
+      0,
+    );
   });
   after(async () => {
     await panel.stop('SIGKILL');

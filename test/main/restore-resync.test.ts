@@ -12,7 +12,9 @@ const TOKEN = 'restore-resync-node-token';
 /** What the node runs: its servers and each one's peers, as the agent reports them. */
 async function nodeState(agentUrl: string): Promise<Record<number, string[]>> {
   const headers = { authorization: `Bearer ${TOKEN}` };
-  const state: { servers: { serverId: number; peers: string[] }[] } = await (await fetch(`${agentUrl}/v1/peers`, { headers })).json();
+  const state: { servers: { serverId: number; peers: string[] }[] } = await (
+    await fetch(`${agentUrl}/v1/peers`, { headers })
+  ).json();
   return Object.fromEntries(state.servers.map((s) => [s.serverId, s.peers]));
 }
 
@@ -31,13 +33,22 @@ describe('after a restore, the panel brings its nodes to the restored state', ()
     agentUrl = `http://127.0.0.1:${port}`;
     agent = spawn(process.execPath, [join(ROOT, 'bin/vpn-panel.js'), 'node'], {
       env: {
-        ...process.env, AGENT_TOKEN: TOKEN, AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', NODE_DRIVER: 'dry-run',
-        PUBLIC_HOST: '192.0.2.7', LOG_LEVEL: 'warn', DATA_DIR: join(database.dataDir, 'node'), AGENT_TLS: 'off',
+        ...process.env,
+        AGENT_TOKEN: TOKEN,
+        AGENT_PORT: String(port),
+        AGENT_HOST: '127.0.0.1',
+        NODE_DRIVER: 'dry-run',
+        PUBLIC_HOST: '192.0.2.7',
+        LOG_LEVEL: 'warn',
+        DATA_DIR: join(database.dataDir, 'node'),
+        AGENT_TLS: 'off',
       },
       stdio: 'ignore',
     });
     for (let tries = 0; ; tries++) {
-      const answer = await fetch(`${agentUrl}/v1/status`, { headers: { authorization: `Bearer ${TOKEN}` } }).catch(() => undefined);
+      const answer = await fetch(`${agentUrl}/v1/status`, { headers: { authorization: `Bearer ${TOKEN}` } }).catch(
+        () => undefined,
+      );
       if (answer?.ok) break;
       assert.ok(tries < 300, 'the agent did not start');
       await new Promise((r) => setTimeout(r, 50));
@@ -69,13 +80,21 @@ describe('after a restore, the panel brings its nodes to the restored state', ()
     const madeLater = (await call('POST', '/servers', { name: 'made-later' })).expect(201);
     const d3 = (await call('POST', '/devices', { server_id: kept.id })).expect(201);
     assert.equal((await call('DELETE', `/servers/${deletedLater.id}?force=true`)).status, 204);
-    assert.deepEqual(await nodeState(agentUrl), { [kept.id]: [d1.public_key, d3.public_key].sort(), [madeLater.id]: [] }, 'the node as the panel left it');
+    assert.deepEqual(
+      await nodeState(agentUrl),
+      { [kept.id]: [d1.public_key, d3.public_key].sort(), [madeLater.id]: [] },
+      'the node as the panel left it',
+    );
 
     await panel.stop();
     const restored = await runCli(['restore', '--replace', file], database.env);
     assert.equal(restored.code, 0, restored.stderr);
     assert.match(restored.stdout, /first round resyncs each node/);
-    assert.deepEqual(await nodeState(agentUrl), { [kept.id]: [d1.public_key, d3.public_key].sort(), [madeLater.id]: [] }, 'a restore alone does not touch nodes');
+    assert.deepEqual(
+      await nodeState(agentUrl),
+      { [kept.id]: [d1.public_key, d3.public_key].sort(), [madeLater.id]: [] },
+      'a restore alone does not touch nodes',
+    );
 
     // The panel's first round, before it answers, resyncs every node to the database.
     panel = await startPanel({ database, env: { LOCAL_NODE: 'off' } });

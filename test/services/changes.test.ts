@@ -107,7 +107,11 @@ for (const kind of DATABASE_KINDS) {
       connection = new RecordingConnection(agent);
       const connections = new NodeConnections(connection satisfies NodeConnection);
       sender = new WebhookSender(db, clock, pino({ level: 'silent' }), {
-        scheduleMs: [100], timeoutMs: 5_000, concurrency: 8, pollIntervalMs: HOUR_MS, allowPrivate: true,
+        scheduleMs: [100],
+        timeoutMs: 5_000,
+        concurrency: 8,
+        pollIntervalMs: HOUR_MS,
+        allowPrivate: true,
       });
       nudges = 0;
       const changes = new ChangePublisher(db, clock, connections, {
@@ -119,8 +123,14 @@ for (const kind of DATABASE_KINDS) {
       devices = new DeviceService(suite.store, clock, usage, changes);
       groups = new GroupService(devices);
       await insertWebhook(db, {
-        url: receiverUrl, events: JSON.stringify(['device.created', 'device.deleted']), description: '', enabled: 1,
-        secret: generateWebhookSecret(), created_by: 'test', created_at: now, updated_at: now,
+        url: receiverUrl,
+        events: JSON.stringify(['device.created', 'device.deleted']),
+        description: '',
+        enabled: 1,
+        secret: generateWebhookSecret(),
+        created_by: 'test',
+        created_at: now,
+        updated_at: now,
       });
       // Its first round finds nothing due; the next poll is an hour away.
       sender.start();

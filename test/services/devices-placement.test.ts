@@ -40,7 +40,12 @@ for (const kind of DATABASE_KINDS) {
       const online = await seedNode(db, `on${round}`, now);
       // The offline node's server is the older one and stays empty: by count and id it would win.
       await seedServer(db, offline, { name: 'a', listenPort: 51821, subnet: '10.1.0.0/24', capacity: 253 }, now);
-      reachable = await seedServer(db, online, { name: 'b', listenPort: 51822, subnet: '10.2.0.0/24', capacity: 253 }, now);
+      reachable = await seedServer(
+        db,
+        online,
+        { name: 'b', listenPort: 51822, subnet: '10.2.0.0/24', capacity: 253 },
+        now,
+      );
       await updateNode(db, offline.id, { status: 'offline' });
       const usage = new UsageService(db, clock, new Calendar('UTC'));
       const agent = new Agent(new DryRunDriver(), 'test');

@@ -25,9 +25,18 @@ for (const kind of DATABASE_KINDS) {
       const usage = new UsageService(suite.store.db, clock, new Calendar('Europe/Berlin'));
       const now = isoAt(clock.nowMs());
       const node = await seedNode(suite.store.db, 'n', now);
-      const server = await seedServer(suite.store.db, node, { name: 's', listenPort: 51820, subnet: '10.1.0.0/24', capacity: 253 }, now);
+      const server = await seedServer(
+        suite.store.db,
+        node,
+        { name: 's', listenPort: 51820, subnet: '10.1.0.0/24', capacity: 253 },
+        now,
+      );
       const device = async (name: string, limitPeriod: 'monthly' | 'total'): Promise<number> => {
-        const values = deviceValues(server.id, { name, address: `10.1.0.${name === 'monthly' ? 2 : 3}`, dataLimit: 1000, limitPeriod }, now);
+        const values = deviceValues(
+          server.id,
+          { name, address: `10.1.0.${name === 'monthly' ? 2 : 3}`, dataLimit: 1000, limitPeriod },
+          now,
+        );
         return (await suite.store.db.insertInto('devices').values(values).returningAll().executeTakeFirstOrThrow()).id;
       };
       const monthly = await device('monthly', 'monthly');
@@ -37,7 +46,18 @@ for (const kind of DATABASE_KINDS) {
         seq++;
         const report: UsageReport = {
           journalId: 'j',
-          batches: [{ seq, slotStartMs: at(slotIso), entries: [monthly, total].map((deviceId) => ({ deviceId, rxBytes: bytes, txBytes: 0, meter: seq * bytes })) }],
+          batches: [
+            {
+              seq,
+              slotStartMs: at(slotIso),
+              entries: [monthly, total].map((deviceId) => ({
+                deviceId,
+                rxBytes: bytes,
+                txBytes: 0,
+                meter: seq * bytes,
+              })),
+            },
+          ],
           handshakes: [],
         };
         return usage.ingest(node, report);
@@ -48,9 +68,20 @@ for (const kind of DATABASE_KINDS) {
         return found;
       };
       const limitEvents = async (id: number) =>
-        (await suite.store.db.selectFrom('events').select('id').where('kind', '=', 'device.limit_reached').where('device_id', '=', id).execute()).length;
+        (
+          await suite.store.db
+            .selectFrom('events')
+            .select('id')
+            .where('kind', '=', 'device.limit_reached')
+            .where('device_id', '=', id)
+            .execute()
+        ).length;
       const statusList = (status: 'active' | 'limit_reached') =>
-        listDevices(suite.store.db, { status, nowIso: isoAt(clock.nowMs()), currentMonth: usage.currentMonth() }, { afterId: 0, limit: 10 }).then((rows) => rows.map((r) => r.id));
+        listDevices(
+          suite.store.db,
+          { status, nowIso: isoAt(clock.nowMs()), currentMonth: usage.currentMonth() },
+          { afterId: 0, limit: 10 },
+        ).then((rows) => rows.map((r) => r.id));
 
       // 30 November, 21:45 Berlin (20:45 UTC): 600 bytes each.
       await deliver('2026-11-30T20:45:00Z', 600);
@@ -69,7 +100,11 @@ for (const kind of DATABASE_KINDS) {
       clock.advance(at('2026-11-30T23:00:00Z') - clock.nowMs());
       assert.equal(usage.currentMonth(), '2026-12');
       assert.equal(usage.isLimitReached(await row(monthly)), false, 'a new month');
-      assert.deepEqual(usage.monthUsage(await row(total)), { rx_bytes: 0, tx_bytes: 0, total_bytes: 0 }, 'month usage restarts for every device');
+      assert.deepEqual(
+        usage.monthUsage(await row(total)),
+        { rx_bytes: 0, tx_bytes: 0, total_bytes: 0 },
+        'month usage restarts for every device',
+      );
       assert.equal(usage.periodUsage(await row(total)).total_bytes, 1110, 'a total count goes on');
       assert.deepEqual(await statusList('active'), [monthly]);
       assert.deepEqual(await statusList('limit_reached'), [total]);
@@ -82,8 +117,20 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(usage.monthUsage(await row(monthly)).total_bytes, 300);
       assert.equal(usage.periodUsage(await row(total)).total_bytes, 1460, 'they do count in a total period');
       const report = await usage.report(await row(monthly));
-      assert.deepEqual(report.monthly.map((m) => [m.start, m.rx_bytes]), [['2026-11-01', 1160], ['2026-12-01', 300]]);
-      assert.deepEqual(report.daily.map((d) => [d.start, d.rx_bytes]), [['2026-11-30', 1160], ['2026-12-01', 300]]);
+      assert.deepEqual(
+        report.monthly.map((m) => [m.start, m.rx_bytes]),
+        [
+          ['2026-11-01', 1160],
+          ['2026-12-01', 300],
+        ],
+      );
+      assert.deepEqual(
+        report.daily.map((d) => [d.start, d.rx_bytes]),
+        [
+          ['2026-11-30', 1160],
+          ['2026-12-01', 300],
+        ],
+      );
       assert.equal(report.usage_reset_at, '2026-11-30T23:00:00.000Z', 'the monthly period started on the 1st');
 
       // Crossing again in December posts the event of the new period.

@@ -35,7 +35,8 @@ async function database(kind: DatabaseKind): Promise<TestDatabase> {
   return made;
 }
 
-const storeOf = (db: TestDatabase) => openMigratedStore({ databaseUrl: db.env.DATABASE_URL, dataDir: db.dataDir, panelSecret: undefined });
+const storeOf = (db: TestDatabase) =>
+  openMigratedStore({ databaseUrl: db.env.DATABASE_URL, dataDir: db.dataDir, panelSecret: undefined });
 
 /** The secret of `from` in `to`'s DATA_DIR, as an operator copies it when moving a panel. */
 function shareSecret(from: TestDatabase, to: TestDatabase): void {
@@ -55,28 +56,65 @@ async function createExtraTable(db: TestDatabase): Promise<void> {
     id ${sql.raw(postgres ? 'bigserial' : 'integer')} primary key ${sql.raw(postgres ? '' : 'autoincrement')},
     device_id integer not null references devices (id),
     flag boolean not null, at ${sql.raw(postgres ? 'timestamptz' : 'text')}, doc ${sql.raw(postgres ? 'jsonb' : 'text')},
-    blob ${sql.raw(postgres ? 'bytea' : 'blob')}, ratio ${sql.raw(postgres ? 'double precision' : 'real')})`.execute(store.db);
+    blob ${sql.raw(postgres ? 'bytea' : 'blob')}, ratio ${sql.raw(postgres ? 'double precision' : 'real')})`.execute(
+    store.db,
+  );
   await store.close();
 }
 
 /** Rows of every kind, with values that are easy to lose on the way: big, empty, odd text, nulls. */
 async function fill(store: Store): Promise<{ deletedDeviceId: number }> {
-  const node = await insertNode(store.db, { name: 'remote', url: 'http://192.0.2.9:7000', token: 'a-node-token-of-16+', public_host: '192.0.2.9', status: 'online', last_seen_at: NOW, created_at: NOW });
+  const node = await insertNode(store.db, {
+    name: 'remote',
+    url: 'http://192.0.2.9:7000',
+    token: 'a-node-token-of-16+',
+    public_host: '192.0.2.9',
+    status: 'online',
+    last_seen_at: NOW,
+    created_at: NOW,
+  });
   const serverKeys = generateKeyPair();
   const server = await insertServer(store.db, {
-    node_id: node.id, name: 'Zürich ☃ "quoted"\nline', country: 'CH', city: 'Zürich', status: 'running', endpoint: 'vpn.example.com',
-    listen_port: 51820, private_key: serverKeys.privateKey, public_key: serverKeys.publicKey, address: '10.9.0.1/24', subnet: '10.9.0.0/24',
-    dns: '["1.1.1.1","9.9.9.9"]', dns_on_server: 0, mtu: 1420, persistent_keepalive: 25, client_allowed_ips: '["0.0.0.0/0","::/0"]',
-    capacity: 253, created_at: NOW, updated_at: NOW,
+    node_id: node.id,
+    name: 'Zürich ☃ "quoted"\nline',
+    country: 'CH',
+    city: 'Zürich',
+    status: 'running',
+    endpoint: 'vpn.example.com',
+    listen_port: 51820,
+    private_key: serverKeys.privateKey,
+    public_key: serverKeys.publicKey,
+    address: '10.9.0.1/24',
+    subnet: '10.9.0.0/24',
+    dns: '["1.1.1.1","9.9.9.9"]',
+    dns_on_server: 0,
+    mtu: 1420,
+    persistent_keepalive: 25,
+    client_allowed_ips: '["0.0.0.0/0","::/0"]',
+    capacity: 253,
+    created_at: NOW,
+    updated_at: NOW,
   });
   const ids: number[] = [];
   for (let i = 0; i < 30; i++) {
     const keys = generateKeyPair();
     const device = await insertDevice(store.db, {
-      server_id: server.id, name: `d-${i}`, external_id: i % 3 === 0 ? null : `cust-${i % 4}`, metadata: i % 2 === 0 ? null : JSON.stringify({ plan: 'pro', n: i, s: 'é\u0000x' }),
-      address: `10.9.0.${i + 2}`, public_key: keys.publicKey, private_key: i % 5 === 0 ? null : keys.privateKey, enabled: i % 7 === 0 ? 0 : 1,
-      data_limit: i === 1 ? 2 ** 53 - 1 : i * 1_000_000_000, limit_period: i % 2 === 0 ? 'monthly' : 'total', usage_reset_at: NOW,
-      expires_at: i % 4 === 0 ? null : '2027-01-01T00:00:00.000Z', speed_limit: i * 100, last_handshake: null, created_at: NOW, updated_at: NOW,
+      server_id: server.id,
+      name: `d-${i}`,
+      external_id: i % 3 === 0 ? null : `cust-${i % 4}`,
+      metadata: i % 2 === 0 ? null : JSON.stringify({ plan: 'pro', n: i, s: 'é\u0000x' }),
+      address: `10.9.0.${i + 2}`,
+      public_key: keys.publicKey,
+      private_key: i % 5 === 0 ? null : keys.privateKey,
+      enabled: i % 7 === 0 ? 0 : 1,
+      data_limit: i === 1 ? 2 ** 53 - 1 : i * 1_000_000_000,
+      limit_period: i % 2 === 0 ? 'monthly' : 'total',
+      usage_reset_at: NOW,
+      expires_at: i % 4 === 0 ? null : '2027-01-01T00:00:00.000Z',
+      speed_limit: i * 100,
+      last_handshake: null,
+      created_at: NOW,
+      updated_at: NOW,
     });
     ids.push(device.id);
   }
@@ -86,7 +124,13 @@ async function fill(store: Store): Promise<{ deletedDeviceId: number }> {
   // Found by its hash, the token itself sealed: both columns travel as they are.
   const token = { token_hash: 'a'.repeat(64), token: 'T'.repeat(43) };
   await replaceShareLink(store.db, { device_id: ids[0] ?? 0, ...token, expires_at: null, created_at: NOW });
-  const key = await insertApiKey(store.db, { name: 'shop', keyHash: 'f'.repeat(64), scopes: 'devices:read', rateLimitExempt: false, createdAt: NOW });
+  const key = await insertApiKey(store.db, {
+    name: 'shop',
+    keyHash: 'f'.repeat(64),
+    scopes: 'devices:read',
+    rateLimitExempt: false,
+    createdAt: NOW,
+  });
   const id = { apiKeyId: key.id, key: 'idem-1' };
   await claimIdempotencyKey(store.db, id, 'fp', NOW);
   await completeIdempotencyKey(store.db, id, 201, JSON.stringify({ config: 'PrivateKey = secret' }));
@@ -109,7 +153,11 @@ async function backup(db: TestDatabase, name: string): Promise<string> {
   return file;
 }
 
-async function restore(db: TestDatabase, file: string, ...extra: string[]): Promise<{ code: number; stderr: string; stdout: string }> {
+async function restore(
+  db: TestDatabase,
+  file: string,
+  ...extra: string[]
+): Promise<{ code: number; stderr: string; stdout: string }> {
   return runCli(['restore', file, ...extra], db.env);
 }
 
@@ -117,7 +165,10 @@ function withoutExtras(dump: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(dump).filter(([name]) => name !== 'aaa_extras'));
 }
 
-for (const chain of [['sqlite', 'postgres', 'sqlite'], ['postgres', 'sqlite', 'postgres']] as const) {
+for (const chain of [
+  ['sqlite', 'postgres', 'sqlite'],
+  ['postgres', 'sqlite', 'postgres'],
+] as const) {
   describe(`backup and restore across databases: ${chain.join(' → ')}`, () => {
     let source: TestDatabase;
     let middle: TestDatabase;
@@ -140,13 +191,37 @@ for (const chain of [['sqlite', 'postgres', 'sqlite'], ['postgres', 'sqlite', 'p
       const restored = await restore(middle, first);
       assert.equal(restored.code, 0, restored.stderr);
       assert.match(restored.stdout, /restored \d+ rows of \d+ tables/);
-      assert.deepEqual(withoutExtras(await dumpTables(middle)), withoutExtras(await dumpTables(source)), `${chain[0]} → ${chain[1]}: the panel's own tables are equal`);
+      assert.deepEqual(
+        withoutExtras(await dumpTables(middle)),
+        withoutExtras(await dumpTables(source)),
+        `${chain[0]} → ${chain[1]}: the panel's own tables are equal`,
+      );
       const inFile = readBackup(first).rows;
-      assert.deepEqual(withoutExtras(inFile), withoutExtras(await dumpTables(source)), 'the file holds what the source holds');
-      assert.deepEqual(inFile.aaa_extras?.[0], { id: 1, device_id: 1, flag: 1, at: NOW, doc: '{"a":[1,2],"b":null}', blob: { base64: 'AAEC/w==' }, ratio: 0.25 }, 'other types in portable form');
+      assert.deepEqual(
+        withoutExtras(inFile),
+        withoutExtras(await dumpTables(source)),
+        'the file holds what the source holds',
+      );
+      assert.deepEqual(
+        inFile.aaa_extras?.[0],
+        {
+          id: 1,
+          device_id: 1,
+          flag: 1,
+          at: NOW,
+          doc: '{"a":[1,2],"b":null}',
+          blob: { base64: 'AAEC/w==' },
+          ratio: 0.25,
+        },
+        'other types in portable form',
+      );
       const second = await backup(middle, `${chain.join('-')}-2.vpb`);
       assert.equal((await restore(last, second)).code, 0);
-      assert.deepEqual(await dumpTables(last), await dumpTables(source), 'there and back: every row equal, the extra types too');
+      assert.deepEqual(
+        await dumpTables(last),
+        await dumpTables(source),
+        'there and back: every row equal, the extra types too',
+      );
     });
 
     it('keeps ids past those of deleted rows, so no id is handed out twice', async () => {
@@ -154,8 +229,22 @@ for (const chain of [['sqlite', 'postgres', 'sqlite'], ['postgres', 'sqlite', 'p
       try {
         const keys = generateKeyPair();
         const device = await insertDevice(store.db, {
-          server_id: 1, name: 'after-restore', external_id: null, metadata: null, address: '10.9.0.200', public_key: keys.publicKey, private_key: keys.privateKey,
-          enabled: 1, data_limit: 0, limit_period: 'monthly', usage_reset_at: NOW, expires_at: null, speed_limit: 0, last_handshake: null, created_at: NOW, updated_at: NOW,
+          server_id: 1,
+          name: 'after-restore',
+          external_id: null,
+          metadata: null,
+          address: '10.9.0.200',
+          public_key: keys.publicKey,
+          private_key: keys.privateKey,
+          enabled: 1,
+          data_limit: 0,
+          limit_period: 'monthly',
+          usage_reset_at: NOW,
+          expires_at: null,
+          speed_limit: 0,
+          last_handshake: null,
+          created_at: NOW,
+          updated_at: NOW,
         });
         assert.equal(device.id, deletedDeviceId + 1);
       } finally {
@@ -177,14 +266,21 @@ function assertRefused(result: { code: number; stderr: string }, message: RegExp
 /** A file with a valid checksum around `lines`, as a newer or a buggy writer would make it. */
 async function craft(name: string, lines: unknown[]): Promise<string> {
   const file = join(work, name);
-  await writeBackupFile(file, (async function* () {
-    for (const line of lines) yield `${JSON.stringify(line)}\n`;
-  })());
+  await writeBackupFile(
+    file,
+    (async function* () {
+      for (const line of lines) yield `${JSON.stringify(line)}\n`;
+    })(),
+  );
   return file;
 }
 
 function linesOf(file: string): unknown[] {
-  return gunzipSync(readFileSync(file)).toString('utf8').trimEnd().split('\n').map((l) => JSON.parse(l));
+  return gunzipSync(readFileSync(file))
+    .toString('utf8')
+    .trimEnd()
+    .split('\n')
+    .map((l) => JSON.parse(l));
 }
 
 for (const kind of ['sqlite', 'postgres'] as const) {
@@ -209,7 +305,14 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       // The target has a state of its own that every refusal must leave alone.
       shareSecret(source, target);
       const own = await storeOf(target);
-      await insertNode(own.db, { name: 'own', url: null, token: null, public_host: '198.51.100.1', status: 'online', created_at: NOW });
+      await insertNode(own.db, {
+        name: 'own',
+        url: null,
+        token: null,
+        public_host: '198.51.100.1',
+        status: 'online',
+        created_at: NOW,
+      });
       await own.close();
       untouched = await dumpTables(target);
     });
@@ -219,7 +322,12 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       for (const length of [bytes.length - 1, 50]) {
         const cut = join(work, `cut-${length}.vpb`);
         writeFileSync(cut, bytes.subarray(0, length));
-        await attempt(cut, length > 100 ? /is damaged: its SHA-256 checksum does not match \(the file is truncated or altered\)/ : /is not a vpn-panel backup/);
+        await attempt(
+          cut,
+          length > 100
+            ? /is damaged: its SHA-256 checksum does not match \(the file is truncated or altered\)/
+            : /is not a vpn-panel backup/,
+        );
       }
     });
 
@@ -235,14 +343,22 @@ for (const kind of ['sqlite', 'postgres'] as const) {
     });
 
     it('a database that is not empty, unless told to replace it', async () => {
-      assertRefused(await restore(target, file), /the database is not empty \(rows in .*nodes.*\): restore into an empty database, or give --replace/);
+      assertRefused(
+        await restore(target, file),
+        /the database is not empty \(rows in .*nodes.*\): restore into an empty database, or give --replace/,
+      );
       assert.deepEqual(await dumpTables(target), untouched);
     });
 
     it('a backup from a newer vpn-panel', async () => {
       const [header, ...rest] = linesOf(file);
-      assert.ok(header !== null && typeof header === 'object' && 'migrations' in header && Array.isArray(header.migrations));
-      const newer = await craft('newer.vpb', [{ ...header, migrations: [...header.migrations, '999-future'] }, ...rest]);
+      assert.ok(
+        header !== null && typeof header === 'object' && 'migrations' in header && Array.isArray(header.migrations),
+      );
+      const newer = await craft('newer.vpb', [
+        { ...header, migrations: [...header.migrations, '999-future'] },
+        ...rest,
+      ]);
       await attempt(newer, /the backup comes from a newer vpn-panel \(migration 999-future\)/);
     });
 
@@ -250,16 +366,36 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       const lines = linesOf(file);
       const device = lines.find((l) => Array.isArray(l) && l[0] === 'devices');
       const trailer = lines.at(-1);
-      assert.ok(trailer !== null && typeof trailer === 'object' && 'rows' in trailer && trailer.rows !== null && typeof trailer.rows === 'object' && 'devices' in trailer.rows);
-      const duplicated = [...lines.slice(0, -1), device, { rows: { ...trailer.rows, devices: Number(trailer.rows.devices) + 1 } }];
-      await attempt(await craft('duplicate.vpb', duplicated), /UNIQUE constraint failed|duplicate key value violates unique constraint/);
+      assert.ok(
+        trailer !== null &&
+          typeof trailer === 'object' &&
+          'rows' in trailer &&
+          trailer.rows !== null &&
+          typeof trailer.rows === 'object' &&
+          'devices' in trailer.rows,
+      );
+      const duplicated = [
+        ...lines.slice(0, -1),
+        device,
+        { rows: { ...trailer.rows, devices: Number(trailer.rows.devices) + 1 } },
+      ];
+      await attempt(
+        await craft('duplicate.vpb', duplicated),
+        /UNIQUE constraint failed|duplicate key value violates unique constraint/,
+      );
     });
 
     it('a backup made with another panel secret, or when the secret is not here', async () => {
       const stranger = await database('sqlite');
-      assertRefused(await restore(stranger, file), /the private keys are encrypted with a panel secret that is not here .*copy panel\.secret/);
+      assertRefused(
+        await restore(stranger, file),
+        /the private keys are encrypted with a panel secret that is not here .*copy panel\.secret/,
+      );
       writeFileSync(join(stranger.dataDir, 'panel.secret'), `${Buffer.alloc(32, 7).toString('base64')}\n`);
-      assertRefused(await restore(stranger, file), /panel\.secret is not the panel secret the private keys are encrypted with/);
+      assertRefused(
+        await restore(stranger, file),
+        /panel\.secret is not the panel secret the private keys are encrypted with/,
+      );
     });
 
     it('and then restores the same file with --replace', async () => {
@@ -276,14 +412,19 @@ describe('a backup of an older schema', () => {
     const store = openStore({ databaseUrl: undefined, dataDir: old.dataDir });
     await migrate(store, '006-device-page-index');
     const keys = generateKeyPair();
-    await sql`insert into nodes (name, url, token, public_host, status, created_at) values ('local', null, null, '192.0.2.1', 'online', ${NOW})`.execute(store.db);
+    await sql`insert into nodes (name, url, token, public_host, status, created_at) values ('local', null, null, '192.0.2.1', 'online', ${NOW})`.execute(
+      store.db,
+    );
     await sql`insert into servers (node_id, name, country, city, status, endpoint, listen_port, private_key, public_key, address, subnet, dns,
       dns_on_server, mtu, persistent_keepalive, client_allowed_ips, capacity, created_at, updated_at)
-      values (1, 's', '', '', 'running', 'e', 51820, ${keys.privateKey}, ${keys.publicKey}, '10.1.0.1/24', '10.1.0.0/24', '[]', 0, 1420, 25, '[]', 253, ${NOW}, ${NOW})`.execute(store.db);
+      values (1, 's', '', '', 'running', 'e', 51820, ${keys.privateKey}, ${keys.publicKey}, '10.1.0.1/24', '10.1.0.0/24', '[]', 0, 1420, 25, '[]', 253, ${NOW}, ${NOW})`.execute(
+      store.db,
+    );
     await sql`insert into devices (server_id, name, address, public_key, private_key, enabled, data_limit, limit_period,
       usage_reset_at, speed_limit, created_at, updated_at)
-      values (1, 'd', '10.1.0.2', ${keys.publicKey}, null, 1, 0, 'monthly', ${NOW}, 0, ${NOW}, ${NOW})`
-      .execute(store.db);
+      values (1, 'd', '10.1.0.2', ${keys.publicKey}, null, 1, 0, 'monthly', ${NOW}, 0, ${NOW}, ${NOW})`.execute(
+      store.db,
+    );
     const token = 'S'.repeat(43);
     await sql`insert into share_links (device_id, token, expires_at, created_at)
       values (1, ${token}, null, ${NOW})`.execute(store.db);
@@ -296,7 +437,11 @@ describe('a backup of an older schema', () => {
     const result = await restore(target, file);
     assert.equal(result.code, 0, result.stderr);
     const dump = await dumpTables(target);
-    assert.equal(dump.panel_settings?.length, 1, 'migrated on: the newer table is there, with the fingerprint of a new secret');
+    assert.equal(
+      dump.panel_settings?.length,
+      1,
+      'migrated on: the newer table is there, with the fingerprint of a new secret',
+    );
     assert.match(String(dump.servers?.[0]?.private_key), /^enc:v1:/);
     const tokenHash = createHash('sha256').update(token).digest('hex');
     assert.equal(dump.share_links?.[0]?.token_hash, tokenHash, 'a plain share link of the backup: found by its hash');
@@ -312,6 +457,9 @@ describe('a backup of an older schema', () => {
     const newer = await database('sqlite');
     shareSecret(target, newer);
     assert.equal((await runCli(['keys', 'list'], newer.env)).code, 0, 'a database at the current schema');
-    assertRefused(await restore(newer, file, '--replace'), /the database is at a newer schema \(\d{3}-[a-z-]+\) than the backup \(006-device-page-index\): restore into an empty database/);
+    assertRefused(
+      await restore(newer, file, '--replace'),
+      /the database is at a newer schema \(\d{3}-[a-z-]+\) than the backup \(006-device-page-index\): restore into an empty database/,
+    );
   });
 });

@@ -20,25 +20,72 @@ const NOW = '2026-01-01T00:00:00.000Z';
 async function fill(store: Store) {
   const server = generateKeyPair();
   const device = generateKeyPair();
-  const node = await insertNode(store.db, { name: 'remote', url: 'http://192.0.2.9:7000', token: 'node-token-0123456789', public_host: '192.0.2.9', status: 'offline', created_at: NOW });
+  const node = await insertNode(store.db, {
+    name: 'remote',
+    url: 'http://192.0.2.9:7000',
+    token: 'node-token-0123456789',
+    public_host: '192.0.2.9',
+    status: 'offline',
+    created_at: NOW,
+  });
   const serverRow = await insertServer(store.db, {
-    node_id: node.id, name: 's', country: '', city: '', status: 'running', endpoint: '192.0.2.9', listen_port: 51820,
-    private_key: server.privateKey, public_key: server.publicKey, address: '10.9.0.1/24', subnet: '10.9.0.0/24', dns: '[]',
-    dns_on_server: 0, mtu: 1420, persistent_keepalive: 25, client_allowed_ips: '[]', capacity: 253, created_at: NOW, updated_at: NOW,
+    node_id: node.id,
+    name: 's',
+    country: '',
+    city: '',
+    status: 'running',
+    endpoint: '192.0.2.9',
+    listen_port: 51820,
+    private_key: server.privateKey,
+    public_key: server.publicKey,
+    address: '10.9.0.1/24',
+    subnet: '10.9.0.0/24',
+    dns: '[]',
+    dns_on_server: 0,
+    mtu: 1420,
+    persistent_keepalive: 25,
+    client_allowed_ips: '[]',
+    capacity: 253,
+    created_at: NOW,
+    updated_at: NOW,
   });
   const deviceRow = await insertDevice(store.db, {
-    server_id: serverRow.id, name: 'd', external_id: null, metadata: null, address: '10.9.0.2', public_key: device.publicKey,
-    private_key: device.privateKey, enabled: 1, data_limit: 0, limit_period: 'monthly', usage_reset_at: NOW, expires_at: null,
-    speed_limit: 0, last_handshake: null, created_at: NOW, updated_at: NOW,
+    server_id: serverRow.id,
+    name: 'd',
+    external_id: null,
+    metadata: null,
+    address: '10.9.0.2',
+    public_key: device.publicKey,
+    private_key: device.privateKey,
+    enabled: 1,
+    data_limit: 0,
+    limit_period: 'monthly',
+    usage_reset_at: NOW,
+    expires_at: null,
+    speed_limit: 0,
+    last_handshake: null,
+    created_at: NOW,
+    updated_at: NOW,
   });
-  await insertWebhook(store.db, { url: 'https://example.com/h', events: '[]', description: '', enabled: 1, secret: 'whsec_c2VjcmV0LXNpZ25pbmcta2V5', created_by: 'admin', created_at: NOW, updated_at: NOW });
+  await insertWebhook(store.db, {
+    url: 'https://example.com/h',
+    events: '[]',
+    description: '',
+    enabled: 1,
+    secret: 'whsec_c2VjcmV0LXNpZ25pbmcta2V5',
+    created_by: 'admin',
+    created_at: NOW,
+    updated_at: NOW,
+  });
   return { node, serverRow, deviceRow, serverKey: server.privateKey, deviceKey: device.privateKey };
 }
 
 /** What the database holds in the encrypted columns, read past the store's encryption. */
 async function stored(store: Store): Promise<string[]> {
   const raw = store.db.withoutPlugins();
-  const rows = await sql<{ v: string | null }>`select private_key as v from servers union all select private_key from devices
+  const rows = await sql<{
+    v: string | null;
+  }>`select private_key as v from servers union all select private_key from devices
     union all select token from nodes union all select secret from webhooks`.execute(raw);
   return rows.rows.map((r) => String(r.v));
 }
@@ -46,7 +93,11 @@ async function stored(store: Store): Promise<string[]> {
 for (const kind of DATABASE_KINDS) {
   describe(`private keys at rest (${kind})`, () => {
     let database: TestDatabase;
-    const config = () => ({ databaseUrl: database.env.DATABASE_URL, dataDir: database.dataDir, panelSecret: undefined });
+    const config = () => ({
+      databaseUrl: database.env.DATABASE_URL,
+      dataDir: database.dataDir,
+      panelSecret: undefined,
+    });
     const opened: Store[] = [];
     const open = async (overrides: { panelSecret?: Buffer } = {}) => {
       const store = await openMigratedStore({ ...config(), ...overrides });
@@ -75,7 +126,8 @@ for (const kind of DATABASE_KINDS) {
       const values = await stored(store);
       assert.equal(values.length, 4);
       for (const value of values) assert.match(value, /^enc:v1:[A-Za-z0-9_-]+$/);
-      for (const plain of [serverKey, deviceKey, 'node-token-0123456789', 'whsec_c2VjcmV0LXNpZ25pbmcta2V5']) assert.ok(!values.some((v) => v.includes(plain)));
+      for (const plain of [serverKey, deviceKey, 'node-token-0123456789', 'whsec_c2VjcmV0LXNpZ25pbmcta2V5'])
+        assert.ok(!values.some((v) => v.includes(plain)));
     });
 
     it('opens the same database again with the same secret, and with it given as PANEL_SECRET', async () => {
@@ -88,11 +140,17 @@ for (const kind of DATABASE_KINDS) {
 
     it('refuses to start with another secret or none, naming what to do, instead of issuing garbage', async () => {
       await fill(await open());
-      await assert.rejects(open({ panelSecret: randomBytes(32) }), /PANEL_SECRET is not the panel secret the private keys are encrypted with/);
+      await assert.rejects(
+        open({ panelSecret: randomBytes(32) }),
+        /PANEL_SECRET is not the panel secret the private keys are encrypted with/,
+      );
       writeFileSync(join(database.dataDir, 'panel.secret'), `${randomBytes(32).toString('base64')}\n`);
       await assert.rejects(open(), /panel\.secret is not the panel secret the private keys are encrypted with/);
       rmSync(join(database.dataDir, 'panel.secret'));
-      await assert.rejects(open(), /encrypted with a panel secret that is not here .*copy panel\.secret .*or set PANEL_SECRET/);
+      await assert.rejects(
+        open(),
+        /encrypted with a panel secret that is not here .*copy panel\.secret .*or set PANEL_SECRET/,
+      );
       writeFileSync(join(database.dataDir, 'panel.secret'), 'not a secret\n');
       await assert.rejects(open(), /panel\.secret is not a panel secret \(32 bytes in base64\)/);
     });
@@ -101,7 +159,9 @@ for (const kind of DATABASE_KINDS) {
       const plain = openStore(config());
       await migrate(plain, '006-device-page-index');
       const node = await sql<{ id: number }>`insert into nodes (name, url, token, public_host, status, created_at)
-        values ('n', 'http://192.0.2.1:7000', 'plain-node-token-1234', '192.0.2.1', 'offline', ${NOW}) returning id`.execute(plain.db);
+        values ('n', 'http://192.0.2.1:7000', 'plain-node-token-1234', '192.0.2.1', 'offline', ${NOW}) returning id`.execute(
+        plain.db,
+      );
       const key = generateKeyPair();
       await sql`insert into servers (node_id, name, country, city, status, endpoint, listen_port, private_key, public_key, address, subnet, dns,
         dns_on_server, mtu, persistent_keepalive, client_allowed_ips, capacity, created_at, updated_at)
@@ -118,11 +178,13 @@ for (const kind of DATABASE_KINDS) {
       const store = await open();
       const { deviceRow } = await fill(store);
       await assert.rejects(
-        store.db.updateTable('devices').set({ private_key: sql<string>`upper(private_key)` }).where('id', '=', deviceRow.id).execute(),
+        store.db
+          .updateTable('devices')
+          .set({ private_key: sql<string>`upper(private_key)` })
+          .where('id', '=', deviceRow.id)
+          .execute(),
         /devices\.private_key is stored encrypted: write it as a value/,
       );
     });
   });
 }
-
-

@@ -7,11 +7,15 @@ import { DATABASE_KINDS } from '../support/databases.ts';
 import { openTestStore, type TestStore } from '../support/stores.ts';
 
 /** Node names, oldest first: a list that may answer from memory while nothing changes. */
-const nodeNames = new CompiledShape((db, prefix: string | undefined) => {
-  let query = db.selectFrom('nodes').select(['id', 'name']);
-  if (prefix !== undefined) query = query.where('name', 'like', prefix);
-  return query.orderBy('id');
-}, ['\u0000prefix'], { reuse: true });
+const nodeNames = new CompiledShape(
+  (db, prefix: string | undefined) => {
+    let query = db.selectFrom('nodes').select(['id', 'name']);
+    if (prefix !== undefined) query = query.where('name', 'like', prefix);
+    return query.orderBy('id');
+  },
+  ['\u0000prefix'],
+  { reuse: true },
+);
 
 for (const kind of DATABASE_KINDS) {
   describe(`compiled query shapes (${kind})`, () => {
@@ -22,7 +26,17 @@ for (const kind of DATABASE_KINDS) {
 
     const names = async (prefix?: string) => (await nodeNames.execute(store.db, prefix)).map((row) => row.name);
     const addNode = (db: Store['db'], name: string) =>
-      db.insertInto('nodes').values({ name, url: `http://${name}:7000`, token: 'x'.repeat(16), public_host: name, status: 'offline', created_at: '2026-01-01T00:00:00.000Z' }).execute();
+      db
+        .insertInto('nodes')
+        .values({
+          name,
+          url: `http://${name}:7000`,
+          token: 'x'.repeat(16),
+          public_host: name,
+          status: 'offline',
+          created_at: '2026-01-01T00:00:00.000Z',
+        })
+        .execute();
 
     before(async () => {
       opened = await openTestStore(kind);
@@ -34,7 +48,7 @@ for (const kind of DATABASE_KINDS) {
       await opened.close();
     });
 
-    it('answers every change at once: its own writes, another connection\'s, and each filter pattern', async () => {
+    it("answers every change at once: its own writes, another connection's, and each filter pattern", async () => {
       assert.deepEqual(await names(), []);
       await addNode(store.db, 'a1');
       assert.deepEqual(await names(), ['a1']);
@@ -76,7 +90,11 @@ for (const kind of DATABASE_KINDS) {
         assert.equal(again, first, 'the read is answered from memory');
         assert.ok(Object.isFrozen(first) && first.every((row) => Object.isFrozen(row)));
         await other.db.updateTable('nodes').set({ public_host: 'elsewhere' }).execute();
-        assert.notEqual(await nodeNames.execute(store.db, undefined), first, 'a commit elsewhere, even one that leaves the answer the same, is read again');
+        assert.notEqual(
+          await nodeNames.execute(store.db, undefined),
+          first,
+          'a commit elsewhere, even one that leaves the answer the same, is read again',
+        );
         const before = await nodeNames.execute(store.db, undefined);
         await store.db.updateTable('nodes').set({ public_host: 'here' }).execute();
         assert.notEqual(await nodeNames.execute(store.db, undefined), before, 'so is a commit by this connection');

@@ -24,7 +24,8 @@ export class FakeAgent {
 
   get url(): string {
     const address = this.#server?.address();
-    if (address === null || address === undefined || typeof address === 'string') throw new Error('the fake agent is not listening');
+    if (address === null || address === undefined || typeof address === 'string')
+      throw new Error('the fake agent is not listening');
     return `http://127.0.0.1:${address.port}`;
   }
 
@@ -42,19 +43,29 @@ export class FakeAgent {
         return send(200, this.networks === undefined ? status : { ...status, networks: this.networks });
       }
       if (req.method === 'PUT' && req.url === '/v1/state') return send(200, { applied: [], removed: [], failures: [] });
-      if (req.method === 'POST' && req.url === '/v1/usage') return send(200, { journalId: 'fake', batches: [], handshakes: [] });
+      if (req.method === 'POST' && req.url === '/v1/usage')
+        return send(200, { journalId: 'fake', batches: [], handshakes: [] });
       const match = /^\/v1\/servers\/([0-9]+)$/.exec(req.url ?? '');
       if (match && req.method === 'PUT') {
         await this.hold;
-        if (this.failDeploys) return send(500, { error: 'deploy refused by the fake agent', failures: ['scripted failure'] });
+        if (this.failDeploys)
+          return send(500, { error: 'deploy refused by the fake agent', failures: ['scripted failure'] });
         const id = Number(match[1]);
         this.applied.push(id);
         const server = isServerBody(body) ? body.server : { listenPort: 0, address: '', mtu: 0 };
-        return send(200, { serverId: id, listenPort: server.listenPort, address: server.address, mtu: server.mtu, publicKey: 'fake', peerCount: 0 });
+        return send(200, {
+          serverId: id,
+          listenPort: server.listenPort,
+          address: server.address,
+          mtu: server.mtu,
+          publicKey: 'fake',
+          peerCount: 0,
+        });
       }
       const peers = /^\/v1\/servers\/([0-9]+)\/peers$/.exec(req.url ?? '');
       if (peers && req.method === 'POST') {
-        if (this.failPeerChanges) return send(500, { error: 'peer change refused by the fake agent', failures: ['scripted failure'] });
+        if (this.failPeerChanges)
+          return send(500, { error: 'peer change refused by the fake agent', failures: ['scripted failure'] });
         this.peerChanges.push({ serverId: Number(peers[1]), body });
         res.writeHead(204);
         return res.end();
@@ -80,7 +91,13 @@ interface ServerBody {
 }
 
 function isServerBody(body: unknown): body is ServerBody {
-  return typeof body === 'object' && body !== null && 'server' in body && typeof body.server === 'object' && body.server !== null;
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    'server' in body &&
+    typeof body.server === 'object' &&
+    body.server !== null
+  );
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {

@@ -174,10 +174,15 @@ export class LabAgent {
     const where = ['--url', this.url, '--public-host', this.#lab.hostIp, '--token-file', this.#tokenFile];
     const added = await panel.cli(['nodes', 'add', '--name', name, ...where, ...pin]);
     assert.equal(added.code, 0, added.stderr);
-    return waitFor(`node ${name} to be online`, async () => {
-      const { data } = await panel.api.GET('/api/v1/nodes');
-      return data?.data.find((node) => node.name === name && node.status === 'online');
-    }, onlineWithinMs, 250);
+    return waitFor(
+      `node ${name} to be online`,
+      async () => {
+        const { data } = await panel.api.GET('/api/v1/nodes');
+        return data?.data.find((node) => node.name === name && node.status === 'online');
+      },
+      onlineWithinMs,
+      250,
+    );
   }
 }
 

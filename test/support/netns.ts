@@ -22,7 +22,16 @@
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { onPath } from './tools.ts';
@@ -71,10 +80,15 @@ export function run(cmd: string, args: readonly string[], input?: string): Promi
   // which `wg … private-key /dev/stdin` does: `cat` turns it into a real pipe.
   const [file, argv] = input === undefined ? [cmd, [...args]] : ['sh', ['-c', 'cat | exec "$@"', 'sh', cmd, ...args]];
   return new Promise((resolve, reject) => {
-    const child = execFile(file, argv, { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' }, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      if (error === null) resolve(stdout);
-      else reject(new CommandFailed(`\`${[cmd, ...args].join(' ')}\` failed: ${(stderr || error.message).trim()}`));
-    });
+    const child = execFile(
+      file,
+      argv,
+      { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' }, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error === null) resolve(stdout);
+        else reject(new CommandFailed(`\`${[cmd, ...args].join(' ')}\` failed: ${(stderr || error.message).trim()}`));
+      },
+    );
     child.stdin?.on('error', () => {});
     child.stdin?.end(input ?? '');
   });
@@ -93,7 +107,12 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** Calls `check` every `intervalMs` until it returns a value (not undefined); throws after `timeoutMs`. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number, intervalMs = 200): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs: number,
+  intervalMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
@@ -193,12 +212,15 @@ function wireguardGoOf(prefix: string): Map<number, string> {
     if (!/^\d+$/.test(entry)) continue;
     let argv: string[];
     try {
-      argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').filter((a) => a !== '');
+      argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
+        .split('\0')
+        .filter((a) => a !== '');
     } catch {
       continue; // exited meanwhile
     }
     const name = argv.at(-1);
-    if (basename(argv[0] ?? '') === 'wireguard-go' && name !== undefined && belongsTo(prefix, name)) found.set(Number(entry), name);
+    if (basename(argv[0] ?? '') === 'wireguard-go' && name !== undefined && belongsTo(prefix, name))
+      found.set(Number(entry), name);
   }
   return found;
 }
@@ -305,7 +327,20 @@ export class NetLab {
     const vethClient = `${this.prefix}-vc`;
     await run('ip', ['netns', 'add', this.hostNs]);
     await run('ip', ['netns', 'add', this.clientNs]);
-    await run('ip', ['-n', this.hostNs, 'link', 'add', vethHost, 'type', 'veth', 'peer', 'name', vethClient, 'netns', this.clientNs]);
+    await run('ip', [
+      '-n',
+      this.hostNs,
+      'link',
+      'add',
+      vethHost,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      vethClient,
+      'netns',
+      this.clientNs,
+    ]);
     for (const [ns, dev, ip] of [
       [this.hostNs, vethHost, this.hostIp],
       [this.clientNs, vethClient, this.clientIp],
@@ -349,13 +384,29 @@ export class NetLab {
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     let gone = false;
     void exited.then(() => (gone = true));
-    await waitFor(`client wireguard-go ${iface} to answer`, async () => {
-      if (gone) throw new Error(`client wireguard-go ${iface} exited: ${stderr.trim()}`);
-      return (await succeeds('wg', ['show', iface, 'listen-port'])) ? true : undefined;
-    }, 5000, 20);
+    await waitFor(
+      `client wireguard-go ${iface} to answer`,
+      async () => {
+        if (gone) throw new Error(`client wireguard-go ${iface} exited: ${stderr.trim()}`);
+        return (await succeeds('wg', ['show', iface, 'listen-port'])) ? true : undefined;
+      },
+      5000,
+      20,
+    );
     await run(
       'wg',
-      ['set', iface, 'private-key', '/dev/stdin', 'peer', options.serverPublicKey, 'endpoint', `${options.endpoint}:${options.port}`, 'allowed-ips', options.allowedIps.join(',')],
+      [
+        'set',
+        iface,
+        'private-key',
+        '/dev/stdin',
+        'peer',
+        options.serverPublicKey,
+        'endpoint',
+        `${options.endpoint}:${options.port}`,
+        'allowed-ips',
+        options.allowedIps.join(','),
+      ],
       `${options.privateKey}\n`,
     );
     await run('ip', ['-n', clientNs, 'addr', 'add', options.address, 'dev', iface]);
@@ -411,7 +462,18 @@ export class NetLab {
     // With LOG_LEVEL set, wireguard-go's daemon keeps wg-quick's stdout/stderr; without it they go to /dev/null.
     delete env.LOG_LEVEL;
     const searchPath = `${join(this.#quickDirectory(), 'shim')}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
-    const args = ['netns', 'exec', netns, 'env', `PATH=${searchPath}`, 'WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go', 'WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1', 'wg-quick', action, path];
+    const args = [
+      'netns',
+      'exec',
+      netns,
+      'env',
+      `PATH=${searchPath}`,
+      'WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go',
+      'WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1',
+      'wg-quick',
+      action,
+      path,
+    ];
     return new Promise((resolve, reject) => {
       const child = spawn('ip', args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
       let stderr = '';
@@ -438,7 +500,10 @@ export class NetLab {
     this.#internetNs = ns;
     const veth = ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', internetEnd, 'netns', ns];
     await run('ip', ['-n', this.hostNs, ...veth]);
-    const ends = [[this.hostNs, hostEnd, UPLINK_HOST_IP], [ns, internetEnd, UPLINK_GATEWAY_IP]] as const;
+    const ends = [
+      [this.hostNs, hostEnd, UPLINK_HOST_IP],
+      [ns, internetEnd, UPLINK_GATEWAY_IP],
+    ] as const;
     for (const [where, dev, ip] of ends) {
       await run('ip', ['-n', where, 'addr', 'add', `${ip}/30`, 'dev', dev]);
       await run('ip', ['-n', where, 'link', 'set', dev, 'up']);
@@ -468,7 +533,10 @@ export class NetLab {
     const veth = ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', clientEnd, 'netns', ns];
     await run('ip', ['-n', this.hostNs, ...veth]);
     const [hostIp, clientIp] = [`203.0.113.${4 * k + 1}`, `203.0.113.${4 * k + 2}`];
-    for (const [where, dev, ip] of [[this.hostNs, hostEnd, hostIp], [ns, clientEnd, clientIp]] as const) {
+    for (const [where, dev, ip] of [
+      [this.hostNs, hostEnd, hostIp],
+      [ns, clientEnd, clientIp],
+    ] as const) {
       await run('ip', ['-n', where, 'addr', 'add', `${ip}/30`, 'dev', dev]);
       await run('ip', ['-n', where, 'link', 'set', dev, 'up']);
     }
@@ -494,10 +562,15 @@ export class NetLab {
     let output = '';
     server.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     server.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    await waitFor(`a TCP listener on ${ip}:${port} in ${netns}`, async () => {
-      if (server.exitCode !== null) throw new Error(`the listener exited: ${output}`);
-      return output.includes('listening') ? true : undefined;
-    }, 5000, 20);
+    await waitFor(
+      `a TCP listener on ${ip}:${port} in ${netns}`,
+      async () => {
+        if (server.exitCode !== null) throw new Error(`the listener exited: ${output}`);
+        return output.includes('listening') ? true : undefined;
+      },
+      5000,
+      20,
+    );
   }
 
   /**
@@ -531,30 +604,66 @@ export class NetLab {
    */
   async startIperfServer(ip: string, port: number): Promise<void> {
     const ns = await this.addInternetAddress(ip);
-    const server = spawn('ip', ['netns', 'exec', ns, 'iperf3', '-s', '--forceflush', '-B', ip, '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const server = spawn('ip', ['netns', 'exec', ns, 'iperf3', '-s', '--forceflush', '-B', ip, '-p', String(port)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.track(server);
     let output = '';
     server.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     server.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    await waitFor('iperf3 -s to listen', async () => (output.includes('Server listening') ? true : undefined), 5000, 50);
+    await waitFor(
+      'iperf3 -s to listen',
+      async () => (output.includes('Server listening') ? true : undefined),
+      5000,
+      50,
+    );
   }
 
   /** One iperf3 run (TCP) from the client namespace: upload, or download (`-R`); the Mbit/s the receiving side counted. */
   async iperf(ip: string, port: number, direction: 'upload' | 'download', seconds: number): Promise<number> {
-    const args = ['netns', 'exec', this.clientNs, 'iperf3', '-c', ip, '-p', String(port), '-t', String(seconds), '--connect-timeout', '3000', '-J'];
+    const args = [
+      'netns',
+      'exec',
+      this.clientNs,
+      'iperf3',
+      '-c',
+      ip,
+      '-p',
+      String(port),
+      '-t',
+      String(seconds),
+      '--connect-timeout',
+      '3000',
+      '-J',
+    ];
     return receivedMbps(await run('ip', direction === 'download' ? [...args, '-R'] : args));
   }
 
   /** `count` pings from the client namespace; true when any reply came back. */
   ping(ip: string, count = 2): Promise<boolean> {
-    return succeeds('ip', ['netns', 'exec', this.clientNs, 'ping', '-n', '-q', '-c', String(count), '-i', '0.2', '-W', '1', ip]);
+    return succeeds('ip', [
+      'netns',
+      'exec',
+      this.clientNs,
+      'ping',
+      '-n',
+      '-q',
+      '-c',
+      String(count),
+      '-i',
+      '0.2',
+      '-W',
+      '1',
+      ip,
+    ]);
   }
 
   /** Pings once a second until a reply comes back (a first handshake is part of it); false after `timeoutMs`. */
   async waitForPing(ip: string, timeoutMs = 6000): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     do {
-      if (await succeeds('ip', ['netns', 'exec', this.clientNs, 'ping', '-n', '-q', '-c', '1', '-W', '1', ip])) return true;
+      if (await succeeds('ip', ['netns', 'exec', this.clientNs, 'ping', '-n', '-q', '-c', '1', '-W', '1', ip]))
+        return true;
     } while (Date.now() < deadline);
     return false;
   }
@@ -580,11 +689,15 @@ export class NetLab {
     const n = this.serverNames(serverId);
     const found: string[] = [];
     if ((await netnsNames()).includes(n.netns)) found.push(`namespace ${n.netns}`);
-    const hostLinks = (await run('ip', ['-n', this.hostNs, '-o', 'link', 'show'])).split('\n').map((l) => /^\d+:\s+([^:@\s]+)/.exec(l)?.[1] ?? '');
-    for (const name of [n.iface, n.vethHost]) if (hostLinks.includes(name)) found.push(`link ${name} in ${this.hostNs}`);
+    const hostLinks = (await run('ip', ['-n', this.hostNs, '-o', 'link', 'show']))
+      .split('\n')
+      .map((l) => /^\d+:\s+([^:@\s]+)/.exec(l)?.[1] ?? '');
+    for (const name of [n.iface, n.vethHost])
+      if (hostLinks.includes(name)) found.push(`link ${name} in ${this.hostNs}`);
     if (existsSync(n.socket)) found.push(`socket ${n.socket}`);
     if ((await run('wg', ['show', 'interfaces'])).split(/\s+/).includes(n.iface)) found.push(`wg interface ${n.iface}`);
-    for (const [pid, name] of wireguardGoOf(this.prefix)) if (name === n.iface) found.push(`wireguard-go ${name} (pid ${pid})`);
+    for (const [pid, name] of wireguardGoOf(this.prefix))
+      if (name === n.iface) found.push(`wireguard-go ${name} (pid ${pid})`);
     const tablesOut = await run('ip', ['netns', 'exec', this.hostNs, 'nft', 'list', 'tables']);
     const hostTables = tablesOut.split('\n').map((l) => l.trim().split(' ').at(-1));
     for (const table of [n.hostTable, n.isolationTable]) {
@@ -600,22 +713,29 @@ export class NetLab {
    */
   async cleanup(): Promise<string[]> {
     const problems: string[] = [];
-    for (const iface of [...this.#quickUp.keys()]) await this.wgQuickDown(iface).catch((e: unknown) => problems.push(`wg-quick down ${iface}: ${String(e)}`));
+    for (const iface of [...this.#quickUp.keys()])
+      await this.wgQuickDown(iface).catch((e: unknown) => problems.push(`wg-quick down ${iface}: ${String(e)}`));
     await killPids([...this.#tracked].map((c) => c.pid ?? -1)).catch((e: unknown) => problems.push(String(e)));
     await killPids(wireguardGoOf(this.prefix).keys()).catch((e: unknown) => problems.push(String(e)));
     for (const ns of await netnsNames().catch(() => [])) {
       if (!belongsTo(this.prefix, ns)) continue;
-      await run('ip', ['netns', 'del', ns]).catch((e: unknown) => problems.push(e instanceof Error ? e.message : String(e)));
+      await run('ip', ['netns', 'del', ns]).catch((e: unknown) =>
+        problems.push(e instanceof Error ? e.message : String(e)),
+      );
     }
     for (const file of existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR) : []) {
-      if (file.endsWith('.sock') && belongsTo(this.prefix, file.slice(0, -'.sock'.length))) rmSync(`${WG_RUN_DIR}/${file}`, { force: true });
+      if (file.endsWith('.sock') && belongsTo(this.prefix, file.slice(0, -'.sock'.length)))
+        rmSync(`${WG_RUN_DIR}/${file}`, { force: true });
     }
     for (const file of existsSync(CHILD_LOG_DIR) ? readdirSync(CHILD_LOG_DIR) : []) {
       const name = /^wireguard-go-(.+)\.log$/.exec(file)?.[1];
       if (name !== undefined && belongsTo(this.prefix, name)) rmSync(join(CHILD_LOG_DIR, file), { force: true });
     }
     if (this.#quickDir !== undefined) rmSync(this.#quickDir, { recursive: true, force: true });
-    const left = [...(await netnsNames().catch(() => [])).filter((ns) => belongsTo(this.prefix, ns)), ...[...wireguardGoOf(this.prefix).values()]];
+    const left = [
+      ...(await netnsNames().catch(() => [])).filter((ns) => belongsTo(this.prefix, ns)),
+      ...[...wireguardGoOf(this.prefix).values()],
+    ];
     if (left.length > 0) problems.push(`left behind: ${left.join(', ')}`);
     return problems;
   }

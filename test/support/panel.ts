@@ -29,10 +29,15 @@ export interface CliResult {
 /** Runs `vpn-panel ARGS` as a user would, with the given environment. */
 export function runCli(args: readonly string[], env: Record<string, string | undefined>): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, cwd: ROOT }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { ...process.env, ...env }, cwd: ROOT },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -40,7 +45,10 @@ export function runCli(args: readonly string[], env: Record<string, string | und
  * Waits up to 5 s for a JSON log line of the panel (a process or `buildTestApp`'s) that `matches`;
  * fails naming what it printed.
  */
-export async function logged(panel: { output(): string }, matches: (line: Record<string, unknown>) => boolean): Promise<void> {
+export async function logged(
+  panel: { output(): string },
+  matches: (line: Record<string, unknown>) => boolean,
+): Promise<void> {
   const deadline = Date.now() + 5_000;
   for (;;) {
     const lines = panel
@@ -175,7 +183,11 @@ async function send(
   const headers: Record<string, string> = {};
   if (key !== undefined) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(`${baseUrl}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const response = await fetch(`${baseUrl}/api/v1${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await response.text();
   const isJson = (response.headers.get('content-type') ?? '').startsWith('application/json');
   const json: unknown = isJson && text !== '' ? JSON.parse(text) : undefined;
@@ -258,14 +270,19 @@ export async function startPanel(options: StartOptions): Promise<PanelProcess> {
     ...options.database.env,
     ...options.env,
   };
-  const child = spawn(process.execPath, [CLI, 'serve'], { env: { ...process.env, ...env }, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, 'serve'], {
+    env: { ...process.env, ...env },
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   let stopping = false;
   // A panel that dies under a test explains itself in the test's output.
   child.once('exit', (code, signal) => {
-    if (!stopping && signal !== 'SIGKILL') process.stderr.write(`panel on port ${port} exited unasked (${code ?? signal}):\n${output}\n`);
+    if (!stopping && signal !== 'SIGKILL')
+      process.stderr.write(`panel on port ${port} exited unasked (${code ?? signal}):\n${output}\n`);
   });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
@@ -296,7 +313,8 @@ export async function startPanel(options: StartOptions): Promise<PanelProcess> {
       if (key === undefined) throw new Error('keys create printed nothing');
       return key;
     },
-    client: (key) => createClient<paths>({ baseUrl: url, headers: key === undefined ? {} : { authorization: `Bearer ${key}` } }),
+    client: (key) =>
+      createClient<paths>({ baseUrl: url, headers: key === undefined ? {} : { authorization: `Bearer ${key}` } }),
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       const exited = once(child, 'exit');

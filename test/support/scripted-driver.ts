@@ -14,8 +14,16 @@ export class ScriptedDriver implements Driver {
   #instances = 0;
 
   up(spec: ServerSpec): Promise<ServerState> {
-    if (!this.servers.has(spec.serverId)) this.servers.set(spec.serverId, { instance: ++this.#instances, peers: new Map() });
-    return Promise.resolve({ serverId: spec.serverId, listenPort: spec.listenPort, address: spec.address, mtu: spec.mtu, publicKey: '', peerCount: this.servers.get(spec.serverId)?.peers.size ?? 0 });
+    if (!this.servers.has(spec.serverId))
+      this.servers.set(spec.serverId, { instance: ++this.#instances, peers: new Map() });
+    return Promise.resolve({
+      serverId: spec.serverId,
+      listenPort: spec.listenPort,
+      address: spec.address,
+      mtu: spec.mtu,
+      publicKey: '',
+      peerCount: this.servers.get(spec.serverId)?.peers.size ?? 0,
+    });
   }
   setPeers(serverId: number, peers: readonly PeerSpec[]): Promise<void> {
     const server = this.#server(serverId);
@@ -27,12 +35,18 @@ export class ScriptedDriver implements Driver {
   changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
     const server = this.#server(serverId);
     for (const key of remove) if (server.peers.delete(key)) this.onRemove?.(serverId, key);
-    for (const peer of upsert) if (!server.peers.has(peer.publicKey)) server.peers.set(peer.publicKey, { rx: 0, tx: 0 });
+    for (const peer of upsert)
+      if (!server.peers.has(peer.publicKey)) server.peers.set(peer.publicKey, { rx: 0, tx: 0 });
     return Promise.resolve();
   }
   readCounters(serverId: number): Promise<CounterReading> {
     const server = this.#server(serverId);
-    const peers = [...server.peers].map(([publicKey, c]) => ({ publicKey, rxBytes: c.rx, txBytes: c.tx, lastHandshakeMs: 0 }));
+    const peers = [...server.peers].map(([publicKey, c]) => ({
+      publicKey,
+      rxBytes: c.rx,
+      txBytes: c.tx,
+      lastHandshakeMs: 0,
+    }));
     return Promise.resolve({ instance: String(server.instance), peers });
   }
   /** The host never drifts here: tests of drift use the dry-run driver. */

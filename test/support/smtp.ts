@@ -20,10 +20,17 @@ export interface SmtpReceiver {
 
 /** RFC 2047 encoded words (`=?UTF-8?B?…?=`, `=?UTF-8?Q?…?=`) in a header. */
 function decodeWords(value: string): string {
-  return value.replace(/=\?([^?]+)\?([BbQq])\?([^?]*)\?=\s*/g, (_m, _charset: string, encoding: string, text: string) =>
-    encoding.toUpperCase() === 'B'
-      ? Buffer.from(text, 'base64').toString('utf8')
-      : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-F]{2})/gi, (_q, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1').toString('utf8'),
+  return value.replace(
+    /=\?([^?]+)\?([BbQq])\?([^?]*)\?=\s*/g,
+    (_m, _charset: string, encoding: string, text: string) =>
+      encoding.toUpperCase() === 'B'
+        ? Buffer.from(text, 'base64').toString('utf8')
+        : Buffer.from(
+            text
+              .replace(/_/g, ' ')
+              .replace(/=([0-9A-F]{2})/gi, (_q, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+            'latin1',
+          ).toString('utf8'),
   );
 }
 
@@ -43,7 +50,9 @@ function decodeBody(body: string, encoding: string | undefined): string {
   const kind = (encoding ?? '7bit').toLowerCase();
   if (kind === 'base64') return Buffer.from(body.replace(/\s+/g, ''), 'base64').toString('utf8');
   if (kind === 'quoted-printable') {
-    const bytes = body.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/gi, (_q, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    const bytes = body
+      .replace(/=\r\n/g, '')
+      .replace(/=([0-9A-F]{2})/gi, (_q, hex: string) => String.fromCharCode(parseInt(hex, 16)));
     return Buffer.from(bytes, 'latin1').toString('utf8');
   }
   return body;
@@ -54,7 +63,12 @@ function parts(entity: { headers: Map<string, string>; body: string }): { type: 
   const type = entity.headers.get('content-type') ?? 'text/plain';
   const boundary = /boundary="?([^";]+)"?/i.exec(type)?.[1];
   if (!type.toLowerCase().startsWith('multipart/') || boundary === undefined) {
-    return [{ type: type.split(';')[0]?.trim().toLowerCase() ?? 'text/plain', text: decodeBody(entity.body, entity.headers.get('content-transfer-encoding')) }];
+    return [
+      {
+        type: type.split(';')[0]?.trim().toLowerCase() ?? 'text/plain',
+        text: decodeBody(entity.body, entity.headers.get('content-transfer-encoding')),
+      },
+    ];
   }
   return entity.body
     .split(`--${boundary}`)
@@ -88,7 +102,13 @@ export async function startSmtpReceiver(port = 0): Promise<SmtpReceiver> {
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => {
         const from = session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address;
-        received.push(parseMail(Buffer.concat(chunks).toString('utf8'), from, session.envelope.rcptTo.map((r) => r.address)));
+        received.push(
+          parseMail(
+            Buffer.concat(chunks).toString('utf8'),
+            from,
+            session.envelope.rcptTo.map((r) => r.address),
+          ),
+        );
         callback();
       });
     },

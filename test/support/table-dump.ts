@@ -13,7 +13,16 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
 function sorted(rows: Record<string, unknown>[]): Record<string, unknown>[] {
   return rows
-    .map((row) => ({ json: JSON.stringify(Object.keys(row).sort().map((k) => [k, row[k]])), row })).sort((a, b) => (a.json < b.json ? -1 : a.json > b.json ? 1 : 0)).map((r) => r.row);
+    .map((row) => ({
+      json: JSON.stringify(
+        Object.keys(row)
+          .sort()
+          .map((k) => [k, row[k]]),
+      ),
+      row,
+    }))
+    .sort((a, b) => (a.json < b.json ? -1 : a.json > b.json ? 1 : 0))
+    .map((r) => r.row);
 }
 
 const isBookkeeping = (name: string) => name.startsWith('kysely_') || name.startsWith('sqlite_');
@@ -27,7 +36,10 @@ export async function dumpTables(database: TestDatabase): Promise<TableDump> {
   if (database.env.DATABASE_URL === undefined) {
     const file = new SQLite(join(database.dataDir, 'vpn-panel.db'), { readonly: true });
     try {
-      const names = file.prepare<[], { name: string }>("select name from sqlite_master where type = 'table'").all().map((r) => r.name);
+      const names = file
+        .prepare<[], { name: string }>("select name from sqlite_master where type = 'table'")
+        .all()
+        .map((r) => r.name);
       for (const name of names.filter((n) => !isBookkeeping(n))) {
         dump[name] = sorted(file.prepare<[], Record<string, unknown>>(`select * from "${name}"`).all());
       }
@@ -39,7 +51,9 @@ export async function dumpTables(database: TestDatabase): Promise<TableDump> {
   const client = new pg.Client({ connectionString: database.env.DATABASE_URL });
   await client.connect();
   try {
-    const names = await client.query<{ name: string }>("select table_name as name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE'");
+    const names = await client.query<{ name: string }>(
+      "select table_name as name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE'",
+    );
     for (const { name } of names.rows.filter((r) => !isBookkeeping(r.name))) {
       dump[name] = sorted((await client.query<Record<string, unknown>>(`select * from "${name}"`)).rows);
     }
@@ -56,7 +70,11 @@ export interface BackupContent {
 
 /** A backup file read with gunzip and JSON alone, as any other tool would read it. */
 export function readBackup(path: string): BackupContent {
-  const lines = gunzipSync(readFileSync(path)).toString('utf8').trimEnd().split('\n').map((l) => JSON.parse(l));
+  const lines = gunzipSync(readFileSync(path))
+    .toString('utf8')
+    .trimEnd()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   const header = lines[0];
   const rows: TableDump = {};
   for (const table of header.tables) rows[table.name] = [];

@@ -13,21 +13,52 @@ import type { ServerRow } from '../../src/store/servers.ts';
 export function seedNode(db: Db, name: string, nowIso: string): Promise<NodeRow> {
   return db
     .insertInto('nodes')
-    .values({ name, url: null, token: null, public_host: '192.0.2.1', status: 'online', driver: 'dry-run', version: 'seed', last_seen_at: null, created_at: nowIso })
+    .values({
+      name,
+      url: null,
+      token: null,
+      public_host: '192.0.2.1',
+      status: 'online',
+      driver: 'dry-run',
+      version: 'seed',
+      last_seen_at: null,
+      created_at: nowIso,
+    })
     .returningAll()
     .executeTakeFirstOrThrow();
 }
 
 /** A running server on `subnet` (e.g. `10.1.0.0/24`), its address the first of it. */
-export function seedServer(db: Db, node: Pick<NodeRow, 'id'>, fields: { name: string; listenPort: number; subnet: string; capacity: number }, nowIso: string): Promise<ServerRow> {
+export function seedServer(
+  db: Db,
+  node: Pick<NodeRow, 'id'>,
+  fields: { name: string; listenPort: number; subnet: string; capacity: number },
+  nowIso: string,
+): Promise<ServerRow> {
   const [network, bits] = fields.subnet.split('/');
   const address = `${(network ?? '').replace(/\.0$/, '.1')}/${bits ?? '24'}`;
   return db
     .insertInto('servers')
     .values({
-      node_id: node.id, name: fields.name, country: 'DE', city: '', status: 'running', endpoint: '192.0.2.1', listen_port: fields.listenPort,
-      private_key: generateKeyPair().privateKey, public_key: '', address, subnet: fields.subnet, dns: '[]', dns_on_server: 0, mtu: 1420,
-      persistent_keepalive: 25, client_allowed_ips: '[]', capacity: fields.capacity, created_at: nowIso, updated_at: nowIso,
+      node_id: node.id,
+      name: fields.name,
+      country: 'DE',
+      city: '',
+      status: 'running',
+      endpoint: '192.0.2.1',
+      listen_port: fields.listenPort,
+      private_key: generateKeyPair().privateKey,
+      public_key: '',
+      address,
+      subnet: fields.subnet,
+      dns: '[]',
+      dns_on_server: 0,
+      mtu: 1420,
+      persistent_keepalive: 25,
+      client_allowed_ips: '[]',
+      capacity: fields.capacity,
+      created_at: nowIso,
+      updated_at: nowIso,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -40,9 +71,22 @@ export function deviceValues(
   nowIso: string,
 ): Insertable<DeviceTable> {
   return {
-    server_id: serverId, name: fields.name, external_id: null, metadata: null, address: fields.address, public_key: fields.publicKey ?? generateKeyPair().publicKey,
-    private_key: null, enabled: 1, data_limit: fields.dataLimit ?? 0, limit_period: fields.limitPeriod ?? 'total', usage_reset_at: nowIso, expires_at: null,
-    speed_limit: 0, last_handshake: null, created_at: nowIso, updated_at: nowIso,
+    server_id: serverId,
+    name: fields.name,
+    external_id: null,
+    metadata: null,
+    address: fields.address,
+    public_key: fields.publicKey ?? generateKeyPair().publicKey,
+    private_key: null,
+    enabled: 1,
+    data_limit: fields.dataLimit ?? 0,
+    limit_period: fields.limitPeriod ?? 'total',
+    usage_reset_at: nowIso,
+    expires_at: null,
+    speed_limit: 0,
+    last_handshake: null,
+    created_at: nowIso,
+    updated_at: nowIso,
   };
 }
 

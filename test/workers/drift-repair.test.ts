@@ -58,7 +58,11 @@ for (const kind of DATABASE_KINDS) {
     let round = 0;
 
     const activity = () =>
-      suite.store.db.selectFrom('activity').selectAll().where('action', '=', 'server.drift_repaired').orderBy('id')
+      suite.store.db
+        .selectFrom('activity')
+        .selectAll()
+        .where('action', '=', 'server.drift_repaired')
+        .orderBy('id')
         .execute();
     /** Servers whose host differs from what the agent applied. */
     const discrepancies = async () => {
@@ -84,7 +88,10 @@ for (const kind of DATABASE_KINDS) {
           // d3 has a data limit and a speed limit, d2 neither.
           const fields = { name: `d${d}`, address: `10.${i}.0.${d}`, dataLimit: d === 3 ? 1000 : 0 };
           const values = deviceValues(server.id, fields, now);
-          await db.insertInto('devices').values({ ...values, speed_limit: d === 3 ? 800 : 0 }).execute();
+          await db
+            .insertInto('devices')
+            .values({ ...values, speed_limit: d === 3 ? 800 : 0 })
+            .execute();
         }
       }
       usage = new UsageService(db, clock, new Calendar('UTC'));
@@ -130,7 +137,10 @@ for (const kind of DATABASE_KINDS) {
       const server1 = `server s1 \\(${s1.id}\\) on node ${node.name}`;
       const summary = new RegExp(`${server1} differed from the database.*peer ${key} is on the server`);
       assert.match(entry?.summary ?? '', summary);
-      assert.ok(logged.some((line) => line.includes('drift repaired') && line.includes(planted)), logged.join(''));
+      assert.ok(
+        logged.some((line) => line.includes('drift repaired') && line.includes(planted)),
+        logged.join(''),
+      );
       await worker.checkAll();
       assert.deepEqual(connection.applied, [s1.id], 'once repaired, nothing more is sent');
     });
@@ -149,7 +159,10 @@ for (const kind of DATABASE_KINDS) {
       await worker.checkAll();
       assert.deepEqual(connection.applied, [s2.id]);
       assert.equal((await agent.digest()).servers.find((s) => s.serverId === s2.id)?.digest, desiredDigest(desired));
-      assert.deepEqual((await activity()).map((a) => [a.resource_id, a.actor]), [[String(s2.id), 'system']]);
+      assert.deepEqual(
+        (await activity()).map((a) => [a.resource_id, a.actor]),
+        [[String(s2.id), 'system']],
+      );
       assert.match((await activity())[0]?.summary ?? '', /the desired state the agent holds differs from the database/);
     });
 
@@ -163,7 +176,10 @@ for (const kind of DATABASE_KINDS) {
       await worker.checkAll();
       assert.deepEqual(connection.removed, [4242]);
       assert.deepEqual(connection.applied, [s1.id]);
-      assert.deepEqual((await agent.status()).serverIds, servers.map((s) => s.id).sort((a, b) => a - b));
+      assert.deepEqual(
+        (await agent.status()).serverIds,
+        servers.map((s) => s.id).sort((a, b) => a - b),
+      );
       assert.deepEqual((await activity()).map((a) => a.resource_id).sort(), [String(s1.id), '4242'].sort());
     });
 
@@ -178,11 +194,18 @@ for (const kind of DATABASE_KINDS) {
       await worker.checkAll();
       await db.insertInto('devices').values(row).execute();
       // A device the API is updating: its row commits first, the node hears of it after.
-      const device = await db.selectFrom('devices').selectAll().where('server_id', '=', s1.id)
-        .where('name', '=', 'd2').executeTakeFirstOrThrow();
-      const changed = await db.updateTable('devices')
+      const device = await db
+        .selectFrom('devices')
+        .selectAll()
+        .where('server_id', '=', s1.id)
+        .where('name', '=', 'd2')
+        .executeTakeFirstOrThrow();
+      const changed = await db
+        .updateTable('devices')
         .set({ speed_limit: 300 })
-        .where('id', '=', device.id).returningAll().executeTakeFirstOrThrow();
+        .where('id', '=', device.id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
       await worker.checkAll();
       await connection.changePeers(s1.id, { upsert: [usage.peerOf(changed)], remove: [] });
       await worker.checkAll();

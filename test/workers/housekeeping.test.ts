@@ -28,7 +28,8 @@ describe('housekeeping with a fake clock', () => {
 
   it('prunes events older than 90 days and keeps the rest', async () => {
     const clock = new ManualClock(Date.parse('2026-01-01T00:00:00Z'));
-    const record = (detail: string) => write(store.db, (tx) => recordEvent(tx, clock, eventDraft({ kind: 'server.created', detail, actor: 'system' })));
+    const record = (detail: string) =>
+      write(store.db, (tx) => recordEvent(tx, clock, eventDraft({ kind: 'server.created', detail, actor: 'system' })));
     await record('old');
     clock.advance(30 * DAY_MS);
     await record('younger');
@@ -36,17 +37,32 @@ describe('housekeeping with a fake clock', () => {
     await record('new');
     await new Housekeeping(store.db, clock, pino({ level: 'silent' })).runOnce();
     const left = await listEvents(store.db, {}, { afterId: 0, limit: 10 });
-    assert.deepEqual(left.map((e) => e.detail), ['younger', 'new'], `now is ${isoAt(clock.nowMs())}`);
+    assert.deepEqual(
+      left.map((e) => e.detail),
+      ['younger', 'new'],
+      `now is ${isoAt(clock.nowMs())}`,
+    );
     clock.advance(60 * DAY_MS);
     await new Housekeeping(store.db, clock, pino({ level: 'silent' })).runOnce();
-    assert.deepEqual((await listEvents(store.db, {}, { afterId: 0, limit: 10 })).map((e) => e.detail), ['new']);
+    assert.deepEqual(
+      (await listEvents(store.db, {}, { afterId: 0, limit: 10 })).map((e) => e.detail),
+      ['new'],
+    );
   });
 
   it('prunes activity entries after a year, and sent or failed mails after 30 days (never unsent ones)', async () => {
     const clock = new ManualClock(Date.parse('2027-01-01T00:00:00Z'));
     const change = (summary: string) =>
       write(store.db, async (tx) => {
-        await recordActivity(tx, clock, { resource: 'node', resourceId: 1, verb: 'updated', summary, actor: 'admin', before: null, after: null });
+        await recordActivity(tx, clock, {
+          resource: 'node',
+          resourceId: 1,
+          verb: 'updated',
+          summary,
+          actor: 'admin',
+          before: null,
+          after: null,
+        });
         await notifyChange(tx, clock, { headline: summary, details: [], actor: 'admin' });
       });
     await change('old');
@@ -56,12 +72,30 @@ describe('housekeeping with a fake clock', () => {
     const mine = async () => (await listMails(store.db)).filter((m) => /old|recent|new/.test(m.subject));
     const [old, recent] = await mine();
     assert.ok(old && recent);
-    await recordMailAttempt(store.db, old.id, { state: 'sent', attempts: 1, nextAttemptAt: null, lastError: null, sentAt: isoAt(clock.nowMs()) });
-    await recordMailAttempt(store.db, recent.id, { state: 'failed', attempts: 9, nextAttemptAt: null, lastError: 'gone', sentAt: null });
+    await recordMailAttempt(store.db, old.id, {
+      state: 'sent',
+      attempts: 1,
+      nextAttemptAt: null,
+      lastError: null,
+      sentAt: isoAt(clock.nowMs()),
+    });
+    await recordMailAttempt(store.db, recent.id, {
+      state: 'failed',
+      attempts: 9,
+      nextAttemptAt: null,
+      lastError: 'gone',
+      sentAt: null,
+    });
     clock.advance(66 * DAY_MS);
     await change('new');
     await new Housekeeping(store.db, clock, pino({ level: 'silent' })).runOnce();
-    assert.deepEqual((await listActivity(store.db, {}, { afterId: 0, limit: 10 })).map((e) => e.summary), ['recent', 'new']);
-    assert.deepEqual((await mine()).map((m) => [m.subject, m.state]), [['[vpn-panel] new by admin (CLI)', 'pending']]);
+    assert.deepEqual(
+      (await listActivity(store.db, {}, { afterId: 0, limit: 10 })).map((e) => e.summary),
+      ['recent', 'new'],
+    );
+    assert.deepEqual(
+      (await mine()).map((m) => [m.subject, m.state]),
+      [['[vpn-panel] new by admin (CLI)', 'pending']],
+    );
   });
 });

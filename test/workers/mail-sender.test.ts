@@ -59,7 +59,18 @@ for (const kind of DATABASE_KINDS) {
     /** A device event as the usage accounting records it: through recordEvent, by the system. */
     function deviceEvent(kindOfEvent: EventKind, deviceName: string): Promise<unknown> {
       return write(store.db, (tx) =>
-        recordEvent(tx, clock, eventDraft({ kind: kindOfEvent, device_id: 1, device_name: deviceName, server_name: 'fra-1', detail: `device ${deviceName}`, actor: 'system' })),
+        recordEvent(
+          tx,
+          clock,
+          eventDraft({
+            kind: kindOfEvent,
+            device_id: 1,
+            device_name: deviceName,
+            server_name: 'fra-1',
+            detail: `device ${deviceName}`,
+            actor: 'system',
+          }),
+        ),
       );
     }
 
@@ -74,7 +85,11 @@ for (const kind of DATABASE_KINDS) {
       const first = smtp.received[0];
       assert.equal(first?.subject, '[vpn-panel] 3 devices reached their data limit, 1 device expired');
       assert.deepEqual(first?.to, [TO]);
-      for (const name of ['d1', 'd2', 'd3']) assert.match(first?.text ?? '', new RegExp(`device ${name} on server fra-1 reached its data limit by the panel \\(system\\)`));
+      for (const name of ['d1', 'd2', 'd3'])
+        assert.match(
+          first?.text ?? '',
+          new RegExp(`device ${name} on server fra-1 reached its data limit by the panel \\(system\\)`),
+        );
       assert.match(first?.text ?? '', /device d4 on server fra-1 expired/);
       assert.match(first?.html ?? '', /<li>[^<]*device d4 on server fra-1 expired[^<]*<\/li>/);
 
@@ -114,12 +129,20 @@ for (const kind of DATABASE_KINDS) {
     test('while SMTP is down, mail waits and is retried; one unsent digest holds the next, so an outage ends with few mails', async () => {
       const port = await freePort();
       const worker = sender(port);
-      await write(store.db, (tx) => notifyChange(tx, clock, { headline: 'API key shop created', details: [], actor: 'admin' }));
+      await write(store.db, (tx) =>
+        notifyChange(tx, clock, { headline: 'API key shop created', details: [], actor: 'admin' }),
+      );
       await deviceEvent('device.limit_reached', 'd1');
 
       assert.equal(await worker.runOnce(), 2);
       let mails = await listMails(store.db);
-      assert.deepEqual(mails.map((m) => [m.topic, m.state, m.attempts]), [['change', 'pending', 1], ['device_digest', 'pending', 1]]);
+      assert.deepEqual(
+        mails.map((m) => [m.topic, m.state, m.attempts]),
+        [
+          ['change', 'pending', 1],
+          ['device_digest', 'pending', 1],
+        ],
+      );
       assert.match(mails[0]?.last_error ?? '', /ECONNREFUSED/);
 
       // Two minutes later, more devices: the unsent digest keeps them waiting instead of a second digest.
@@ -127,9 +150,18 @@ for (const kind of DATABASE_KINDS) {
       await deviceEvent('device.expired', 'd2');
       const smtp = await receiver(port);
       assert.equal(await worker.runOnce(), 2);
-      assert.deepEqual(smtp.received.map((m) => m.subject), ['[vpn-panel] API key shop created by admin (CLI)', '[vpn-panel] 1 device reached its data limit']);
+      assert.deepEqual(
+        smtp.received.map((m) => m.subject),
+        ['[vpn-panel] API key shop created by admin (CLI)', '[vpn-panel] 1 device reached its data limit'],
+      );
       mails = await listMails(store.db);
-      assert.deepEqual(mails.map((m) => [m.state, m.attempts]), [['sent', 2], ['sent', 2]]);
+      assert.deepEqual(
+        mails.map((m) => [m.state, m.attempts]),
+        [
+          ['sent', 2],
+          ['sent', 2],
+        ],
+      );
 
       clock.advance(61 * SECOND_MS);
       await worker.runOnce();
@@ -138,16 +170,23 @@ for (const kind of DATABASE_KINDS) {
 
     test('a mail is failed once the schedule is used up', async () => {
       const worker = sender(await freePort());
-      await write(store.db, (tx) => notifyChange(tx, clock, { headline: 'API key shop revoked', details: [], actor: 'admin' }));
+      await write(store.db, (tx) =>
+        notifyChange(tx, clock, { headline: 'API key shop revoked', details: [], actor: 'admin' }),
+      );
       for (let round = 0; round < 3; round++) {
         await worker.runOnce();
         clock.advance(2 * SECOND_MS);
       }
-      assert.deepEqual((await listMails(store.db)).map((m) => [m.state, m.attempts]), [['failed', 3]]);
+      assert.deepEqual(
+        (await listMails(store.db)).map((m) => [m.state, m.attempts]),
+        [['failed', 3]],
+      );
     });
 
     test('without SMTP_URL and NOTIFY_EMAIL nothing is sent and nothing piles up', async () => {
-      await write(store.db, (tx) => notifyChange(tx, clock, { headline: 'API key shop created', details: [], actor: 'admin' }));
+      await write(store.db, (tx) =>
+        notifyChange(tx, clock, { headline: 'API key shop created', details: [], actor: 'admin' }),
+      );
       await deviceEvent('device.expired', 'd1');
       assert.equal(await sender(undefined).runOnce(), 0);
       assert.deepEqual(await listMails(store.db), []);

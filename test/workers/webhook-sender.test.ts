@@ -9,7 +9,15 @@ import { AppError } from '../../src/domain/errors.ts';
 import { type AttemptReply, generateWebhookSecret } from '../../src/domain/webhooks.ts';
 import { checkWebhookUrl } from '../../src/services/webhook-targets.ts';
 import type { Store } from '../../src/store/open.ts';
-import { deleteWebhook, type DeliveryRow, findDelivery, findWebhook, insertDelivery, insertWebhook, type WebhookRow } from '../../src/store/webhooks.ts';
+import {
+  deleteWebhook,
+  type DeliveryRow,
+  findDelivery,
+  findWebhook,
+  insertDelivery,
+  insertWebhook,
+  type WebhookRow,
+} from '../../src/store/webhooks.ts';
 import type { WebhookAttempt, WebhookRequest } from '../../src/workers/webhook-attempt.ts';
 import { WebhookSender, type WebhookSenderOptions } from '../../src/workers/webhook-sender.ts';
 import { listActivity } from '../../src/store/activity.ts';
@@ -35,7 +43,9 @@ async function startReceiver(answer: (res: ServerResponse, n: number) => void | 
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-      Promise.resolve(answer(res, received.length)).catch((err: unknown) => res.destroy(err instanceof Error ? err : undefined));
+      Promise.resolve(answer(res, received.length)).catch((err: unknown) =>
+        res.destroy(err instanceof Error ? err : undefined),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -84,7 +94,13 @@ const answered = (status: number): AttemptReply => ({ status, retryAfterSeconds:
 
 const silentLog = pino({ level: 'silent' });
 
-const FAST_OPTIONS: WebhookSenderOptions = { scheduleMs: [100, 100, 100], timeoutMs: 5_000, concurrency: 8, pollIntervalMs: 20, allowPrivate: true };
+const FAST_OPTIONS: WebhookSenderOptions = {
+  scheduleMs: [100, 100, 100],
+  timeoutMs: 5_000,
+  concurrency: 8,
+  pollIntervalMs: 20,
+  allowPrivate: true,
+};
 
 describe('checkWebhookUrl (the check when a webhook is saved)', () => {
   const refusals: Array<[string, string]> = [
@@ -226,7 +242,11 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(request.headers['user-agent'], 'vpn-panel-webhooks');
       assert.equal(request.headers['webhook-id'], queued.message_id);
       assert.equal(request.headers['webhook-timestamp'], String(Math.floor(clock.nowMs() / 1000)));
-      const headers = { 'webhook-id': String(request.headers['webhook-id']), 'webhook-timestamp': String(request.headers['webhook-timestamp']), 'webhook-signature': String(request.headers['webhook-signature']) };
+      const headers = {
+        'webhook-id': String(request.headers['webhook-id']),
+        'webhook-timestamp': String(request.headers['webhook-timestamp']),
+        'webhook-signature': String(request.headers['webhook-signature']),
+      };
       assert.deepEqual(new Webhook(webhook.secret).verify(request.body, headers), JSON.parse(queued.payload));
     });
 
@@ -256,7 +276,10 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(row.attempts, 3);
       assert.equal(row.response_status, 200);
       assert.equal(row.error, null);
-      assert.deepEqual(target.received.map((r) => r.headers['webhook-id']), [queued.message_id, queued.message_id, queued.message_id]);
+      assert.deepEqual(
+        target.received.map((r) => r.headers['webhook-id']),
+        [queued.message_id, queued.message_id, queued.message_id],
+      );
     });
 
     test('fails once the schedule is used up', async () => {
@@ -302,7 +325,10 @@ for (const kind of DATABASE_KINDS) {
       assert.equal((await findWebhook(store.db, webhook.id))?.enabled, 0);
       // Turning it off is a change the panel made: in the activity log, by the system, without the secret.
       const logged = await listActivity(store.db, { resource: 'webhook' }, { afterId: 0, limit: 10 });
-      assert.deepEqual(logged.map((e) => [e.action, e.actor, e.resource_id, e.before, e.after]), [['webhook.disabled', 'system', String(webhook.id), { enabled: true }, { enabled: false }]]);
+      assert.deepEqual(
+        logged.map((e) => [e.action, e.actor, e.resource_id, e.before, e.after]),
+        [['webhook.disabled', 'system', String(webhook.id), { enabled: true }, { enabled: false }]],
+      );
 
       clock.advance(1_000);
       assert.equal(await worker.runOnce(), 0);
@@ -376,7 +402,10 @@ for (const kind of DATABASE_KINDS) {
       const worker = sender({ concurrency: 4, timeoutMs: 60_000 });
       worker.start();
 
-      await eventually(async () => ((await delivery(quick.id)).state === 'delivered' ? true : undefined), 'the live receiver to get its delivery');
+      await eventually(
+        async () => ((await delivery(quick.id)).state === 'delivered' ? true : undefined),
+        'the live receiver to get its delivery',
+      );
       assert.equal(hanging.received.length, 1, 'the dead receiver holds its one slot');
       await hanging.close();
     });
@@ -499,7 +528,10 @@ for (const kind of DATABASE_KINDS) {
         assert.equal(await worker.runOnce(), 0, 'a delivered delivery is not sent again');
         const { url, secret } = webhook;
         const sent = { url, secret, messageId: queued.message_id, payload: queued.payload };
-        assert.deepEqual(script.requests, sentAtMs.map((ms) => ({ ...sent, sentAtMs: ms })));
+        assert.deepEqual(
+          script.requests,
+          sentAtMs.map((ms) => ({ ...sent, sentAtMs: ms })),
+        );
       });
 
       test('attempts held open take a quarter of the slots for their webhook; the rest go to another', async () => {

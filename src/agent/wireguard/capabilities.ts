@@ -31,7 +31,10 @@ export async function canRunWireGuard(runner: CommandRunner): Promise<WireGuardC
     ['sysctl', '--version', 'procps'],
   ] as const;
   for (const [tool, flag, pkg] of tools) {
-    const found = await runner.run(tool, [flag]).then(() => true, () => false);
+    const found = await runner.run(tool, [flag]).then(
+      () => true,
+      () => false,
+    );
     if (!found) return { ok: false, reason: `\`${tool}\` not found (install ${pkg})` };
   }
   const implementation = await detectImplementation(runner);
@@ -44,7 +47,10 @@ export async function canRunWireGuard(runner: CommandRunner): Promise<WireGuardC
 /** The kernel module when it is loaded or loads, else wireguard-go when installed, else null. */
 export async function detectImplementation(runner: CommandRunner): Promise<WireGuardImplementation | null> {
   const ok = (cmd: string, args: readonly string[]): Promise<boolean> =>
-    runner.run(cmd, args).then(() => true, () => false);
+    runner.run(cmd, args).then(
+      () => true,
+      () => false,
+    );
   if ((await ok('test', ['-d', '/sys/module/wireguard'])) || (await ok('modprobe', ['-q', 'wireguard']))) {
     return 'kernel';
   }

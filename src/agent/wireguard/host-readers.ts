@@ -176,7 +176,13 @@ function parseDefaultRoute(stdout: string): string {
 /** The namespace's nft tables as `FAMILY NAME`; empty when unreadable. */
 export async function readNftTables(runner: CommandRunner, netns: string | undefined): Promise<Set<string>> {
   return runner.run('nft', ['list', 'tables'], { netns }).then(
-    (r) => new Set(r.stdout.split('\n').map((l) => l.trim().replace(/^table /, '')).filter((l) => l !== '')),
+    (r) =>
+      new Set(
+        r.stdout
+          .split('\n')
+          .map((l) => l.trim().replace(/^table /, ''))
+          .filter((l) => l !== ''),
+      ),
     () => new Set<string>(),
   );
 }

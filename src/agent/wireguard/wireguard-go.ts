@@ -32,7 +32,10 @@ export class WireGuardGoProcesses {
    */
   async start(serverId: number, iface: string, earlierAnswered: boolean, failures: string[]): Promise<boolean> {
     const answers = (): Promise<boolean> =>
-      this.#runner.run('wg', ['show', iface, 'listen-port']).then(() => true, () => false);
+      this.#runner.run('wg', ['show', iface, 'listen-port']).then(
+        () => true,
+        () => false,
+      );
     // An earlier agent's wireguard-go exits when its interface is deleted and then unlinks its socket
     // path, which would take a new one's socket with it: wait until it is gone.
     if (earlierAnswered && !(await this.#poll(async () => !(await answers())))) {

@@ -44,7 +44,10 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     }),
     async (request) => {
       const q = request.query;
-      const page = await devices.list({ serverId: q.server_id, externalId: q.external_id, status: q.status }, pageRequest(q));
+      const page = await devices.list(
+        { serverId: q.server_id, externalId: q.external_id, status: q.status },
+        pageRequest(q),
+      );
       return { data: page.data.map(withConfig), has_more: page.has_more };
     },
   );
@@ -55,7 +58,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       'devices:write',
       {
         summary: 'Create a device; the answer carries its client config',
-        description: 'server_id "auto" picks the running server with the fewest devices that still has room, narrowed by country and city. The peer is on the server before the answer.',
+        description:
+          'server_id "auto" picks the running server with the fewest devices that still has room, narrowed by country and city. The peer is on the server before the answer.',
         tags: ['devices'],
         body: DeviceCreateBody,
         response: { 201: DeviceRef },
@@ -76,7 +80,12 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
 
   api.get(
     '/devices/:id',
-    operation('devices:read', { summary: 'Get a device', tags: ['devices'], params: IdParams, response: { 200: DeviceRef } }),
+    operation('devices:read', {
+      summary: 'Get a device',
+      tags: ['devices'],
+      params: IdParams,
+      response: { 200: DeviceRef },
+    }),
     async (request) => withConfig(await devices.get(request.params.id)),
   );
 
@@ -84,7 +93,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     '/devices/:id/usage',
     operation('devices:read', {
       summary: "A device's usage: this month, this period, and its daily and monthly history",
-      description: 'Days and months are those of the panel time zone (PANEL_TIMEZONE). History stays after usage resets.',
+      description:
+        'Days and months are those of the panel time zone (PANEL_TIMEZONE). History stays after usage resets.',
       tags: ['devices'],
       params: IdParams,
       response: { 200: Type.Ref('UsageReport') },
@@ -96,7 +106,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     '/devices/:id',
     operation('devices:write', {
       summary: 'Change a device',
-      description: 'Only the fields sent change. 502 apply_failed means the change was saved but the running tunnel could not be updated yet; it converges by itself.',
+      description:
+        'Only the fields sent change. 502 apply_failed means the change was saved but the running tunnel could not be updated yet; it converges by itself.',
       tags: ['devices'],
       params: IdParams,
       body: DevicePatchBody,
@@ -114,7 +125,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       'devices:write',
       {
         summary: 'Move a device to another server',
-        description: 'The device keeps its id, keys, name, limits and usage history and gets an address on the new server; the answer carries the new config. server_id "auto" never picks the current server.',
+        description:
+          'The device keeps its id, keys, name, limits and usage history and gets an address on the new server; the answer carries the new config. server_id "auto" never picks the current server.',
         tags: ['devices'],
         params: IdParams,
         body: Type.Object({ server_id: Type.Union([Id, Type.Literal('auto')]) }, { additionalProperties: false }),
@@ -159,7 +171,12 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
 
   api.delete(
     '/devices/:id',
-    operation('devices:write', { summary: 'Delete a device', tags: ['devices'], params: IdParams, response: { 204: Type.Null() } }),
+    operation('devices:write', {
+      summary: 'Delete a device',
+      tags: ['devices'],
+      params: IdParams,
+      response: { 204: Type.Null() },
+    }),
     async (request, reply) => {
       await devices.delete(request.params.id, actorOf(request));
       return reply.code(204).send(null);
@@ -170,7 +187,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     '/devices/:id/config',
     operation('devices:read', {
       summary: "The device's client config: wg-quick text, or a PNG QR code of the same text",
-      description: 'kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; only with format=conf.',
+      description:
+        'kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; only with format=conf.',
       tags: ['devices'],
       params: IdParams,
       querystring: Type.Object(
@@ -183,7 +201,10 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       response: {
         200: {
           description: 'text/plain for conf, image/png for qr',
-          content: { 'text/plain': { schema: Type.String() }, 'image/png': { schema: Type.String({ contentMediaType: 'image/png' }) } },
+          content: {
+            'text/plain': { schema: Type.String() },
+            'image/png': { schema: Type.String({ contentMediaType: 'image/png' }) },
+          },
         },
       },
     }),
@@ -192,7 +213,9 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       const format = request.query.format ?? 'conf';
       const killSwitch = request.query.kill_switch ?? false;
       if (format === 'qr' && killSwitch) {
-        throw new AppError('bad_request', 'kill_switch applies only to format=conf (phone apps refuse PostUp lines)', { kill_switch: 'only with format=conf' });
+        throw new AppError('bad_request', 'kill_switch applies only to format=conf (phone apps refuse PostUp lines)', {
+          kill_switch: 'only with format=conf',
+        });
       }
       const text = devices.configText(placed, killSwitch);
       // The text may carry the device's private key: no cache keeps it.

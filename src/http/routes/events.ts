@@ -9,9 +9,15 @@ import { Id, Page, PlainText } from '../schemas/common.ts';
 
 function parseKinds(text: string | undefined) {
   if (text === undefined) return undefined;
-  const kinds = text.split(',').map((k) => k.trim()).filter((k) => k !== '');
+  const kinds = text
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
   const unknown = kinds.filter((k) => !isEventKind(k));
-  if (unknown.length > 0) throw new AppError('bad_request', `unknown event kind ${unknown.join(', ')}; kinds are ${EVENT_KINDS.join(', ')}`, { kind: `unknown: ${unknown.join(', ')}` });
+  if (unknown.length > 0)
+    throw new AppError('bad_request', `unknown event kind ${unknown.join(', ')}; kinds are ${EVENT_KINDS.join(', ')}`, {
+      kind: `unknown: ${unknown.join(', ')}`,
+    });
   return kinds.filter(isEventKind);
 }
 

@@ -17,7 +17,12 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
 
   api.get(
     '/groups/:external_id',
-    operation('devices:read', { summary: 'Get a group: every device with this external_id, oldest first', tags: ['groups'], params: GroupParams, response: { 200: GroupRef } }),
+    operation('devices:read', {
+      summary: 'Get a group: every device with this external_id, oldest first',
+      tags: ['groups'],
+      params: GroupParams,
+      response: { 200: GroupRef },
+    }),
     async (request) => groupBody(await groups.get(request.params.external_id)),
   );
 
@@ -25,7 +30,8 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
     '/groups/:external_id',
     operation('devices:write', {
       summary: 'Set fields on every device of the group',
-      description: 'Checked for every device first and applied in one transaction: a value wrong for one device changes none.',
+      description:
+        'Checked for every device first and applied in one transaction: a value wrong for one device changes none.',
       tags: ['groups'],
       params: GroupParams,
       body: GroupPatchBody,
@@ -35,7 +41,14 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
       const b = request.body;
       const group = await groups.update(
         request.params.external_id,
-        { enabled: b.enabled, expiresAt: b.expires_at, dataLimit: b.data_limit, limitPeriod: b.limit_period, speedLimit: b.speed_limit, metadata: b.metadata },
+        {
+          enabled: b.enabled,
+          expiresAt: b.expires_at,
+          dataLimit: b.data_limit,
+          limitPeriod: b.limit_period,
+          speedLimit: b.speed_limit,
+          metadata: b.metadata,
+        },
         actorOf(request),
       );
       return groupBody(group);
@@ -44,17 +57,35 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
 
   api.post(
     '/groups/:external_id/usage/reset',
-    operation('devices:write', { summary: 'Restart the count toward the data limit of every device of the group', tags: ['groups'], params: GroupParams, response: { 200: GroupRef } }, { idempotent: true }),
+    operation(
+      'devices:write',
+      {
+        summary: 'Restart the count toward the data limit of every device of the group',
+        tags: ['groups'],
+        params: GroupParams,
+        response: { 200: GroupRef },
+      },
+      { idempotent: true },
+    ),
     async (request) => {
       const claim = request.idempotencyClaim;
-      const group = await groups.resetUsage(request.params.external_id, actorOf(request), claim ? (tx, result) => claim.storeReply(tx, 200, groupBody(result)) : undefined);
+      const group = await groups.resetUsage(
+        request.params.external_id,
+        actorOf(request),
+        claim ? (tx, result) => claim.storeReply(tx, 200, groupBody(result)) : undefined,
+      );
       return groupBody(group);
     },
   );
 
   api.delete(
     '/groups/:external_id',
-    operation('devices:write', { summary: 'Delete every device of the group', tags: ['groups'], params: GroupParams, response: { 204: Type.Null() } }),
+    operation('devices:write', {
+      summary: 'Delete every device of the group',
+      tags: ['groups'],
+      params: GroupParams,
+      response: { 204: Type.Null() },
+    }),
     async (request, reply) => {
       await groups.delete(request.params.external_id, actorOf(request));
       return reply.code(204).send(null);

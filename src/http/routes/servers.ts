@@ -19,7 +19,10 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
     operation('servers:read', {
       summary: 'List servers, oldest first',
       tags: ['servers'],
-      querystring: Type.Object({ country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$' })), ...PageQueryFields }, { additionalProperties: false }),
+      querystring: Type.Object(
+        { country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$' })), ...PageQueryFields },
+        { additionalProperties: false },
+      ),
       response: { 200: Page(ServerRef) },
     }),
     (request) => servers.list({ country: request.query.country?.toUpperCase() }, pageRequest(request.query)),
@@ -29,7 +32,12 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
     '/servers',
     operation(
       'servers:write',
-      { summary: 'Create and deploy a server', tags: ['servers'], body: ServerCreateBody, response: { 201: ServerRef } },
+      {
+        summary: 'Create and deploy a server',
+        tags: ['servers'],
+        body: ServerCreateBody,
+        response: { 201: ServerRef },
+      },
       { idempotent: true },
     ),
     async (request, reply) => {
@@ -60,7 +68,12 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
 
   api.get(
     '/servers/:id',
-    operation('servers:read', { summary: 'Get a server', tags: ['servers'], params: IdParams, response: { 200: ServerRef } }),
+    operation('servers:read', {
+      summary: 'Get a server',
+      tags: ['servers'],
+      params: IdParams,
+      response: { 200: ServerRef },
+    }),
     (request) => servers.get(request.params.id),
   );
 
@@ -106,7 +119,10 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
       description: 'A server with devices needs force=true (else 409 server_has_devices).',
       tags: ['servers'],
       params: IdParams,
-      querystring: Type.Object({ force: Type.Optional(Type.Boolean({ default: false })) }, { additionalProperties: false }),
+      querystring: Type.Object(
+        { force: Type.Optional(Type.Boolean({ default: false })) },
+        { additionalProperties: false },
+      ),
       response: { 204: Type.Null() },
     }),
     async (request, reply) => {
@@ -127,4 +143,3 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
     (request) => nodes.get(request.params.id),
   );
 }
-

@@ -25,12 +25,18 @@ export function shareLinkRoutes(api: Api, links: ShareLinkService): void {
       body: Type.Object({ expires_at: Type.Optional(DateTime) }, { additionalProperties: false }),
       response: { 201: ShareLinkSchema },
     }),
-    async (request, reply) => reply.code(201).send(await links.create(request.params.id, request.body.expires_at, actorOf(request))),
+    async (request, reply) =>
+      reply.code(201).send(await links.create(request.params.id, request.body.expires_at, actorOf(request))),
   );
 
   api.get(
     '/devices/:id/share',
-    operation('devices:read', { summary: "The device's share link, expired or not", tags: ['share links'], params: IdParams, response: { 200: ShareLinkSchema } }),
+    operation('devices:read', {
+      summary: "The device's share link, expired or not",
+      tags: ['share links'],
+      params: IdParams,
+      response: { 200: ShareLinkSchema },
+    }),
     (request) => links.get(request.params.id),
   );
 

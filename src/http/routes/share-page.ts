@@ -69,13 +69,23 @@ const STATUS_LABELS: Record<PlacedDevice['device']['status'], string> = {
 const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' });
 
 function time(iso: string | null): string {
-  return iso === null ? 'never' : `<time datetime="${escapeHtml(iso)}">${escapeHtml(DATE.format(new Date(iso)))} UTC</time>`;
+  return iso === null
+    ? 'never'
+    : `<time datetime="${escapeHtml(iso)}">${escapeHtml(DATE.format(new Date(iso)))} UTC</time>`;
 }
 
-async function sharePage(token: string, placed: PlacedDevice, config: string, linkExpiresAt: string | null): Promise<string> {
+async function sharePage(
+  token: string,
+  placed: PlacedDevice,
+  config: string,
+  linkExpiresAt: string | null,
+): Promise<string> {
   const { device } = placed;
   const left = formatBytes(Math.max(0, device.data_limit - device.period_usage.total_bytes));
-  const remaining = device.data_limit === 0 ? 'unlimited' : `${left} of ${formatBytes(device.data_limit)} ${device.limit_period === 'monthly' ? 'this month' : 'in total'}`;
+  const remaining =
+    device.data_limit === 0
+      ? 'unlimited'
+      : `${left} of ${formatBytes(device.data_limit)} ${device.limit_period === 'monthly' ? 'this month' : 'in total'}`;
   const qr = (await renderQrPng(config)).toString('base64');
   const fileName = configFileName(device.name);
   return page(
@@ -93,29 +103,51 @@ async function sharePage(token: string, placed: PlacedDevice, config: string, li
  * client address (behind a reverse proxy, the one its X-Forwarded-For names when `TRUST_PROXY` lists
  * it), so tokens cannot be guessed at speed (they carry 256 bits anyway).
  */
-export function sharePageRoutes(app: Api, deps: { shareLinks: ShareLinkService; devices: DeviceService; rateLimiter: RateLimiter }): void {
+export function sharePageRoutes(
+  app: Api,
+  deps: { shareLinks: ShareLinkService; devices: DeviceService; rateLimiter: RateLimiter },
+): void {
   const notFound = (reply: FastifyReply, error: unknown) => {
     const appError = toAppError(error);
     if (appError.code !== 'not_found' && appError.code !== 'rate_limited') throw error;
     if (appError.code === 'rate_limited') {
       reply.header('retry-after', String(appError.retryAfterSeconds ?? 1));
-      return secure(reply).code(429).type('text/html; charset=utf-8').send(page('Too many requests', '<h1>Too many requests</h1><p class="hint">Please wait a moment, then reload this page.</p>'));
+      return secure(reply)
+        .code(429)
+        .type('text/html; charset=utf-8')
+        .send(
+          page(
+            'Too many requests',
+            '<h1>Too many requests</h1><p class="hint">Please wait a moment, then reload this page.</p>',
+          ),
+        );
     }
     return secure(reply)
       .code(404)
       .type('text/html; charset=utf-8')
-      .send(page('Link not available', '<h1>This link is not available</h1><p class="hint">It does not exist, was replaced by a newer link, or has expired. Ask for a new one.</p>'));
+      .send(
+        page(
+          'Link not available',
+          '<h1>This link is not available</h1><p class="hint">It does not exist, was replaced by a newer link, or has expired. Ask for a new one.</p>',
+        ),
+      );
   };
   const open = async (ip: string, token: string) => {
     const decision = await deps.rateLimiter.take(`share:${addressBucket(ip)}`);
-    if (!decision.allowed) throw new AppError('rate_limited', 'too many requests; try again shortly', {}, decision.retryAfterSeconds);
+    if (!decision.allowed)
+      throw new AppError('rate_limited', 'too many requests; try again shortly', {}, decision.retryAfterSeconds);
     return deps.shareLinks.open(token);
   };
 
   app.get<{ Params: { token: string } }>('/s/:token', { schema: { hide: true } }, async (request, reply) => {
     try {
       const { placed, link } = await open(request.ip, request.params.token);
-      const html = await sharePage(request.params.token, placed, deps.devices.configText(placed, false), link.expires_at);
+      const html = await sharePage(
+        request.params.token,
+        placed,
+        deps.devices.configText(placed, false),
+        link.expires_at,
+      );
       return secure(reply).type('text/html; charset=utf-8').send(html);
     } catch (error) {
       return notFound(reply, error);

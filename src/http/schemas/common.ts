@@ -6,7 +6,9 @@ export const ErrorSchema = Type.Object(
     error: Type.Object({
       code: Type.String({ description: 'machine-readable code, e.g. validation_failed' }),
       message: Type.String(),
-      fields: Type.Record(Type.String(), Type.String(), { description: 'input name → what is wrong with it; {} when none' }),
+      fields: Type.Record(Type.String(), Type.String(), {
+        description: 'input name → what is wrong with it; {} when none',
+      }),
     }),
   },
   { $id: 'Error', title: 'Error' },
@@ -27,9 +29,7 @@ export function PlainText(options: { minLength?: number; maxLength: number; desc
   return Type.String({ ...options, pattern: PLAIN_TEXT_PATTERN });
 }
 
-
 /** `{data, has_more}` of spec §2.9. */
 export function Page<T extends TSchema>(item: T) {
   return Type.Object({ data: Type.Array(item), has_more: Type.Boolean() });
 }
-

@@ -24,7 +24,10 @@ export const DeviceSchema = Type.Object(
     metadata: Metadata,
     address: Type.String({ description: "the device's IPv4 address on its server's subnet" }),
     public_key: Type.String(),
-    client_key: Type.Boolean({ description: 'true when the client made the key pair: the panel has no private key and the config has no PrivateKey line' }),
+    client_key: Type.Boolean({
+      description:
+        'true when the client made the key pair: the panel has no private key and the config has no PrivateKey line',
+    }),
     enabled: Type.Boolean(),
     status: Status,
     online: Type.Boolean({ description: 'a handshake within the last 3 minutes' }),
@@ -83,7 +86,9 @@ const DeviceSettings = {
 export const DeviceCreateBody = Type.Object(
   {
     server_id: Type.Union([Id, Type.Literal('auto')]),
-    country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$', description: 'only with server_id auto; ISO 3166-1 alpha-2' })),
+    country: Type.Optional(
+      Type.String({ pattern: '^[A-Za-z]{2}$', description: 'only with server_id auto; ISO 3166-1 alpha-2' }),
+    ),
     city: Type.Optional(PlainText({ minLength: 1, maxLength: 64, description: 'only with server_id auto' })),
     public_key: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     ...DeviceSettings,

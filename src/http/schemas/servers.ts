@@ -35,7 +35,12 @@ export const ServerSchema = Type.Object(
     node: Type.Object({ id: Type.Integer(), name: Type.String() }),
     country: Type.String({ description: 'ISO country code; empty when it could not be guessed' }),
     city: Type.String(),
-    status: Type.Union([Type.Literal('deploying'), Type.Literal('running'), Type.Literal('node_offline'), Type.Literal('error')]),
+    status: Type.Union([
+      Type.Literal('deploying'),
+      Type.Literal('running'),
+      Type.Literal('node_offline'),
+      Type.Literal('error'),
+    ]),
     endpoint: Type.String(),
     listen_port: Type.Integer(),
     public_key: Type.String(),

@@ -7,7 +7,11 @@ const Url = PlainText({
   maxLength: 2048,
   description: 'http(s) URL; private and loopback targets are refused unless the panel allows them',
 });
-const Kinds = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: EVENT_KINDS.length, description: 'event kinds to receive' });
+const Kinds = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+  minItems: 1,
+  maxItems: EVENT_KINDS.length,
+  description: 'event kinds to receive',
+});
 const Description = PlainText({ maxLength: 500 });
 const NullableString = Type.Union([Type.String(), Type.Null()]);
 const NullableInt = Type.Union([Type.Integer(), Type.Null()]);
@@ -27,7 +31,10 @@ const webhookFields = {
 export const WebhookSchema = Type.Object(webhookFields, { $id: 'Webhook', title: 'Webhook' });
 
 export const WebhookWithSecretSchema = Type.Object(
-  { ...webhookFields, secret: Type.String({ description: 'whsec_…: verifies the webhook-signature header; shown only now' }) },
+  {
+    ...webhookFields,
+    secret: Type.String({ description: 'whsec_…: verifies the webhook-signature header; shown only now' }),
+  },
   { title: 'WebhookWithSecret' },
 );
 
@@ -56,6 +63,11 @@ export const WebhookCreateBody = Type.Object(
 );
 
 export const WebhookPatchBody = Type.Object(
-  { url: Type.Optional(Url), events: Type.Optional(Kinds), description: Type.Optional(Description), enabled: Type.Optional(Type.Boolean()) },
+  {
+    url: Type.Optional(Url),
+    events: Type.Optional(Kinds),
+    description: Type.Optional(Description),
+    enabled: Type.Optional(Type.Boolean()),
+  },
   { additionalProperties: false },
 );

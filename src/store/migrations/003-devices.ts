@@ -24,7 +24,17 @@ export async function up(db: Kysely<unknown>, { idType, id }: MigrationContext):
     .execute();
   // The rules of spec §2.1 held by the database too, so concurrent creates cannot break them.
   await db.schema.createIndex('devices_server_name').on('devices').columns(['server_id', 'name']).unique().execute();
-  await db.schema.createIndex('devices_server_address').on('devices').columns(['server_id', 'address']).unique().execute();
-  await db.schema.createIndex('devices_server_key').on('devices').columns(['server_id', 'public_key']).unique().execute();
+  await db.schema
+    .createIndex('devices_server_address')
+    .on('devices')
+    .columns(['server_id', 'address'])
+    .unique()
+    .execute();
+  await db.schema
+    .createIndex('devices_server_key')
+    .on('devices')
+    .columns(['server_id', 'public_key'])
+    .unique()
+    .execute();
   await db.schema.createIndex('devices_external_id').on('devices').columns(['external_id', 'id']).execute();
 }

@@ -34,6 +34,10 @@ export async function up(db: Kysely<unknown>, { idType, id }: MigrationContext):
     .addColumn('locked_until', 'text')
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute();
-  await db.schema.createIndex('deliveries_due').on('webhook_deliveries').columns(['state', 'next_attempt_at']).execute();
+  await db.schema
+    .createIndex('deliveries_due')
+    .on('webhook_deliveries')
+    .columns(['state', 'next_attempt_at'])
+    .execute();
   await db.schema.createIndex('deliveries_webhook').on('webhook_deliveries').columns(['webhook_id', 'id']).execute();
 }

@@ -14,7 +14,10 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     ['meter', 'bigint', 0],
   ];
   for (const [name, type, value] of columns) {
-    await db.schema.alterTable('devices').addColumn(name, type, (c) => c.notNull().defaultTo(value)).execute();
+    await db.schema
+      .alterTable('devices')
+      .addColumn(name, type, (c) => c.notNull().defaultTo(value))
+      .execute();
   }
   // Set when device.limit_reached was posted for the period; cleared when the period restarts.
   await db.schema.alterTable('devices').addColumn('limit_reached_at', 'text').execute();

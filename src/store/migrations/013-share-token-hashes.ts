@@ -24,8 +24,9 @@ const BATCH_ROWS = 500;
  * hash is computed here, not by a shared helper, so this migration never changes.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
-  const { rows } = await sql<OldShareLink>`select device_id, token, expires_at, created_at from share_links`
-    .execute(db);
+  const { rows } = await sql<OldShareLink>`select device_id, token, expires_at, created_at from share_links`.execute(
+    db,
+  );
   await db.schema.dropTable('share_links').execute();
   await db.schema
     .createTable('share_links')

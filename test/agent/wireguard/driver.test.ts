@@ -23,11 +23,17 @@ import { CHILD_LOG_DIR } from '../../support/netns.ts';
 const SERVER_KEY = generateKeyPair();
 const newKey = (): string => generateKeyPair().publicKey;
 const [A, B, C, D, E] = [newKey(), newKey(), newKey(), newKey(), newKey()];
-const SPEC: ServerSpec = { serverId: 1, privateKey: SERVER_KEY.privateKey, listenPort: 51820, address: '10.128.0.1/24', mtu: 1420 };
+const SPEC: ServerSpec = {
+  serverId: 1,
+  privateKey: SERVER_KEY.privateKey,
+  listenPort: 51820,
+  address: '10.128.0.1/24',
+  mtu: 1420,
+};
 
 function dumpOf(listenPort: number, peers: readonly (readonly [string, string])[]): string {
   const head = `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t${listenPort}\toff`;
-  return [head, ...peers.map(([key, ip]) => `${key}\t(none)\t(none)\t${ip}\t0\t0\t0\toff`)].join('\n') + '\n';
+  return `${[head, ...peers.map(([key, ip]) => `${key}\t(none)\t(none)\t${ip}\t0\t0\t0\toff`)].join('\n')}\n`;
 }
 
 /** A host where server 1 (prefix vp, host namespace hh) is fully up with `peers`. */
@@ -41,10 +47,18 @@ function upHost(peers: readonly (readonly [string, string])[] = [], listenPort =
   return new RecordingRunner()
     .on('ip netns list', { stdout: 'vp-s1 (id: 1)\nhh (id: 0)\nother-s7\n' })
     .on('ip -n vp-s1 -j addr show', {
-      stdout: JSON.stringify([link('lo', 65536, ['127.0.0.1/8']), link('vp1', 1420, ['10.128.0.1/24']), link('vp1s', 1500, ['169.254.1.6/30'])]),
+      stdout: JSON.stringify([
+        link('lo', 65536, ['127.0.0.1/8']),
+        link('vp1', 1420, ['10.128.0.1/24']),
+        link('vp1s', 1500, ['169.254.1.6/30']),
+      ]),
     })
-    .on('ip -n hh -j addr show', { stdout: JSON.stringify([link('lo', 65536, []), link('vp1h', 1500, ['169.254.1.5/30'])]) })
-    .on('ip -n vp-s1 -j route show default', { stdout: JSON.stringify([{ dst: 'default', gateway: '169.254.1.5', dev: 'vp1s', flags: [] }]) })
+    .on('ip -n hh -j addr show', {
+      stdout: JSON.stringify([link('lo', 65536, []), link('vp1h', 1500, ['169.254.1.5/30'])]),
+    })
+    .on('ip -n vp-s1 -j route show default', {
+      stdout: JSON.stringify([{ dst: 'default', gateway: '169.254.1.5', dev: 'vp1s', flags: [] }]),
+    })
     .on('wg show vp1 dump', { stdout: dumpOf(listenPort, peers) })
     .on('[vp-s1] nft list tables', { stdout: 'table ip vpnpanel\ntable inet vpnpanel_iso\n' })
     .on('[hh] nft list tables', { stdout: 'table ip vpnpanel_vp1\ntable inet vpnpanel_iso_vp1\n' })
@@ -66,7 +80,10 @@ function driverOn(runner: RecordingRunner): WireGuardDriver {
   return new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go' });
 }
 
-const isChange = (line: string) => !/^(\[[^\]]+\] )?(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show )/.test(line);
+const isChange = (line: string) =>
+  !/^(\[[^\]]+\] )?(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show )/.test(
+    line,
+  );
 
 function shuffled<T>(items: readonly T[]): T[] {
   const copy = [...items];
@@ -99,7 +116,11 @@ describe('wireguard driver: peers (recorded commands)', () => {
     }
     assert.equal(seen.size, 1);
     const [first] = seen;
-    const sortedAdds = [[C, '10.128.0.9/32'], [D, '10.128.0.5/32'], [E, '10.128.0.6/32']].sort(([x = ''], [y = '']) => (x < y ? -1 : 1));
+    const sortedAdds = [
+      [C, '10.128.0.9/32'],
+      [D, '10.128.0.5/32'],
+      [E, '10.128.0.6/32'],
+    ].sort(([x = ''], [y = '']) => (x < y ? -1 : 1));
     assert.deepEqual(JSON.parse(first ?? '[]'), [
       `wg set vp1 peer ${A} remove`,
       `wg set vp1 ${sortedAdds.map(([k, ip]) => `peer ${k} allowed-ips ${ip}`).join(' ')}`,
@@ -117,11 +138,16 @@ describe('wireguard driver: peers (recorded commands)', () => {
       .on(/^wg set vp1 peer \S+ remove/, { exitCode: 1, stderr: 'Unable to modify interface: Protocol error' })
       .on(/^wg set vp1 peer .* peer /, { exitCode: 1, stderr: 'Unable to modify interface: Invalid argument' })
       .on(`wg set vp1 peer ${D}`, { exitCode: 1, stderr: 'Unable to modify interface: Invalid argument' });
-    const error = await driverOn(runner).setPeers(1, desired).then(() => null, (e: unknown) => e);
+    const error = await driverOn(runner)
+      .setPeers(1, desired)
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     assert.ok(error instanceof DriverError);
     assert.equal(error.failures.length, 2);
-    assert.match(error.failures[0] ?? '', new RegExp(`peer ${escape(A)}: .*Protocol error`));
-    assert.match(error.failures[1] ?? '', new RegExp(`peer ${escape(D)}: .*Invalid argument`));
+    assert.match(error.failures[0] ?? '', new RegExp(`peer ${escapeRegExp(A)}: .*Protocol error`));
+    assert.match(error.failures[1] ?? '', new RegExp(`peer ${escapeRegExp(D)}: .*Invalid argument`));
     const singles = runner.lines((l) => /^wg set vp1 peer \S+ allowed-ips \S+$/.test(l));
     assert.equal(singles.length, 4, 'every peer of the failed batch is tried on its own');
   });
@@ -134,21 +160,37 @@ describe('wireguard driver: peers (recorded commands)', () => {
         { publicKey: A, allowedIp: '10.128.0.300/32', speedLimitKbps: 0 },
         { publicKey: B, allowedIp: '10.128.0.3/32', speedLimitKbps: 0 },
       ])
-      .then(() => null, (e: unknown) => e);
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     assert.ok(error instanceof DriverError);
     assert.equal(error.failures.length, 2);
-    assert.deepEqual(runner.lines(isChange), [`wg set vp1 peer ${B} allowed-ips 10.128.0.3/32`], 'A (invalid address) is not removed');
+    assert.deepEqual(
+      runner.lines(isChange),
+      [`wg set vp1 peer ${B} allowed-ips 10.128.0.3/32`],
+      'A (invalid address) is not removed',
+    );
   });
 
   test('2,500 new peers go out in 3 wg set calls', async () => {
-    const many = Array.from({ length: 2500 }, (_, i) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.${i >> 8}.${i & 255}.1/32`, speedLimitKbps: 0 }));
+    const many = Array.from({ length: 2500 }, (_, i) => ({
+      publicKey: generateKeyPair().publicKey,
+      allowedIp: `10.${i >> 8}.${i & 255}.1/32`,
+      speedLimitKbps: 0,
+    }));
     const runner = upHost();
     await driverOn(runner).setPeers(1, many);
     assert.equal(runner.lines(isChange).length, 3);
   });
 
   test('a server that is not up is one failure', async () => {
-    const error = await driverOn(emptyHost()).setPeers(1, desired).then(() => null, (e: unknown) => e);
+    const error = await driverOn(emptyHost())
+      .setPeers(1, desired)
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     assert.ok(error instanceof DriverError);
     assert.match(error.message, /set peers of server 1: .*wg show vp1 dump/);
   });
@@ -158,7 +200,9 @@ describe('wireguard driver: peers (recorded commands)', () => {
       .on('wg show vp1 dump', {
         stdout: `${SERVER_KEY.privateKey}\t${SERVER_KEY.publicKey}\t51820\toff\n${A}\t(none)\t192.0.2.2:40000\t10.128.0.2/32\t1700000000\t1234\t5678\toff\n${B}\t(none)\t(none)\t(none)\t0\t0\t0\t25\n`,
       })
-      .on('ip -n vp-s1 -o link show dev vp1', { stdout: '17: vp1: <POINTOPOINT,NOARP,UP,LOWER_UP> mtu 1420 qdisc noqueue state UNKNOWN\n' });
+      .on('ip -n vp-s1 -o link show dev vp1', {
+        stdout: '17: vp1: <POINTOPOINT,NOARP,UP,LOWER_UP> mtu 1420 qdisc noqueue state UNKNOWN\n',
+      });
     assert.deepEqual(await driverOn(runner).readCounters(1), {
       instance: '17',
       peers: [
@@ -174,13 +218,26 @@ describe('wireguard driver: known peer changes (recorded commands)', () => {
   test('changePeers applies only the given difference in one wg set, without reading the interface', async () => {
     const runner = upHost([[A, '10.128.0.2/32']]);
     await driverOn(runner).changePeers(1, [{ publicKey: D, allowedIp: '10.128.0.5/32', speedLimitKbps: 0 }], [A]);
-    assert.deepEqual(runner.lines(isChange), [`wg set vp1 peer ${A} remove`, `wg set vp1 peer ${D} allowed-ips 10.128.0.5/32`]);
+    assert.deepEqual(runner.lines(isChange), [
+      `wg set vp1 peer ${A} remove`,
+      `wg set vp1 peer ${D} allowed-ips 10.128.0.5/32`,
+    ]);
     assert.ok(!runner.lines().some((l) => l.includes('dump')), 'no dump: the cost does not grow with the peer count');
   });
 
   test('changePeers reports an invalid peer and still applies the valid ones', async () => {
     const runner = upHost([]);
-    await assert.rejects(driverOn(runner).changePeers(1, [{ publicKey: 'bad', allowedIp: '10.128.0.5/32', speedLimitKbps: 0 }, { publicKey: E, allowedIp: '10.128.0.6/32', speedLimitKbps: 0 }], []), /not a WireGuard public key/);
+    await assert.rejects(
+      driverOn(runner).changePeers(
+        1,
+        [
+          { publicKey: 'bad', allowedIp: '10.128.0.5/32', speedLimitKbps: 0 },
+          { publicKey: E, allowedIp: '10.128.0.6/32', speedLimitKbps: 0 },
+        ],
+        [],
+      ),
+      /not a WireGuard public key/,
+    );
     assert.deepEqual(runner.lines(isChange), [`wg set vp1 peer ${E} allowed-ips 10.128.0.6/32`]);
   });
 });
@@ -189,7 +246,14 @@ describe('wireguard driver: servers (recorded commands)', () => {
   test('up on an empty host builds namespace, isolation, interface, veth, forwarding and NAT, in order', async () => {
     const runner = emptyHost();
     const state = await driverOn(runner).up(SPEC);
-    assert.deepEqual(state, { serverId: 1, listenPort: 51820, address: '10.128.0.1/24', mtu: 1420, publicKey: SERVER_KEY.publicKey, peerCount: 0 });
+    assert.deepEqual(state, {
+      serverId: 1,
+      listenPort: 51820,
+      address: '10.128.0.1/24',
+      mtu: 1420,
+      publicKey: SERVER_KEY.publicKey,
+      peerCount: 0,
+    });
     assert.deepEqual(
       runner.starts.map((s) => [s.line, s.env?.LOG_LEVEL]),
       [['[hh] wireguard-go -f vp1', 'error']],
@@ -222,7 +286,11 @@ describe('wireguard driver: servers (recorded commands)', () => {
     assert.match(serverIsolation?.input ?? '', replaced);
     assert.match(hostIsolation?.input ?? '', /iifname "vp1h" drop/);
     assert.match(hostNat?.input ?? '', /ip saddr 169\.254\.1\.6 oifname != "vp1h" masquerade/);
-    assert.equal(runner.calls.filter((c) => c.netns === undefined && /^(sysctl|nft)/.test(c.line)).length, 0, 'nothing in the root namespace');
+    assert.equal(
+      runner.calls.filter((c) => c.netns === undefined && /^(sysctl|nft)/.test(c.line)).length,
+      0,
+      'nothing in the root namespace',
+    );
   });
 
   test('up on a host that already matches only reads', async () => {
@@ -236,8 +304,14 @@ describe('wireguard driver: servers (recorded commands)', () => {
   test('a new listen port recreates the interface and puts the peers back', async () => {
     // The running wireguard-go (an earlier agent's) answers until its interface is deleted.
     let deleted = false;
-    const runner = upHost([[A, '10.128.0.2/32'], [B, '10.128.0.3/32']])
-      .on('ip -n vp-s1 link del vp1', () => ((deleted = true), {}))
+    const runner = upHost([
+      [A, '10.128.0.2/32'],
+      [B, '10.128.0.3/32'],
+    ])
+      .on('ip -n vp-s1 link del vp1', () => {
+        deleted = true;
+        return {};
+      })
       .on('wg show vp1 listen-port', () => (deleted && runner.starts.length === 0 ? { exitCode: 1 } : {}));
     const state = await driverOn(runner).up({ ...SPEC, listenPort: 51821 });
     assert.equal(state.peerCount, 2);
@@ -266,7 +340,7 @@ describe('wireguard driver: servers (recorded commands)', () => {
     ]);
   });
 
-  test('client_to_client reloads only the server namespace\'s rules; a lost host table comes back', async () => {
+  test("client_to_client reloads only the server namespace's rules; a lost host table comes back", async () => {
     const runner = upHost([[A, '10.128.0.2/32']]);
     const driver = driverOn(runner);
     assert.deepEqual(await driver.isolationProblems(SPEC), []);
@@ -290,7 +364,12 @@ describe('wireguard driver: servers (recorded commands)', () => {
     const runner = emptyHost()
       .on('ip -n hh addr add 169.254.1.5/30 dev vp1h', { exitCode: 2, stderr: 'RTNETLINK answers: Permission denied' })
       .on('[vp-s1] sysctl -w net.ipv4.ip_forward=1', { exitCode: 255, stderr: 'sysctl: permission denied' });
-    const error = await driverOn(runner).up(SPEC).then(() => null, (e: unknown) => e);
+    const error = await driverOn(runner)
+      .up(SPEC)
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     assert.ok(error instanceof DriverError);
     assert.equal(error.failures.length, 2);
     assert.match(error.failures[0] ?? '', /addr add 169\.254\.1\.5\/30 .*exit 2.*Permission denied/);
@@ -302,8 +381,17 @@ describe('wireguard driver: servers (recorded commands)', () => {
 
   test('a wireguard-go that exits at start is reported with its stderr', async () => {
     const runner = emptyHost().on('wg show vp1 listen-port', { exitCode: 1, stderr: 'Unable to access interface' });
-    const driver = new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go', readyTimeoutMs: 5000 });
-    const pending = driver.up(SPEC).then(() => null, (e: unknown) => e);
+    const driver = new WireGuardDriver({
+      runner,
+      namePrefix: 'vp',
+      hostNetns: 'hh',
+      implementation: 'wireguard-go',
+      readyTimeoutMs: 5000,
+    });
+    const pending = driver.up(SPEC).then(
+      () => null,
+      (e: unknown) => e,
+    );
     setTimeout(() => runner.starts[0]?.exit({ code: 1, signal: null }), 50);
     const error = await pending;
     assert.ok(error instanceof DriverError);
@@ -326,10 +414,12 @@ describe('wireguard driver: servers (recorded commands)', () => {
     assert.deepEqual(empty.lines(isChange), []);
   });
 
-  test('list finds this prefix\'s servers by namespace and leftover host links only', async () => {
+  test("list finds this prefix's servers by namespace and leftover host links only", async () => {
     const runner = new RecordingRunner()
       .on('ip netns list', { stdout: 'vp-s12 (id: 3)\nvpx-s4\nvp-h\nother\n' })
-      .on('ip -n hh -j addr show', { stdout: JSON.stringify([{ ifname: 'vp7h', flags: [] }, { ifname: 'vpx9' }, { ifname: 'eth0' }]) });
+      .on('ip -n hh -j addr show', {
+        stdout: JSON.stringify([{ ifname: 'vp7h', flags: [] }, { ifname: 'vpx9' }, { ifname: 'eth0' }]),
+      });
     assert.deepEqual(await driverOn(runner).list(), [7, 12]);
   });
 
@@ -338,20 +428,30 @@ describe('wireguard driver: servers (recorded commands)', () => {
     const names = driver.names(9_999_999_999);
     for (const name of [names.iface, names.vethHost, names.vethServer]) assert.ok(name.length <= 15, name);
     assert.throws(() => driver.names(10_000_000_000), DriverError);
-    for (const bad of ['', 'vp1', '1vp', 'abcde', 'V-P']) assert.throws(() => new WireGuardDriver({ runner: new RecordingRunner(), namePrefix: bad }));
+    for (const bad of ['', 'vp1', '1vp', 'abcde', 'V-P'])
+      assert.throws(() => new WireGuardDriver({ runner: new RecordingRunner(), namePrefix: bad }));
     assert.notEqual(driver.names(1).hostIp, driver.names(2).hostIp);
-    assert.doesNotMatch(JSON.stringify(Array.from({ length: 20000 }, (_, i) => driver.names(i).hostIp)), /169\.254\.(0|169|170|255)\./);
+    assert.doesNotMatch(
+      JSON.stringify(Array.from({ length: 20000 }, (_, i) => driver.names(i).hostIp)),
+      /169\.254\.(0|169|170|255)\./,
+    );
   });
 
   test('canRunWireGuard names what is missing', async () => {
     const noCaps = new RecordingRunner().on('cat /proc/self/status', { stdout: 'CapEff:\t0000000000000000\n' });
-    assert.deepEqual(await canRunWireGuard(noCaps), { ok: false, reason: 'needs root or CAP_NET_ADMIN and CAP_SYS_ADMIN (commands the agent runs lack them)' });
+    assert.deepEqual(await canRunWireGuard(noCaps), {
+      ok: false,
+      reason: 'needs root or CAP_NET_ADMIN and CAP_SYS_ADMIN (commands the agent runs lack them)',
+    });
     const rootNoWg = new RecordingRunner()
       .on('cat /proc/self/status', { stdout: 'CapEff:\t000001ffffffffff\n' })
       .on('test -d /sys/module/wireguard', { exitCode: 1 })
       .on('modprobe -q wireguard', { exitCode: 1 })
       .on('wireguard-go --version', { exitCode: 127 });
-    assert.deepEqual(await canRunWireGuard(rootNoWg), { ok: false, reason: 'no kernel WireGuard module and no `wireguard-go` (install wireguard-go)' });
+    assert.deepEqual(await canRunWireGuard(rootNoWg), {
+      ok: false,
+      reason: 'no kernel WireGuard module and no `wireguard-go` (install wireguard-go)',
+    });
     rootNoWg.on('wireguard-go --version', { stdout: 'wireguard-go v0.0.20220316\n' });
     assert.deepEqual(await canRunWireGuard(rootNoWg), { ok: true, implementation: 'wireguard-go' });
     // A minimal Debian has no procps: the uplink's forwarding needs sysctl, so every deploy would fail.
@@ -365,16 +465,25 @@ describe('wireguard keys', () => {
     const pair = generateKeyPair();
     assert.ok(isValidKey(pair.privateKey) && isValidKey(pair.publicKey));
     assert.equal(publicKeyOf(pair.privateKey), pair.publicKey);
-    for (const bad of ['', 'abc', `${pair.publicKey.slice(0, 42)}B=`, `${pair.publicKey.slice(0, 43)}`, `${pair.publicKey}=`]) assert.equal(isValidKey(bad), false, bad);
+    for (const bad of [
+      '',
+      'abc',
+      `${pair.publicKey.slice(0, 42)}B=`,
+      `${pair.publicKey.slice(0, 43)}`,
+      `${pair.publicKey}=`,
+    ])
+      assert.equal(isValidKey(bad), false, bad);
     // RFC 7748 §6.1 test vector (Alice).
     assert.equal(
-      publicKeyOf(Buffer.from('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a', 'hex').toString('base64')),
+      publicKeyOf(
+        Buffer.from('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a', 'hex').toString('base64'),
+      ),
       Buffer.from('8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a', 'hex').toString('base64'),
     );
   });
 });
 
-function escape(text: string): string {
+function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 }
 
@@ -395,11 +504,17 @@ const hasTools = ['wg', 'wireguard-go', 'nft', 'ping'].every((tool) => {
     return false;
   }
 });
-const skipE2e = !isRoot ? 'needs root (namespaces, wireguard-go); CI runs it as root' : !hasTools ? 'needs wg, wireguard-go, nft and ping (apt-get install wireguard-go wireguard-tools nftables iputils-ping)' : false;
+const skipE2e = !isRoot
+  ? 'needs root (namespaces, wireguard-go); CI runs it as root'
+  : !hasTools
+    ? 'needs wg, wireguard-go, nft and ping (apt-get install wireguard-go wireguard-tools nftables iputils-ping)'
+    : false;
 
 describe('wireguard driver: end to end', { skip: skipE2e }, () => {
   // A letter last, so the prefix is valid; random so parallel runs never share a name.
-  const prefix = `t${randomInt(36 ** 2).toString(36).padStart(2, '0')}${String.fromCharCode(97 + randomInt(26))}`;
+  const prefix = `t${randomInt(36 ** 2)
+    .toString(36)
+    .padStart(2, '0')}${String.fromCharCode(97 + randomInt(26))}`;
   const hostNs = `${prefix}-h`;
   const clientNs = `${prefix}-c`;
   const internetNs = `${prefix}-i`;
@@ -413,11 +528,18 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
   const drivers = [driver];
   const serverKey = generateKeyPair();
   const clientKey = generateKeyPair();
-  const spec: ServerSpec = { serverId, privateKey: serverKey.privateKey, listenPort, address: '10.77.0.1/24', mtu: 1420 };
+  const spec: ServerSpec = {
+    serverId,
+    privateKey: serverKey.privateKey,
+    listenPort,
+    address: '10.77.0.1/24',
+    mtu: 1420,
+  };
   const clientPeer: PeerSpec = { publicKey: clientKey.publicKey, allowedIp: '10.77.0.2/32', speedLimitKbps: 0 };
   let client: ChildHandle | undefined;
 
-  const sh = (args: string[]): string => execFileSync(args[0] ?? '', args.slice(1), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const sh = (args: string[]): string =>
+    execFileSync(args[0] ?? '', args.slice(1), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   const pings = (ip: string, count = 3): boolean => {
     try {
       sh(['ip', 'netns', 'exec', clientNs, 'ping', '-n', '-q', '-i', '0.2', '-c', String(count), '-W', '1', ip]);
@@ -441,8 +563,36 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
       sh(['ip', 'netns', 'add', ns]);
       made.push(ns);
     }
-    sh(['ip', '-n', hostNs, 'link', 'add', `${prefix}hc`, 'type', 'veth', 'peer', 'name', `${prefix}ch`, 'netns', clientNs]);
-    sh(['ip', '-n', hostNs, 'link', 'add', `${prefix}hi`, 'type', 'veth', 'peer', 'name', `${prefix}ih`, 'netns', internetNs]);
+    sh([
+      'ip',
+      '-n',
+      hostNs,
+      'link',
+      'add',
+      `${prefix}hc`,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      `${prefix}ch`,
+      'netns',
+      clientNs,
+    ]);
+    sh([
+      'ip',
+      '-n',
+      hostNs,
+      'link',
+      'add',
+      `${prefix}hi`,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      `${prefix}ih`,
+      'netns',
+      internetNs,
+    ]);
     for (const [ns, dev, cidr] of [
       [hostNs, `${prefix}hc`, '192.0.2.1/25'],
       [clientNs, `${prefix}ch`, '192.0.2.2/25'],
@@ -477,9 +627,24 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
     assert.deepEqual(await driver.list(), [serverId]);
     await driver.setPeers(serverId, [clientPeer]);
 
-    client = runner.start('wireguard-go', ['-f', clientIf], { netns: clientNs, env: { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' } });
-    for (let i = 0; i < 150 && !existsSync(`/var/run/wireguard/${clientIf}.sock`); i++) await new Promise((r) => setTimeout(r, 20));
-    const clientConfig = ['set', clientIf, 'private-key', '/dev/stdin', 'peer', serverKey.publicKey, 'endpoint', `192.0.2.1:${listenPort}`, 'allowed-ips', '10.77.0.0/24,192.0.2.128/25'];
+    client = runner.start('wireguard-go', ['-f', clientIf], {
+      netns: clientNs,
+      env: { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' },
+    });
+    for (let i = 0; i < 150 && !existsSync(`/var/run/wireguard/${clientIf}.sock`); i++)
+      await new Promise((r) => setTimeout(r, 20));
+    const clientConfig = [
+      'set',
+      clientIf,
+      'private-key',
+      '/dev/stdin',
+      'peer',
+      serverKey.publicKey,
+      'endpoint',
+      `192.0.2.1:${listenPort}`,
+      'allowed-ips',
+      '10.77.0.0/24,192.0.2.128/25',
+    ];
     await runner.run('wg', clientConfig, { input: clientKey.privateKey });
     sh(['ip', '-n', clientNs, 'addr', 'add', '10.77.0.2/24', 'dev', clientIf]);
     sh(['ip', '-n', clientNs, 'link', 'set', clientIf, 'up']);
@@ -493,9 +658,17 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
     assert.ok((counters?.rxBytes ?? 0) > 0 && (counters?.txBytes ?? 0) > 0, JSON.stringify(counters));
     assert.ok((counters?.lastHandshakeMs ?? 0) > Date.now() - 60_000, 'a recent handshake');
 
-    const dummies = Array.from({ length: 999 }, (_, i) => ({ publicKey: generateKeyPair().publicKey, allowedIp: `10.78.${i >> 8}.${i & 255}/32`, speedLimitKbps: 0 }));
+    const dummies = Array.from({ length: 999 }, (_, i) => ({
+      publicKey: generateKeyPair().publicKey,
+      allowedIp: `10.78.${i >> 8}.${i & 255}/32`,
+      speedLimitKbps: 0,
+    }));
     await timed('setPeers() 1,000 peers (999 new)', () => driver.setPeers(serverId, [clientPeer, ...dummies]), log);
-    const changed = [clientPeer, ...dummies.slice(1), { publicKey: generateKeyPair().publicKey, allowedIp: '10.78.9.9/32', speedLimitKbps: 0 }];
+    const changed = [
+      clientPeer,
+      ...dummies.slice(1),
+      { publicKey: generateKeyPair().publicKey, allowedIp: '10.78.9.9/32', speedLimitKbps: 0 },
+    ];
     await timed('setPeers() one peer swapped at 1,000', () => driver.setPeers(serverId, changed), log);
     await timed('setPeers() same 1,000 again', () => driver.setPeers(serverId, changed), log);
     await timed('readCounters() at 1,000', () => driver.readCounters(serverId), log);
@@ -509,10 +682,19 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
 
     // Recreating (mtu or port change) puts the peers back; a restarted agent adopts the running server.
     await driver.setPeers(serverId, changed);
-    const smaller = await timed('up() with a new mtu at 1,000 peers (recreate)', () => driver.up({ ...spec, mtu: 1380 }), log);
+    const smaller = await timed(
+      'up() with a new mtu at 1,000 peers (recreate)',
+      () => driver.up({ ...spec, mtu: 1380 }),
+      log,
+    );
     assert.equal(smaller.peerCount, 1000);
     assert.match(sh(['ip', '-n', serverNs, 'link', 'show', serverIf]), /mtu 1380/);
-    const restarted = new WireGuardDriver({ runner, namePrefix: prefix, hostNetns: hostNs, implementation: 'wireguard-go' });
+    const restarted = new WireGuardDriver({
+      runner,
+      namePrefix: prefix,
+      hostNetns: hostNs,
+      implementation: 'wireguard-go',
+    });
     drivers.push(restarted);
     assert.equal((await restarted.up({ ...spec, mtu: 1380 })).peerCount, 1000);
     const moved = await restarted.up({ ...spec, mtu: 1380, listenPort: listenPort + 1 });
@@ -523,11 +705,24 @@ describe('wireguard driver: end to end', { skip: skipE2e }, () => {
     await timed('down()', () => restarted.down(serverId), log);
     await driver.down(serverId); // a missing server is not an error
     assert.deepEqual(await driver.list(), []);
-    assert.ok(!sh(['ip', 'netns', 'list']).split('\n').some((l) => l.split(' ')[0] === serverNs), 'namespace gone');
-    assert.doesNotMatch(sh(['ip', '-n', hostNs, '-o', 'link', 'show']), new RegExp(`\\b${serverIf}[hs]?[@:]`), 'no interface or veth left');
+    assert.ok(
+      !sh(['ip', 'netns', 'list'])
+        .split('\n')
+        .some((l) => l.split(' ')[0] === serverNs),
+      'namespace gone',
+    );
+    assert.doesNotMatch(
+      sh(['ip', '-n', hostNs, '-o', 'link', 'show']),
+      new RegExp(`\\b${serverIf}[hs]?[@:]`),
+      'no interface or veth left',
+    );
     assert.ok(!existsSync(`/var/run/wireguard/${serverIf}.sock`), 'no UAPI socket left');
     assert.doesNotMatch(sh(['wg', 'show', 'interfaces']), new RegExp(`\\b${serverIf}\\b`));
-    assert.doesNotMatch(sh(['ps', '-eo', 'args']), new RegExp(`wireguard-go -f ${serverIf}$`, 'm'), 'no wireguard-go process left');
+    assert.doesNotMatch(
+      sh(['ps', '-eo', 'args']),
+      new RegExp(`wireguard-go -f ${serverIf}$`, 'm'),
+      'no wireguard-go process left',
+    );
     assert.equal(sh(['ip', 'netns', 'exec', hostNs, 'nft', 'list', 'tables']).trim(), '', 'no host NAT table left');
   });
 });
