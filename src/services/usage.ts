@@ -2,7 +2,7 @@ import type { AgentPeer, PeerLimits, UsageAck, UsageReport } from '../agent/prot
 import { type Clock, isoAt } from '../domain/clock.ts';
 import type { LimitPeriod } from '../domain/devices.ts';
 import {
-  Calendar,
+  type Calendar,
   type DeviceUsageState,
   isLimitReached,
   monthUsage,
