@@ -39,16 +39,22 @@ export class Calendar {
   readonly timeZone: string;
   readonly #format: Intl.DateTimeFormat;
   readonly #monthStarts = new Map<string, number>();
+  /** The last slot asked about and its day: a desired state asks for each of its devices. */
+  #lastDay: { slot: number; day: string } | undefined;
 
   constructor(timeZone: string) {
     this.timeZone = timeZone;
     this.#format = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' });
   }
 
-  /** `YYYY-MM-DD` of the instant in this zone. */
+  /** `YYYY-MM-DD` of the instant in this zone: the same for a whole slot (see SLOT_MS). */
   day(ms: number): string {
-    // en-CA formats dates as YYYY-MM-DD.
-    return this.#format.format(ms);
+    const slot = slotStartMs(ms);
+    if (this.#lastDay?.slot !== slot) {
+      // en-CA formats dates as YYYY-MM-DD.
+      this.#lastDay = { slot, day: this.#format.format(slot) };
+    }
+    return this.#lastDay.day;
   }
 
   /** `YYYY-MM` of the instant in this zone. */

@@ -133,18 +133,19 @@ export class UsageService {
       const booked = await write(this.#db, async (tx) => {
         const nowMs = this.#clock.nowMs();
         if (!(await claimBatch(tx, node.id, report.journalId, batch.seq, isoAt(nowMs)))) return [];
-        const deltas: UsageDelta[] = batch.entries.map((e) => ({
-          deviceId: e.deviceId,
-          rx: e.rxBytes,
-          tx: e.txBytes,
-          meter: e.meter,
-        }));
+        // A device that moved no bytes has nothing to add, and its meter is the one its journal sent
+        // with its last bytes: leaving its row alone keeps the counts and the meter they are counted to.
+        const deltas: UsageDelta[] = batch.entries
+          .filter((e) => e.rxBytes + e.txBytes > 0)
+          .map((e) => ({ deviceId: e.deviceId, rx: e.rxBytes, tx: e.txBytes, meter: e.meter }));
         const month = this.calendar.month(batch.slotStartMs);
-        const existing = new Set(await addToDeviceCounts(tx, deltas, month, report.journalId));
+        const currentMonth = this.calendar.month(nowMs);
+        const counted = await addToDeviceCounts(tx, deltas, month, report.journalId, currentMonth);
+        const existing = new Set(counted.stored);
         const stored = deltas.filter((d) => existing.has(d.deviceId));
         await addToBuckets(tx, 'usage_daily', this.calendar.day(batch.slotStartMs), stored);
         await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
-        const marked = await markLimitReached(tx, [...existing], this.calendar.month(nowMs), isoAt(nowMs));
+        const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
         await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
         return stored;
       });

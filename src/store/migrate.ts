@@ -19,6 +19,7 @@ import * as m012 from './migrations/012-node-cert-pin.ts';
 import * as m013 from './migrations/013-share-token-hashes.ts';
 import * as m014 from './migrations/014-duty-leases.ts';
 import * as m015 from './migrations/015-console-users.ts';
+import * as m016 from './migrations/016-usage-fillfactor.ts';
 import * as m017 from './migrations/017-dual-stack-addresses.ts';
 
 interface MigrationModule {
@@ -42,6 +43,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '013-share-token-hashes': m013,
   '014-duty-leases': m014,
   '015-console-users': m015,
+  '016-usage-fillfactor': m016,
   '017-dual-stack-addresses': m017,
 };
 
@@ -49,8 +51,8 @@ function provider(dialect: Dialect): MigrationProvider {
   // SQLite's INTEGER PRIMARY KEY is the rowid, auto-numbered; PostgreSQL needs a sequence.
   const context: MigrationContext =
     dialect === 'sqlite'
-      ? { idType: 'integer', id: (c) => c.primaryKey().autoIncrement() }
-      : { idType: 'bigserial', id: (c) => c.primaryKey() };
+      ? { dialect, idType: 'integer', id: (c) => c.primaryKey().autoIncrement() }
+      : { dialect, idType: 'bigserial', id: (c) => c.primaryKey() };
   return {
     async getMigrations() {
       const out: Record<string, Migration> = {};

@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { isPostgres, type Queryable } from './db.ts';
 import { runSql } from './raw-sql.ts';
 import type { DeviceRow } from './devices.ts';
@@ -12,7 +11,7 @@ export interface UsageDelta {
   meter: number;
 }
 
-/** Rows a statement binds at once: well under both databases' parameter limits. */
+/** Ids a kysely `in` list binds at once: well under both databases' parameter limits. */
 const CHUNK = 500;
 
 function chunks<T>(items: readonly T[]): T[][] {
@@ -37,13 +36,47 @@ export async function claimBatch(
   return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
 }
 
-/** `($1, $2…), ($5…)`: one group of placeholders a row, from `$first` on, each cast as given. */
-function valuesList(rows: number, casts: readonly string[], first = 1): string {
-  const out: string[] = [];
-  let n = first;
-  for (let r = 0; r < rows; r++) out.push(`(${casts.map((c) => `cast($${n++} as ${c})`).join(', ')})`);
-  return out.join(', ');
+/** A column of a row set: its name in the statement, its type, and its value in an item. */
+interface Column<T> {
+  name: string;
+  type: 'bigint' | 'text';
+  of: (item: T) => number | string;
 }
+
+/**
+ * `items` as the table `v` of one statement, bound as parameters `$first` on: on PostgreSQL one array
+ * a column, read by unnest(); on SQLite one JSON array of rows, read by json_each(). Either way a
+ * batch of any size is one statement with a fixed text (no list of placeholders per row), and the
+ * rows drive the join, so a statement costs what its rows cost, not what the table holds.
+ */
+function rowSet<T>(
+  db: Queryable,
+  items: readonly T[],
+  columns: readonly Column<T>[],
+  first: number,
+): { from: string; params: unknown[] } {
+  const names = columns.map((c) => c.name).join(', ');
+  if (isPostgres(db)) {
+    const arrays = columns.map((c, i) => `cast($${first + i} as ${c.type}[])`).join(', ');
+    // A number needs no quoting in an array literal: joined here, where pg would quote and escape each.
+    const param = (c: Column<T>) => (c.type === 'bigint' ? `{${items.map(c.of).join(',')}}` : items.map(c.of));
+    return { from: `unnest(${arrays}) as v (${names})`, params: columns.map(param) };
+  }
+  const fields = columns.map((c, i) => `value ->> ${i} as ${c.name}`).join(', ');
+  return {
+    from: `(select ${fields} from json_each($${first})) as v`,
+    params: [JSON.stringify(items.map((item) => columns.map((c) => c.of(item))))],
+  };
+}
+
+const DELTA_COLUMNS: readonly Column<UsageDelta>[] = [
+  { name: 'device_id', type: 'bigint', of: (d) => d.deviceId },
+  { name: 'rx', type: 'bigint', of: (d) => d.rx },
+  { name: 'tx', type: 'bigint', of: (d) => d.tx },
+  { name: 'meter', type: 'bigint', of: (d) => d.meter },
+];
+
+const ID_COLUMNS: readonly Column<number>[] = [{ name: 'device_id', type: 'bigint', of: (id) => id }];
 
 /**
  * The new counts of a device row `d` given a delta `rx`, `tx`, `meter` of month `$m` from journal `$j`:
@@ -64,66 +97,65 @@ function countAssignments(rx: string, tx: string, meter: string, m: string, j: s
 }
 
 /**
- * Adds a batch of `month` (`YYYY-MM`) to the devices' running counts (see countAssignments) and
- * returns the ids of the devices that still exist. A chunk of rows goes in one statement. SQLite
- * plans an UPDATE … FROM as a scan of the whole table, so there the chunk goes to a temporary
- * table keyed by device and each device row looks its delta up.
+ * Whether a device row (its columns unqualified) has reached its limit in the current period `month`
+ * and is not marked yet: the one rule of markLimitReached, also asked of the rows a batch changed.
+ */
+function reachedAndUnmarked(month: string): string {
+  return `data_limit > 0 and limit_reached_at is null and period_rx + period_tx >= data_limit
+    and (limit_period = 'total' or usage_month = ${month})`;
+}
+
+/** What a batch did to the device rows. */
+export interface CountsAdded {
+  /** The devices that still exist. */
+  stored: number[];
+  /** Those of them now over their limit in the current period and not marked yet (see markLimitReached). */
+  overLimit: number[];
+}
+
+/**
+ * Adds a batch of `month` (`YYYY-MM`) to the devices' running counts (see countAssignments) in one
+ * statement; `currentMonth` is the panel's, for the limit check of the rows as they come out.
  */
 export async function addToDeviceCounts(
   db: Queryable,
   deltas: readonly UsageDelta[],
   month: string,
   journalId: string,
-): Promise<number[]> {
-  const ids: number[] = [];
-  const postgres = isPostgres(db);
-  if (!postgres) {
-    await runSql(
-      db,
-      'create temp table if not exists usage_in (device_id integer primary key, rx integer not null, tx integer not null, meter integer not null)',
-      [],
-    );
-  }
-  for (const part of chunks(deltas)) {
-    const rows = part.flatMap((d) => [d.deviceId, d.rx, d.tx, d.meter]);
-    let text: string;
-    if (postgres) {
-      text = `with v (device_id, rx, tx, meter) as (values ${valuesList(part.length, ['bigint', 'bigint', 'bigint', 'bigint'], 3)})
-        update devices as d set ${countAssignments('v.rx', 'v.tx', 'v.meter', 'cast($1 as text)', 'cast($2 as text)')}
-        from v where d.id = v.device_id returning id`;
-    } else {
-      await runSql(db, 'delete from usage_in', []);
-      await runSql(
-        db,
-        `insert into usage_in (device_id, rx, tx, meter) values ${valuesList(part.length, ['integer', 'integer', 'integer', 'integer'])}`,
-        rows,
-      );
-      const delta = (column: string) => `(select u.${column} from usage_in u where u.device_id = d.id)`;
-      text = `update devices as d set ${countAssignments(delta('rx'), delta('tx'), delta('meter'), 'cast($1 as text)', 'cast($2 as text)')}
-        where d.id in (select device_id from usage_in) returning id`;
-    }
-    const params = postgres ? [month, journalId, ...rows] : [month, journalId];
-    for (const row of await runSql<{ id: number }>(db, text, params)) ids.push(Number(row.id));
-  }
-  return ids;
+  currentMonth: string,
+): Promise<CountsAdded> {
+  if (deltas.length === 0) return { stored: [], overLimit: [] };
+  const v = rowSet(db, deltas, DELTA_COLUMNS, 4);
+  const counts = countAssignments('v.rx', 'v.tx', 'v.meter', 'cast($1 as text)', 'cast($2 as text)');
+  const text = `update devices as d set ${counts} from ${v.from} where d.id = v.device_id
+    returning id, case when ${reachedAndUnmarked('cast($3 as text)')} then 1 else 0 end as over_limit`;
+  const rows = await runSql<{ id: number; over_limit: number }>(db, text, [
+    month,
+    journalId,
+    currentMonth,
+    ...v.params,
+  ]);
+  return {
+    stored: rows.map((row) => Number(row.id)),
+    overLimit: rows.filter((row) => Number(row.over_limit) === 1).map((row) => Number(row.id)),
+  };
 }
 
-/** Adds the deltas to the devices' day or month buckets. */
+/** Adds the deltas to the devices' day or month buckets, in one statement. */
 export async function addToBuckets(
   db: Queryable,
   table: 'usage_daily' | 'usage_monthly',
   start: string,
   deltas: readonly UsageDelta[],
 ): Promise<void> {
-  for (const part of chunks(deltas)) {
-    const text = `insert into ${table} (device_id, start, rx_bytes, tx_bytes) values ${valuesList(part.length, ['bigint', 'text', 'bigint', 'bigint'])}
-      on conflict (device_id, start) do update set rx_bytes = ${table}.rx_bytes + excluded.rx_bytes, tx_bytes = ${table}.tx_bytes + excluded.tx_bytes`;
-    await runSql(
-      db,
-      text,
-      part.flatMap((d) => [d.deviceId, start, d.rx, d.tx]),
-    );
-  }
+  if (deltas.length === 0) return;
+  const v = rowSet(db, deltas, DELTA_COLUMNS, 2);
+  // `where true`: without it SQLite would read `on conflict` as the join's `on`.
+  const text = `insert into ${table} (device_id, start, rx_bytes, tx_bytes)
+    select v.device_id, cast($1 as text), v.rx, v.tx from ${v.from} where true
+    on conflict (device_id, start) do update
+    set rx_bytes = ${table}.rx_bytes + excluded.rx_bytes, tx_bytes = ${table}.tx_bytes + excluded.tx_bytes`;
+  await runSql(db, text, [start, ...v.params]);
 }
 
 /**
@@ -137,31 +169,33 @@ export async function markLimitReached(
   currentMonth: string,
   nowIso: string,
 ): Promise<DeviceRow[]> {
-  const marked: number[] = [];
-  for (const part of chunks(ids)) {
-    const text = `update devices set limit_reached_at = $1 where id in (${part.map((_, i) => `$${i + 3}`).join(', ')})
-      and data_limit > 0 and limit_reached_at is null and period_rx + period_tx >= data_limit
-      and (limit_period = 'total' or usage_month = $2) returning id`;
-    for (const row of await runSql<{ id: number }>(db, text, [nowIso, currentMonth, ...part]))
-      marked.push(Number(row.id));
-  }
+  if (ids.length === 0) return [];
+  const v = rowSet(db, ids, ID_COLUMNS, 3);
+  const text = `update devices as d set limit_reached_at = $1 from ${v.from}
+    where d.id = v.device_id and ${reachedAndUnmarked('$2')} returning id`;
+  const marked = await runSql<{ id: number }>(db, text, [nowIso, currentMonth, ...v.params]);
   const rows: DeviceRow[] = [];
-  for (const part of chunks(marked))
+  for (const part of chunks(marked.map((row) => Number(row.id)))) {
     rows.push(...(await db.selectFrom('devices').selectAll().where('id', 'in', part).orderBy('id').execute()));
+  }
   return rows;
 }
 
-/** Sets the devices' latest handshakes. */
+const HANDSHAKE_COLUMNS: readonly Column<{ deviceId: number; at: string }>[] = [
+  { name: 'device_id', type: 'bigint', of: (h) => h.deviceId },
+  { name: 'at', type: 'text', of: (h) => h.at },
+];
+
+/** Sets the devices' latest handshakes in one statement; a row that holds its handshake already is not written. */
 export async function recordHandshakes(
   db: Queryable,
   handshakes: readonly { deviceId: number; at: string }[],
 ): Promise<void> {
-  for (const part of chunks(handshakes)) {
-    const values = sql.join(part.map((h) => sql`(cast(${h.deviceId} as bigint), ${h.at})`));
-    await sql`with v (id, at) as (values ${values}) update devices as d set last_handshake = v.at from v where d.id = v.id`.execute(
-      db,
-    );
-  }
+  if (handshakes.length === 0) return;
+  const v = rowSet(db, handshakes, HANDSHAKE_COLUMNS, 1);
+  const text = `update devices as d set last_handshake = v.at from ${v.from}
+    where d.id = v.device_id and d.last_handshake is distinct from v.at`;
+  await runSql(db, text, v.params);
 }
 
 export interface UsageBucket {
