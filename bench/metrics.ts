@@ -91,6 +91,10 @@ for (const kind of DATABASE_KINDS) {
   }
 }
 
+const TABLE_HEADER =
+  '| database | scrape | scrape size | recount (wall) | recount (panel CPU) | ' +
+  'active / disabled / expired / limit_reached | online |';
+
 writeSection(
   'Metrics at 100,000 devices',
   `Command: \`node bench/metrics.ts\` (DEVICES=${DEVICES}, SERVERS=${SERVERS}). Machine: ${machine()}.
@@ -104,7 +108,7 @@ SQL, the same expression as the status filter of \`GET /devices\`) and four smal
 nodes, and pending deliveries and mail on their indexes); median of ${RECOUNTS}. CPU is the panel process's
 (PostgreSQL's own work is in its server).
 
-| database | scrape | scrape size | recount (wall) | recount (panel CPU) | active / disabled / expired / limit_reached | online |
+${TABLE_HEADER}
 |---|---|---|---|---|---|---|
 ${rows.join('\n')}
 

@@ -460,7 +460,11 @@ function nodeCollection(): string {
     round(2);
     const report = ledger.collect(null);
     const entries = report.batches.at(-1)?.entries.length ?? 0;
-    return `| node: book ${SERVERS} readings of ${count(perServer)} peers, save the journal, seal the batch (${count(entries)} entries) | ${(performance.now() - wall).toFixed(0)} ms | ${cpuMs(cpu).toFixed(0)} ms |`;
+    return (
+      `| node: book ${SERVERS} readings of ${count(perServer)} peers, save the journal, ` +
+      `seal the batch (${count(entries)} entries) | ` +
+      `${(performance.now() - wall).toFixed(0)} ms | ${cpuMs(cpu).toFixed(0)} ms |`
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -518,7 +522,10 @@ async function enforcementLatency(): Promise<string> {
   latencies.sort((a, b) => a - b);
   const q = (p: number) =>
     (latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? Number.NaN).toFixed(0);
-  return `| ${latencies.length} of ${count} devices cut off | ${q(0.5)} ms | ${q(0.95)} ms | **${q(0.99)} ms** | ${q(1)} ms |`;
+  return (
+    `| ${latencies.length} of ${count} devices cut off | ` +
+    `${q(0.5)} ms | ${q(0.95)} ms | **${q(0.99)} ms** | ${q(1)} ms |`
+  );
 }
 
 const loadAtStart = loadavg();

@@ -16,7 +16,10 @@ import { navigate, type Place, usePlace } from './router.ts';
 import { currentSession, type Session, signOut } from './session.ts';
 import { Link, Page, SessionContext } from './ui.tsx';
 
-/** The navigation, in this order; Webhooks (webhooks:write even to read) and Users only for admins. The panel serves these paths (src/http/routes/console.ts). */
+/**
+ * The navigation, in this order; Webhooks (webhooks:write even to read) and Users only for admins. The panel serves
+ * these paths (src/http/routes/console.ts).
+ */
 const NAVIGATION: ReadonlyArray<{ href: string; label: string; adminOnly?: boolean }> = [
   { href: '/', label: 'Overview' },
   { href: '/servers', label: 'Servers' },

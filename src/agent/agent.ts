@@ -232,7 +232,10 @@ export class Agent {
     return { serverId, digest, discrepancies };
   }
 
-  /** The peers each server's interface holds now, as the driver reads them; a server that cannot be read is left out. */
+  /**
+   * The peers each server's interface holds now, as the driver reads them; a server that cannot be read is left
+   * out.
+   */
   async peersOnNode(): Promise<NodePeers> {
     const servers: NodePeers['servers'] = [];
     for (const serverId of await this.#driver.list()) {
@@ -269,7 +272,10 @@ export class Agent {
     return this.#metering;
   }
 
-  /** Meters every `meterIntervalMs`; a round that fails (the journal cannot be saved) is reported and retried next time. */
+  /**
+   * Meters every `meterIntervalMs`; a round that fails (the journal cannot be saved) is reported and retried next
+   * time.
+   */
   start(onError: (error: unknown) => void): void {
     this.#timer = setInterval(() => this.meterAll().catch(onError), this.#meterIntervalMs);
     this.#timer.unref();

@@ -26,7 +26,10 @@ export function consoleUserActor(name: string): string {
   return `via console user ${name}`;
 }
 
-/** Letters, digits and `.`, `_`, `-`, `@` (an email address fits): a name that reads the same everywhere it is shown. */
+/**
+ * Letters, digits and `.`, `_`, `-`, `@` (an email address fits): a name that reads the same everywhere it is
+ * shown.
+ */
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 
 /** A user name as given to `users add`, checked; refused with `validation_failed` naming `name`. */

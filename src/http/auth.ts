@@ -119,7 +119,10 @@ export function checkConsoleWrite(request: FastifyRequest, panelOrigin: string |
   checkOrigin(request, panelOrigin);
 }
 
-/** The actor of a request's changes: `via API key <name>` or `via console user <name>`. Only routes with a scope reach here. */
+/**
+ * The actor of a request's changes: `via API key <name>` or `via console user <name>`. Only routes with a scope
+ * reach here.
+ */
 export function actorOf(request: FastifyRequest): string {
   if (request.principal === null) throw new Error(`route ${request.routeOptions.url} has no scope, so no actor`);
   return request.principal.actor;

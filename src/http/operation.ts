@@ -45,8 +45,9 @@ export function operation<S extends FastifySchema & { response: Record<number, T
     config: { scope, idempotent },
     schema: {
       ...schema,
-      description:
-        `${schema.description ?? ''}\n\nRequires an API key with the scope \`${scope}\`, or ${session}.${replay}`.trim(),
+      description: (
+        `${schema.description ?? ''}\n\nRequires an API key with the scope \`${scope}\`, ` + `or ${session}.${replay}`
+      ).trim(),
       security,
       ...(idempotent
         ? { headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255 })) }) }

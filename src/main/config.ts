@@ -165,7 +165,10 @@ function trustProxy(env: Env): TrustProxy {
   return entries;
 }
 
-/** `WEBHOOK_RETRY_SCHEDULE`, `MAIL_RETRY_SCHEDULE`: seconds before each retry, comma-separated (tests shorten them this way). */
+/**
+ * `WEBHOOK_RETRY_SCHEDULE`, `MAIL_RETRY_SCHEDULE`: seconds before each retry, comma-separated (tests shorten them
+ * this way).
+ */
 function retrySchedule(env: Env, name: string): number[] | undefined {
   const v = value(env, name);
   if (v === undefined) return undefined;

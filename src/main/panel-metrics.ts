@@ -65,7 +65,9 @@ class PanelGauges implements PanelObserver {
     });
     this.#deliveries = new Counter({
       name: 'vpn_panel_webhook_deliveries_total',
-      help: 'Webhook delivery attempts by result: delivered; retry (failed, another attempt scheduled); failed (given up).',
+      help:
+        'Webhook delivery attempts by result: delivered; ' +
+        'retry (failed, another attempt scheduled); failed (given up).',
       labelNames: ['result'],
       registers,
     });

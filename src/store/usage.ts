@@ -86,10 +86,13 @@ const ID_COLUMNS: readonly Column<number>[] = [{ name: 'device_id', type: 'bigin
 function countAssignments(rx: string, tx: string, meter: string, m: string, j: string): string {
   const rolls = `d.usage_month < ${m}`;
   const monthly = "d.limit_period = 'monthly'";
-  return `month_rx = case when d.usage_month = ${m} then d.month_rx + ${rx} when ${rolls} then ${rx} else d.month_rx end,
+  return `month_rx = case when d.usage_month = ${m} then d.month_rx + ${rx} when ${rolls} then ${rx}
+      else d.month_rx end,
     month_tx = case when d.usage_month = ${m} then d.month_tx + ${tx} when ${rolls} then ${tx} else d.month_tx end,
-    period_rx = case when ${monthly} and ${rolls} then ${rx} when ${monthly} and d.usage_month > ${m} then d.period_rx else d.period_rx + ${rx} end,
-    period_tx = case when ${monthly} and ${rolls} then ${tx} when ${monthly} and d.usage_month > ${m} then d.period_tx else d.period_tx + ${tx} end,
+    period_rx = case when ${monthly} and ${rolls} then ${rx} when ${monthly} and d.usage_month > ${m} then d.period_rx
+      else d.period_rx + ${rx} end,
+    period_tx = case when ${monthly} and ${rolls} then ${tx} when ${monthly} and d.usage_month > ${m} then d.period_tx
+      else d.period_tx + ${tx} end,
     limit_reached_at = case when ${monthly} and ${rolls} then null else d.limit_reached_at end,
     usage_month = case when ${rolls} then ${m} else d.usage_month end,
     meter = ${meter},

@@ -21,7 +21,10 @@ export interface WebhookSenderOptions extends WebhookPosterOptions {
 
 /** Time after an attempt's timeout for its result to be written before another sender may take the delivery. */
 const RECORD_MARGIN_MS = 5_000;
-/** A webhook whose slots are all taken, none freed for this long, is stalled: its backlog stops counting as ready work. */
+/**
+ * A webhook whose slots are all taken, none freed for this long, is stalled: its backlog stops counting as ready
+ * work.
+ */
 const STALL_MS = 1_000;
 
 /** A claimed delivery, locked for this sender until `lockedUntilMs`. */
@@ -91,7 +94,10 @@ export class WebhookSender {
     this.nudge();
   }
 
-  /** Stops taking work, waits for the attempts in flight and their records. Queued deliveries stay locked until their lock lapses. */
+  /**
+   * Stops taking work, waits for the attempts in flight and their records. Queued deliveries stay locked until their
+   * lock lapses.
+   */
   async stop(): Promise<void> {
     this.#stopping = true;
     await this.#pump.stop();
@@ -178,7 +184,10 @@ export class WebhookSender {
     return this.#activeByWebhook.get(webhookId) ?? 0;
   }
 
-  /** Forgets queued deliveries whose lock would lapse before an attempt could finish: another sender may take them then. */
+  /**
+   * Forgets queued deliveries whose lock would lapse before an attempt could finish: another sender may take them
+   * then.
+   */
   #dropUnstartable(): void {
     const latestStartMs = this.#clock.nowMs() + this.#options.timeoutMs + RECORD_MARGIN_MS;
     for (const [webhookId, queue] of this.#queues) {

@@ -443,27 +443,36 @@ describe('speed limits: IPv6 (recorded)', () => {
       .on('[vp-s1] nft list table ip6 vpnpanel_shape', { stdout: listing('ip6', entries6) });
   }
 
-  test('a limited peer with an IPv6 address: an ip6 table whose entry names the same class, in the same transaction', async () => {
-    const runner = shapedHost([]);
-    await driverOn(runner).setPeers(1, [dual(A, '10.128.0.2', A6, 2000), peer(B, '10.128.0.3', 1000)]);
-    assert.deepEqual(runner.lines(isWrite).slice(1), [BATCH, NFT], 'one class per peer, one nft transaction');
-    const [script = []] = inputsOf(runner, NFT);
-    const text = script.join('\n');
-    assert.match(
-      text,
-      /table ip vpnpanel_shape \{\n\s+map limited \{\n\s+type ipv4_addr : classid\n\s+elements = \{ [^}]*10\.128\.0\.2 : 1:2/,
-    );
-    assert.match(
-      text,
-      /table ip6 vpnpanel_shape \{\n\s+map limited \{\n\s+type ipv6_addr : classid\n\s+elements = \{ fd3a::2 : 1:2 \}/,
-    );
-    for (const rule of [
-      'oifname "vp1" meta priority set ip6 daddr map @limited',
-      'oifname "vp1s" meta priority set ip6 saddr map @limited',
-    ])
-      assert.ok(script.includes(`    ${rule}`), rule);
-    assert.equal(new Set(inputsOf(runner, BATCH)[0]?.filter((l) => l.startsWith('class replace'))).size, 4);
-  });
+  test(
+    'a limited peer with an IPv6 address: an ip6 table whose entry ' + 'names the same class, in the same transaction',
+    async () => {
+      const runner = shapedHost([]);
+      await driverOn(runner).setPeers(1, [dual(A, '10.128.0.2', A6, 2000), peer(B, '10.128.0.3', 1000)]);
+      assert.deepEqual(runner.lines(isWrite).slice(1), [BATCH, NFT], 'one class per peer, one nft transaction');
+      const [script = []] = inputsOf(runner, NFT);
+      const text = script.join('\n');
+      assert.match(
+        text,
+        new RegExp(
+          /table ip vpnpanel_shape \{\n\s+map limited \{\n\s+type ipv4_addr : classid\n/.source +
+            /\s+elements = \{ [^}]*10\.128\.0\.2 : 1:2/.source,
+        ),
+      );
+      assert.match(
+        text,
+        new RegExp(
+          /table ip6 vpnpanel_shape \{\n\s+map limited \{\n\s+type ipv6_addr : classid\n/.source +
+            /\s+elements = \{ fd3a::2 : 1:2 \}/.source,
+        ),
+      );
+      for (const rule of [
+        'oifname "vp1" meta priority set ip6 daddr map @limited',
+        'oifname "vp1s" meta priority set ip6 saddr map @limited',
+      ])
+        assert.ok(script.includes(`    ${rule}`), rule);
+      assert.equal(new Set(inputsOf(runner, BATCH)[0]?.filter((l) => l.startsWith('class replace'))).size, 4);
+    },
+  );
 
   test('the host holding both entries: nothing written; the drift check sees an IPv6 entry or table go', async () => {
     const want = [dual(A, '10.128.0.2', A6, 2000)];

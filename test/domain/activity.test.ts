@@ -37,32 +37,36 @@ describe('fieldChanges (what an activity entry keeps of a change)', () => {
     assert.deepEqual(fieldChanges(device, { ...device, updated_at: 'T3' }), { before: {}, after: {} });
   });
 
-  it('never keeps webhook secrets, API key hashes, node tokens, private keys or console password and session hashes', () => {
-    const rows = [
-      { secret: 'whsec_x', url: 'a' },
-      { key_hash: 'h', name: 'k' },
-      { token: 't', name: 'n' },
-      { private_key: 'p', name: 's' },
-      { password_hash: 'scrypt$x', name: 'u' },
-      { token_hash: 'th', user_id: 1 },
-    ];
-    const others = {
-      secret: 'other',
-      key_hash: 'other',
-      token: 'other',
-      private_key: 'other',
-      password_hash: 'other',
-      token_hash: 'other',
-    };
-    for (const row of rows) {
-      const text = JSON.stringify([
-        fieldChanges(null, row),
-        fieldChanges(row, null),
-        fieldChanges(row, { ...row, ...others }),
-      ]);
-      assert.doesNotMatch(text, /secret|key_hash|token|private_key|password|whsec_x|scrypt|"h"|"t"|"p"|"th"/);
-    }
-  });
+  it(
+    'never keeps webhook secrets, API key hashes, node tokens, ' +
+      'private keys or console password and session hashes',
+    () => {
+      const rows = [
+        { secret: 'whsec_x', url: 'a' },
+        { key_hash: 'h', name: 'k' },
+        { token: 't', name: 'n' },
+        { private_key: 'p', name: 's' },
+        { password_hash: 'scrypt$x', name: 'u' },
+        { token_hash: 'th', user_id: 1 },
+      ];
+      const others = {
+        secret: 'other',
+        key_hash: 'other',
+        token: 'other',
+        private_key: 'other',
+        password_hash: 'other',
+        token_hash: 'other',
+      };
+      for (const row of rows) {
+        const text = JSON.stringify([
+          fieldChanges(null, row),
+          fieldChanges(row, null),
+          fieldChanges(row, { ...row, ...others }),
+        ]);
+        assert.doesNotMatch(text, /secret|key_hash|token|private_key|password|whsec_x|scrypt|"h"|"t"|"p"|"th"/);
+      }
+    },
+  );
 });
 
 describe('actorFilter (--actor as a person types it)', () => {

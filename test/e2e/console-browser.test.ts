@@ -47,8 +47,10 @@ const VIEWER = 'console-viewer';
 const ADMIN_PASSWORD = 'correct horse battery staple';
 const VIEWER_PASSWORD = 'viewer password 12345';
 /** The names of every control that changes something: none of them is drawn for a viewer. */
-const WRITE_CONTROLS =
-  /^(New server|New device|New webhook|Create.*|Save.*|Delete.*|Disable.*|Enable.*|Reset usage|Move|Ping|Make share link|Replace share link|Revoke share link|Set expiry)$/;
+const WRITE_CONTROLS = new RegExp(
+  '^(New server|New device|New webhook|Create.*|Save.*|Delete.*|Disable.*|Enable.*|Reset usage|Move|Ping|' +
+    'Make share link|Replace share link|Revoke share link|Set expiry)$',
+);
 
 const noZbarimg = needsTool('zbarimg', 'zbar-tools');
 /** The console makes keys once the API has an endpoint for them (the OpenAPI document's types name it). */

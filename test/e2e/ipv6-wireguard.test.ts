@@ -313,33 +313,36 @@ describe('IPv6 on a real WireGuard node (wg-quick clients, wireguard-go)', { ski
     assert.equal(await l.tcpConnects(c1.netns, INTERNET_IP, PORT), false, 'nor IPv4');
   });
 
-  test('without an IPv6 default route the node reports tunnel_only: the server answers, the rest fails at once', async (t) => {
-    const l = need(lab, 'the lab');
-    const [c1, c2] = [need(one, 'client one'), need(two, 'client two')];
-    const a = need(agent, 'the agent');
-    const cutOff = peerOf(c1, { expiresAtMs: Date.now() - 1000 });
-    await l.setIpv6Uplink(false);
-    assert.match((await discrepancies()).join('\n'), /IPv6 default route of namespace .* is via .*, not none/);
-    assert.equal((await a.applyServer(desired([cutOff, peerOf(c2)]))).ipv6, 'tunnel_only');
-    assert.deepEqual(await discrepancies(), []);
-    assert.ok(await l.pingFrom(c2.netns, serverIp6()), "the server's IPv6 address answers inside the tunnel");
-    const { ms, outcome } = await connectOutcome(c2.netns, INTERNET_IP6);
-    t.diagnostic(`a connect beyond the node in tunnel_only: ${outcome} after ${ms} ms`);
-    assert.match(outcome, /unreachable|No route to host/i, 'refused with an ICMPv6 error, not silently dropped');
-    assert.ok(ms < 2000, `it failed after ${ms} ms`);
+  test(
+    'without an IPv6 default route the node reports tunnel_only: ' + 'the server answers, the rest fails at once',
+    async (t) => {
+      const l = need(lab, 'the lab');
+      const [c1, c2] = [need(one, 'client one'), need(two, 'client two')];
+      const a = need(agent, 'the agent');
+      const cutOff = peerOf(c1, { expiresAtMs: Date.now() - 1000 });
+      await l.setIpv6Uplink(false);
+      assert.match((await discrepancies()).join('\n'), /IPv6 default route of namespace .* is via .*, not none/);
+      assert.equal((await a.applyServer(desired([cutOff, peerOf(c2)]))).ipv6, 'tunnel_only');
+      assert.deepEqual(await discrepancies(), []);
+      assert.ok(await l.pingFrom(c2.netns, serverIp6()), "the server's IPv6 address answers inside the tunnel");
+      const { ms, outcome } = await connectOutcome(c2.netns, INTERNET_IP6);
+      t.diagnostic(`a connect beyond the node in tunnel_only: ${outcome} after ${ms} ms`);
+      assert.match(outcome, /unreachable|No route to host/i, 'refused with an ICMPv6 error, not silently dropped');
+      assert.ok(ms < 2000, `it failed after ${ms} ms`);
 
-    await l.setIpv6Uplink(true);
-    assert.match((await discrepancies()).join('\n'), /IPv6 default route of namespace .* is none, not via/);
-    assert.equal((await a.applyServer(desired([cutOff, peerOf(c2)]))).ipv6, 'nat66');
-    assert.equal(await reachThrough(c2.netns, INTERNET_IP6), `internet ${UPLINK_HOST_IP6}`);
+      await l.setIpv6Uplink(true);
+      assert.match((await discrepancies()).join('\n'), /IPv6 default route of namespace .* is none, not via/);
+      assert.equal((await a.applyServer(desired([cutOff, peerOf(c2)]))).ipv6, 'nat66');
+      assert.equal(await reachThrough(c2.netns, INTERNET_IP6), `internet ${UPLINK_HOST_IP6}`);
 
-    const n = need(driver, 'the driver').names(SERVER_ID);
-    await run('ip', ['netns', 'exec', l.hostNs, 'nft', 'delete', 'table', 'ip6', n.hostTable]);
-    assert.deepEqual(await discrepancies(), [`nft table ip6 ${n.hostTable} is missing from the host namespace`]);
-    await a.applyServer(desired([cutOff, peerOf(c2)]));
-    assert.deepEqual(await discrepancies(), [], 'put back');
-    assert.equal(await reachThrough(c2.netns, INTERNET_IP6), `internet ${UPLINK_HOST_IP6}`);
-  });
+      const n = need(driver, 'the driver').names(SERVER_ID);
+      await run('ip', ['netns', 'exec', l.hostNs, 'nft', 'delete', 'table', 'ip6', n.hostTable]);
+      assert.deepEqual(await discrepancies(), [`nft table ip6 ${n.hostTable} is missing from the host namespace`]);
+      await a.applyServer(desired([cutOff, peerOf(c2)]));
+      assert.deepEqual(await discrepancies(), [], 'put back');
+      assert.equal(await reachThrough(c2.netns, INTERNET_IP6), `internet ${UPLINK_HOST_IP6}`);
+    },
+  );
 
   test('a routed prefix: no NAT, the host routes it back, and nothing from outside connects to a client', async () => {
     const l = need(lab, 'the lab');

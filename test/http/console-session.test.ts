@@ -99,32 +99,38 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it('signs in with the right password: 204 and an HttpOnly, SameSite=Strict cookie without Secure over http', async () => {
-      const response = await signIn(t, 'alice', PASSWORD);
-      assert.equal(response.statusCode, 204);
-      assert.equal(response.body, '');
-      const setCookie = String(response.headers['set-cookie']);
-      assert.match(
-        setCookie,
-        /^vpn_panel_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=604800$/,
-      );
-      assert.equal(response.headers['cache-control'], 'no-store');
-      const signedIn = await activity(t, 'console_user.signed_in');
-      assert.deepEqual(signedIn.at(-1)?.actor, 'via console user alice');
-    });
+    it(
+      'signs in with the right password: 204 and an HttpOnly, ' + 'SameSite=Strict cookie without Secure over http',
+      async () => {
+        const response = await signIn(t, 'alice', PASSWORD);
+        assert.equal(response.statusCode, 204);
+        assert.equal(response.body, '');
+        const setCookie = String(response.headers['set-cookie']);
+        assert.match(
+          setCookie,
+          /^vpn_panel_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=604800$/,
+        );
+        assert.equal(response.headers['cache-control'], 'no-store');
+        const signedIn = await activity(t, 'console_user.signed_in');
+        assert.deepEqual(signedIn.at(-1)?.actor, 'via console user alice');
+      },
+    );
 
-    it('answers a wrong password, an unknown user and a wrong-case password with the same 401, and sets no cookie', async () => {
-      for (const [user, password] of [
-        ['alice', 'wrong password!'],
-        ['mallory', PASSWORD],
-        ['alice', PASSWORD.toUpperCase()],
-      ] as const) {
-        const response = await signIn(t, user, password, { address: someAddress() });
-        assert.equal(response.statusCode, 401, `${user}`);
-        assert.deepEqual(response.json(), WRONG);
-        assert.equal(response.headers['set-cookie'], undefined);
-      }
-    });
+    it(
+      'answers a wrong password, an unknown user and a wrong-case ' + 'password with the same 401, and sets no cookie',
+      async () => {
+        for (const [user, password] of [
+          ['alice', 'wrong password!'],
+          ['mallory', PASSWORD],
+          ['alice', PASSWORD.toUpperCase()],
+        ] as const) {
+          const response = await signIn(t, user, password, { address: someAddress() });
+          assert.equal(response.statusCode, 401, `${user}`);
+          assert.deepEqual(response.json(), WRONG);
+          assert.equal(response.headers['set-cookie'], undefined);
+        }
+      },
+    );
 
     it('takes the user name in any case, as a phone capitalises it', async () => {
       const cookie = await session(t, 'Alice');
@@ -162,26 +168,33 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual(errorOf(missing).fields, { password: 'required' });
     });
 
-    it('DELETE /console/session ends the session (row deleted) and clears the cookie; 204 again without one', async () => {
-      const cookie = await session(t, 'alice');
-      const out = await call(t, 'DELETE', '/console/session', { cookie });
-      assert.equal(out.statusCode, 204);
-      assert.equal(out.headers['set-cookie'], 'vpn_panel_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0');
-      const token = cookie.split('=')[1] ?? '';
-      const { createHash } = await import('node:crypto');
-      const hash = createHash('sha256').update(token).digest('hex');
-      assert.equal(
-        await t.store.db.selectFrom('console_sessions').select('id').where('token_hash', '=', hash).executeTakeFirst(),
-        undefined,
-      );
-      assert.equal((await call(t, 'GET', '/console/session', { cookie })).statusCode, 401);
-      assert.equal((await call(t, 'GET', '/api/v1/servers', { cookie })).statusCode, 401);
-      assert.equal((await call(t, 'DELETE', '/console/session', { cookie })).statusCode, 204);
-      assert.equal((await call(t, 'DELETE', '/console/session')).statusCode, 204);
-      const out2 = await activity(t, 'console_user.signed_out');
-      assert.equal(out2.length, 1);
-      assert.equal(out2[0]?.actor, 'via console user alice');
-    });
+    it(
+      'DELETE /console/session ends the session (row deleted) and ' + 'clears the cookie; 204 again without one',
+      async () => {
+        const cookie = await session(t, 'alice');
+        const out = await call(t, 'DELETE', '/console/session', { cookie });
+        assert.equal(out.statusCode, 204);
+        assert.equal(out.headers['set-cookie'], 'vpn_panel_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0');
+        const token = cookie.split('=')[1] ?? '';
+        const { createHash } = await import('node:crypto');
+        const hash = createHash('sha256').update(token).digest('hex');
+        assert.equal(
+          await t.store.db
+            .selectFrom('console_sessions')
+            .select('id')
+            .where('token_hash', '=', hash)
+            .executeTakeFirst(),
+          undefined,
+        );
+        assert.equal((await call(t, 'GET', '/console/session', { cookie })).statusCode, 401);
+        assert.equal((await call(t, 'GET', '/api/v1/servers', { cookie })).statusCode, 401);
+        assert.equal((await call(t, 'DELETE', '/console/session', { cookie })).statusCode, 204);
+        assert.equal((await call(t, 'DELETE', '/console/session')).statusCode, 204);
+        const out2 = await activity(t, 'console_user.signed_out');
+        assert.equal(out2.length, 1);
+        assert.equal(out2[0]?.actor, 'via console user alice');
+      },
+    );
 
     it('a session reaches every /api/v1 read, with the rate-limit fields of a key', async () => {
       for (const user of ['alice', 'victor']) {
@@ -221,56 +234,62 @@ for (const kind of DATABASE_KINDS) {
       assert.equal((await t.client().GET('/api/v1/servers', {})).response.status, 401, 'nothing was made');
     });
 
-    it('an admin write from another origin is refused; from the request’s own origin (PANEL_URL unset) it lands', async () => {
-      const cookie = await session(t, 'alice');
-      for (const origin of ['https://evil.example', 'null', 'http://localhost:8081', 'https://localhost']) {
-        const refused = await call(t, 'POST', '/api/v1/servers', {
+    it(
+      'an admin write from another origin is refused; from the ' + 'request’s own origin (PANEL_URL unset) it lands',
+      async () => {
+        const cookie = await session(t, 'alice');
+        for (const origin of ['https://evil.example', 'null', 'http://localhost:8081', 'https://localhost']) {
+          const refused = await call(t, 'POST', '/api/v1/servers', {
+            cookie,
+            headers: { ...WRITE, origin },
+            body: { name: 'foreign' },
+          });
+          assert.equal(refused.statusCode, 403, origin);
+          assert.equal(errorOf(refused).code, 'csrf_check_failed');
+          assert.deepEqual(errorOf(refused).fields, { origin: 'not the panel' });
+        }
+        const own = await call(t, 'POST', '/api/v1/servers', {
           cookie,
-          headers: { ...WRITE, origin },
-          body: { name: 'foreign' },
+          headers: { ...WRITE, host: 'panel.test:8080', origin: 'http://panel.test:8080' },
+          body: { name: 'fra-1' },
         });
-        assert.equal(refused.statusCode, 403, origin);
-        assert.equal(errorOf(refused).code, 'csrf_check_failed');
-        assert.deepEqual(errorOf(refused).fields, { origin: 'not the panel' });
-      }
-      const own = await call(t, 'POST', '/api/v1/servers', {
-        cookie,
-        headers: { ...WRITE, host: 'panel.test:8080', origin: 'http://panel.test:8080' },
-        body: { name: 'fra-1' },
-      });
-      assert.equal(own.statusCode, 201, own.body);
-    });
+        assert.equal(own.statusCode, 201, own.body);
+      },
+    );
 
-    it('an admin write with the header (and no Origin) lands, and the activity log and event name the console user', async () => {
-      const cookie = await session(t, 'alice');
-      const created = await call(t, 'POST', '/api/v1/servers', { cookie, headers: WRITE, body: { name: 'ams-1' } });
-      assert.equal(created.statusCode, 201, created.body);
-      const id = created.json().id;
-      const rows = await t.store.db
-        .selectFrom('activity')
-        .select(['actor', 'request_id'])
-        .where('action', '=', 'server.created')
-        .where('resource_id', '=', String(id))
-        .execute();
-      assert.deepEqual(rows, [{ actor: 'via console user alice', request_id: created.headers['x-request-id'] }]);
-      const events = await call(t, 'GET', `/api/v1/events?kind=server.created`, { cookie });
-      assert.ok(
-        events
-          .json()
-          .data.some(
-            (e: { server_id: number; actor: string }) => e.server_id === id && e.actor === 'via console user alice',
-          ),
-      );
-      const mail = await t.store.db
-        .selectFrom('mail_outbox')
-        .select('text_body')
-        .where('subject', 'like', '%ams-1%')
-        .execute();
-      assert.ok(
-        mail.some((m) => m.text_body.includes('via console user alice')),
-        'the notification mail names the console user',
-      );
-    });
+    it(
+      'an admin write with the header (and no Origin) lands, and the ' + 'activity log and event name the console user',
+      async () => {
+        const cookie = await session(t, 'alice');
+        const created = await call(t, 'POST', '/api/v1/servers', { cookie, headers: WRITE, body: { name: 'ams-1' } });
+        assert.equal(created.statusCode, 201, created.body);
+        const id = created.json().id;
+        const rows = await t.store.db
+          .selectFrom('activity')
+          .select(['actor', 'request_id'])
+          .where('action', '=', 'server.created')
+          .where('resource_id', '=', String(id))
+          .execute();
+        assert.deepEqual(rows, [{ actor: 'via console user alice', request_id: created.headers['x-request-id'] }]);
+        const events = await call(t, 'GET', `/api/v1/events?kind=server.created`, { cookie });
+        assert.ok(
+          events
+            .json()
+            .data.some(
+              (e: { server_id: number; actor: string }) => e.server_id === id && e.actor === 'via console user alice',
+            ),
+        );
+        const mail = await t.store.db
+          .selectFrom('mail_outbox')
+          .select('text_body')
+          .where('subject', 'like', '%ams-1%')
+          .execute();
+        assert.ok(
+          mail.some((m) => m.text_body.includes('via console user alice')),
+          'the notification mail names the console user',
+        );
+      },
+    );
 
     it('refuses Idempotency-Key with a session (it is kept per API key)', async () => {
       const cookie = await session(t, 'alice');
@@ -430,23 +449,26 @@ describe('console sessions on a clock', () => {
     assert.equal((await call(t, 'GET', '/console/session', { cookie })).statusCode, 401);
   });
 
-  it('limits sign-in attempts per user name since its last success: 10, then one a minute (429, Retry-After)', async () => {
-    const address = someAddress();
-    for (let i = 0; i < 10; i++)
-      assert.equal((await signIn(t, 'alice', `wrong password ${i}`, { address })).statusCode, 401);
-    const refused = await signIn(t, 'ALICE', PASSWORD, { address: someAddress() });
-    assert.equal(refused.statusCode, 429);
-    assert.equal(errorOf(refused).code, 'rate_limited');
-    assert.match(errorOf(refused).message, /for this user name/);
-    assert.equal(refused.headers['retry-after'], '60');
-    clock.advance(60_000);
-    assert.equal((await signIn(t, 'alice', PASSWORD, { address: someAddress() })).statusCode, 204, 'one a minute');
-    for (let i = 0; i < 10; i++) {
-      const again = await signIn(t, 'alice', `wrong again ${i}`, { address: someAddress() });
-      assert.equal(again.statusCode, 401, 'a success gave the name its 10 back');
-    }
-    assert.equal((await signIn(t, 'alice', PASSWORD, { address: someAddress() })).statusCode, 429);
-  });
+  it(
+    'limits sign-in attempts per user name since its last ' + 'success: 10, then one a minute (429, Retry-After)',
+    async () => {
+      const address = someAddress();
+      for (let i = 0; i < 10; i++)
+        assert.equal((await signIn(t, 'alice', `wrong password ${i}`, { address })).statusCode, 401);
+      const refused = await signIn(t, 'ALICE', PASSWORD, { address: someAddress() });
+      assert.equal(refused.statusCode, 429);
+      assert.equal(errorOf(refused).code, 'rate_limited');
+      assert.match(errorOf(refused).message, /for this user name/);
+      assert.equal(refused.headers['retry-after'], '60');
+      clock.advance(60_000);
+      assert.equal((await signIn(t, 'alice', PASSWORD, { address: someAddress() })).statusCode, 204, 'one a minute');
+      for (let i = 0; i < 10; i++) {
+        const again = await signIn(t, 'alice', `wrong again ${i}`, { address: someAddress() });
+        assert.equal(again.statusCode, 401, 'a success gave the name its 10 back');
+      }
+      assert.equal((await signIn(t, 'alice', PASSWORD, { address: someAddress() })).statusCode, 429);
+    },
+  );
 
   it('limits sign-in attempts per address: 30, then ten a minute, whatever the names', async () => {
     clock.advance(3600_000);
@@ -479,24 +501,35 @@ describe('console sign-in limits shared through Redis by two panels', () => {
     await db.drop();
   });
 
-  it("a user name's attempts on one panel count on the other, and a session made on one works on the other", async () => {
-    const [one, two] = panels;
-    assert.ok(one && two);
-    // Redis outlives the test: a name of this run alone, so earlier runs' attempts do not count.
-    const name = `user-${randomBytes(6).toString('hex')}`;
-    await one.createUser(name, 'viewer', PASSWORD);
-    const cookie = cookieOf(await signIn(two, name, PASSWORD, { address: someAddress() }));
-    assert.equal((await call(one, 'GET', '/console/session', { cookie, address: someAddress() })).statusCode, 200);
-    const attempt = (panel: AppUnderTest, password: string) =>
-      signIn(panel, name, password, { address: someAddress() });
-    for (let i = 0; i < 9; i++)
-      assert.equal((await attempt(i % 2 === 0 ? one : two, 'wrong password!')).statusCode, 401);
-    assert.equal((await attempt(one, PASSWORD)).statusCode, 204, 'the 10th attempt, and it gives the name its 10 back');
-    for (let i = 0; i < 10; i++)
-      assert.equal((await attempt(i % 2 === 0 ? two : one, 'wrong password!')).statusCode, 401);
-    assert.equal((await attempt(one, PASSWORD)).statusCode, 429, 'the 11th since the success, 5 of them on each panel');
-    await call(two, 'DELETE', '/console/session', { cookie, address: someAddress() });
-    const after = await call(one, 'GET', '/console/session', { cookie, address: someAddress() });
-    assert.equal(after.statusCode, 401, 'signed out on both');
-  });
+  it(
+    "a user name's attempts on one panel count on the other, and " + 'a session made on one works on the other',
+    async () => {
+      const [one, two] = panels;
+      assert.ok(one && two);
+      // Redis outlives the test: a name of this run alone, so earlier runs' attempts do not count.
+      const name = `user-${randomBytes(6).toString('hex')}`;
+      await one.createUser(name, 'viewer', PASSWORD);
+      const cookie = cookieOf(await signIn(two, name, PASSWORD, { address: someAddress() }));
+      assert.equal((await call(one, 'GET', '/console/session', { cookie, address: someAddress() })).statusCode, 200);
+      const attempt = (panel: AppUnderTest, password: string) =>
+        signIn(panel, name, password, { address: someAddress() });
+      for (let i = 0; i < 9; i++)
+        assert.equal((await attempt(i % 2 === 0 ? one : two, 'wrong password!')).statusCode, 401);
+      assert.equal(
+        (await attempt(one, PASSWORD)).statusCode,
+        204,
+        'the 10th attempt, and it gives the name its 10 back',
+      );
+      for (let i = 0; i < 10; i++)
+        assert.equal((await attempt(i % 2 === 0 ? two : one, 'wrong password!')).statusCode, 401);
+      assert.equal(
+        (await attempt(one, PASSWORD)).statusCode,
+        429,
+        'the 11th since the success, 5 of them on each panel',
+      );
+      await call(two, 'DELETE', '/console/session', { cookie, address: someAddress() });
+      const after = await call(one, 'GET', '/console/session', { cookie, address: someAddress() });
+      assert.equal(after.statusCode, 401, 'signed out on both');
+    },
+  );
 });

@@ -67,106 +67,110 @@ for (const kind of DATABASE_KINDS) {
         assert.doesNotMatch(route ?? '', /424242|no\/such|also-not|share-token/, 'no URL becomes a label value');
     });
 
-    it('counts devices by status, online ones, servers, nodes and pending deliveries and mail as the API shows them', async () => {
-      const one = (await api.POST('/api/v1/servers', { body: { name: 'm-1', max_devices: 20 } })).data;
-      const two = (await api.POST('/api/v1/servers', { body: { name: 'm-2', max_devices: 20 } })).data;
-      assert.ok(one && two, 'servers are created');
-      const hook = await api.POST('/api/v1/webhooks', {
-        body: { url: 'http://127.0.0.1:9/hook', events: ['device.created'] },
-      });
-      assert.equal(hook.response.status, 201);
-      const past = new Date(Date.now() - HOUR_MS).toISOString();
-      const bodies = [
-        { server_id: one.id },
-        { server_id: one.id },
-        { server_id: two.id },
-        { server_id: one.id, enabled: false },
-        { server_id: two.id, enabled: false, expires_at: past },
-        { server_id: one.id, expires_at: past },
-        { server_id: two.id, data_limit: 1000, limit_period: 'total' as const },
-        { server_id: two.id, data_limit: 1000, limit_period: 'total' as const, expires_at: past },
-      ];
-      const ids: number[] = [];
-      for (const body of bodies) {
-        const created = await api.POST('/api/v1/devices', { body });
-        assert.equal(created.response.status, 201, JSON.stringify(created.error));
-        ids.push(created.data?.id ?? 0);
-      }
-      // Usage over the limit, and recent handshakes, as the node's reports would have stored them.
-      const limited = ids.slice(6);
-      await panel.store.db
-        .updateTable('devices')
-        .set({ period_rx: 600, period_tx: 600 })
-        .where('id', 'in', limited)
-        .execute();
-      const handshakeAt = new Date(Date.now() - 60_000).toISOString();
-      const staleAt = new Date(Date.now() - HOUR_MS).toISOString();
-      await panel.store.db
-        .updateTable('devices')
-        .set({ last_handshake: handshakeAt })
-        .where('id', 'in', [ids[0] ?? 0, ids[3] ?? 0])
-        .execute();
-      await panel.store.db
-        .updateTable('devices')
-        .set({ last_handshake: staleAt })
-        .where('id', '=', ids[1] ?? 0)
-        .execute();
+    it(
+      'counts devices by status, online ones, servers, nodes and ' +
+        'pending deliveries and mail as the API shows them',
+      async () => {
+        const one = (await api.POST('/api/v1/servers', { body: { name: 'm-1', max_devices: 20 } })).data;
+        const two = (await api.POST('/api/v1/servers', { body: { name: 'm-2', max_devices: 20 } })).data;
+        assert.ok(one && two, 'servers are created');
+        const hook = await api.POST('/api/v1/webhooks', {
+          body: { url: 'http://127.0.0.1:9/hook', events: ['device.created'] },
+        });
+        assert.equal(hook.response.status, 201);
+        const past = new Date(Date.now() - HOUR_MS).toISOString();
+        const bodies = [
+          { server_id: one.id },
+          { server_id: one.id },
+          { server_id: two.id },
+          { server_id: one.id, enabled: false },
+          { server_id: two.id, enabled: false, expires_at: past },
+          { server_id: one.id, expires_at: past },
+          { server_id: two.id, data_limit: 1000, limit_period: 'total' as const },
+          { server_id: two.id, data_limit: 1000, limit_period: 'total' as const, expires_at: past },
+        ];
+        const ids: number[] = [];
+        for (const body of bodies) {
+          const created = await api.POST('/api/v1/devices', { body });
+          assert.equal(created.response.status, 201, JSON.stringify(created.error));
+          ids.push(created.data?.id ?? 0);
+        }
+        // Usage over the limit, and recent handshakes, as the node's reports would have stored them.
+        const limited = ids.slice(6);
+        await panel.store.db
+          .updateTable('devices')
+          .set({ period_rx: 600, period_tx: 600 })
+          .where('id', 'in', limited)
+          .execute();
+        const handshakeAt = new Date(Date.now() - 60_000).toISOString();
+        const staleAt = new Date(Date.now() - HOUR_MS).toISOString();
+        await panel.store.db
+          .updateTable('devices')
+          .set({ last_handshake: handshakeAt })
+          .where('id', 'in', [ids[0] ?? 0, ids[3] ?? 0])
+          .execute();
+        await panel.store.db
+          .updateTable('devices')
+          .set({ last_handshake: staleAt })
+          .where('id', '=', ids[1] ?? 0)
+          .execute();
 
-      const devices = (await api.GET('/api/v1/devices', { params: { query: { limit: 200 } } })).data?.data ?? [];
-      assert.equal(devices.length, bodies.length);
-      const byStatus = new Map(
-        DEVICE_STATUSES.map((status) => [status, devices.filter((d) => d.status === status).length]),
-      );
-      for (const status of DEVICE_STATUSES) {
-        const filtered = await api.GET('/api/v1/devices', { params: { query: { status, limit: 200 } } });
-        assert.equal(
-          filtered.data?.data.length,
-          byStatus.get(status),
-          `the status filter agrees with the status shown (${status})`,
+        const devices = (await api.GET('/api/v1/devices', { params: { query: { limit: 200 } } })).data?.data ?? [];
+        assert.equal(devices.length, bodies.length);
+        const byStatus = new Map(
+          DEVICE_STATUSES.map((status) => [status, devices.filter((d) => d.status === status).length]),
         );
-      }
-      assert.deepEqual(
-        [...byStatus.values()],
-        [3, 2, 2, 1],
-        'active, disabled, expired, limit_reached: each precedence case is here',
-      );
-      const serverList = (await api.GET('/api/v1/servers')).data?.data ?? [];
-      const nodeList = (await api.GET('/api/v1/nodes')).data?.data ?? [];
-      const pending = await api.GET('/api/v1/webhooks/{id}/deliveries', {
-        params: { path: { id: hook.data?.id ?? 0 }, query: { state: 'pending' } },
-      });
-      const mailPending = await panel.store.db
-        .selectFrom('mail_outbox')
-        .select('id')
-        .where('state', '=', 'pending')
-        .execute();
+        for (const status of DEVICE_STATUSES) {
+          const filtered = await api.GET('/api/v1/devices', { params: { query: { status, limit: 200 } } });
+          assert.equal(
+            filtered.data?.data.length,
+            byStatus.get(status),
+            `the status filter agrees with the status shown (${status})`,
+          );
+        }
+        assert.deepEqual(
+          [...byStatus.values()],
+          [3, 2, 2, 1],
+          'active, disabled, expired, limit_reached: each precedence case is here',
+        );
+        const serverList = (await api.GET('/api/v1/servers')).data?.data ?? [];
+        const nodeList = (await api.GET('/api/v1/nodes')).data?.data ?? [];
+        const pending = await api.GET('/api/v1/webhooks/{id}/deliveries', {
+          params: { path: { id: hook.data?.id ?? 0 }, query: { state: 'pending' } },
+        });
+        const mailPending = await panel.store.db
+          .selectFrom('mail_outbox')
+          .select('id')
+          .where('state', '=', 'pending')
+          .execute();
 
-      assert.ok(panel.metrics);
-      await panel.metrics.recount();
-      const scraped = await scrape();
-      for (const status of DEVICE_STATUSES)
-        assert.equal(sampleValue(scraped, 'vpn_panel_devices', { status }), byStatus.get(status), status);
-      assert.equal(sampleValue(scraped, 'vpn_panel_devices_online'), devices.filter((d) => d.online).length);
-      assert.equal(sampleValue(scraped, 'vpn_panel_devices_online'), 2);
-      for (const status of ['deploying', 'running', 'node_offline', 'error']) {
-        assert.equal(
-          sampleValue(scraped, 'vpn_panel_servers', { status }),
-          serverList.filter((s) => s.status === status).length,
-          status,
-        );
-      }
-      for (const status of ['online', 'offline']) {
-        assert.equal(
-          sampleValue(scraped, 'vpn_panel_nodes', { status }),
-          nodeList.filter((n) => n.status === status).length,
-          status,
-        );
-      }
-      assert.equal(sampleValue(scraped, 'vpn_panel_webhook_deliveries_pending'), pending.data?.data.length);
-      assert.equal(sampleValue(scraped, 'vpn_panel_webhook_deliveries_pending'), bodies.length);
-      assert.equal(sampleValue(scraped, 'vpn_panel_mail_pending'), mailPending.length);
-      assert.ok(mailPending.length > 0, 'server.created is mailed');
-    });
+        assert.ok(panel.metrics);
+        await panel.metrics.recount();
+        const scraped = await scrape();
+        for (const status of DEVICE_STATUSES)
+          assert.equal(sampleValue(scraped, 'vpn_panel_devices', { status }), byStatus.get(status), status);
+        assert.equal(sampleValue(scraped, 'vpn_panel_devices_online'), devices.filter((d) => d.online).length);
+        assert.equal(sampleValue(scraped, 'vpn_panel_devices_online'), 2);
+        for (const status of ['deploying', 'running', 'node_offline', 'error']) {
+          assert.equal(
+            sampleValue(scraped, 'vpn_panel_servers', { status }),
+            serverList.filter((s) => s.status === status).length,
+            status,
+          );
+        }
+        for (const status of ['online', 'offline']) {
+          assert.equal(
+            sampleValue(scraped, 'vpn_panel_nodes', { status }),
+            nodeList.filter((n) => n.status === status).length,
+            status,
+          );
+        }
+        assert.equal(sampleValue(scraped, 'vpn_panel_webhook_deliveries_pending'), pending.data?.data.length);
+        assert.equal(sampleValue(scraped, 'vpn_panel_webhook_deliveries_pending'), bodies.length);
+        assert.equal(sampleValue(scraped, 'vpn_panel_mail_pending'), mailPending.length);
+        assert.ok(mailPending.length > 0, 'server.created is mailed');
+      },
+    );
 
     it("shows the embedded node's peers, the peer changes it was sent and how long applying took", async () => {
       const created = await api.POST('/api/v1/servers', { body: { name: 'n-1', max_devices: 10 } });

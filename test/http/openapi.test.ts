@@ -36,43 +36,46 @@ describe('OpenAPI description', () => {
     assert.equal(result.valid, true, JSON.stringify(result.errors, null, 2));
   });
 
-  it('states the bearer scheme and the scope of every operation under /api/v1, and the console session beside it', () => {
-    const components = document.components as { securitySchemes: Record<string, Record<string, string>> };
-    assert.deepEqual(components.securitySchemes.bearerAuth, {
-      ...components.securitySchemes.bearerAuth,
-      type: 'http',
-      scheme: 'bearer',
-    });
-    assert.deepEqual(components.securitySchemes.consoleSession, {
-      ...components.securitySchemes.consoleSession,
-      type: 'apiKey',
-      in: 'cookie',
-      name: 'vpn_panel_session',
-    });
-    const paths = document.paths as Record<string, Record<string, Operation>>;
-    let guarded = 0;
-    for (const [path, item] of Object.entries(paths)) {
-      for (const [method, operation] of Object.entries(item)) {
-        const where = `${method.toUpperCase()} ${path}`;
-        if (path === '/api/v1/openapi.json' || path === '/healthz') {
-          assert.deepEqual(operation.security, [], `${where} needs no key`);
-          continue;
+  it(
+    'states the bearer scheme and the scope of every operation ' + 'under /api/v1, and the console session beside it',
+    () => {
+      const components = document.components as { securitySchemes: Record<string, Record<string, string>> };
+      assert.deepEqual(components.securitySchemes.bearerAuth, {
+        ...components.securitySchemes.bearerAuth,
+        type: 'http',
+        scheme: 'bearer',
+      });
+      assert.deepEqual(components.securitySchemes.consoleSession, {
+        ...components.securitySchemes.consoleSession,
+        type: 'apiKey',
+        in: 'cookie',
+        name: 'vpn_panel_session',
+      });
+      const paths = document.paths as Record<string, Record<string, Operation>>;
+      let guarded = 0;
+      for (const [path, item] of Object.entries(paths)) {
+        for (const [method, operation] of Object.entries(item)) {
+          const where = `${method.toUpperCase()} ${path}`;
+          if (path === '/api/v1/openapi.json' || path === '/healthz') {
+            assert.deepEqual(operation.security, [], `${where} needs no key`);
+            continue;
+          }
+          if (path === '/console/session') {
+            const needs = method === 'post' ? [] : [{ consoleSession: [] }];
+            assert.deepEqual(operation.security, needs, `${where}: signing in needs nothing, the rest a session`);
+            continue;
+          }
+          assert.deepEqual(operation.security?.[1], { consoleSession: [] }, `${where} takes a console session too`);
+          const scopes = operation.security?.[0]?.bearerAuth ?? [];
+          assert.equal(scopes.length, 1, `${where} names its scope`);
+          assert.ok((SCOPES as readonly string[]).includes(scopes[0] ?? ''), `${where}: ${scopes[0]} is a spec scope`);
+          assert.ok(operation.responses?.['4XX'] !== undefined, `${where} documents its error body`);
+          guarded++;
         }
-        if (path === '/console/session') {
-          const needs = method === 'post' ? [] : [{ consoleSession: [] }];
-          assert.deepEqual(operation.security, needs, `${where}: signing in needs nothing, the rest a session`);
-          continue;
-        }
-        assert.deepEqual(operation.security?.[1], { consoleSession: [] }, `${where} takes a console session too`);
-        const scopes = operation.security?.[0]?.bearerAuth ?? [];
-        assert.equal(scopes.length, 1, `${where} names its scope`);
-        assert.ok((SCOPES as readonly string[]).includes(scopes[0] ?? ''), `${where}: ${scopes[0]} is a spec scope`);
-        assert.ok(operation.responses?.['4XX'] !== undefined, `${where} documents its error body`);
-        guarded++;
       }
-    }
-    assert.ok(guarded >= 8, `found ${guarded} guarded operations`);
-  });
+      assert.ok(guarded >= 8, `found ${guarded} guarded operations`);
+    },
+  );
 
   it('is what the committed API types of the console and the test client were generated from', async () => {
     const committed = readFileSync(API_TYPES, 'utf8');

@@ -183,30 +183,33 @@ describe('metrics listeners of serve and node', () => {
     );
   });
 
-  it('has a Grafana dashboard that names only metrics the listeners expose, and every vpn_ metric they expose', async () => {
-    const dashboard = JSON.parse(readFileSync(join(ROOT, 'deploy/grafana/vpn-panel.json'), 'utf8'));
-    const exprs: string[] = dashboard.panels.flatMap((p: { targets?: { expr: string }[] }) =>
-      (p.targets ?? []).map((t) => t.expr),
-    );
-    const named = new Set(exprs.flatMap(metricNames));
-    assert.ok(named.size >= 15, `the dashboard's queries name the metrics (${[...named].join(', ')})`);
-    const exposed = new Set([
-      ...seriesNames(await scrape(panelMetricsPort)),
-      ...seriesNames(await scrape(agentMetricsPort)),
-    ]);
-    assert.deepEqual(
-      [...named].filter((name) => !exposed.has(name)),
-      [],
-      'names no listener exposes',
-    );
-    const families = [...exposed].filter((name) => name.startsWith('vpn_') && !/_(bucket|sum|count)$/.test(name));
-    const shown = (family: string) => [...named].some((name) => name === family || name.startsWith(`${family}_`));
-    assert.deepEqual(
-      families.filter((family) => !shown(family)),
-      [],
-      'metrics the dashboard has no panel for',
-    );
-  });
+  it(
+    'has a Grafana dashboard that names only metrics the ' + 'listeners expose, and every vpn_ metric they expose',
+    async () => {
+      const dashboard = JSON.parse(readFileSync(join(ROOT, 'deploy/grafana/vpn-panel.json'), 'utf8'));
+      const exprs: string[] = dashboard.panels.flatMap((p: { targets?: { expr: string }[] }) =>
+        (p.targets ?? []).map((t) => t.expr),
+      );
+      const named = new Set(exprs.flatMap(metricNames));
+      assert.ok(named.size >= 15, `the dashboard's queries name the metrics (${[...named].join(', ')})`);
+      const exposed = new Set([
+        ...seriesNames(await scrape(panelMetricsPort)),
+        ...seriesNames(await scrape(agentMetricsPort)),
+      ]);
+      assert.deepEqual(
+        [...named].filter((name) => !exposed.has(name)),
+        [],
+        'names no listener exposes',
+      );
+      const families = [...exposed].filter((name) => name.startsWith('vpn_') && !/_(bucket|sum|count)$/.test(name));
+      const shown = (family: string) => [...named].some((name) => name === family || name.startsWith(`${family}_`));
+      assert.deepEqual(
+        families.filter((family) => !shown(family)),
+        [],
+        'metrics the dashboard has no panel for',
+      );
+    },
+  );
 });
 
 describe('METRICS_PORT', () => {
@@ -253,7 +256,8 @@ describe('METRICS_PORT', () => {
       assert.match(
         lines[0] ?? '',
         new RegExp(
-          `^vpn-panel: metrics listener on 127\\.0\\.0\\.1:${address.port} \\(METRICS_HOST, METRICS_PORT; 0 turns it off\\): .*EADDRINUSE`,
+          `^vpn-panel: metrics listener on 127\\.0\\.0\\.1:${address.port} ` +
+            `\\(METRICS_HOST, METRICS_PORT; 0 turns it off\\): .*EADDRINUSE`,
         ),
       );
     } finally {

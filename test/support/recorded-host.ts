@@ -18,8 +18,11 @@ export function emptyHost(): RecordingRunner {
     .on(/sysctl -n/, { stdout: '0\n' });
 }
 
+/** A driver's read of the host, after the optional `[namespace] ` prefix of a recorded line. */
+const HOST_READ = new RegExp(
+  /^(\[[^\]]+\] )?/.source +
+    /(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show |test -d )/.source,
+);
+
 /** Whether a recorded command line changes the host (the driver's reads are not). */
-export const isChange = (line: string): boolean =>
-  !/^(\[[^\]]+\] )?(ip netns list|ip (-n \S+ )?-j |wg show |nft list |sysctl -n |tc -n \S+ (qdisc|class) show |test -d )/.test(
-    line,
-  );
+export const isChange = (line: string): boolean => !HOST_READ.test(line);

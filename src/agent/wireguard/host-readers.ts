@@ -5,7 +5,10 @@
 import type { CommandRunner } from '../commands.ts';
 import type { Names } from './names.ts';
 
-/** `addrs`: IPv4 addresses as `a.b.c.d/len`; `addrs6`: IPv6 ones of global scope (not link-local) as `ip` prints them. */
+/**
+ * `addrs`: IPv4 addresses as `a.b.c.d/len`; `addrs6`: IPv6 ones of global scope (not link-local) as `ip` prints
+ * them.
+ */
 export type Link = { up: boolean; mtu: number; addrs: string[]; addrs6: string[] };
 /** `allowedIps`: comma-separated, '' for none. */
 export type DumpPeer = {

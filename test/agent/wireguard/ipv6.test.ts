@@ -144,35 +144,41 @@ const inputOf = (runner: RecordingRunner, index: number): string =>
   runner.calls.filter((c) => c.line.endsWith('nft -f -'))[index]?.input ?? '';
 
 describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
-  test('with an IPv6 default route on the host: address6, the veth /126, forwarding, a default route, NAT66', async () => {
-    const runner = emptyHostWith([UPLINK_ROUTE]);
-    const state = await driverOn(runner).up(SPEC);
-    assert.equal(state.ipv6, 'nat66');
-    const lines = runner.lines(isChange);
-    assert.ok(lines.includes(`ip -n vp-s1 addr add ${ADDRESS6} dev vp1`), 'address6 on the interface, as ip prints it');
-    assert.ok(
-      lines.indexOf(`ip -n vp-s1 addr add ${ADDRESS6} dev vp1`) < lines.indexOf('ip -n vp-s1 link set vp1 up'),
-      'before the interface comes up',
-    );
-    assert.deepEqual(ipv6Steps(runner), [
-      ...VETH_STEPS,
-      '[hh] sysctl -w net.ipv6.conf.all.forwarding=1',
-      `ip -n vp-s1 -6 route replace default via ${N.hostIp6} dev vp1s`,
-      '[vp-s1] nft -f -',
-      '[hh] nft -f -',
-    ]);
-    assert.match(
-      inputOf(runner, 4),
-      /^table ip6 vpnpanel \{\}\ndelete table ip6 vpnpanel\n.*oifname "vp1s" masquerade/s,
-    );
-    const hostNat = new RegExp(
-      `^table ip6 vpnpanel_vp1 \\{\\}.*ip6 saddr ${N.serverIp6} oifname != "vp1h" masquerade`,
-      's',
-    );
-    assert.match(inputOf(runner, 5), hostNat);
-    assert.match(inputOf(runner, 0), /ip6 daddr fd3a:1b2c:4d5e:1::1 icmpv6 type echo-request accept/);
-    assert.match(inputOf(runner, 1), /iifname "vp1h" icmpv6 type \{ nd-neighbor-solicit, nd-neighbor-advert \}/);
-  });
+  test(
+    'with an IPv6 default route on the host: address6, the veth ' + '/126, forwarding, a default route, NAT66',
+    async () => {
+      const runner = emptyHostWith([UPLINK_ROUTE]);
+      const state = await driverOn(runner).up(SPEC);
+      assert.equal(state.ipv6, 'nat66');
+      const lines = runner.lines(isChange);
+      assert.ok(
+        lines.includes(`ip -n vp-s1 addr add ${ADDRESS6} dev vp1`),
+        'address6 on the interface, as ip prints it',
+      );
+      assert.ok(
+        lines.indexOf(`ip -n vp-s1 addr add ${ADDRESS6} dev vp1`) < lines.indexOf('ip -n vp-s1 link set vp1 up'),
+        'before the interface comes up',
+      );
+      assert.deepEqual(ipv6Steps(runner), [
+        ...VETH_STEPS,
+        '[hh] sysctl -w net.ipv6.conf.all.forwarding=1',
+        `ip -n vp-s1 -6 route replace default via ${N.hostIp6} dev vp1s`,
+        '[vp-s1] nft -f -',
+        '[hh] nft -f -',
+      ]);
+      assert.match(
+        inputOf(runner, 4),
+        /^table ip6 vpnpanel \{\}\ndelete table ip6 vpnpanel\n.*oifname "vp1s" masquerade/s,
+      );
+      const hostNat = new RegExp(
+        `^table ip6 vpnpanel_vp1 \\{\\}.*ip6 saddr ${N.serverIp6} oifname != "vp1h" masquerade`,
+        's',
+      );
+      assert.match(inputOf(runner, 5), hostNat);
+      assert.match(inputOf(runner, 0), /ip6 daddr fd3a:1b2c:4d5e:1::1 icmpv6 type echo-request accept/);
+      assert.match(inputOf(runner, 1), /iifname "vp1h" icmpv6 type \{ nd-neighbor-solicit, nd-neighbor-advert \}/);
+    },
+  );
 
   test('without one: tunnel_only, nothing on the host namespace, no default route, no NAT66', async () => {
     const runner = emptyHostWith([]);
@@ -372,16 +378,19 @@ describe('wireguard driver: a server with IPv6 (recorded commands)', () => {
     ]);
   });
 
-  test('the drift check sees the host lose its IPv6 uplink (and the next up() makes the server tunnel_only)', async () => {
-    const runner = hostOf({ ...NAT66, uplink: [] });
-    assert.deepEqual(await driverOn(runner).inspect(SPEC, []), [
-      `uplink vp1h has IPv6 address ${N.hostIp6}, which IPv6 tunnel_only does not use`,
-      `uplink vp1s has IPv6 address ${N.serverIp6}, which IPv6 tunnel_only does not use`,
-      `IPv6 default route of namespace vp-s1 is via ${N.hostIp6} vp1s, not none (IPv6 tunnel_only)`,
-      'nft table ip6 vpnpanel is in namespace vp-s1, but IPv6 is tunnel_only, not nat66',
-      'nft table ip6 vpnpanel_vp1 is in the host namespace, but IPv6 is tunnel_only, not nat66',
-    ]);
-  });
+  test(
+    'the drift check sees the host lose its IPv6 uplink (and ' + 'the next up() makes the server tunnel_only)',
+    async () => {
+      const runner = hostOf({ ...NAT66, uplink: [] });
+      assert.deepEqual(await driverOn(runner).inspect(SPEC, []), [
+        `uplink vp1h has IPv6 address ${N.hostIp6}, which IPv6 tunnel_only does not use`,
+        `uplink vp1s has IPv6 address ${N.serverIp6}, which IPv6 tunnel_only does not use`,
+        `IPv6 default route of namespace vp-s1 is via ${N.hostIp6} vp1s, not none (IPv6 tunnel_only)`,
+        'nft table ip6 vpnpanel is in namespace vp-s1, but IPv6 is tunnel_only, not nat66',
+        'nft table ip6 vpnpanel_vp1 is in the host namespace, but IPv6 is tunnel_only, not nat66',
+      ]);
+    },
+  );
 
   test('a malformed address6 is refused before anything is touched', async () => {
     const runner = emptyHostWith([]);
