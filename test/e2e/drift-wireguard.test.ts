@@ -169,7 +169,7 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         await expectRepair(
           t,
           () => run('wg', ['set', iface, 'peer', open.public_key, 'remove']).then(() => undefined),
-          async () => (await allowedIpsOf(iface)).get(open.public_key) === `${open.address}/32`,
+          async () => (await allowedIpsOf(iface)).get(open.public_key) === `${open.address}/32 ${open.address6}/128`,
           new RegExp(`peer ${escapeRegExp(open.public_key)} is missing from ${iface}`),
         );
       });
@@ -180,10 +180,10 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
         await expectRepair(
           t,
           () => run('wg', ['set', iface, 'peer', open.public_key, 'allowed-ips', '0.0.0.0/0']).then(() => undefined),
-          async () => (await allowedIpsOf(iface)).get(open.public_key) === `${open.address}/32`,
+          async () => (await allowedIpsOf(iface)).get(open.public_key) === `${open.address}/32 ${open.address6}/128`,
           new RegExp(
             `peer ${escapeRegExp(open.public_key)} has allowed ips 0\\.0\\.0\\.0/0, ` +
-              `not ${escapeRegExp(open.address)}/32`,
+              `not ${escapeRegExp(`${open.address}/32,${open.address6}/128`)}`,
           ),
         );
       });
@@ -263,7 +263,7 @@ describe(SUITE, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
           async () => {
             const peers = await allowedIpsOf(iface);
             const key = (await run('wg', ['show', iface, 'public-key'])).trim();
-            const deviceBack = peers.get(device.public_key) === `${device.address}/32`;
+            const deviceBack = peers.get(device.public_key) === `${device.address}/32 ${device.address6}/128`;
             return !peers.has(planted.publicKey) && deviceBack && key === server.public_key;
           },
           /drift-remote.*on node edge.*the desired state the agent holds differs from the database/,
