@@ -108,6 +108,8 @@ describe('DATA_DIR and its files are private to the panel user, whoever makes th
         NODE_DRIVER: 'dry-run',
         LOG_LEVEL: 'warn',
         DATA_DIR: dataDir,
+        // No metrics listener: another test's process may hold the default port.
+        METRICS_PORT: '0',
       },
       stdio: 'ignore',
     });

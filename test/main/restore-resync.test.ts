@@ -42,6 +42,8 @@ describe('after a restore, the panel brings its nodes to the restored state', ()
         LOG_LEVEL: 'warn',
         DATA_DIR: join(database.dataDir, 'node'),
         AGENT_TLS: 'off',
+        // No metrics listener: another test's process may hold the default port.
+        METRICS_PORT: '0',
       },
       stdio: 'ignore',
     });

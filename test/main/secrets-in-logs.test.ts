@@ -164,6 +164,8 @@ describe('the node agent logs no node token, at the most verbose level', () => {
         NODE_DRIVER: 'dry-run',
         LOG_LEVEL: 'trace',
         DATA_DIR: dir,
+        // No metrics listener: another test's process may hold the default port.
+        METRICS_PORT: '0',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
