@@ -9,9 +9,9 @@
 import { pino } from 'pino';
 import { systemClock } from '../src/domain/clock.ts';
 import { loadPanelConfig } from '../src/main/config.ts';
-import { openMigratedStore } from '../src/main/panel.ts';
 import { panelMetrics } from '../src/main/panel-metrics.ts';
-import { createTestDatabase, DATABASE_KINDS } from '../test/support/databases.ts';
+import { DATABASE_KINDS } from '../test/support/databases.ts';
+import { openTestStore } from '../test/support/stores.ts';
 import { parseScrape, sampleValue } from '../test/support/metrics.ts';
 import { freePort } from '../test/support/panel.ts';
 import { seedFleet, seedNode } from '../test/support/usage-fixtures.ts';
@@ -27,12 +27,7 @@ const WARM_UP_SCRAPES = 5;
 const ms = (value: number) => `${value < 10 ? value.toFixed(1) : value.toFixed(0)} ms`;
 const rows: string[] = [];
 for (const kind of DATABASE_KINDS) {
-  const database = await createTestDatabase(kind);
-  const store = await openMigratedStore({
-    dataDir: database.dataDir,
-    databaseUrl: database.env.DATABASE_URL,
-    panelSecret: undefined,
-  });
+  const { store, database, close } = await openTestStore(kind, { sealed: true });
   try {
     const nowMs = Date.now();
     const now = new Date(nowMs).toISOString();
@@ -86,8 +81,7 @@ for (const kind of DATABASE_KINDS) {
       await metrics.stop();
     }
   } finally {
-    await store.close();
-    await database.drop();
+    await close();
   }
 }
 

@@ -29,12 +29,12 @@ import type { AgentPeer, UsageReport } from '../src/agent/protocol.ts';
 import { JournalFile, UsageLedger } from '../src/agent/usage-ledger.ts';
 import { systemClock } from '../src/domain/clock.ts';
 import { Calendar } from '../src/domain/usage.ts';
-import { openMigratedStore } from '../src/main/panel.ts';
 import { UsageService } from '../src/services/usage.ts';
 import type { Db } from '../src/store/db.ts';
 import type { NodeRow } from '../src/store/nodes.ts';
 import type { Store } from '../src/store/open.ts';
-import { createTestDatabase, DATABASE_KINDS, type DatabaseKind, type TestDatabase } from '../test/support/databases.ts';
+import { DATABASE_KINDS, type DatabaseKind, type TestDatabase } from '../test/support/databases.ts';
+import { openTestStore } from '../test/support/stores.ts';
 import { freePort } from '../test/support/panel.ts';
 import { ScriptedDriver } from '../test/support/scripted-driver.ts';
 import { deviceValues, seedNode, seedServer } from '../test/support/usage-fixtures.ts';
@@ -118,17 +118,11 @@ async function withStore<T>(
   kind: DatabaseKind,
   work: (store: Store, database: TestDatabase) => Promise<T>,
 ): Promise<T> {
-  const database = await createTestDatabase(kind);
-  const store = await openMigratedStore({
-    dataDir: database.dataDir,
-    databaseUrl: database.env.DATABASE_URL,
-    panelSecret: undefined,
-  });
+  const opened = await openTestStore(kind, { sealed: true });
   try {
-    return await work(store, database);
+    return await work(opened.store, opened.database);
   } finally {
-    await store.close();
-    await database.drop();
+    await opened.close();
   }
 }
 
