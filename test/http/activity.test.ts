@@ -165,6 +165,9 @@ for (const kind of DATABASE_KINDS) {
         action: 'device.share_deleted',
         resource_id: String(d1),
       }));
+      // Entries carry milliseconds: the midpoint must be a later millisecond than the last entry before it.
+      const lastBefore = Date.now();
+      while (Date.now() <= lastBefore) await new Promise((resolve) => setImmediate(resolve));
       midpoint = new Date().toISOString();
       await api(
         'shop',
