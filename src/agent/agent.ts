@@ -1,7 +1,7 @@
 import { messageOf } from '../domain/errors.ts';
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../domain/clock.ts';
-import { type Driver, DriverError, type PeerSpec, type ServerSpec, type ServerState } from './driver.ts';
+import { type Driver, DriverError, type Ipv6Mode, type PeerSpec, type ServerSpec, type ServerState } from './driver.ts';
 import {
   type AgentPeer,
   type AgentStatus,
@@ -66,6 +66,8 @@ export class Agent {
   readonly #serial = new KeyedQueue<number>();
   /** Each server's spec, as last applied. */
   readonly #specs = new Map<number, ServerSpec>();
+  /** Each server's IPv6 as its last apply left it, for the resync report and the digest. */
+  readonly #ipv6 = new Map<number, Ipv6Mode>();
   /** Each server's desired peers by public key, as last applied. */
   readonly #peers = new Map<number, Map<string, PeerState>>();
   /** The public keys each server's interface holds: the desired peers that are not cut off. */
@@ -105,6 +107,7 @@ export class Agent {
       if ((await this.#driver.list()).includes(serverId)) await this.#meter(serverId).catch(() => undefined);
       const state = await this.#driver.up(desired.server);
       this.#specs.set(serverId, desired.server);
+      this.#ipv6.set(serverId, state.ipv6);
       const before = this.#peers.get(serverId);
       const wasAdmitted = this.#admitted.get(serverId);
       const peers = new Map(desired.peers.map((p) => [p.publicKey, this.#stateOf(p, before?.get(p.publicKey))]));
@@ -175,6 +178,7 @@ export class Agent {
       await this.#meter(serverId).catch(() => undefined);
       await this.#driver.down(serverId);
       this.#specs.delete(serverId);
+      this.#ipv6.delete(serverId);
       this.#peers.delete(serverId);
       this.#admitted.delete(serverId);
       this.#observer.serverPeers(serverId, undefined);
@@ -183,9 +187,13 @@ export class Agent {
     });
   }
 
-  /** Makes the node hold exactly `servers`: each is applied, any other server of this driver is removed. */
+  /**
+   * Makes the node hold exactly `servers`: each is applied, any other server of this driver is removed. The report
+   * names each applied server's IPv6 as applied, so the panel shows the mode the node really runs.
+   */
   async resync(servers: readonly DesiredServer[]): Promise<ResyncReport> {
-    const report: ResyncReport = { applied: [], removed: [], failures: [] };
+    const ipv6: NonNullable<ResyncReport['ipv6']> = [];
+    const report: ResyncReport = { applied: [], removed: [], failures: [], ipv6 };
     const wanted = new Set(servers.map((s) => s.server.serverId));
     for (const id of await this.#driver.list()) {
       if (wanted.has(id)) continue;
@@ -196,7 +204,10 @@ export class Agent {
     }
     for (const desired of servers) {
       await this.applyServer(desired).then(
-        () => report.applied.push(desired.server.serverId),
+        (state) => {
+          report.applied.push(desired.server.serverId);
+          ipv6.push({ serverId: desired.server.serverId, mode: state.ipv6 });
+        },
         (error: unknown) => report.failures.push(`server ${desired.server.serverId}: ${messageOf(error)}`),
       );
     }
@@ -229,7 +240,8 @@ export class Agent {
     const unreadable = (error: unknown) => [`cannot be inspected: ${messageOf(error)}`];
     const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
     const digest = desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) });
-    return { serverId, digest, discrepancies };
+    // Naming the mode also tells the panel this agent hashes the IPv6 fields (NodeDigestSchema).
+    return { serverId, digest, discrepancies, ipv6: this.#ipv6.get(serverId) ?? 'off' };
   }
 
   /**

@@ -67,6 +67,14 @@ export const PeerChangeSchema = Type.Object({
 
 export const DesiredStateSchema = Type.Object({ servers: Type.Array(DesiredServerSchema) });
 
+/** What the node does with a server's IPv6 (docs/dataplane.md, "IPv6"): absent from an older agent means off. */
+export const Ipv6ModeSchema = Type.Union([
+  Type.Literal('off'),
+  Type.Literal('nat66'),
+  Type.Literal('routed'),
+  Type.Literal('tunnel_only'),
+]);
+
 export const ServerStateSchema = Type.Object({
   serverId: Type.Integer(),
   listenPort: Type.Integer(),
@@ -75,9 +83,7 @@ export const ServerStateSchema = Type.Object({
   publicKey: Type.String(),
   peerCount: Type.Integer(),
   /** Optional so a panel can read an agent that predates it: absent means off (src/agent/connection.ts). */
-  ipv6: Type.Optional(
-    Type.Union([Type.Literal('off'), Type.Literal('nat66'), Type.Literal('routed'), Type.Literal('tunnel_only')]),
-  ),
+  ipv6: Type.Optional(Ipv6ModeSchema),
 });
 
 export const AgentStatusSchema = Type.Object({
@@ -96,6 +102,11 @@ export const ResyncReportSchema = Type.Object({
   applied: Type.Array(Type.Integer()),
   removed: Type.Array(Type.Integer()),
   failures: Type.Array(Type.String()),
+  /**
+   * Each applied server's IPv6 as the node applied it. Optional so a panel reads an agent that predates it: the
+   * panel then stores off for the servers it applied (src/workers/node-monitor.ts).
+   */
+  ipv6: Type.Optional(Type.Array(Type.Object({ serverId: Type.Integer(), mode: Ipv6ModeSchema }))),
 });
 
 /** One device's usage in a batch, as the device sees it (DESIGN §3): rx downloaded, tx uploaded. */
@@ -143,6 +154,11 @@ export const NodeDigestSchema = Type.Object({
       serverId: Type.Integer(),
       digest: Nullable(Type.String()),
       discrepancies: Type.Array(Type.String()),
+      /**
+       * The server's IPv6 as the agent applied it, with its digest. An agent that predates IPv6 sends none and
+       * hashes no IPv6 field: the panel compares its digest with `digestWithoutIpv6` (src/workers/drift-repair.ts).
+       */
+      ipv6: Type.Optional(Ipv6ModeSchema),
     }),
   ),
 });
@@ -187,4 +203,13 @@ export function desiredDigest(desired: DesiredServer): string {
   const ipv6 = address6 === undefined && routed6 !== true ? [] : [address6 ?? null, routed6 === true];
   const text = JSON.stringify([serverId, privateKey, listenPort, address, mtu, ...isolation, ...ipv6, peers]);
   return createHash('sha256').update(text).digest('base64url');
+}
+
+/**
+ * The digest an agent that predates IPv6 computes of `desired`: it keeps the IPv6 fields it is sent but hashes
+ * none of them, which is `desiredDigest` of the state without them.
+ */
+export function digestWithoutIpv6(desired: DesiredServer): string {
+  const { address6: _address6, routed6: _routed6, ...server } = desired.server;
+  return desiredDigest({ server, peers: desired.peers.map(({ allowedIp6: _allowedIp6, ...peer }) => peer) });
 }

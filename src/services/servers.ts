@@ -15,6 +15,7 @@ import { deviceRoom, ipv4Networks, parseSubnet } from '../domain/subnets.ts';
 import { deviceRoom6, ipv6Networks, parseNetwork6 } from '../domain/subnets6.ts';
 import { generateKeyPair } from '../domain/wireguard-keys.ts';
 import type { ServerState } from '../agent/driver.ts';
+import type { ResyncReport } from '../agent/protocol.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation, violationText } from '../store/constraint-violations.ts';
 import { findLocalNode, findNode, listNodes, type NodeRow } from '../store/nodes.ts';
@@ -85,6 +86,12 @@ export interface ServerPatch {
 /** What the node reported doing with the server's IPv6; an agent older than the report did nothing with it. */
 export function ipv6Of(state: ServerState): Ipv6Status {
   return state.ipv6 ?? 'off';
+}
+
+/** Each server a resync applied, with its IPv6 as the node reported it: off for all from an agent older than that. */
+export function ipv6OfResync(report: ResyncReport): Map<number, Ipv6Status> {
+  const modes = new Map((report.ipv6 ?? []).map((s) => [s.serverId, s.mode]));
+  return new Map(report.applied.map((id) => [id, modes.get(id) ?? 'off']));
 }
 
 function normaliseCountry(country: string): string {

@@ -1,6 +1,6 @@
 import { messageOf } from '../domain/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
-import { type DesiredServer, desiredDigest, type NodeDigest } from '../agent/protocol.ts';
+import { type DesiredServer, desiredDigest, digestWithoutIpv6, type NodeDigest } from '../agent/protocol.ts';
 import type { Clock } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { recordActivity } from '../services/activity.ts';
@@ -36,9 +36,21 @@ export interface Comparison {
   observation: string;
 }
 
+/**
+ * The digest the agent should report for `desired`. An agent that names no IPv6 mode beside its digest may predate
+ * IPv6 and hash none of its fields: compared with the full digest alone it would differ every round, and every
+ * repair would leave it differing, so its digest also matches the one it can compute (`digestWithoutIpv6`).
+ */
+function expectedDigest(reported: Reported, desired: DesiredServer): string {
+  const full = desiredDigest(desired);
+  if (reported === undefined || reported.digest === null || reported.ipv6 !== undefined) return full;
+  const withoutIpv6 = digestWithoutIpv6(desired);
+  return reported.digest === withoutIpv6 ? withoutIpv6 : full;
+}
+
 /** Compares one server of a node with the database (`desired` undefined: the panel does not want it there). */
 export function compareServer(serverId: number, reported: Reported, desired: DesiredServer | undefined): Comparison {
-  const wanted = desired === undefined ? null : desiredDigest(desired);
+  const wanted = desired === undefined ? null : expectedDigest(reported, desired);
   const differences: string[] = [];
   if (desired === undefined) {
     differences.push(`the node runs server ${serverId}, which the database does not place on it`);
@@ -115,6 +127,7 @@ export class DriftRepair {
     const deploying = new Set(rows.filter((r) => r.status === 'deploying').map((r) => r.id));
     const running = rows.filter((r) => r.status !== 'deploying');
     const names = new Map(running.map((r) => [r.id, r.name]));
+    const ipv6 = new Map(running.map((r) => [r.id, r.ipv6]));
     const states = await Promise.all(running.map((r) => desiredStateOfServer(this.#db, r, this.#usage)));
     const desired = new Map(states.map((d) => [d.server.serverId, d]));
     const before = this.#pending.get(node.id);
@@ -123,7 +136,13 @@ export class DriftRepair {
       if (deploying.has(serverId)) continue;
       const want = desired.get(serverId);
       const comparison = compareServer(serverId, reported.get(serverId), want);
-      if (comparison.differences.length === 0) continue;
+      const mode = reported.get(serverId)?.ipv6;
+      if (comparison.differences.length === 0) {
+        // The agent holds the database's state: the mode it reports is that state's (a row made before the node
+        // applied it says off).
+        if (mode !== undefined && mode !== ipv6.get(serverId)) await setServerIpv6(this.#db, serverId, mode);
+        continue;
+      }
       if (!comparison.hostOnly && before?.get(serverId) !== comparison.observation) {
         pending.set(serverId, comparison.observation);
         continue;

@@ -10,7 +10,9 @@ import type { NodeConnections } from '../services/nodes.ts';
 import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
 import type { UsageAck } from '../agent/protocol.ts';
+import { ipv6OfResync } from '../services/servers.ts';
 import type { UsageService } from '../services/usage.ts';
+import { setServerIpv6 } from '../store/servers.ts';
 import { type PanelObserver, UNOBSERVED_PANEL } from '../services/metrics.ts';
 import { type Lease, WorkerLoop } from './loop.ts';
 
@@ -90,6 +92,10 @@ export class NodeMonitor {
         const report = await connection.resync(await desiredStateOfNode(this.#db, node.id, this.#usage));
         if (report.failures.length > 0)
           this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
+        // The mode the node runs, not the one a row was given before the node applied it (migration 017: off).
+        await write(this.#db, async (tx) => {
+          for (const [serverId, mode] of ipv6OfResync(report)) await setServerIpv6(tx, serverId, mode);
+        });
         this.#syncedBootIds.set(node.id, status.bootId);
       }
       await write(this.#db, async (tx) => {

@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { HttpNodeConnection } from '../../src/agent/connection.ts';
+import { ipv6OfResync } from '../../src/services/servers.ts';
 import { TEST_SERVER } from '../support/agent-peers.ts';
 import { FakeAgent } from '../support/fake-agent.ts';
 
@@ -15,5 +16,12 @@ describe('the connection to a remote agent', () => {
     const desired = { server: { ...TEST_SERVER, address6: 'fd00:9::1/64' }, peers: [] };
     const state = await node.applyServer(desired);
     assert.equal(state.ipv6, 'off');
+  });
+
+  test('an agent that predates the resync report names no IPv6: read as is, every server it applied off', async () => {
+    const node = new HttpNodeConnection({ name: 'old', url: agent.url, token: agent.token, certSha256: null });
+    const report = await node.resync([{ server: { ...TEST_SERVER, address6: 'fd00:9::1/64' }, peers: [] }]);
+    assert.deepEqual(report, { applied: [TEST_SERVER.serverId], removed: [], failures: [] });
+    assert.deepEqual([...ipv6OfResync(report)], [[TEST_SERVER.serverId, 'off']]);
   });
 });

@@ -13,6 +13,7 @@ import {
   type DesiredServer,
   DesiredServerSchema,
   desiredDigest,
+  digestWithoutIpv6,
   PeerSpecSchema,
   ServerStateSchema,
 } from '../../src/agent/protocol.ts';
@@ -109,6 +110,13 @@ describe('desiredDigest', () => {
     // Computed with desiredDigest as it was before issue 15.
     assert.equal(desiredDigest(fixed), 'PMHyW3oBlTggS9nkuDRrHgviYc1C2PInhjCPWJRockE');
     assert.equal(desiredDigest({ ...fixed, server: { ...fixed.server, routed6: false } }), desiredDigest(fixed));
+    // What an agent older than issue 15 computes of a state with IPv6: it hashes none of those fields.
+    const six = {
+      server: { ...fixed.server, address6: 'fd00:9::1/64', routed6: true },
+      peers: fixed.peers.map((p) => ({ ...p, allowedIp6: 'fd00:9::2/128' })),
+    };
+    assert.equal(digestWithoutIpv6(six), 'PMHyW3oBlTggS9nkuDRrHgviYc1C2PInhjCPWJRockE');
+    assert.notEqual(desiredDigest(six), digestWithoutIpv6(six));
   });
   for (const [name, changed] of changes) {
     it(`differs for ${name}`, () => assert.notEqual(desiredDigest(changed), digest));
@@ -152,7 +160,7 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     const agent = new Agent(new DryRunDriver(), 'test');
     const desired = server([peer(1), peer(2, { speedLimitKbps: 500 })]);
     await agent.applyServer(desired);
-    const expected = { servers: [{ serverId: 7, digest: desiredDigest(desired), discrepancies: [] }] };
+    const expected = { servers: [{ serverId: 7, digest: desiredDigest(desired), discrepancies: [], ipv6: 'off' }] };
     assert.deepEqual(await agent.digest(), expected);
   });
 
@@ -194,6 +202,7 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     desired.server = { ...desired.server, address6: 'fd00:9::1/64' };
     assert.equal((await agent.applyServer(desired)).ipv6, 'nat66', 'dry-run: what a node with an IPv6 uplink does');
     assert.deepEqual((await agent.digest()).servers[0]?.discrepancies, []);
+    assert.equal((await agent.digest()).servers[0]?.ipv6, 'nat66', 'the digest names the mode: this agent hashes IPv6');
     await driver.changePeers(7, [{ publicKey: a.publicKey, allowedIp: a.allowedIp, speedLimitKbps: 0 }], []);
     assert.deepEqual((await agent.digest()).servers[0]?.discrepancies, [
       `peer ${a.publicKey} has allowed ip ${a.allowedIp}, not ${a.allowedIp},fd00:9::2/128`,
@@ -218,7 +227,7 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     await driver.up({ ...desired.server, serverId: 8 });
     assert.deepEqual(await agent.digest(), {
       servers: [
-        { serverId: 7, digest: desiredDigest(planted), discrepancies: [] },
+        { serverId: 7, digest: desiredDigest(planted), discrepancies: [], ipv6: 'off' },
         { serverId: 8, digest: null, discrepancies: ['on the host, but not applied since the agent started'] },
       ],
     });
@@ -231,7 +240,7 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     const expired = peer(2, { limits: { ...limits, expiresAtMs: 1 } });
     const desired = server([peer(1), expired]);
     await agent.applyServer(desired);
-    const expected = { servers: [{ serverId: 7, digest: desiredDigest(desired), discrepancies: [] }] };
+    const expected = { servers: [{ serverId: 7, digest: desiredDigest(desired), discrepancies: [], ipv6: 'off' }] };
     assert.deepEqual(await agent.digest(), expected);
   });
 });

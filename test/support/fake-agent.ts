@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import Value from 'typebox/value';
+import { type DesiredServer, DesiredServerSchema, digestWithoutIpv6 } from '../../src/agent/protocol.ts';
 
 /**
  * A stand-in for a remote node agent, for tests about the panel's HTTP conventions (idempotency,
  * draining), not about nodes: it speaks the agent protocol and can hold or fail server deploys.
- * It records; it does not simulate a data plane.
+ * It records; it does not simulate a data plane. It answers as an agent that predates IPv6: no `ipv6`
+ * in its server states, resync report or digest, and a digest that hashes no IPv6 field.
  */
 export class FakeAgent {
   readonly token = `fake-agent-token-${randomUUID()}`;
@@ -20,6 +23,8 @@ export class FakeAgent {
   networks: string[] | undefined = ['192.0.2.20/24'];
   /** Every peer change received, in order. */
   readonly peerChanges: { serverId: number; body: unknown }[] = [];
+  /** The desired state of each server it was sent whole (deploy or resync), for its digest. */
+  readonly held = new Map<number, DesiredServer>();
   #server: Server | undefined;
 
   get url(): string {
@@ -42,7 +47,18 @@ export class FakeAgent {
         const status = { bootId, version: 'fake', driver: 'dry-run', serverIds: [] };
         return send(200, this.networks === undefined ? status : { ...status, networks: this.networks });
       }
-      if (req.method === 'PUT' && req.url === '/v1/state') return send(200, { applied: [], removed: [], failures: [] });
+      if (req.method === 'PUT' && req.url === '/v1/state') {
+        const servers = isStateBody(body) ? body.servers.filter((s) => Value.Check(DesiredServerSchema, s)) : [];
+        this.held.clear();
+        for (const desired of servers) this.held.set(desired.server.serverId, desired);
+        return send(200, { applied: [...this.held.keys()], removed: [], failures: [] });
+      }
+      if (req.method === 'GET' && req.url === '/v1/digest') {
+        const servers = [...this.held].map(([serverId, desired]) => {
+          return { serverId, digest: digestWithoutIpv6(desired), discrepancies: [] };
+        });
+        return send(200, { servers });
+      }
       if (req.method === 'POST' && req.url === '/v1/usage')
         return send(200, { journalId: 'fake', batches: [], handshakes: [] });
       const match = /^\/v1\/servers\/([0-9]+)$/.exec(req.url ?? '');
@@ -52,6 +68,7 @@ export class FakeAgent {
           return send(500, { error: 'deploy refused by the fake agent', failures: ['scripted failure'] });
         const id = Number(match[1]);
         this.applied.push(id);
+        if (Value.Check(DesiredServerSchema, body)) this.held.set(id, body);
         const server = isServerBody(body) ? body.server : { listenPort: 0, address: '', mtu: 0 };
         return send(200, {
           serverId: id,
@@ -71,6 +88,7 @@ export class FakeAgent {
         return res.end();
       }
       if (match && req.method === 'DELETE') {
+        this.held.delete(Number(match[1]));
         res.writeHead(204);
         return res.end();
       }
@@ -88,6 +106,10 @@ export class FakeAgent {
 
 interface ServerBody {
   server: { listenPort: number; address: string; mtu: number };
+}
+
+function isStateBody(body: unknown): body is { servers: unknown[] } {
+  return typeof body === 'object' && body !== null && 'servers' in body && Array.isArray(body.servers);
 }
 
 function isServerBody(body: unknown): body is ServerBody {
