@@ -379,6 +379,7 @@ describe('wireguard driver: servers (recorded commands)', () => {
       namePrefix: 'vp',
       hostNetns: 'hh',
       implementation: 'wireguard-go',
+      wireguardGoConfig: 'wg',
       readyTimeoutMs: 5000,
     });
     const pending = driver.up(SPEC).then(
