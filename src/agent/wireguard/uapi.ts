@@ -122,7 +122,8 @@ export class UapiClient {
         () => finish(new UapiError(`wireguard-go ${iface} did not answer within ${this.#timeoutMs} ms (${path})`)),
         this.#timeoutMs,
       );
-      socket.once('connect', () => socket.end(text));
+      // Not ended: wireguard-go answers after the blank line, and the socket is closed once the answer is in.
+      socket.once('connect', () => socket.write(text));
       socket.on('data', (chunk: Buffer) => {
         chunks.push(chunk);
         length += chunk.length;
