@@ -149,6 +149,15 @@ describe('UAPI client (fake wireguard-go)', () => {
     assert.throws(() => parseGet(Buffer.from('errno=-5\n\n'), true), /could not read its device: EIO/);
   });
 
+  test('a malformed line fails the request at once, not at the timeout', async () => {
+    fake.reply = (_request, socket) => socket.write('listen_port=51820\nnonsense\n');
+    try {
+      await assert.rejects(client.get('vp1'), /malformed UAPI answer: "nonsense"/);
+    } finally {
+      fake.reply = (_request, socket) => socket.end('errno=0\n\n');
+    }
+  });
+
   test('a wireguard-go that never answers fails the request after the timeout; the agent does not hang', async () => {
     fake.reply = () => {};
     const startMs = performance.now();
