@@ -16,8 +16,10 @@
  * Writes the sections "## Peers on one server (wireguard-go)" and "## Peers over wireguard-go's UAPI socket
  * (issue 16)" of docs/benchmarks.md.
  */
-import { readFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { firstLine, host, writeSection } from './report.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
@@ -31,12 +33,13 @@ import {
 } from '../src/agent/commands.ts';
 import { HttpNodeConnection } from '../src/agent/connection.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
-import type { AgentPeer } from '../src/agent/protocol.ts';
+import type { AgentPeer, UsageAck } from '../src/agent/protocol.ts';
 import { buildAgentApp } from '../src/agent/http.ts';
 import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
 import { type InterfaceConfig, UapiConfig, type WgTarget, WgTool } from '../src/agent/wireguard/interface-config.ts';
 import { UapiClient } from '../src/agent/wireguard/uapi.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
+import { startAgent } from '../test/support/agent.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot } from '../test/support/netns.ts';
 
 const PEERS = Number(process.env.PEERS ?? 10_000);
@@ -369,6 +372,7 @@ async function main(): Promise<void> {
     const iface = wireguard.names(serverId).iface;
     const comparison = await compareUapi({ wg: wireguard, uapi: viaUapi }, serverId, iface, peers, spare);
     if (interrupted) throw new Error('interrupted');
+    const agentMemory = await agentRss(lab, peers);
 
     const verdict = (r: ChangeResult): string => (r.stats.p95 < TARGET_MS && r.touched <= 2 ? 'met' : 'NOT met');
     const [viaDriver, viaAgent, viaHttp] = incremental;
@@ -434,7 +438,7 @@ async function main(): Promise<void> {
     ].join('\n');
     console.log(`\n## ${SECTION}\n\n${body}\n`);
     writeSection(SECTION, body);
-    const uapiBody = uapiReport(comparison, rss);
+    const uapiBody = uapiReport(comparison, rss, agentMemory);
     console.log(`\n## ${UAPI_SECTION}\n\n${uapiBody}\n`);
     writeSection(UAPI_SECTION, uapiBody);
     console.log('wrote the sections to docs/benchmarks.md');
@@ -564,7 +568,77 @@ async function compareUapi(
   return c;
 }
 
-function uapiReport(c: UapiComparison, wireguardGoRssMb: number): string {
+interface AgentMemory {
+  startedMb: number;
+  appliedMb: number;
+  meteredMb: number;
+  rounds: number;
+}
+
+/** A free TCP port on loopback (asked of the kernel, then released). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject()));
+    });
+  });
+}
+
+/**
+ * RSS of a real `vpn-panel node` (wireguard driver, UAPI, as deployed): started, then given a second server
+ * with the same number of peers over its HTTP API, then after metering rounds (one a second, each a counter
+ * read of every peer) and usage collections as the panel makes them.
+ */
+async function agentRss(lab: NetLab, peers: readonly PeerSpec[]): Promise<AgentMemory> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-peers-agent-'));
+  const port = await freePort();
+  const token = 'bench-agent-token-'.padEnd(32, 'x');
+  const env = {
+    ...{ AGENT_TOKEN: token, AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TLS: 'off' },
+    ...{ NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: lab.prefix, DATA_DIR: dataDir },
+  };
+  const agent = await startAgent(env, (child) => lab.track(child));
+  const serverId = 2;
+  try {
+    const pid = agent.child.pid ?? -1;
+    const startedMb = rssMb(pid);
+    const connection = new HttpNodeConnection({
+      name: 'rss',
+      url: `http://127.0.0.1:${port}`,
+      token,
+      certSha256: null,
+    });
+    const server = {
+      serverId,
+      privateKey: generateKeyPair().privateKey,
+      listenPort: 51822,
+      address: '10.97.0.1/16',
+      mtu: 1420,
+    };
+    const own = peers.map((p) => ({ ...p, allowedIp: p.allowedIp.replace(/^10\.96\./, '10.97.') }));
+    await connection.applyServer({ server, peers: own.map(agentPeer) });
+    const appliedMb = rssMb(pid);
+    const rounds = 10;
+    let ack: UsageAck | null = null;
+    for (let i = 0; i < rounds; i++) {
+      // The agent meters once a second by itself; the panel collects the booked usage.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const report = await connection.collectUsage(ack);
+      ack = report.batches.length === 0 ? ack : { journalId: report.journalId, seq: report.batches.at(-1)?.seq ?? 0 };
+    }
+    const meteredMb = rssMb(pid);
+    await connection.removeServer(serverId);
+    return { startedMb, appliedMb, meteredMb, rounds };
+  } finally {
+    await agent.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+function uapiReport(c: UapiComparison, wireguardGoRssMb: number, agent: AgentMemory): string {
   const med = (values: number[]): number => stats(values).median;
   const cell = (values: number[]): string => {
     const s = stats(values);
@@ -575,6 +649,8 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number): string {
   const readSpeedup = ratio(c.readWg, c.readUapiCounters);
   const met = (ok: boolean): string => (ok ? '**met**' : '**NOT met**');
   const goShare = med(c.lastByte) / med(c.readWg);
+  const changeVerdict = `${met(changeRatio <= CHANGE_TARGET)} (${changeRatio.toFixed(3)})`;
+  const readVerdict = `${met(readSpeedup >= READ_TARGET)} (${readSpeedup.toFixed(2)}x)`;
   return [
     `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} UAPI_ROUNDS=${c.rounds}\` are the defaults), ` +
       `the same run as the section above. Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ` +
@@ -597,9 +673,8 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number): string {
     `| \`driver.readCounters\` (the read and \`ip link show\` for the instance, in parallel) | ` +
       `${cell(c.countersUapi)} | ${cell(c.countersWg)} | ${ratio(c.countersUapi, c.countersWg).toFixed(3)} |`,
     '',
-    `Targets (issue 16): one peer change at most ${CHANGE_TARGET} of a \`wg set\` run: ${met(changeRatio <= CHANGE_TARGET)} ` +
-      `(${changeRatio.toFixed(3)}); \`wg show dump\`-equivalent read at least ${READ_TARGET}x faster: ` +
-      `${met(readSpeedup >= READ_TARGET)} (${readSpeedup.toFixed(2)}x).`,
+    `Targets (issue 16): one peer change at most ${CHANGE_TARGET} of a \`wg set\` run: ${changeVerdict}; ` +
+      `\`wg show dump\`-equivalent read at least ${READ_TARGET}x faster: ${readVerdict}.`,
     '',
     `wireguard-go's own part of a read, on the raw socket with no parsing: the first byte of its ` +
       `${(c.answerBytes / 1e6).toFixed(1)} MB answer after ${ms(med(c.firstByte))}, the last after ` +
@@ -607,9 +682,13 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number): string {
       'no client of the socket can read faster than that, so a read can be at most ' +
       `${(1 / goShare).toFixed(2)}x faster than \`wg\` here.`,
     '',
-    `Memory at ${count(PEERS)} peers: the agent process (this script: Agent with the server's peers, its HTTP ` +
-      `app, the driver) RSS ${c.agentRssMb.toFixed(0)} MB, heap used ${c.heapMb.toFixed(0)} MB; wireguard-go ` +
-      `RSS ${wireguardGoRssMb.toFixed(0)} MB.`,
+    `Memory at ${count(PEERS)} peers. **Node agent** (a real \`vpn-panel node\`, wireguard driver over UAPI, ` +
+      `started by the script): RSS ${agent.startedMb.toFixed(0)} MB started, ` +
+      `**${agent.appliedMb.toFixed(0)} MB** once it applied a server with ${count(PEERS)} peers over its HTTP API, ` +
+      `${agent.meteredMb.toFixed(0)} MB after ${agent.rounds} s of metering (a counter read of every peer each ` +
+      `second) and usage collections. wireguard-go of that many peers: RSS ${wireguardGoRssMb.toFixed(0)} MB. ` +
+      `This script's own process (keys of the run, two drivers, an in-process Agent and its HTTP app): RSS ` +
+      `${c.agentRssMb.toFixed(0)} MB, heap used ${c.heapMb.toFixed(0)} MB.`,
   ].join('\n');
 }
 
