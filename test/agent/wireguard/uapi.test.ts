@@ -141,6 +141,8 @@ describe('UAPI client (fake wireguard-go)', () => {
 
   test('parseGet refuses a malformed or failed answer instead of returning a partial device', () => {
     assert.throws(() => parseGet(Buffer.from('private_key=zz\nerrno=0\n\n'), true), /malformed UAPI answer/);
+    const notHex = `public_key=${'0'.repeat(63)}G\nerrno=0\n\n`;
+    assert.throws(() => parseGet(Buffer.from(notHex), true), /malformed UAPI answer/);
     assert.throws(() => parseGet(Buffer.from('listen_port=51820\n'), true), /malformed UAPI answer/);
     assert.throws(
       () => parseGet(Buffer.from(`public_key=${hex(A.publicKey)}\ntx_bytes=12a\nerrno=0\n\n`), true),
