@@ -4,12 +4,22 @@
  * along every path a change can take: the incremental one a device change uses (driver.changePeers,
  * Agent.changePeers, the agent's `POST /v1/servers/:id/peers` as the panel calls it) and the full
  * diff that applyServer and a resync run (driver.setPeers, Agent.applyServer).
- * Target (issue): one peer change under 50 ms at 10,000 peers, with no full re-apply.
+ * Target (issue): one peer change under 50 ms at 10,000 peers, with no full re-apply. Those paths run with the
+ * driver reaching wireguard-go through `wg` (`wireguardGoConfig: 'wg'`), as before issue 16.
  *
- * Run as root: node bench/peers.ts   (PEERS and CHANGES may be set in the environment)
- * Writes the section "## Peers on one server (wireguard-go)" of docs/benchmarks.md.
+ * Then issue 16's comparison on the same interface, rounds interleaved: one peer change and the `wg show dump`
+ * equivalent read through wireguard-go's UAPI socket against the same through a `wg` process, wireguard-go's
+ * own share of a read (its first and last byte on the raw socket), and the RSS of this process (the agent:
+ * Agent, its HTTP app, the driver) at 10,000 peers. Targets: change ≤ 0.3 of `wg`, read ≥ 2x faster.
+ *
+ * Run as root: node bench/peers.ts   (PEERS, CHANGES and UAPI_ROUNDS may be set in the environment)
+ * Writes the sections "## Peers on one server (wireguard-go)" and "## Peers over wireguard-go's UAPI socket
+ * (issue 16)" of docs/benchmarks.md.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { firstLine, host, writeSection } from './report.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
@@ -23,16 +33,23 @@ import {
 } from '../src/agent/commands.ts';
 import { HttpNodeConnection } from '../src/agent/connection.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
-import type { AgentPeer } from '../src/agent/protocol.ts';
+import type { AgentPeer, UsageAck } from '../src/agent/protocol.ts';
 import { buildAgentApp } from '../src/agent/http.ts';
 import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
+import { type InterfaceConfig, UapiConfig, type WgTarget, WgTool } from '../src/agent/wireguard/interface-config.ts';
+import { UapiClient } from '../src/agent/wireguard/uapi.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
+import { startAgent } from '../test/support/agent.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot } from '../test/support/netns.ts';
 
 const PEERS = Number(process.env.PEERS ?? 10_000);
 const CHANGES = Number(process.env.CHANGES ?? 20);
 const TARGET_MS = 50;
 const SECTION = 'Peers on one server (wireguard-go)';
+const UAPI_ROUNDS = Number(process.env.UAPI_ROUNDS ?? 30);
+const UAPI_SECTION = "Peers over wireguard-go's UAPI socket (issue 16)";
+const CHANGE_TARGET = 0.3;
+const READ_TARGET = 2;
 
 /**
  * Runs commands for real; counts the `wg set` calls and the peers they name, and, while the driver
@@ -226,7 +243,9 @@ async function main(): Promise<void> {
 
   console.log(`generating ${count(PEERS)} key pairs…`);
   const PATHS = 5;
-  const keys = Array.from({ length: PEERS + CHANGES * PATHS }, () => generateKeyPair().publicKey);
+  const UAPI_PATHS = 4;
+  const changeKeys = CHANGES * PATHS + UAPI_ROUNDS * UAPI_PATHS;
+  const keys = Array.from({ length: PEERS + changeKeys }, () => generateKeyPair().publicKey);
   const peers: PeerSpec[] = keys
     .slice(0, PEERS)
     .map((publicKey, i) => ({ publicKey, allowedIp: peerAddress(i), speedLimitKbps: 0 }));
@@ -239,8 +258,11 @@ async function main(): Promise<void> {
     namePrefix: lab.prefix,
     hostNetns: lab.hostNs,
     implementation: 'wireguard-go',
+    wireguardGoConfig: 'wg',
   });
   const driver = new TimedDriver(wireguard, runner);
+  // The same server reached through its UAPI socket, as the agent does by default.
+  const viaUapi = new WireGuardDriver({ runner, namePrefix: lab.prefix, hostNetns: lab.hostNs });
   const agent = new Agent(driver, 'bench');
   const serverId = 1;
   const server: ServerSpec = {
@@ -347,6 +369,10 @@ async function main(): Promise<void> {
     const wgPid = [...lab.wireguardGoProcesses()].find(([, name]) => name === `${lab.prefix}${serverId}`)?.[0];
     const rss = wgPid === undefined ? Number.NaN : rssMb(wgPid);
     if (interrupted) throw new Error('interrupted');
+    const iface = wireguard.names(serverId).iface;
+    const comparison = await compareUapi({ wg: wireguard, uapi: viaUapi }, serverId, iface, peers, spare);
+    if (interrupted) throw new Error('interrupted');
+    const agentMemory = await agentRss(lab, peers);
 
     const verdict = (r: ChangeResult): string => (r.stats.p95 < TARGET_MS && r.touched <= 2 ? 'met' : 'NOT met');
     const [viaDriver, viaAgent, viaHttp] = incremental;
@@ -364,7 +390,7 @@ async function main(): Promise<void> {
         `${firstLine('wg', ['--version']).split(' - ')[0] ?? ''}, ` +
         `Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
       '',
-      'One server made by the `wireguard` driver (wireguard-go; ' +
+      'One server made by the `wireguard` driver (wireguard-go reached through `wg`; ' +
         `host namespace made by the script), ${count(PEERS)} peers with a /32 each, no traffic. ` +
         'A change swaps one peer for a new key at the same address (one removal, one addition). ' +
         `Timings of one run, ${CHANGES} changes a path; after all of them the interface holds exactly the ` +
@@ -412,7 +438,10 @@ async function main(): Promise<void> {
     ].join('\n');
     console.log(`\n## ${SECTION}\n\n${body}\n`);
     writeSection(SECTION, body);
-    console.log('wrote the section to docs/benchmarks.md');
+    const uapiBody = uapiReport(comparison, rss, agentMemory);
+    console.log(`\n## ${UAPI_SECTION}\n\n${uapiBody}\n`);
+    writeSection(UAPI_SECTION, uapiBody);
+    console.log('wrote the sections to docs/benchmarks.md');
   } finally {
     await app.close().catch(() => undefined);
     await driver.down(serverId).catch((error: unknown) => console.error(`down: ${String(error)}`));
@@ -421,6 +450,246 @@ async function main(): Promise<void> {
     if (problems.length > 0) console.error(`cleanup: ${problems.join('; ')}`);
     process.removeListener('SIGINT', onSignal);
   }
+}
+
+interface UapiComparison {
+  rounds: number;
+  /** One peer swapped by the driver's changePeers, through UAPI and through `wg`. */
+  driverUapi: number[];
+  driverWg: number[];
+  /** The same change as one InterfaceConfig call: a socket request against a `wg set` run. */
+  rawUapi: number[];
+  rawWg: number[];
+  /** The `wg show dump` equivalent: UAPI get parsed (all, and counters only) against `wg show dump` + parse. */
+  readUapi: number[];
+  readUapiCounters: number[];
+  readWg: number[];
+  /** wireguard-go's own part of a read: request to first byte, and to last byte, with no parsing. */
+  firstByte: number[];
+  lastByte: number[];
+  answerBytes: number;
+  /** The driver's readCounters (the read above with `ip link show` for the instance, in parallel). */
+  countersUapi: number[];
+  countersWg: number[];
+  agentRssMb: number;
+  heapMb: number;
+}
+
+/** Times `work` and pushes the time into `into`. */
+async function sample(into: number[], work: () => Promise<unknown>): Promise<void> {
+  const start = performance.now();
+  await work();
+  into.push(performance.now() - start);
+}
+
+/** A raw `get=1` on the socket, unparsed: when wireguard-go's first and last byte arrive, and how many. */
+function rawGet(path: string): Promise<{ firstMs: number; lastMs: number; bytes: number }> {
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    let firstMs = Number.NaN;
+    let bytes = 0;
+    let last = 0;
+    const socket = createConnection(path, () => socket.write('get=1\n\n'));
+    socket.on('data', (chunk: Buffer) => {
+      if (bytes === 0) firstMs = performance.now() - start;
+      bytes += chunk.length;
+      const before = chunk.length > 1 ? chunk[chunk.length - 2] : last;
+      last = chunk[chunk.length - 1] ?? 0;
+      if (last === 0x0a && before === 0x0a) {
+        socket.destroy();
+        resolve({ firstMs, lastMs: performance.now() - start, bytes });
+      }
+    });
+    socket.once('error', reject);
+  });
+}
+
+/**
+ * Rounds alternating which way goes first, on the interface of `serverId` holding `peers`: each change swaps
+ * one peer of `peers` for a key of `spare` at the same address (so the interface keeps its peer count).
+ */
+async function compareUapi(
+  drivers: { wg: WireGuardDriver; uapi: WireGuardDriver },
+  serverId: number,
+  iface: string,
+  peers: PeerSpec[],
+  spare: string[],
+): Promise<UapiComparison> {
+  const at: WgTarget = { iface, netns: undefined };
+  const configs: { uapi: InterfaceConfig; wg: InterfaceConfig } = {
+    uapi: new UapiConfig(),
+    wg: new WgTool(new ExecRunner(CHILD_LOG_DIR)),
+  };
+  const socket = new UapiClient().socketPath(iface);
+  const c: UapiComparison = {
+    rounds: UAPI_ROUNDS,
+    ...{ driverUapi: [], driverWg: [], rawUapi: [], rawWg: [], readUapi: [], readUapiCounters: [], readWg: [] },
+    ...{ firstByte: [], lastByte: [], answerBytes: 0, countersUapi: [], countersWg: [], agentRssMb: 0, heapMb: 0 },
+  };
+  let slot = 0;
+  const swap = (): { removed: string; added: PeerSpec } => {
+    slot = (slot + 7919) % peers.length;
+    const old = peers[slot];
+    const publicKey = spare.pop();
+    if (old === undefined || publicKey === undefined) throw new Error('out of keys');
+    const added = { publicKey, allowedIp: old.allowedIp, speedLimitKbps: 0 };
+    peers[slot] = added;
+    return { removed: old.publicKey, added };
+  };
+  const ways = ['uapi', 'wg'] as const;
+  for (let round = 0; round < UAPI_ROUNDS; round++) {
+    for (const way of round % 2 === 0 ? ways : [...ways].reverse()) {
+      const driverTimes = way === 'uapi' ? c.driverUapi : c.driverWg;
+      const d = swap();
+      await sample(driverTimes, () => drivers[way].changePeers(serverId, [d.added], [d.removed]));
+      const r = swap();
+      const change = [
+        { publicKey: r.removed, remove: true as const },
+        { publicKey: r.added.publicKey, allowedIps: r.added.allowedIp },
+      ];
+      await sample(way === 'uapi' ? c.rawUapi : c.rawWg, () => configs[way].changePeers(at, change));
+      if (way === 'uapi') {
+        await sample(c.readUapi, () => configs.uapi.read(at));
+        await sample(c.readUapiCounters, () => configs.uapi.readCounters(at));
+        const raw = await rawGet(socket);
+        c.firstByte.push(raw.firstMs);
+        c.lastByte.push(raw.lastMs);
+        c.answerBytes = raw.bytes;
+      } else await sample(c.readWg, () => configs.wg.read(at));
+      await sample(way === 'uapi' ? c.countersUapi : c.countersWg, () => drivers[way].readCounters(serverId));
+    }
+  }
+  const onHost = (await configs.uapi.read(at)).peers.map((p) => p.publicKey).sort();
+  if (JSON.stringify(onHost) !== JSON.stringify(peers.map((p) => p.publicKey).sort()))
+    throw new Error('after the UAPI rounds the interface does not hold the expected peers');
+  const memory = process.memoryUsage();
+  c.agentRssMb = memory.rss / 2 ** 20;
+  c.heapMb = memory.heapUsed / 2 ** 20;
+  return c;
+}
+
+interface AgentMemory {
+  startedMb: number;
+  appliedMb: number;
+  meteredMb: number;
+  rounds: number;
+}
+
+/** A free TCP port on loopback (asked of the kernel, then released). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject()));
+    });
+  });
+}
+
+/**
+ * RSS of a real `vpn-panel node` (wireguard driver, UAPI, as deployed): started, then given a second server
+ * with the same number of peers over its HTTP API, then after metering rounds (one a second, each a counter
+ * read of every peer) and usage collections as the panel makes them.
+ */
+async function agentRss(lab: NetLab, peers: readonly PeerSpec[]): Promise<AgentMemory> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-peers-agent-'));
+  const port = await freePort();
+  const token = 'bench-agent-token-'.padEnd(32, 'x');
+  const env = {
+    ...{ AGENT_TOKEN: token, AGENT_PORT: String(port), AGENT_HOST: '127.0.0.1', AGENT_TLS: 'off' },
+    ...{ NODE_DRIVER: 'wireguard', NODE_NETNS: lab.hostNs, NODE_NAME_PREFIX: lab.prefix, DATA_DIR: dataDir },
+  };
+  const agent = await startAgent(env, (child) => lab.track(child));
+  const serverId = 2;
+  try {
+    const pid = agent.child.pid ?? -1;
+    const startedMb = rssMb(pid);
+    const connection = new HttpNodeConnection({
+      name: 'rss',
+      url: `http://127.0.0.1:${port}`,
+      token,
+      certSha256: null,
+    });
+    const server = {
+      serverId,
+      privateKey: generateKeyPair().privateKey,
+      listenPort: 51822,
+      address: '10.97.0.1/16',
+      mtu: 1420,
+    };
+    const own = peers.map((p) => ({ ...p, allowedIp: p.allowedIp.replace(/^10\.96\./, '10.97.') }));
+    await connection.applyServer({ server, peers: own.map(agentPeer) });
+    const appliedMb = rssMb(pid);
+    const rounds = 10;
+    let ack: UsageAck | null = null;
+    for (let i = 0; i < rounds; i++) {
+      // The agent meters once a second by itself; the panel collects the booked usage.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const report = await connection.collectUsage(ack);
+      ack = report.batches.length === 0 ? ack : { journalId: report.journalId, seq: report.batches.at(-1)?.seq ?? 0 };
+    }
+    const meteredMb = rssMb(pid);
+    await connection.removeServer(serverId);
+    return { startedMb, appliedMb, meteredMb, rounds };
+  } finally {
+    await agent.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+function uapiReport(c: UapiComparison, wireguardGoRssMb: number, agent: AgentMemory): string {
+  const med = (values: number[]): number => stats(values).median;
+  const cell = (values: number[]): string => {
+    const s = stats(values);
+    return `${ms(s.median)} (p95 ${ms(s.p95)})`;
+  };
+  const ratio = (a: number[], b: number[]): number => med(a) / med(b);
+  const changeRatio = ratio(c.driverUapi, c.driverWg);
+  const readSpeedup = ratio(c.readWg, c.readUapiCounters);
+  const met = (ok: boolean): string => (ok ? '**met**' : '**NOT met**');
+  const goShare = med(c.lastByte) / med(c.readWg);
+  const changeVerdict = `${met(changeRatio <= CHANGE_TARGET)} (${changeRatio.toFixed(3)})`;
+  const readVerdict = `${met(readSpeedup >= READ_TARGET)} (${readSpeedup.toFixed(2)}x)`;
+  return [
+    `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} UAPI_ROUNDS=${c.rounds}\` are the defaults), ` +
+      `the same run as the section above. Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ` +
+      `Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
+    '',
+    `The server of the section above, ${count(PEERS)} peers, no traffic. ${c.rounds} rounds, each running every ` +
+      'operation once through the UAPI socket and once through `wg`, which goes first alternating; medians and ' +
+      'p95 of the rounds. A change swaps one peer for a new key at the same address (one removal, one addition).',
+    '',
+    '| operation | through UAPI | through `wg` | UAPI / `wg` |',
+    '|---|---|---|---|',
+    `| one peer change: \`driver.changePeers\` | ${cell(c.driverUapi)} | ${cell(c.driverWg)} | ` +
+      `**${changeRatio.toFixed(3)}** |`,
+    `| one peer change: the request alone (socket vs \`wg set\` run) | ${cell(c.rawUapi)} | ${cell(c.rawWg)} | ` +
+      `${ratio(c.rawUapi, c.rawWg).toFixed(3)} |`,
+    `| dump read for counters (\`readCounters\`'s read) vs \`wg show dump\` + parse | ${cell(c.readUapiCounters)} | ` +
+      `${cell(c.readWg)} | **${(1 / readSpeedup).toFixed(3)}** (${readSpeedup.toFixed(2)}x faster) |`,
+    `| full dump read with allowed ips (setPeers, drift check) vs \`wg show dump\` + parse | ${cell(c.readUapi)} | ` +
+      `${cell(c.readWg)} | ${ratio(c.readUapi, c.readWg).toFixed(3)} (${ratio(c.readWg, c.readUapi).toFixed(2)}x) |`,
+    `| \`driver.readCounters\` (the read and \`ip link show\` for the instance, in parallel) | ` +
+      `${cell(c.countersUapi)} | ${cell(c.countersWg)} | ${ratio(c.countersUapi, c.countersWg).toFixed(3)} |`,
+    '',
+    `Targets (issue 16): one peer change at most ${CHANGE_TARGET} of a \`wg set\` run: ${changeVerdict}; ` +
+      `\`wg show dump\`-equivalent read at least ${READ_TARGET}x faster: ${readVerdict}.`,
+    '',
+    `wireguard-go's own part of a read, on the raw socket with no parsing: the first byte of its ` +
+      `${(c.answerBytes / 1e6).toFixed(1)} MB answer after ${ms(med(c.firstByte))}, the last after ` +
+      `${ms(med(c.lastByte))} (medians), that is ${(goShare * 100).toFixed(0)} % of a \`wg show dump\` read; ` +
+      'no client of the socket can read faster than that, so a read can be at most ' +
+      `${(1 / goShare).toFixed(2)}x faster than \`wg\` here.`,
+    '',
+    `Memory at ${count(PEERS)} peers. **Node agent** (a real \`vpn-panel node\`, wireguard driver over UAPI, ` +
+      `started by the script): RSS ${agent.startedMb.toFixed(0)} MB started, ` +
+      `**${agent.appliedMb.toFixed(0)} MB** once it applied a server with ${count(PEERS)} peers over its HTTP API, ` +
+      `${agent.meteredMb.toFixed(0)} MB after ${agent.rounds} s of metering (a counter read of every peer each ` +
+      `second) and usage collections. wireguard-go of that many peers: RSS ${wireguardGoRssMb.toFixed(0)} MB. ` +
+      `This script's own process (keys of the run, two drivers, an in-process Agent and its HTTP app): RSS ` +
+      `${c.agentRssMb.toFixed(0)} MB, heap used ${c.heapMb.toFixed(0)} MB.`,
+  ].join('\n');
 }
 
 await main();

@@ -5,8 +5,15 @@
 import { RecordingRunner } from '../../src/agent/commands.ts';
 import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
 
+/** The driver on `runner`, reaching wireguard-go through `wg` (the recorded commands; UAPI has no commands). */
 export function driverOn(runner: RecordingRunner): WireGuardDriver {
-  return new WireGuardDriver({ runner, namePrefix: 'vp', hostNetns: 'hh', implementation: 'wireguard-go' });
+  return new WireGuardDriver({
+    runner,
+    namePrefix: 'vp',
+    hostNetns: 'hh',
+    implementation: 'wireguard-go',
+    wireguardGoConfig: 'wg',
+  });
 }
 
 /** A host with nothing of server 1 on it. */

@@ -24,10 +24,9 @@ import type { IsolationPlace, IsolationPolicy } from '../isolation.ts';
 import { KeyedQueue } from '../keyed-queue.ts';
 import { Shaper, type ShapingPlace } from '../shaping.ts';
 import { detectImplementation, type WireGuardImplementation } from './capabilities.ts';
-import { collapse, type Step, stepper } from './failures.ts';
+import { attempt, collapse, type Step, stepper } from './failures.ts';
 import {
   ipIn,
-  readDump,
   readIpv6Snapshot,
   readLinkIndex,
   readLinks,
@@ -37,6 +36,7 @@ import {
   readSnapshot,
 } from './host-readers.ts';
 import type { Dump, DumpPeer, Link, Snapshot } from './host-readers.ts';
+import { type InterfaceConfig, UapiConfig, type WgTarget, WgTool } from './interface-config.ts';
 import { checkNamePrefix, type Names, serverIdsIn, serverNames } from './names.ts';
 import { allowedIpsOf, applyPeers, peerChanges, peerProblems, singleIps, validPeers } from './peers.ts';
 import { address6Of, serverSpecProblems } from './server-spec.ts';
@@ -60,6 +60,11 @@ export interface WireGuardDriverOptions {
   implementation?: WireGuardImplementation;
   /** How long a fresh wireguard-go may take to answer on its UAPI socket. Default 3000. */
   readyTimeoutMs?: number;
+  /**
+   * How wireguard-go interfaces are read and configured: `uapi` (default) talks to its socket directly,
+   * `wg` runs the `wg` tool as for the kernel module (interface-config.ts). The kernel module always uses `wg`.
+   */
+  wireguardGoConfig?: 'uapi' | 'wg';
   /** Destinations opened to clients although blocked by default (`NODE_ALLOW_CIDRS`; isolation.ts). */
   allowCidrs?: readonly Cidr[];
 }
@@ -71,6 +76,8 @@ export class WireGuardDriver implements Driver {
   readonly #hostNetns: string | undefined;
   #implementation: WireGuardImplementation | undefined;
   readonly #wireguardGo: WireGuardGoProcesses;
+  readonly #wgTool: WgTool;
+  readonly #wireguardGoConfig: InterfaceConfig;
   /** One operation per server at a time. */
   readonly #serial = new KeyedQueue<number>();
   readonly #shaper: Shaper;
@@ -85,7 +92,15 @@ export class WireGuardDriver implements Driver {
     this.#prefix = prefix;
     this.#hostNetns = options.hostNetns;
     this.#implementation = options.implementation;
-    this.#wireguardGo = new WireGuardGoProcesses(options.runner, options.hostNetns, options.readyTimeoutMs ?? 3000);
+    this.#wgTool = new WgTool(options.runner);
+    this.#wireguardGoConfig = options.wireguardGoConfig === 'wg' ? this.#wgTool : new UapiConfig();
+    const readyTimeoutMs = options.readyTimeoutMs ?? 3000;
+    this.#wireguardGo = new WireGuardGoProcesses(
+      options.runner,
+      this.#wireguardGoConfig,
+      options.hostNetns,
+      readyTimeoutMs,
+    );
     this.#shaper = new Shaper(options.runner);
     this.#allowCidrs = options.allowCidrs ?? [];
   }
@@ -109,7 +124,8 @@ export class WireGuardDriver implements Driver {
       const { desired, untouchable, failures } = validPeers(upsert);
       const removes = remove.filter((k) => !desired.has(k) && !untouchable.has(k));
       const adds = [...desired.values()].map((p) => ({ publicKey: p.publicKey, allowedIps: allowedIpsOf(p) }));
-      await applyPeers(this.#runner, n.iface, await this.#wgNetns(n), { removes, adds }, failures);
+      const { config, at } = await this.#configOf(n);
+      await applyPeers(config, at, { removes, adds }, failures);
       const peersOnHost = async () =>
         new Map((await this.#readDump(n)).peers.map((p): [string, string[]] => [p.publicKey, singleIps(p.allowedIps)]));
       await this.#shaper.change(serverId, this.#place(n), [...desired.values()], removes, peersOnHost, failures);
@@ -121,8 +137,9 @@ export class WireGuardDriver implements Driver {
   readCounters(serverId: number): Promise<CounterReading> {
     return this.#serial.run(serverId, async () => {
       const n = this.names(serverId);
+      const { config, at } = await this.#configOf(n);
       const [dump, instance] = await Promise.all([
-        this.#readDump(n),
+        config.readCounters(at),
         readLinkIndex(this.#runner, n.netns, n.iface),
       ]).catch((error: unknown) => {
         throw new DriverError(`read counters of server ${serverId}`, [messageOf(error)]);
@@ -248,10 +265,9 @@ export class WireGuardDriver implements Driver {
     if (recreate) {
       peerCount = await this.#createInterface(spec, n, snap, dump?.peers ?? [], failures);
     } else {
-      const wgNetns = await this.#wgNetns(n);
       if (dump.privateKey !== spec.privateKey) {
-        const keyInput = { input: `${spec.privateKey}\n`, netns: wgNetns };
-        await run('wg', ['set', n.iface, 'private-key', '/dev/stdin'], keyInput);
+        const { config, at } = await this.#configOf(n);
+        await attempt(failures, () => config.setDevice(at, spec.privateKey));
       }
       const address6 = address6Of(spec);
       const wantAddresses = [spec.address, ...(address6 === undefined ? [] : [address6])];
@@ -314,15 +330,14 @@ export class WireGuardDriver implements Driver {
     if (!created) return 0;
     if (!(await run('ip', [...hostIp, 'link', 'set', n.iface, 'mtu', String(spec.mtu)]))) return 0;
     if (!(await run('ip', [...hostIp, 'link', 'set', n.iface, 'netns', n.netns]))) return 0;
-    const wgNetns = await this.#wgNetns(n);
-    const keyInput = { input: `${spec.privateKey}\n`, netns: wgNetns };
-    await run('wg', ['set', n.iface, 'private-key', '/dev/stdin', 'listen-port', String(spec.listenPort)], keyInput);
+    const { config, at } = await this.#configOf(n);
+    await attempt(failures, () => config.setDevice(at, spec.privateKey, spec.listenPort));
     await run('ip', ['-n', n.netns, 'addr', 'add', spec.address, 'dev', n.iface]);
     const address6 = address6Of(spec);
     if (address6 !== undefined) await run('ip', ['-n', n.netns, 'addr', 'add', address6, 'dev', n.iface]);
     await run('ip', ['-n', n.netns, 'link', 'set', n.iface, 'up']);
     const before = failures.length;
-    await applyPeers(this.#runner, n.iface, wgNetns, { removes: [], adds: restore }, failures);
+    await applyPeers(config, at, { removes: [], adds: restore }, failures);
     return failures.length === before ? restore.length : 0;
   }
 
@@ -337,7 +352,8 @@ export class WireGuardDriver implements Driver {
     } catch (error) {
       throw new DriverError(action, [messageOf(error), ...failures]);
     }
-    await applyPeers(this.#runner, n.iface, await this.#wgNetns(n), peerChanges(dump.peers, valid), failures);
+    const { config, at } = await this.#configOf(n);
+    await applyPeers(config, at, peerChanges(dump.peers, valid), failures);
     // Peers left as they are keep their limits too.
     const kept = dump.peers.filter((p) => untouchable.has(p.publicKey));
     const keepIps = new Set(kept.flatMap((p) => singleIps(p.allowedIps)));
@@ -370,7 +386,8 @@ export class WireGuardDriver implements Driver {
   }
 
   async #readDump(n: Names): Promise<Dump> {
-    return readDump(this.#runner, n.iface, await this.#wgNetns(n));
+    const { config, at } = await this.#configOf(n);
+    return config.read(at);
   }
 
   /**
@@ -415,11 +432,13 @@ export class WireGuardDriver implements Driver {
   }
 
   /**
-   * Where `wg` must run: kernel WireGuard is per namespace (netlink); wireguard-go's UAPI socket is global,
-   * and plain `wg` is faster.
+   * How to reach the server's interface: kernel WireGuard is per namespace (netlink, through `wg` run there);
+   * wireguard-go's UAPI socket is global, reached directly or by a plain `wg` (faster than one in a namespace).
    */
-  async #wgNetns(n: Names): Promise<string | undefined> {
-    return (await this.#resolveImplementation()) === 'kernel' ? n.netns : undefined;
+  async #configOf(n: Names): Promise<{ config: InterfaceConfig; at: WgTarget }> {
+    if ((await this.#resolveImplementation()) === 'kernel')
+      return { config: this.#wgTool, at: { iface: n.iface, netns: n.netns } };
+    return { config: this.#wireguardGoConfig, at: { iface: n.iface, netns: undefined } };
   }
 
   async #resolveImplementation(): Promise<WireGuardImplementation> {

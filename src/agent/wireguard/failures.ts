@@ -24,6 +24,17 @@ export function stepper(runner: CommandRunner, failures: string[]): Step {
   };
 }
 
+/** Runs one step that is not a command; false when it failed (the failure is recorded in `failures`). */
+export async function attempt(failures: string[], work: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await work();
+    return true;
+  } catch (error) {
+    failures.push(messageOf(error));
+    return false;
+  }
+}
+
 /** The failures a DriverError lists: the first MAX_REPORTED_FAILURES, then how many more. */
 export function collapse(failures: readonly string[]): string[] {
   if (failures.length <= MAX_REPORTED_FAILURES) return [...failures];

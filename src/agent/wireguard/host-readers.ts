@@ -41,7 +41,7 @@ export function ipIn(netns: string | undefined): string[] {
 
 /**
  * Everything of server `n` in its namespace and in the host namespace that up() compares with its spec;
- * `readInterfaceDump` reads the interface's dump (where `wg` runs depends on the WireGuard implementation).
+ * `readInterfaceDump` reads the interface's dump (through `wg` or UAPI, interface-config.ts).
  */
 export async function readSnapshot(
   runner: CommandRunner,
@@ -73,12 +73,6 @@ export async function readSnapshot(
     serverForwarding,
     hostForwarding,
   };
-}
-
-/** `wg show IF dump`, run in `wgNetns`. */
-export async function readDump(runner: CommandRunner, iface: string, wgNetns: string | undefined): Promise<Dump> {
-  const { stdout } = await runner.run('wg', ['show', iface, 'dump'], { netns: wgNetns });
-  return parseDump(stdout);
 }
 
 /** `wg show IF dump`: the interface line, then one line per peer, tab-separated. */

@@ -1,17 +1,20 @@
 /**
  * A server's peers on its interface: which of the asked-for peers can be applied, what differs from the
- * host, and `wg set` calls that change many peers at once.
+ * host, and calls (`wg set` or UAPI, interface-config.ts) that change many peers at once.
  */
 import { canonicalNetwork } from '../../domain/addresses.ts';
 import { SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
 import { messageOf } from '../../domain/errors.ts';
 import { isValidKey } from '../../domain/wireguard-keys.ts';
-import type { CommandRunner } from '../commands.ts';
 import type { PeerSpec } from '../driver.ts';
 import type { DumpPeer } from './host-readers.ts';
+import type { InterfaceConfig, PeerChange, WgTarget } from './interface-config.ts';
 
-/** Peers per `wg set` argv: one call instead of one per peer (about 1 ms each), argv stays well under ARG_MAX. */
-const PEERS_PER_WG_SET = 1000;
+/**
+ * Peers per `wg set` argv or UAPI request: one call instead of one per peer (a `wg` run is about 1 ms), argv
+ * stays well under ARG_MAX, and a refused batch costs at most this many retries.
+ */
+const PEERS_PER_CALL = 1000;
 
 /** A peer as `wg set` takes it. */
 export type WgPeer = { publicKey: string; allowedIps: string };
@@ -103,36 +106,31 @@ export function peerProblems(iface: string, onHost: readonly DumpPeer[], valid: 
 }
 
 /**
- * Removes, then adds or changes, in multi-peer `wg set` calls (removals first, so an address freed
+ * Removes, then adds or changes, in calls of up to PEERS_PER_CALL peers (removals first, so an address freed
  * by one peer is not taken back from the peer it moved to). A failed call is retried peer by peer,
  * so one bad peer does not block the others, and each failing peer is reported.
  */
 export async function applyPeers(
-  runner: CommandRunner,
-  iface: string,
-  wgNetns: string | undefined,
+  config: InterfaceConfig,
+  at: WgTarget,
   change: { removes: readonly string[]; adds: readonly WgPeer[] },
   failures: string[],
 ): Promise<void> {
-  const batches: string[][][] = [
-    chunk(change.removes, PEERS_PER_WG_SET).map((keys) => keys.map((k) => ['peer', k, 'remove'])),
-    chunk(change.adds, PEERS_PER_WG_SET).map((peers) =>
-      peers.map((p) => ['peer', p.publicKey, 'allowed-ips', p.allowedIps]),
-    ),
-  ].flat();
+  const removes = change.removes.map((publicKey): PeerChange => ({ publicKey, remove: true }));
+  const batches = [...chunk(removes, PEERS_PER_CALL), ...chunk(change.adds, PEERS_PER_CALL)];
   for (const batch of batches) {
     try {
-      await runner.run('wg', ['set', iface, ...batch.flat()], { netns: wgNetns });
+      await config.changePeers(at, batch);
     } catch (error) {
       if (batch.length === 1) {
-        failures.push(`peer ${batch[0]?.[1] ?? '?'}: ${messageOf(error)}`);
+        failures.push(`peer ${batch[0]?.publicKey ?? '?'}: ${messageOf(error)}`);
         continue;
       }
-      for (const peerArgs of batch) {
+      for (const peer of batch) {
         try {
-          await runner.run('wg', ['set', iface, ...peerArgs], { netns: wgNetns });
+          await config.changePeers(at, [peer]);
         } catch (single) {
-          failures.push(`peer ${peerArgs[1] ?? '?'}: ${messageOf(single)}`);
+          failures.push(`peer ${peer.publicKey}: ${messageOf(single)}`);
         }
       }
     }

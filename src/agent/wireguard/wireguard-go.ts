@@ -3,6 +3,7 @@
  * interface's UDP socket stays there), waited for until they answer on their UAPI socket, stopped.
  */
 import type { ChildHandle, CommandRunner } from '../commands.ts';
+import type { InterfaceConfig } from './interface-config.ts';
 
 const READY_POLL_MS = 20;
 /** Keeps wireguard-go quiet except for errors, and stops it printing its "use the kernel module" banner. */
@@ -10,13 +11,16 @@ const WIREGUARD_GO_ENV = { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_PO
 
 export class WireGuardGoProcesses {
   readonly #runner: CommandRunner;
+  readonly #config: InterfaceConfig;
   readonly #hostNetns: string | undefined;
   readonly #readyTimeoutMs: number;
   /** wireguard-go children started here, by server id. */
   readonly #children = new Map<number, ChildHandle>();
 
-  constructor(runner: CommandRunner, hostNetns: string | undefined, readyTimeoutMs: number) {
+  /** `config`: how the driver reaches wireguard-go's interfaces, used to see whether one answers. */
+  constructor(runner: CommandRunner, config: InterfaceConfig, hostNetns: string | undefined, readyTimeoutMs: number) {
     this.#runner = runner;
+    this.#config = config;
     this.#hostNetns = hostNetns;
     this.#readyTimeoutMs = readyTimeoutMs;
   }
@@ -31,11 +35,7 @@ export class WireGuardGoProcesses {
    * `failures`) when it exits or stays silent. `earlierAnswered`: an earlier agent's process had the interface.
    */
   async start(serverId: number, iface: string, earlierAnswered: boolean, failures: string[]): Promise<boolean> {
-    const answers = (): Promise<boolean> =>
-      this.#runner.run('wg', ['show', iface, 'listen-port']).then(
-        () => true,
-        () => false,
-      );
+    const answers = (): Promise<boolean> => this.#config.answers(iface);
     // An earlier agent's wireguard-go exits when its interface is deleted and then unlinks its socket
     // path, which would take a new one's socket with it: wait until it is gone.
     if (earlierAnswered && !(await this.#poll(async () => !(await answers())))) {

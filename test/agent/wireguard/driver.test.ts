@@ -8,8 +8,9 @@ import type { PeerSpec, ServerSpec } from '../../../src/agent/driver.ts';
 import { ExecRunner, RecordingRunner } from '../../../src/agent/commands.ts';
 import type { ChildHandle } from '../../../src/agent/commands.ts';
 import { canRunWireGuard } from '../../../src/agent/wireguard/capabilities.ts';
-import { WireGuardDriver } from '../../../src/agent/wireguard/driver.ts';
+import { WireGuardDriver, type WireGuardDriverOptions } from '../../../src/agent/wireguard/driver.ts';
 import { parseDump } from '../../../src/agent/wireguard/host-readers.ts';
+import { UapiConfig } from '../../../src/agent/wireguard/interface-config.ts';
 import { generateKeyPair, isValidKey, publicKeyOf } from '../../../src/domain/wireguard-keys.ts';
 import { hostTableText, serverTableText } from '../../../src/agent/isolation.ts';
 import { ISOLATED, ISOLATION_PLACE } from '../../support/isolation.ts';
@@ -379,6 +380,7 @@ describe('wireguard driver: servers (recorded commands)', () => {
       namePrefix: 'vp',
       hostNetns: 'hh',
       implementation: 'wireguard-go',
+      wireguardGoConfig: 'wg',
       readyTimeoutMs: 5000,
     });
     const pending = driver.up(SPEC).then(
@@ -504,223 +506,230 @@ const skipE2e = !isRoot
     ? 'needs wg, wireguard-go, nft and ping (apt-get install wireguard-go wireguard-tools nftables iputils-ping)'
     : false;
 
-describe('wireguard driver: end to end', { skip: skipE2e }, () => {
-  // A letter last, so the prefix is valid; random so parallel runs never share a name.
-  const prefix = `t${randomInt(36 ** 2)
-    .toString(36)
-    .padStart(2, '0')}${String.fromCharCode(97 + randomInt(26))}`;
-  const hostNs = `${prefix}-h`;
-  const clientNs = `${prefix}-c`;
-  const internetNs = `${prefix}-i`;
-  const clientIf = `${prefix}c0`;
-  const serverId = 1;
-  const serverNs = `${prefix}-s${serverId}`;
-  const serverIf = `${prefix}${serverId}`;
-  const listenPort = 40000 + randomInt(20000);
-  const runner = new ExecRunner(CHILD_LOG_DIR);
-  const driver = new WireGuardDriver({ runner, namePrefix: prefix, hostNetns: hostNs, implementation: 'wireguard-go' });
-  const drivers = [driver];
-  const serverKey = generateKeyPair();
-  const clientKey = generateKeyPair();
-  const spec: ServerSpec = {
-    serverId,
-    privateKey: serverKey.privateKey,
-    listenPort,
-    address: '10.77.0.1/24',
-    mtu: 1420,
-  };
-  const clientPeer: PeerSpec = { publicKey: clientKey.publicKey, allowedIp: '10.77.0.2/32', speedLimitKbps: 0 };
-  let client: ChildHandle | undefined;
+// Both ways of reaching wireguard-go: its UAPI socket (the default) and the `wg` tool.
+for (const wireguardGoConfig of ['uapi', 'wg'] as const)
+  describe(`wireguard driver: end to end (${wireguardGoConfig})`, { skip: skipE2e }, () => {
+    // A letter last, so the prefix is valid; random so parallel runs never share a name.
+    const prefix = `t${randomInt(36 ** 2)
+      .toString(36)
+      .padStart(2, '0')}${String.fromCharCode(97 + randomInt(26))}`;
+    const hostNs = `${prefix}-h`;
+    const clientNs = `${prefix}-c`;
+    const internetNs = `${prefix}-i`;
+    const clientIf = `${prefix}c0`;
+    const serverId = 1;
+    const serverNs = `${prefix}-s${serverId}`;
+    const serverIf = `${prefix}${serverId}`;
+    const listenPort = 40000 + randomInt(20000);
+    const runner = new ExecRunner(CHILD_LOG_DIR);
+    const options: WireGuardDriverOptions = {
+      runner,
+      namePrefix: prefix,
+      hostNetns: hostNs,
+      implementation: 'wireguard-go',
+      wireguardGoConfig,
+    };
+    const driver = new WireGuardDriver(options);
+    const drivers = [driver];
+    const serverKey = generateKeyPair();
+    const clientKey = generateKeyPair();
+    const spec: ServerSpec = {
+      serverId,
+      privateKey: serverKey.privateKey,
+      listenPort,
+      address: '10.77.0.1/24',
+      mtu: 1420,
+    };
+    const clientPeer: PeerSpec = { publicKey: clientKey.publicKey, allowedIp: '10.77.0.2/32', speedLimitKbps: 0 };
+    let client: ChildHandle | undefined;
 
-  const sh = (args: string[]): string =>
-    execFileSync(args[0] ?? '', args.slice(1), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  const pings = (ip: string, count = 3): boolean => {
-    try {
-      sh(['ip', 'netns', 'exec', clientNs, 'ping', '-n', '-q', '-i', '0.2', '-c', String(count), '-W', '1', ip]);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  const timed = async <T>(label: string, work: () => Promise<T>, log: (text: string) => void): Promise<T> => {
-    const startMs = performance.now();
-    const result = await work();
-    log(`${label}: ${(performance.now() - startMs).toFixed(1)} ms`);
-    return result;
-  };
-
-  /** Namespaces to delete afterwards: only those this run made (and the driver's, by its name). */
-  const made = [serverNs];
-
-  before(() => {
-    for (const ns of [hostNs, clientNs, internetNs]) {
-      sh(['ip', 'netns', 'add', ns]);
-      made.push(ns);
-    }
-    sh([
-      'ip',
-      '-n',
-      hostNs,
-      'link',
-      'add',
-      `${prefix}hc`,
-      'type',
-      'veth',
-      'peer',
-      'name',
-      `${prefix}ch`,
-      'netns',
-      clientNs,
-    ]);
-    sh([
-      'ip',
-      '-n',
-      hostNs,
-      'link',
-      'add',
-      `${prefix}hi`,
-      'type',
-      'veth',
-      'peer',
-      'name',
-      `${prefix}ih`,
-      'netns',
-      internetNs,
-    ]);
-    for (const [ns, dev, cidr] of [
-      [hostNs, `${prefix}hc`, '192.0.2.1/25'],
-      [clientNs, `${prefix}ch`, '192.0.2.2/25'],
-      [hostNs, `${prefix}hi`, '192.0.2.129/25'],
-      [internetNs, `${prefix}ih`, '192.0.2.130/25'],
-    ] as const) {
-      sh(['ip', '-n', ns, 'addr', 'add', cidr, 'dev', dev]);
-      sh(['ip', '-n', ns, 'link', 'set', dev, 'up']);
-      sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
-    }
-  });
-
-  after(async () => {
-    // By name and pid, whether the test passed or not.
-    await driver.down(serverId).catch(() => {});
-    for (const d of drivers) await d.close();
-    await client?.stop();
-    for (const ns of made) {
+    const sh = (args: string[]): string =>
+      execFileSync(args[0] ?? '', args.slice(1), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    const pings = (ip: string, count = 3): boolean => {
       try {
-        sh(['ip', 'netns', 'del', ns]);
+        sh(['ip', 'netns', 'exec', clientNs, 'ping', '-n', '-q', '-i', '0.2', '-c', String(count), '-W', '1', ip]);
+        return true;
       } catch {
-        // already gone
+        return false;
       }
-    }
-  });
+    };
+    const timed = async <T>(label: string, work: () => Promise<T>, log: (text: string) => void): Promise<T> => {
+      const startMs = performance.now();
+      const result = await work();
+      log(`${label}: ${(performance.now() - startMs).toFixed(1)} ms`);
+      return result;
+    };
 
-  test(
-    'a client reaches the server and the outside through the tunnel; ' +
-      'counters count; removal cuts it; down cleans up',
-    async (t) => {
-      const log = (text: string) => t.diagnostic(text);
-      const state = await timed('up() new server', () => driver.up(spec), log);
-      assert.equal(state.publicKey, serverKey.publicKey);
-      await timed('up() again, nothing to change', () => driver.up(spec), log);
-      assert.deepEqual(await driver.list(), [serverId]);
-      await driver.setPeers(serverId, [clientPeer]);
+    /** Namespaces to delete afterwards: only those this run made (and the driver's, by its name). */
+    const made = [serverNs];
 
-      client = runner.start('wireguard-go', ['-f', clientIf], {
-        netns: clientNs,
-        env: { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' },
-      });
-      for (let i = 0; i < 150 && !existsSync(`/var/run/wireguard/${clientIf}.sock`); i++)
-        await new Promise((r) => setTimeout(r, 20));
-      const clientConfig = [
-        'set',
-        clientIf,
-        'private-key',
-        '/dev/stdin',
+    before(() => {
+      for (const ns of [hostNs, clientNs, internetNs]) {
+        sh(['ip', 'netns', 'add', ns]);
+        made.push(ns);
+      }
+      sh([
+        'ip',
+        '-n',
+        hostNs,
+        'link',
+        'add',
+        `${prefix}hc`,
+        'type',
+        'veth',
         'peer',
-        serverKey.publicKey,
-        'endpoint',
-        `192.0.2.1:${listenPort}`,
-        'allowed-ips',
-        '10.77.0.0/24,192.0.2.128/25',
-      ];
-      await runner.run('wg', clientConfig, { input: clientKey.privateKey });
-      sh(['ip', '-n', clientNs, 'addr', 'add', '10.77.0.2/24', 'dev', clientIf]);
-      sh(['ip', '-n', clientNs, 'link', 'set', clientIf, 'up']);
-      sh(['ip', '-n', clientNs, 'route', 'add', '192.0.2.128/25', 'dev', clientIf]);
+        'name',
+        `${prefix}ch`,
+        'netns',
+        clientNs,
+      ]);
+      sh([
+        'ip',
+        '-n',
+        hostNs,
+        'link',
+        'add',
+        `${prefix}hi`,
+        'type',
+        'veth',
+        'peer',
+        'name',
+        `${prefix}ih`,
+        'netns',
+        internetNs,
+      ]);
+      for (const [ns, dev, cidr] of [
+        [hostNs, `${prefix}hc`, '192.0.2.1/25'],
+        [clientNs, `${prefix}ch`, '192.0.2.2/25'],
+        [hostNs, `${prefix}hi`, '192.0.2.129/25'],
+        [internetNs, `${prefix}ih`, '192.0.2.130/25'],
+      ] as const) {
+        sh(['ip', '-n', ns, 'addr', 'add', cidr, 'dev', dev]);
+        sh(['ip', '-n', ns, 'link', 'set', dev, 'up']);
+        sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
+      }
+    });
 
-      assert.ok(pings('10.77.0.1'), 'client pings the server through the tunnel');
-      // The third namespace has no route back to the tunnel or the veth: replies arrive only through both NATs.
-      assert.ok(pings('192.0.2.130'), 'client reaches a third namespace through both NATs');
-      const [counters] = (await driver.readCounters(serverId)).peers;
-      assert.equal(counters?.publicKey, clientKey.publicKey);
-      assert.ok((counters?.rxBytes ?? 0) > 0 && (counters?.txBytes ?? 0) > 0, JSON.stringify(counters));
-      assert.ok((counters?.lastHandshakeMs ?? 0) > Date.now() - 60_000, 'a recent handshake');
+    after(async () => {
+      // By name and pid, whether the test passed or not.
+      await driver.down(serverId).catch(() => {});
+      for (const d of drivers) await d.close();
+      await client?.stop();
+      for (const ns of made) {
+        try {
+          sh(['ip', 'netns', 'del', ns]);
+        } catch {
+          // already gone
+        }
+      }
+    });
 
-      const dummies = Array.from({ length: 999 }, (_, i) => ({
-        publicKey: generateKeyPair().publicKey,
-        allowedIp: `10.78.${i >> 8}.${i & 255}/32`,
-        speedLimitKbps: 0,
-      }));
-      await timed('setPeers() 1,000 peers (999 new)', () => driver.setPeers(serverId, [clientPeer, ...dummies]), log);
-      const changed = [
-        clientPeer,
-        ...dummies.slice(1),
-        { publicKey: generateKeyPair().publicKey, allowedIp: '10.78.9.9/32', speedLimitKbps: 0 },
-      ];
-      await timed('setPeers() one peer swapped at 1,000', () => driver.setPeers(serverId, changed), log);
-      await timed('setPeers() same 1,000 again', () => driver.setPeers(serverId, changed), log);
-      await timed('readCounters() at 1,000', () => driver.readCounters(serverId), log);
-      assert.equal((await driver.readCounters(serverId)).peers.length, 1000);
-      assert.ok(pings('10.77.0.1'), 'the client still works at 1,000 peers');
+    test(
+      'a client reaches the server and the outside through the tunnel; ' +
+        'counters count; removal cuts it; down cleans up',
+      async (t) => {
+        const log = (text: string) => t.diagnostic(text);
+        const state = await timed('up() new server', () => driver.up(spec), log);
+        assert.equal(state.publicKey, serverKey.publicKey);
+        await timed('up() again, nothing to change', () => driver.up(spec), log);
+        assert.deepEqual(await driver.list(), [serverId]);
+        await driver.setPeers(serverId, [clientPeer]);
 
-      await driver.setPeers(serverId, changed.slice(1));
-      assert.equal(pings('10.77.0.1'), false, 'a removed peer is cut off');
-      await driver.setPeers(serverId, []);
-      assert.equal((await driver.readCounters(serverId)).peers.length, 0);
+        client = runner.start('wireguard-go', ['-f', clientIf], {
+          netns: clientNs,
+          env: { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' },
+        });
+        for (let i = 0; i < 150 && !existsSync(`/var/run/wireguard/${clientIf}.sock`); i++)
+          await new Promise((r) => setTimeout(r, 20));
+        const clientConfig = [
+          'set',
+          clientIf,
+          'private-key',
+          '/dev/stdin',
+          'peer',
+          serverKey.publicKey,
+          'endpoint',
+          `192.0.2.1:${listenPort}`,
+          'allowed-ips',
+          '10.77.0.0/24,192.0.2.128/25',
+        ];
+        await runner.run('wg', clientConfig, { input: clientKey.privateKey });
+        sh(['ip', '-n', clientNs, 'addr', 'add', '10.77.0.2/24', 'dev', clientIf]);
+        sh(['ip', '-n', clientNs, 'link', 'set', clientIf, 'up']);
+        sh(['ip', '-n', clientNs, 'route', 'add', '192.0.2.128/25', 'dev', clientIf]);
 
-      // Recreating (mtu or port change) puts the peers back; a restarted agent adopts the running server.
-      await driver.setPeers(serverId, changed);
-      const smaller = await timed(
-        'up() with a new mtu at 1,000 peers (recreate)',
-        () => driver.up({ ...spec, mtu: 1380 }),
-        log,
-      );
-      assert.equal(smaller.peerCount, 1000);
-      assert.match(sh(['ip', '-n', serverNs, 'link', 'show', serverIf]), /mtu 1380/);
-      const restarted = new WireGuardDriver({
-        runner,
-        namePrefix: prefix,
-        hostNetns: hostNs,
-        implementation: 'wireguard-go',
-      });
-      drivers.push(restarted);
-      assert.equal((await restarted.up({ ...spec, mtu: 1380 })).peerCount, 1000);
-      const moved = await restarted.up({ ...spec, mtu: 1380, listenPort: listenPort + 1 });
-      assert.equal(moved.peerCount, 1000);
-      assert.equal(sh(['wg', 'show', serverIf, 'listen-port']).trim(), String(listenPort + 1));
-      assert.equal((await restarted.readCounters(serverId)).peers.length, 1000);
+        assert.ok(pings('10.77.0.1'), 'client pings the server through the tunnel');
+        // The third namespace has no route back to the tunnel or the veth: replies arrive only through both NATs.
+        assert.ok(pings('192.0.2.130'), 'client reaches a third namespace through both NATs');
+        const [counters] = (await driver.readCounters(serverId)).peers;
+        assert.equal(counters?.publicKey, clientKey.publicKey);
+        assert.ok((counters?.rxBytes ?? 0) > 0 && (counters?.txBytes ?? 0) > 0, JSON.stringify(counters));
+        assert.ok((counters?.lastHandshakeMs ?? 0) > Date.now() - 60_000, 'a recent handshake');
+        // UAPI reads what `wg show dump` prints, byte counters and handshake of a peer with traffic included.
+        const at = { iface: serverIf, netns: undefined };
+        assert.deepEqual(await new UapiConfig().read(at), parseDump(sh(['wg', 'show', serverIf, 'dump'])));
 
-      await timed('down()', () => restarted.down(serverId), log);
-      await driver.down(serverId); // a missing server is not an error
-      assert.deepEqual(await driver.list(), []);
-      assert.ok(
-        !sh(['ip', 'netns', 'list'])
-          .split('\n')
-          .some((l) => l.split(' ')[0] === serverNs),
-        'namespace gone',
-      );
-      assert.doesNotMatch(
-        sh(['ip', '-n', hostNs, '-o', 'link', 'show']),
-        new RegExp(`\\b${serverIf}[hs]?[@:]`),
-        'no interface or veth left',
-      );
-      assert.ok(!existsSync(`/var/run/wireguard/${serverIf}.sock`), 'no UAPI socket left');
-      assert.doesNotMatch(sh(['wg', 'show', 'interfaces']), new RegExp(`\\b${serverIf}\\b`));
-      assert.doesNotMatch(
-        sh(['ps', '-eo', 'args']),
-        new RegExp(`wireguard-go -f ${serverIf}$`, 'm'),
-        'no wireguard-go process left',
-      );
-      assert.equal(sh(['ip', 'netns', 'exec', hostNs, 'nft', 'list', 'tables']).trim(), '', 'no host NAT table left');
-    },
-  );
-});
+        const dummies = Array.from({ length: 999 }, (_, i) => ({
+          publicKey: generateKeyPair().publicKey,
+          allowedIp: `10.78.${i >> 8}.${i & 255}/32`,
+          speedLimitKbps: 0,
+        }));
+        await timed('setPeers() 1,000 peers (999 new)', () => driver.setPeers(serverId, [clientPeer, ...dummies]), log);
+        const changed = [
+          clientPeer,
+          ...dummies.slice(1),
+          { publicKey: generateKeyPair().publicKey, allowedIp: '10.78.9.9/32', speedLimitKbps: 0 },
+        ];
+        await timed('setPeers() one peer swapped at 1,000', () => driver.setPeers(serverId, changed), log);
+        await timed('setPeers() same 1,000 again', () => driver.setPeers(serverId, changed), log);
+        await timed('readCounters() at 1,000', () => driver.readCounters(serverId), log);
+        assert.equal((await driver.readCounters(serverId)).peers.length, 1000);
+        assert.ok(pings('10.77.0.1'), 'the client still works at 1,000 peers');
+
+        await driver.setPeers(serverId, changed.slice(1));
+        assert.equal(pings('10.77.0.1'), false, 'a removed peer is cut off');
+        await driver.setPeers(serverId, []);
+        assert.equal((await driver.readCounters(serverId)).peers.length, 0);
+
+        // Recreating (mtu or port change) puts the peers back; a restarted agent adopts the running server.
+        await driver.setPeers(serverId, changed);
+        const smaller = await timed(
+          'up() with a new mtu at 1,000 peers (recreate)',
+          () => driver.up({ ...spec, mtu: 1380 }),
+          log,
+        );
+        assert.equal(smaller.peerCount, 1000);
+        assert.match(sh(['ip', '-n', serverNs, 'link', 'show', serverIf]), /mtu 1380/);
+        const restarted = new WireGuardDriver(options);
+        drivers.push(restarted);
+        assert.equal((await restarted.up({ ...spec, mtu: 1380 })).peerCount, 1000);
+        const moved = await restarted.up({ ...spec, mtu: 1380, listenPort: listenPort + 1 });
+        assert.equal(moved.peerCount, 1000);
+        assert.equal(sh(['wg', 'show', serverIf, 'listen-port']).trim(), String(listenPort + 1));
+        assert.equal((await restarted.readCounters(serverId)).peers.length, 1000);
+
+        await timed('down()', () => restarted.down(serverId), log);
+        await driver.down(serverId); // a missing server is not an error
+        assert.deepEqual(await driver.list(), []);
+        assert.ok(
+          !sh(['ip', 'netns', 'list'])
+            .split('\n')
+            .some((l) => l.split(' ')[0] === serverNs),
+          'namespace gone',
+        );
+        assert.doesNotMatch(
+          sh(['ip', '-n', hostNs, '-o', 'link', 'show']),
+          new RegExp(`\\b${serverIf}[hs]?[@:]`),
+          'no interface or veth left',
+        );
+        assert.ok(!existsSync(`/var/run/wireguard/${serverIf}.sock`), 'no UAPI socket left');
+        assert.doesNotMatch(sh(['wg', 'show', 'interfaces']), new RegExp(`\\b${serverIf}\\b`));
+        assert.doesNotMatch(
+          sh(['ps', '-eo', 'args']),
+          new RegExp(`wireguard-go -f ${serverIf}$`, 'm'),
+          'no wireguard-go process left',
+        );
+        assert.equal(sh(['ip', 'netns', 'exec', hostNs, 'nft', 'list', 'tables']).trim(), '', 'no host NAT table left');
+      },
+    );
+  });
