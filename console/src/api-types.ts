@@ -666,6 +666,8 @@ export interface paths {
                 query?: {
                     server_id?: number;
                     external_id?: string;
+                    /** @description devices whose name or external_id contains this text, ignoring case (on SQLite, of ASCII letters only); % and _ are plain characters; empty means no search */
+                    search?: string;
                     status?: "active" | "disabled" | "expired" | "limit_reached";
                     /** @description the last id of the previous page */
                     after?: number;

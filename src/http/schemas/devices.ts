@@ -108,6 +108,14 @@ export type DeviceSettingsBody = Static<typeof DevicePatchBody>;
 export const DeviceListQuery = {
   server_id: Type.Optional(Id),
   external_id: Type.Optional(ExternalId),
+  search: Type.Optional(
+    PlainText({
+      maxLength: EXTERNAL_ID_MAX,
+      description:
+        'devices whose name or external_id contains this text, ignoring case (on SQLite, of ASCII letters only); ' +
+        '% and _ are plain characters; empty means no search',
+    }),
+  ),
   status: Type.Optional(Status),
 };
 
