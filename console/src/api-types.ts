@@ -71,6 +71,8 @@ export interface paths {
                                 name: string;
                                 role: "admin" | "viewer";
                             };
+                            /** @description the panel time zone (PANEL_TIMEZONE), an IANA name */
+                            time_zone: string;
                         };
                     };
                 };

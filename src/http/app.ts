@@ -347,7 +347,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   metaRoutes(app, deps);
   sharePageRoutes(app, deps);
-  consoleSessionRoutes(app, { ...deps, authenticator });
+  consoleSessionRoutes(app, { ...deps, authenticator, timeZone: deps.usage.calendar.timeZone });
   consoleRoutes(app);
   await app.register(
     async (api) => {
