@@ -166,12 +166,14 @@ export class UsageService {
         const day = this.calendar.day(batch.slotStartMs);
         await addToBuckets(tx, 'usage_daily', day, stored);
         await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
+        const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
+        await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
+        // Last: every node's batches write these two rows, which stay locked until the commit (PostgreSQL),
+        // so concurrent ingests wait on each other only for the commit, in one order (no deadlock).
         const rx = stored.reduce((sum, d) => sum + d.rx, 0);
         const txBytes = stored.reduce((sum, d) => sum + d.tx, 0);
         await addToFleet(tx, 'usage_fleet_daily', day, rx, txBytes);
         await addToFleet(tx, 'usage_fleet_monthly', `${month}-01`, rx, txBytes);
-        const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
-        await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
         return stored;
       });
       this.#observer.usageStored(
