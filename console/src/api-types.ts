@@ -71,6 +71,8 @@ export interface paths {
                                 name: string;
                                 role: "admin" | "viewer";
                             };
+                            /** @description the panel time zone (PANEL_TIMEZONE), an IANA name */
+                            time_zone: string;
                         };
                     };
                 };
@@ -666,6 +668,8 @@ export interface paths {
                 query?: {
                     server_id?: number;
                     external_id?: string;
+                    /** @description devices whose name or external_id contains this text, ignoring case (on SQLite, of ASCII letters only); % and _ are plain characters; empty means no search */
+                    search?: string;
                     status?: "active" | "disabled" | "expired" | "limit_reached";
                     /** @description the last id of the previous page */
                     after?: number;
@@ -1171,6 +1175,68 @@ export interface paths {
                     content: {
                         "text/plain": string;
                         "image/png": string;
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The whole fleet's usage: today, this month, and per day
+         * @description Days and months are those of the panel time zone (PANEL_TIMEZONE), as in a device's usage. The figures are traffic that happened: they keep the bytes of deleted devices and do not change with usage resets.
+         *
+         *     Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description how many days, ending today, `daily` covers */
+                    days?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["FleetUsage"];
                     };
                 };
                 /** @description Default Response */
@@ -2268,6 +2334,31 @@ export interface components {
             }[];
             /** @description the last 24 months with usage, oldest first */
             monthly: {
+                /**
+                 * Format: date
+                 * @description first day of the day or month, in the panel time zone
+                 */
+                start: string;
+                rx_bytes: number;
+                tx_bytes: number;
+            }[];
+        };
+        /** FleetUsage */
+        FleetUsage: {
+            /** @description the panel time zone (PANEL_TIMEZONE), an IANA name */
+            time_zone: string;
+            today: {
+                rx_bytes: number;
+                tx_bytes: number;
+                total_bytes: number;
+            };
+            this_month: {
+                rx_bytes: number;
+                tx_bytes: number;
+                total_bytes: number;
+            };
+            /** @description the days of the last `days` with usage, oldest first */
+            daily: {
                 /**
                  * Format: date
                  * @description first day of the day or month, in the panel time zone

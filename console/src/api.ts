@@ -13,6 +13,8 @@ export type PanelNode = Schemas['Node'];
 export type Webhook = Schemas['Webhook'];
 export type Delivery = Schemas['WebhookDelivery'];
 export type PanelEvent = Schemas['Event'];
+export type FleetUsage = Schemas['FleetUsage'];
+export type Usage = FleetUsage['today'];
 export type Problem = Schemas['Error']['error'];
 
 const READS = new Set(['GET', 'HEAD']);

@@ -15,6 +15,32 @@ export interface UsageRow {
   tx_bytes: number;
 }
 
+/** The date `YYYY-MM-DD` `days` calendar days after `date` (before, when negative). */
+function addDays(date: string, days: number): string {
+  const [year, month, day] = date.split('-').map(Number);
+  return new Date(Date.UTC(year ?? 1970, (month ?? 1) - 1, (day ?? 1) + days)).toISOString().slice(0, 10);
+}
+
+/** Today's date (`YYYY-MM-DD`) in `timeZone`. */
+export function todayIn(timeZone: string): string {
+  // en-CA formats dates as YYYY-MM-DD.
+  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(
+    new Date(),
+  );
+}
+
+/**
+ * The `count` days ending on `last`, each with its row or with zero bytes: the API lists only days with
+ * usage, and a chart of a fixed span reads better with its quiet days drawn as such.
+ */
+export function everyDay(rows: readonly UsageRow[], last: string, count: number): UsageRow[] {
+  const byDay = new Map(rows.map((row) => [row.start, row]));
+  return Array.from({ length: count }, (_, i) => {
+    const start = addDays(last, i - count + 1);
+    return byDay.get(start) ?? { start, rx_bytes: 0, tx_bytes: 0 };
+  });
+}
+
 const DAY = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short' });
 const MONTH = new Intl.DateTimeFormat(undefined, { month: 'short', year: 'numeric' });
 

@@ -18,6 +18,7 @@ import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { Principal } from '../services/principals.ts';
 import type { ServerService } from '../services/servers.ts';
+import type { UsageService } from '../services/usage.ts';
 import { withRequestId } from '../services/request-context.ts';
 import type { Api } from './api.ts';
 import { Authenticator, checkConsoleWrite, SESSION_COOKIE } from './auth.ts';
@@ -28,6 +29,7 @@ import { RequestLogger } from './request-log.ts';
 import { ErrorSchema } from './schemas/common.ts';
 import { DeviceSchema, GroupSchema, UsageReportSchema } from './schemas/devices.ts';
 import { EventSchema } from './schemas/events.ts';
+import { FleetUsageSchema } from './schemas/usage.ts';
 import { DeliverySchema, WebhookSchema } from './schemas/webhooks.ts';
 import { NodeSchema, ServerSchema } from './schemas/servers.ts';
 import { validatorCompiler } from './validation.ts';
@@ -40,6 +42,7 @@ import { metaRoutes, openApiRoute } from './routes/meta.ts';
 import { serverRoutes } from './routes/servers.ts';
 import { shareLinkRoutes } from './routes/share-links.ts';
 import { sharePageRoutes } from './routes/share-page.ts';
+import { usageRoutes } from './routes/usage.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 
 export interface AppDeps {
@@ -51,6 +54,7 @@ export interface AppDeps {
   groups: GroupService;
   shareLinks: ShareLinkService;
   webhooks: WebhookService;
+  usage: UsageService;
   /** Per API key (REQUEST_RATE), and per address on the share page. */
   rateLimiter: RateLimiter;
   /** Per client address, for requests without a key or session known valid (UNAUTHENTICATED_RATE). */
@@ -219,6 +223,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     DeviceSchema,
     GroupSchema,
     UsageReportSchema,
+    FleetUsageSchema,
     WebhookSchema,
     DeliverySchema,
   ])
@@ -342,13 +347,14 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   metaRoutes(app, deps);
   sharePageRoutes(app, deps);
-  consoleSessionRoutes(app, { ...deps, authenticator });
+  consoleSessionRoutes(app, { ...deps, authenticator, timeZone: deps.usage.calendar.timeZone });
   consoleRoutes(app);
   await app.register(
     async (api) => {
       openApiRoute(api);
       serverRoutes(api, deps);
       deviceRoutes(api, deps.devices);
+      usageRoutes(api, deps.usage);
       groupRoutes(api, deps);
       shareLinkRoutes(api, deps.shareLinks);
       webhookRoutes(api, deps.webhooks);

@@ -165,6 +165,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     nodes,
     devices,
     groups: new GroupService(devices),
+    usage,
     shareLinks: new ShareLinkService(store, clock, devices, config.panelUrl, changes),
     webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, () => sender.nudge()),
     checkHealth: async () => {

@@ -92,7 +92,7 @@ export class DeviceService {
   }
 
   async list(
-    filter: { serverId?: number; externalId?: string; status?: DeviceStatus },
+    filter: { serverId?: number; externalId?: string; search?: string; status?: DeviceStatus },
     page: PageRequest,
   ): Promise<Page<PlacedDevice>> {
     const rows = toPage(

@@ -19,8 +19,10 @@ import { findServer } from '../store/servers.ts';
 import {
   addToBuckets,
   addToDeviceCounts,
+  addToFleet,
   claimBatch,
   listBuckets,
+  listFleetBuckets,
   markLimitReached,
   recordHandshakes,
   type UsageBucket,
@@ -41,6 +43,24 @@ export interface UsageReportView {
   daily: { start: string; rx_bytes: number; tx_bytes: number }[];
   monthly: { start: string; rx_bytes: number; tx_bytes: number }[];
 }
+
+/** The fleet's usage (GET /usage): the panel's zone, today, this month, and the last `days` days with usage. */
+export interface FleetUsageView {
+  time_zone: string;
+  today: Usage;
+  this_month: Usage;
+  daily: { start: string; rx_bytes: number; tx_bytes: number }[];
+}
+
+/** GET /usage shows 1 to this many days (about a year), 30 by default. */
+export const FLEET_DAYS_MAX = 366;
+export const FLEET_DAYS_DEFAULT = 30;
+
+const usageOf = (b: UsageBucket | undefined): Usage => {
+  const rx = b?.rx_bytes ?? 0;
+  const tx = b?.tx_bytes ?? 0;
+  return { rx_bytes: rx, tx_bytes: tx, total_bytes: rx + tx };
+};
 
 /** The usage report shows this many days and months back. */
 const DAILY_DAYS = 90;
@@ -143,10 +163,17 @@ export class UsageService {
         const counted = await addToDeviceCounts(tx, deltas, month, report.journalId, currentMonth);
         const existing = new Set(counted.stored);
         const stored = deltas.filter((d) => existing.has(d.deviceId));
-        await addToBuckets(tx, 'usage_daily', this.calendar.day(batch.slotStartMs), stored);
+        const day = this.calendar.day(batch.slotStartMs);
+        await addToBuckets(tx, 'usage_daily', day, stored);
         await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
         const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
         await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
+        // Last: every node's batches write these two rows, which stay locked until the commit (PostgreSQL),
+        // so concurrent ingests wait on each other only for the commit, in one order (no deadlock).
+        const rx = stored.reduce((sum, d) => sum + d.rx, 0);
+        const txBytes = stored.reduce((sum, d) => sum + d.tx, 0);
+        await addToFleet(tx, 'usage_fleet_daily', day, rx, txBytes);
+        await addToFleet(tx, 'usage_fleet_monthly', `${month}-01`, rx, txBytes);
         return stored;
       });
       this.#observer.usageStored(
@@ -210,6 +237,29 @@ export class UsageService {
       });
     }
     return reached;
+  }
+
+  /**
+   * The whole fleet's bytes, deleted devices' included and untouched by usage resets (traffic that happened):
+   * today, this month, and each day with usage of the `days` days that end today, in the panel's zone.
+   */
+  async fleetReport(days: number): Promise<FleetUsageView> {
+    const today = this.calendar.day(this.#clock.nowMs());
+    const [year, month, date] = today.split('-').map(Number);
+    // Calendar days, not multiples of 24 h, so a DST change does not move the first one.
+    const first = new Date(Date.UTC(year ?? 1970, (month ?? 1) - 1, (date ?? 1) - (days - 1)));
+    const monthStart = `${today.slice(0, 7)}-01`;
+    const [daily, monthly] = await Promise.all([
+      listFleetBuckets(this.#db, 'usage_fleet_daily', first.toISOString().slice(0, 10)),
+      listFleetBuckets(this.#db, 'usage_fleet_monthly', monthStart),
+    ]);
+    const bucket = (b: UsageBucket) => ({ start: b.start, rx_bytes: b.rx_bytes, tx_bytes: b.tx_bytes });
+    return {
+      time_zone: this.calendar.timeZone,
+      today: usageOf(daily.find((b) => b.start === today)),
+      this_month: usageOf(monthly.find((b) => b.start === monthStart)),
+      daily: daily.map(bucket),
+    };
   }
 
   /** Spec §2.4: the counts, and the daily and monthly history (kept across resets). */

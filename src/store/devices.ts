@@ -3,6 +3,7 @@ import type { DeviceStatus } from '../domain/devices.ts';
 import type { PageRequest } from '../domain/paging.ts';
 import type { Queryable } from './db.ts';
 import { rowLimit } from './query-shapes.ts';
+import { containsText } from './text-search.ts';
 import type { DeviceTable } from './schema.ts';
 
 export type DeviceRow = Selectable<DeviceTable>;
@@ -120,6 +121,8 @@ export async function countDevicesByServer(db: Queryable): Promise<Map<number, n
 export interface DeviceFilter {
   serverId?: number;
   externalId?: string;
+  /** Only devices whose name or external id contains this, ignoring case (containsText). */
+  search?: string;
   /** Only these statuses; the caller turns a status into conditions with `nowIso`. */
   status?: DeviceStatus;
   nowIso: string;
@@ -143,6 +146,7 @@ export function listDevices(db: Queryable, filter: DeviceFilter, page: PageReque
   let query = db.selectFrom('devices').selectAll().where('id', '>', page.afterId);
   if (filter.serverId !== undefined) query = query.where('server_id', '=', filter.serverId);
   if (filter.externalId !== undefined) query = query.where('external_id', '=', filter.externalId);
+  if (filter.search !== undefined) query = query.where(containsText(db, ['name', 'external_id'], filter.search));
   if (filter.status !== undefined) {
     query = query.where(statusOf(filter.nowIso, filter.currentMonth), '=', filter.status);
   }

@@ -144,6 +144,13 @@ export interface UsageBucketTable {
   tx_bytes: number;
 }
 
+/** The whole fleet's bytes of one day or month (migration 019). */
+export interface FleetUsageTable {
+  start: string;
+  rx_bytes: number;
+  tx_bytes: number;
+}
+
 export interface UsageBatchTable {
   node_id: number;
   journal_id: string;
@@ -300,6 +307,8 @@ export interface Database {
   webhook_deliveries: WebhookDeliveryTable;
   usage_daily: UsageBucketTable;
   usage_monthly: UsageBucketTable;
+  usage_fleet_daily: FleetUsageTable;
+  usage_fleet_monthly: FleetUsageTable;
   usage_batches: UsageBatchTable;
   activity: ActivityTable;
   mail_outbox: MailOutboxTable;

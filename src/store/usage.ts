@@ -162,6 +162,44 @@ export async function addToBuckets(
 }
 
 /**
+ * Adds a batch's bytes (those of devices that still exist, as added to their buckets) to the fleet's day
+ * or month row: one row written per batch, whatever its size, in the batch's transaction.
+ */
+export async function addToFleet(
+  db: Queryable,
+  table: 'usage_fleet_daily' | 'usage_fleet_monthly',
+  start: string,
+  rx: number,
+  tx: number,
+): Promise<void> {
+  if (rx + tx === 0) return;
+  await db
+    .insertInto(table)
+    .values({ start, rx_bytes: rx, tx_bytes: tx })
+    .onConflict((oc) =>
+      oc.column('start').doUpdateSet((eb) => ({
+        rx_bytes: eb(`${table}.rx_bytes`, '+', eb.ref('excluded.rx_bytes')),
+        tx_bytes: eb(`${table}.tx_bytes`, '+', eb.ref('excluded.tx_bytes')),
+      })),
+    )
+    .execute();
+}
+
+/** The fleet's day or month rows from `since` on, oldest first. */
+export function listFleetBuckets(
+  db: Queryable,
+  table: 'usage_fleet_daily' | 'usage_fleet_monthly',
+  since: string,
+): Promise<UsageBucket[]> {
+  return db
+    .selectFrom(table)
+    .select(['start', 'rx_bytes', 'tx_bytes'])
+    .where('start', '>=', since)
+    .orderBy('start')
+    .execute();
+}
+
+/**
  * Marks the devices among `ids` that reached their limit in the current period and were not marked
  * yet, and returns them: the ones device.limit_reached is posted for. The rows are read back through
  * kysely, so every store plugin (decryption) applies to them.

@@ -26,6 +26,10 @@ import { after, before, describe, it } from 'node:test';
 import AxeBuilder from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { components } from '../../console/src/api-types.ts';
+import { systemClock } from '../../src/domain/clock.ts';
+import { Calendar } from '../../src/domain/usage.ts';
+import { UsageService } from '../../src/services/usage.ts';
+import { openStore } from '../../src/store/open.ts';
 import { chromiumSkip, launchChromium } from '../support/chromium.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { endLab, LabPanel, need, ok } from '../support/lab-panel.ts';
@@ -583,5 +587,166 @@ describe('the operator console in headless Chromium (sqlite)', {
       const after = await page.request.get(`${origin}/api/v1/servers`);
       assert.equal(after.status(), 401);
     });
+  });
+});
+
+/**
+ * The overview's fleet usage (GET /usage: tiles for today and this month, a 30-day chart with its table, the
+ * panel zone on hover) with bytes booked as a node's batches are, and the Devices page's search box (name or
+ * external ID, any case, kept in the URL, combined with the status filter), in a panel of their own.
+ */
+describe('the overview usage and the device search in headless Chromium (sqlite)', {
+  skip: chromiumSkip,
+  timeout: SUITE_TIMEOUT_MS,
+}, () => {
+  const ZONE = 'Asia/Tokyo';
+  const GB = 1_000_000_000;
+  let db: TestDatabase | undefined;
+  let panel: LabPanel | undefined;
+  let browser: Browser | undefined;
+  let context: BrowserContext | undefined;
+  let origin: string;
+  let problems: Problems;
+  const ids = new Map<string, number>();
+
+  before(async () => {
+    assert.ok(existsSync(BUILT), `no console build at ${BUILT}: run npm run build:console`);
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    browser = await launchChromium();
+    db = await createTestDatabase('sqlite');
+    panel = await LabPanel.start(db, 'console-usage', { NODE_DRIVER: 'dry-run', PANEL_TIMEZONE: ZONE });
+    origin = new URL(panel.url).origin;
+    problems = new Problems(origin);
+    await cliWithInput(panel, ['users', 'add', '--name', ADMIN, '--role', 'admin'], `${ADMIN_PASSWORD}\n`);
+    const api = panel.api;
+    const serverId = ok(await api.POST('/api/v1/servers', { body: { name: 'tyo-1', country: 'JP' } }), 'server').id;
+    for (const [name, externalId] of [
+      ['Zoe tablet', 'shop-42'],
+      ['zoe phone', undefined],
+      ['router 100%', 'office'],
+    ] as const) {
+      const body = { server_id: serverId, name, external_id: externalId };
+      ids.set(name, ok(await api.POST('/api/v1/devices', { body }), `POST /devices ${name}`).id);
+    }
+    // Bytes booked as NodeMonitor books a node's batches: today 3 GB down and 1 GB up, two days ago 2 GB.
+    const store = openStore({ databaseUrl: db.env.DATABASE_URL, dataDir: db.dataDir });
+    try {
+      const node = await store.db.selectFrom('nodes').select('id').executeTakeFirstOrThrow();
+      const usage = new UsageService(store.db, systemClock, new Calendar(ZONE));
+      const batch = (seq: number, slotStartMs: number, entries: [string, number, number][]) => ({
+        seq,
+        slotStartMs,
+        entries: entries.map(([name, rx, tx]) => ({
+          deviceId: ids.get(name) ?? 0,
+          rxBytes: rx,
+          txBytes: tx,
+          meter: seq,
+        })),
+      });
+      const now = Date.now();
+      await usage.ingest(node, {
+        journalId: 'console-usage',
+        batches: [
+          batch(1, now - 2 * 86_400_000, [['router 100%', 2 * GB, 0]]),
+          batch(2, now, [
+            ['Zoe tablet', 2 * GB, GB],
+            ['zoe phone', GB, 0],
+          ]),
+        ],
+        handshakes: [],
+      });
+    } finally {
+      await store.close();
+    }
+    context = await browser.newContext({ viewport: DESKTOP });
+    await problems.watch(context);
+    const signing = await context.newPage();
+    await signing.goto(`${origin}/`);
+    await signing.getByLabel('User', { exact: true }).fill(ADMIN);
+    await signing.getByLabel('Password', { exact: true }).fill(ADMIN_PASSWORD);
+    await signing.getByRole('button', { name: 'Sign in' }).click();
+    await signing.getByRole('heading', { level: 1, name: 'Overview' }).waitFor({ timeout: 15_000 });
+    await signing.close();
+  });
+
+  after(async () => {
+    await context?.close().catch(() => {});
+    await browser?.close().catch(() => {});
+    const left = await endLab({ panel, database: db });
+    assert.deepEqual(left, [], 'the panel stopped on SIGTERM');
+  });
+
+  it('shows usage today and this month, and a 30-day chart of the fleet, in the panel zone', async () => {
+    const fleet = ok(await need(panel, 'the panel').api.GET('/api/v1/usage'), 'GET /usage');
+    assert.equal(fleet.today.total_bytes, 4 * GB);
+    const page = await need(context, 'a browser context').newPage();
+    await page.goto(`${origin}/`);
+    const today = page.getByRole('region', { name: 'Usage today' });
+    await today.getByText('4 GB').waitFor({ timeout: 15_000 });
+    await today.getByText('3 GB down, 1 GB up').waitFor();
+    assert.match((await today.getAttribute('title')) ?? '', new RegExp(ZONE));
+    // Two days ago is in this month unless today is the 1st or 2nd of the month in Tokyo.
+    const month = page.getByRole('region', { name: 'Usage this month' });
+    await month.getByText(`${fleet.this_month.total_bytes / GB} GB`, { exact: true }).waitFor();
+    const chart = page.getByRole('figure');
+    await chart.locator('canvas').first().waitFor();
+    await chart.getByText('Show as a table').click();
+    const rows = chart.getByRole('table', { name: 'Usage per day, last 30 days' }).locator('tbody tr');
+    assert.equal(await rows.count(), 30, 'every one of the 30 days, quiet ones too');
+    assert.deepEqual(
+      await rows
+        .last()
+        .locator('td')
+        .allInnerTexts()
+        .then((cells) => cells.slice(1)),
+      ['3 GB', '1 GB'],
+    );
+    assert.deepEqual(
+      await rows
+        .nth(27)
+        .locator('td')
+        .allInnerTexts()
+        .then((cells) => cells.slice(1)),
+      ['2 GB', '0 B'],
+    );
+    await page.getByText(`Days of the panel time zone, ${ZONE}.`).waitFor();
+    assert.deepEqual(await seriousViolations(page), [], 'axe on the overview with its chart');
+    await screenshot(page, 'overview-usage');
+    problems.none('the overview usage');
+    await page.close();
+  });
+
+  it('searches devices by part of the name or external ID, in any case, kept in the URL', async () => {
+    const page = await need(context, 'a browser context').newPage();
+    await page.goto(`${origin}/devices`);
+    const list = page.getByRole('table', { name: 'Devices' });
+    await list.getByText('router 100%').waitFor({ timeout: 15_000 });
+    const names = () => list.locator('tbody tr td:first-child a').allInnerTexts();
+    const search = async (text: string, expected: string[]) => {
+      await page.getByLabel('Search', { exact: true }).fill(text);
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.waitForURL((url) => url.searchParams.get('search') === text);
+      await list.getByText(expected[0] ?? '').waitFor();
+      await page.waitForFunction((n) => document.querySelectorAll('table tbody tr').length === n, expected.length);
+      assert.deepEqual(await names(), expected, `search ${text}`);
+    };
+    await search('ZOE', ['Zoe tablet', 'zoe phone']);
+    await search('SHOP-4', ['Zoe tablet']);
+    await search('0%', ['router 100%']);
+    ok(
+      await need(panel, 'the panel').api.PATCH('/api/v1/devices/{id}', {
+        params: { path: { id: ids.get('zoe phone') ?? 0 } },
+        body: { enabled: false },
+      }),
+      'disable zoe phone',
+    );
+    await page.goto(`${origin}/devices?search=zoe&status=disabled`);
+    assert.equal(await page.getByLabel('Search', { exact: true }).inputValue(), 'zoe');
+    await list.getByText('zoe phone').waitFor({ timeout: 15_000 });
+    assert.deepEqual(await names(), ['zoe phone']);
+    assert.deepEqual(await seriousViolations(page), [], 'axe on the searched devices');
+    await screenshot(page, 'devices-search');
+    problems.none('the device search');
+    await page.close();
   });
 });

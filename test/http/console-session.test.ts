@@ -90,7 +90,7 @@ for (const kind of DATABASE_KINDS) {
 
     before(async () => {
       db = await createTestDatabase(kind);
-      t = await buildTestApp(db);
+      t = await buildTestApp(db, { PANEL_TIMEZONE: 'Asia/Tokyo' });
       await t.createUser('alice', 'admin', PASSWORD);
       await t.createUser('victor', 'viewer', PASSWORD);
     });
@@ -136,13 +136,14 @@ for (const kind of DATABASE_KINDS) {
       const cookie = await session(t, 'Alice');
       const me = await call(t, 'GET', '/console/session', { cookie });
       assert.equal(me.statusCode, 200);
-      assert.deepEqual(me.json(), { user: { name: 'alice', role: 'admin' } });
+      assert.deepEqual(me.json(), { user: { name: 'alice', role: 'admin' }, time_zone: 'Asia/Tokyo' });
     });
 
-    it('GET /console/session names the user and role, or answers 401 unauthorized', async () => {
+    it('GET /console/session names the user, role and panel time zone, or answers 401 unauthorized', async () => {
       const cookie = await session(t, 'victor');
       assert.deepEqual((await call(t, 'GET', '/console/session', { cookie })).json(), {
         user: { name: 'victor', role: 'viewer' },
+        time_zone: 'Asia/Tokyo',
       });
       const address = someAddress();
       for (const bad of [

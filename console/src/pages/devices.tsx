@@ -206,19 +206,18 @@ function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () 
 
 export function DevicesPage({ query }: { query: URLSearchParams }) {
   const canWrite = useCanWrite();
-  const externalId = query.get('external_id') ?? '';
+  const searched = query.get('search') ?? '';
   const status = statusOf(query.get('status'));
   const server = query.get('server') ?? '';
   const creating = canWrite && query.get('new') === '1';
-  const [search, setSearch] = useState(externalId);
+  const [search, setSearch] = useState(searched);
   const [servers] = useLoad(loadAllServers, []);
   const go = (change: Record<string, string | undefined>) =>
-    navigate(
-      withQuery('/devices', { external_id: externalId, status, server, new: creating ? '1' : undefined, ...change }),
-      { replace: true },
-    );
+    navigate(withQuery('/devices', { search: searched, status, server, new: creating ? '1' : undefined, ...change }), {
+      replace: true,
+    });
   const filter: Omit<DeviceQuery, 'after' | 'limit'> = {};
-  if (externalId !== '') filter.external_id = externalId;
+  if (searched !== '') filter.search = searched;
   if (status !== undefined) filter.status = status;
   if (/^\d+$/.test(server)) filter.server_id = Number(server);
   const serverList = servers.state === 'ready' ? servers.data.items : [];
@@ -247,10 +246,17 @@ export function DevicesPage({ query }: { query: URLSearchParams }) {
           class="filters"
           onSubmit={(event) => {
             event.preventDefault();
-            go({ external_id: search.trim() });
+            go({ search: search.trim() });
           }}
         >
-          <TextField label="External ID" name="external_id" problem={null} value={search} onValue={setSearch} />
+          <TextField
+            label="Search"
+            name="search"
+            problem={null}
+            hint="Part of a device's name or external ID, in any case."
+            value={search}
+            onValue={setSearch}
+          />
           <SelectField
             label="Status"
             name="status"

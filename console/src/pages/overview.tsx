@@ -1,11 +1,26 @@
-import { api, type Device, type PanelNode, type Pages, type Result, read, readPages, type Server } from '../api.ts';
+import {
+  api,
+  type Device,
+  type FleetUsage,
+  type PanelNode,
+  type Pages,
+  type Result,
+  read,
+  readPages,
+  type Server,
+  type Usage,
+} from '../api.ts';
+import { useMemo } from 'preact/hooks';
+import { everyDay, todayIn, UsageChart } from '../chart.tsx';
 import { formatBytes, formatCount } from '../format.ts';
 import { Badge, Link, Page, Show, Table, Time, useCanWrite, useLoad } from '../ui.tsx';
 
 /** How often the overview asks again: online state and counts follow the data plane by themselves. */
 const POLL_MS = 15_000;
-/** The devices counted for "online now" and this month's usage: 5 pages of 200. */
+/** The devices counted for "online now": 5 pages of 200. */
 const DEVICE_PAGES = 5;
+/** The days the usage chart shows, today the last. */
+const CHART_DAYS = 30;
 /** Webhooks whose deliveries are counted. */
 const WEBHOOKS_COUNTED = 20;
 
@@ -42,34 +57,51 @@ async function deliveryCounts(): Promise<Result<DeliveryCounts>> {
 
 function DeviceSummary({ devices }: { devices: Pages<Device> }) {
   const online = devices.items.filter((device) => device.online).length;
-  const month = devices.items.reduce(
-    (sum, device) => ({
-      rx: sum.rx + device.month_usage.rx_bytes,
-      tx: sum.tx + device.month_usage.tx_bytes,
-    }),
-    { rx: 0, tx: 0 },
-  );
   const counted = devices.complete ? '' : ` (of the first ${formatCount(devices.items.length)} devices)`;
   const byStatus = (status: Device['status']) => devices.items.filter((device) => device.status === status).length;
   return (
+    <section class="tile" aria-labelledby="online-now">
+      <h2 id="online-now">Online now</h2>
+      <p class="big">
+        {formatCount(online)} <span class="muted">of {formatCount(devices.items.length)} devices</span>
+      </p>
+      <p class="muted">
+        {formatCount(byStatus('disabled'))} disabled, {formatCount(byStatus('expired'))} expired,{' '}
+        {formatCount(byStatus('limit_reached'))} at their limit{counted}
+      </p>
+    </section>
+  );
+}
+
+function UsageTile({ id, title, usage, zone }: { id: string; title: string; usage: Usage; zone: string }) {
+  return (
+    <section class="tile" aria-labelledby={id} title={`Days and months of the panel time zone, ${zone}`}>
+      <h2 id={id}>{title}</h2>
+      <p class="big">{formatBytes(usage.total_bytes)}</p>
+      <p class="muted">
+        {formatBytes(usage.rx_bytes)} down, {formatBytes(usage.tx_bytes)} up
+      </p>
+    </section>
+  );
+}
+
+function FleetUsageChart({ usage }: { usage: FleetUsage }) {
+  // Drawn again only when a poll brings new figures.
+  const rows = useMemo(() => everyDay(usage.daily, todayIn(usage.time_zone), CHART_DAYS), [usage]);
+  return (
     <>
-      <section class="tile" aria-labelledby="online-now">
-        <h2 id="online-now">Online now</h2>
-        <p class="big">
-          {formatCount(online)} <span class="muted">of {formatCount(devices.items.length)} devices</span>
-        </p>
-        <p class="muted">
-          {formatCount(byStatus('disabled'))} disabled, {formatCount(byStatus('expired'))} expired,{' '}
-          {formatCount(byStatus('limit_reached'))} at their limit{counted}
-        </p>
-      </section>
-      <section class="tile" aria-labelledby="usage-month">
-        <h2 id="usage-month">Usage this month</h2>
-        <p class="big">{formatBytes(month.rx + month.tx)}</p>
-        <p class="muted">
-          {formatBytes(month.rx)} down, {formatBytes(month.tx)} up{counted}
-        </p>
-      </section>
+      <UsageChart rows={rows} monthly={false} caption={`Usage per day, last ${CHART_DAYS} days`} />
+      <p class="muted small">Days of the panel time zone, {usage.time_zone}.</p>
+    </>
+  );
+}
+
+/** The whole fleet's traffic (GET /usage): deleted devices' included, untouched by usage resets. */
+function FleetUsageTiles({ usage }: { usage: FleetUsage }) {
+  return (
+    <>
+      <UsageTile id="usage-today" title="Usage today" usage={usage.today} zone={usage.time_zone} />
+      <UsageTile id="usage-month" title="Usage this month" usage={usage.this_month} zone={usage.time_zone} />
     </>
   );
 }
@@ -158,14 +190,28 @@ export function OverviewPage() {
     [],
     POLL_MS,
   );
+  const [usage] = useLoad(
+    () => read(api.GET('/api/v1/usage', { params: { query: { days: CHART_DAYS } } })),
+    [],
+    POLL_MS,
+  );
   return (
     <Page title="Overview">
       <div class="tiles">
         <Show loaded={devices} what="devices">
           {(data) => <DeviceSummary devices={data} />}
         </Show>
+        <Show loaded={usage} what="usage">
+          {(data) => <FleetUsageTiles usage={data} />}
+        </Show>
         {useCanWrite() && <DeliveriesTile />}
       </div>
+      <section aria-labelledby="usage-days">
+        <h2 id="usage-days">Usage, last {CHART_DAYS} days</h2>
+        <Show loaded={usage} what="usage">
+          {(data) => <FleetUsageChart usage={data} />}
+        </Show>
+      </section>
       <section aria-labelledby="nodes">
         <h2 id="nodes">Nodes</h2>
         <Show loaded={nodes} what="nodes">

@@ -24,6 +24,8 @@ export interface ConsoleSessionDeps {
   signInLimiters: SignInLimiters;
   panelOrigin: string | undefined;
   secureCookies: boolean;
+  /** The panel time zone (PANEL_TIMEZONE): the console shows times in it on hover. */
+  timeZone: string;
 }
 
 const errorRef = Type.Ref('Error');
@@ -42,6 +44,7 @@ const SessionSchema = Type.Object({
     name: Type.String(),
     role: Type.Union(CONSOLE_ROLES.map((role) => Type.Literal(role))),
   }),
+  time_zone: Type.String({ description: 'the panel time zone (PANEL_TIMEZONE), an IANA name' }),
 });
 
 function refuseAttempt(decision: RateDecision, whose: string): void {
@@ -112,7 +115,7 @@ export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
     async (request, reply) => {
       const principal = await deps.authenticator.sessionOf(request);
       reply.header('cache-control', 'no-store');
-      return { user: { name: principal.name, role: principal.role } };
+      return { user: { name: principal.name, role: principal.role }, time_zone: deps.timeZone };
     },
   );
 

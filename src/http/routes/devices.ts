@@ -45,7 +45,8 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     async (request) => {
       const q = request.query;
       const page = await devices.list(
-        { serverId: q.server_id, externalId: q.external_id, status: q.status },
+        // An empty search box is no search.
+        { serverId: q.server_id, externalId: q.external_id, search: q.search || undefined, status: q.status },
         pageRequest(q),
       );
       return { data: page.data.map(withConfig), has_more: page.has_more };

@@ -8,7 +8,7 @@ import {
 } from '../../domain/devices.ts';
 import { DateTime, Id, PlainText } from './common.ts';
 
-const Usage = Type.Object({ rx_bytes: Type.Integer(), tx_bytes: Type.Integer(), total_bytes: Type.Integer() });
+export const Usage = Type.Object({ rx_bytes: Type.Integer(), tx_bytes: Type.Integer(), total_bytes: Type.Integer() });
 const LimitPeriod = Type.Union([Type.Literal('monthly'), Type.Literal('total')]);
 const Status = Type.Union(DEVICE_STATUSES.map((s) => Type.Literal(s)));
 const Metadata = Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
@@ -51,7 +51,7 @@ export const DeviceSchema = Type.Object(
   { $id: 'Device', title: 'Device' },
 );
 
-const UsageBucket = Type.Object({
+export const UsageBucket = Type.Object({
   start: Type.String({ format: 'date', description: 'first day of the day or month, in the panel time zone' }),
   rx_bytes: Type.Integer(),
   tx_bytes: Type.Integer(),
@@ -108,6 +108,14 @@ export type DeviceSettingsBody = Static<typeof DevicePatchBody>;
 export const DeviceListQuery = {
   server_id: Type.Optional(Id),
   external_id: Type.Optional(ExternalId),
+  search: Type.Optional(
+    PlainText({
+      maxLength: EXTERNAL_ID_MAX,
+      description:
+        'devices whose name or external_id contains this text, ignoring case (on SQLite, of ASCII letters only); ' +
+        '% and _ are plain characters; empty means no search',
+    }),
+  ),
   status: Type.Optional(Status),
 };
 
