@@ -1,9 +1,10 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type LimitPeriod, metadataText } from '../domain/devices.ts';
 import type { EventKind } from '../domain/events.ts';
-import type { Tx } from '../store/db.ts';
-import { deleteDevice, type DeviceRow, updateDevice } from '../store/devices.ts';
+import type { Dialect, Tx } from '../store/db.ts';
+import { deleteDevices, type DeviceRow, updateDevice } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
+import { lockServers } from '../store/servers.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
 import { type Change, change, mergeChanges, type PeerPush } from './changes.ts';
 import { peerChange } from './desired-state.ts';
@@ -37,10 +38,12 @@ export interface DeviceChange {
 export class DeviceChanges {
   readonly #clock: Clock;
   readonly #usage: UsageService;
+  readonly #dialect: Dialect;
 
-  constructor(clock: Clock, usage: UsageService) {
+  constructor(clock: Clock, usage: UsageService, dialect: Dialect) {
     this.#clock = clock;
     this.#usage = usage;
+    this.#dialect = dialect;
   }
 
   /**
@@ -127,34 +130,46 @@ export class DeviceChanges {
   }
 
   /**
-   * The row and its usage rows deleted, `device.deleted` (worded by `detail`) and the activity row
-   * (`summary`). Its peer leaves the node after commit, best effort: a node that misses the removal
-   * drops the peer at its next resync.
+   * The rows and their usage rows deleted with set statements (their servers locked lowest id first, their
+   * counts lowered), each device's `device.deleted` (worded by `detail`) and activity row (`summary`).
+   * The peers leave their nodes after commit, best effort: a node that misses a removal drops the peer at
+   * its next resync.
    */
   async delete(
     tx: Tx,
-    placed: PlacedDevice,
+    members: readonly PlacedDevice[],
     actor: string,
-    words: { detail: string; summary: string },
+    words: (member: PlacedDevice) => { detail: string; summary: string },
   ): Promise<Change> {
-    const { row, server, node } = placed;
-    await deleteDevice(tx, row.id);
-    await deleteDeviceUsage(tx, [row.id]);
-    return change({
-      events: [deviceEventDraft('device.deleted', row, server, node, actor, words.detail)],
-      activity: [
-        {
-          resource: 'device',
-          resourceId: row.id,
-          verb: 'deleted',
-          summary: words.summary,
-          actor,
-          before: row,
-          after: null,
-        },
-      ],
-      remove: [{ node, serverId: server.id, change: { upsert: [], remove: [row.public_key], deleted: true } }],
-    });
+    const ids = members.map((m) => m.row.id);
+    await lockServers(
+      tx,
+      members.map((m) => m.server.id),
+      this.#dialect,
+    );
+    await deleteDevices(tx, ids);
+    await deleteDeviceUsage(tx, ids);
+    const deleted = change({});
+    for (const member of members) {
+      const { row, server, node } = member;
+      const { detail, summary } = words(member);
+      deleted.events.push(deviceEventDraft('device.deleted', row, server, node, actor, detail));
+      deleted.activity.push({
+        resource: 'device',
+        resourceId: row.id,
+        verb: 'deleted',
+        summary,
+        actor,
+        before: row,
+        after: null,
+      });
+      deleted.remove.push({
+        node,
+        serverId: server.id,
+        change: { upsert: [], remove: [row.public_key], deleted: true },
+      });
+    }
+    return deleted;
   }
 
   /** The peer change a device's node needs after `before` became `after`, if any. */

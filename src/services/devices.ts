@@ -10,8 +10,6 @@ import type { Db, Tx } from '../store/db.ts';
 import { isUniqueViolation, violationText } from '../store/constraint-violations.ts';
 import type { Store } from '../store/open.ts';
 import {
-  countDevicesByServer,
-  countDevicesOfServer,
   type DeviceRow,
   findDevice,
   insertDevice,
@@ -19,11 +17,12 @@ import {
   isNameTaken,
   listDevices,
   listDevicesOfGroup,
+  moveDevice,
   namesStartingWith,
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
-import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
+import { findServer, listRunningServers, lockServers, type ServerRow } from '../store/servers.ts';
 import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
 import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
 import { type DeviceChange, DeviceChanges, type DevicePatch } from './device-changes.ts';
@@ -78,7 +77,7 @@ export class DeviceService {
     this.#usage = usage;
     this.#changes = changes;
     this.#views = new DeviceViews(store.db, clock, usage);
-    this.#deviceChanges = new DeviceChanges(clock, usage);
+    this.#deviceChanges = new DeviceChanges(clock, usage, store.dialect);
   }
 
   get #db(): Db {
@@ -123,15 +122,10 @@ export class DeviceService {
    * shows (a server of an offline node is `node_offline`, so never chosen).
    */
   async #pickServer(request: PlacementRequest): Promise<ServerRow> {
-    const [servers, counts, nodes] = await Promise.all([
-      listRunningServers(this.#db),
-      countDevicesByServer(this.#db),
-      listNodes(this.#db),
-    ]);
+    const [servers, nodes] = await Promise.all([listRunningServers(this.#db), listNodes(this.#db)]);
     const online = new Set(nodes.filter((node) => node.status === 'online').map((node) => node.id));
     return pickServer(
       servers.filter((server) => effectiveServerStatus(server.status, online.has(server.node_id)) === 'running'),
-      counts,
       request,
     );
   }
@@ -203,7 +197,9 @@ export class DeviceService {
     const { input, server, node, keys, metadata, expiresAt, actor, onCommit, fresh } = plan;
     const now = isoAt(this.#clock.nowMs());
     return this.#changes.commit(async (tx) => {
-      const addresses = await this.#claimSlot(tx, server, { name: input.name, publicKey: keys.publicKey }, fresh);
+      const counts = await lockServers(tx, [server.id], this.#store.dialect);
+      const device = { name: input.name, publicKey: keys.publicKey };
+      const addresses = await this.#claimSlot(tx, server, counts, device, fresh);
       // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
       const names =
         input.name === undefined && input.externalId !== undefined
@@ -253,17 +249,22 @@ export class DeviceService {
   }
 
   /**
-   * Takes a place on the server for a device, under the server's lock: room within capacity, a
-   * free name and key, and the lowest free addresses (returned), read anew from the database when `fresh`.
+   * Takes a place on the server for a device, under the server's lock (`counts`: what lockServers gave): room
+   * within capacity, a free name and key, and the lowest free addresses (returned), read anew from the
+   * database when `fresh`.
    */
   async #claimSlot(
     tx: Tx,
     server: ServerRow,
+    counts: ReadonlyMap<number, number>,
     device: { name: string | undefined; publicKey: string },
     fresh: boolean,
   ): Promise<DeviceAddresses> {
-    await lockServer(tx, server.id, this.#store.dialect);
-    if ((await countDevicesOfServer(tx, server.id)) >= serverRoom(server.capacity, parseSubnet(server.subnet)))
+    const devicesOn = counts.get(server.id);
+    if (devicesOn === undefined) {
+      throw new AppError('validation_failed', `server ${server.id} does not exist`, { server_id: 'no such server' });
+    }
+    if (devicesOn >= serverRoom(server.capacity, parseSubnet(server.subnet)))
       throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
     if (device.name !== undefined && (await isNameTaken(tx, server.id, device.name))) {
       throw new AppError('name_taken', `a device named ${device.name} is on server ${server.name} already`, {
@@ -334,14 +335,17 @@ export class DeviceService {
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const moved = await this.#changes
       .commit(async (tx) => {
+        // Both servers' counts change: both are locked, lowest id first.
+        const counts = await lockServers(tx, [before.server.id, server.id], this.#store.dialect);
         // Read anew: a move has no retry, and another panel may have taken addresses there.
         const device = { name: before.row.name, publicKey: before.row.public_key };
-        const addresses = await this.#claimSlot(tx, server, device, true);
-        const row = await updateDevice(tx, id, {
+        const addresses = await this.#claimSlot(tx, server, counts, device, true);
+        const row = await moveDevice(tx, id, before.server.id, {
           server_id: server.id,
           ...addresses,
           updated_at: isoAt(this.#clock.nowMs()),
         });
+        if (row === undefined) throw new AppError('not_found', `device ${id} was moved or deleted meanwhile`);
         this.#addresses.taken(server, addresses);
         const summary = `device ${row.name} moved from server ${before.server.name} to ${server.name}`;
         const result: PlacedDevice = { device: this.#views.view(row), row, server, node };
@@ -430,9 +434,8 @@ export class DeviceService {
     along: readonly Change[] = [],
   ): Promise<void> {
     await this.#changes.commit(async (tx) => {
-      const changes: Change[] = [];
-      for (const member of members) changes.push(await this.#deviceChanges.delete(tx, member, actor, words(member)));
-      return { result: undefined, change: mergeChanges([...changes, ...along]) };
+      const deleted = await this.#deviceChanges.delete(tx, members, actor, words);
+      return { result: undefined, change: mergeChanges([deleted, ...along]) };
     });
     for (const serverId of new Set(members.map((m) => m.server.id))) this.#addresses.forget(serverId);
   }
