@@ -4,8 +4,8 @@ import type { ChangeNotice } from '../domain/notifications.ts';
 import type { EventDraft } from '../domain/events.ts';
 import { type Db, type Tx, write } from '../store/db.ts';
 import type { NodeRow } from '../store/nodes.ts';
-import { type ActivityDraft, recordActivity } from './activity.ts';
-import { recordEvent } from './events.ts';
+import { type ActivityDraft, recordActivities } from './activity.ts';
+import { recordEvents } from './events.ts';
 import { notifyChange } from './notifications.ts';
 import { applyOrFail, type NodeConnections } from './nodes.ts';
 
@@ -58,8 +58,8 @@ export function mergeChanges(changes: readonly Change[]): Change {
  * each activity row, then the change mails. The change and its records all land, or none do.
  */
 export async function recordChange(tx: Tx, clock: Clock, change: Change): Promise<void> {
-  for (const draft of change.events) await recordEvent(tx, clock, draft);
-  for (const entry of change.activity) await recordActivity(tx, clock, entry);
+  await recordEvents(tx, clock, change.events);
+  await recordActivities(tx, clock, change.activity);
   for (const mail of change.mail) await notifyChange(tx, clock, mail);
 }
 
