@@ -107,15 +107,26 @@ export class ChangePublisher {
    * peers before commit, runs `onCommit` in the same transaction, and publishes after commit.
    */
   async commit<T>(work: (tx: Tx) => Promise<{ result: T; change: Change }>, onCommit?: CommitHook<T>): Promise<T> {
-    const { result, change } = await write(this.#db, async (tx) => {
+    const { result, change } = await this.record(work, onCommit);
+    await this.publish(change);
+    return result;
+  }
+
+  /**
+   * `commit` without the publishing: the caller publishes the change after commit, maybe merged with those
+   * of further transactions (a group changed in several, whose nodes get one peer change per server).
+   */
+  async record<T>(
+    work: (tx: Tx) => Promise<{ result: T; change: Change }>,
+    onCommit?: CommitHook<T>,
+  ): Promise<{ result: T; change: Change }> {
+    return write(this.#db, async (tx) => {
       const done = await work(tx);
       await recordChange(tx, this.#clock, done.change);
       await this.applyBeforeCommit(done.change);
       await onCommit?.(tx, done.result);
       return done;
     });
-    await this.publish(change);
-    return result;
   }
 
   /**

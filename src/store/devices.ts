@@ -23,6 +23,42 @@ export async function updateDevice(db: Queryable, id: number, changes: Updateabl
   return db.updateTable('devices').set(changes).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
 }
 
+/** Ids per statement of a set update or delete: well below either database's limit of bound values. */
+const ID_CHUNK = 1_000;
+
+/**
+ * Sets the same changes on every device of `ids` with one statement per thousand, the rows after it in id order
+ * (ids already gone are skipped). `expiresAt`, when given, also becomes each row's due expiry unless the row
+ * held that expiry already (a new expiry is due for its own device.expired).
+ */
+export async function updateDevices(
+  db: Queryable,
+  ids: readonly number[],
+  changes: Updateable<DeviceTable>,
+  expiresAt?: string | null,
+): Promise<DeviceRow[]> {
+  const rows: DeviceRow[] = [];
+  for (let i = 0; i < ids.length; i += ID_CHUNK) {
+    let query = db.updateTable('devices').set(changes);
+    if (expiresAt !== undefined) {
+      query = query.set((eb) => ({
+        expires_at: expiresAt,
+        expiry_due_at:
+          expiresAt === null
+            ? null
+            : eb.case().when('expires_at', '=', expiresAt).then(eb.ref('expiry_due_at')).else(expiresAt).end(),
+      }));
+    }
+    rows.push(
+      ...(await query
+        .where('id', 'in', ids.slice(i, i + ID_CHUNK))
+        .returningAll()
+        .execute()),
+    );
+  }
+  return rows.sort((a, b) => a.id - b.id);
+}
+
 /**
  * Moves a device from `fromServerId` to another server with its new addresses, and moves its count with it;
  * the caller holds both servers' locks (lockServers). Undefined when the device is no longer on `fromServerId`.
@@ -46,19 +82,16 @@ export async function moveDevice(
   return row;
 }
 
-/** Ids per delete statement: well below either database's limit of bound values. */
-const DELETE_CHUNK = 1_000;
-
 /**
  * Deletes the devices and takes them off their servers' counts, by the server each row was on when deleted;
  * the caller holds those servers' locks (lockServers). Ids already gone are skipped.
  */
 export async function deleteDevices(db: Queryable, ids: readonly number[]): Promise<void> {
   const removed = new Map<number, number>();
-  for (let i = 0; i < ids.length; i += DELETE_CHUNK) {
+  for (let i = 0; i < ids.length; i += ID_CHUNK) {
     const rows = await db
       .deleteFrom('devices')
-      .where('id', 'in', ids.slice(i, i + DELETE_CHUNK))
+      .where('id', 'in', ids.slice(i, i + ID_CHUNK))
       .returning('server_id')
       .execute();
     for (const { server_id } of rows) removed.set(server_id, (removed.get(server_id) ?? 0) + 1);
