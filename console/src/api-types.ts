@@ -1275,12 +1275,16 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Get a group: every device with this external_id, oldest first
+         * Get a group: its totals and a page of its devices (every device with this external_id), oldest first
          * @description Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
          */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description the last id of the previous page */
+                    after?: number;
+                    limit?: number;
+                };
                 header?: never;
                 path: {
                     /** @description URL-encoded */
@@ -1368,7 +1372,7 @@ export interface paths {
         head?: never;
         /**
          * Set fields on every device of the group
-         * @description Checked for every device first and applied in one transaction: a value wrong for one device changes none.
+         * @description Every value is checked before any device changes: a value wrong for one device changes none. Answers the group after it with the first page of its devices.
          *
          *     Requires an API key with the scope `devices:write`, or an admin's console session.
          */
@@ -2300,8 +2304,10 @@ export interface components {
                 tx_bytes: number;
                 total_bytes: number;
             };
-            /** @description oldest first */
+            /** @description a page of the devices, oldest first (GET takes `after` and `limit`; a change answers the first) */
             devices: components["schemas"]["Device"][];
+            /** @description more devices follow this page */
+            has_more: boolean;
         };
         /** UsageReport */
         UsageReport: {

@@ -68,15 +68,17 @@ export function nameFromExternalId(externalId: string, taken: ReadonlySet<string
 
 /**
  * The lowest free address of the subnet for a new device: never the network, broadcast or server
- * address, never one in use. Undefined when the subnet is full.
+ * address, never one in use. Undefined when the subnet is full. `from`: an address below which every
+ * one is known taken (the search starts there, so a caller that tracks it pays for the free ones only).
  */
 export function lowestFreeAddress(
   subnet: Subnet,
   serverAddress: number,
   isUsed: (address: number) => boolean,
+  from: number = subnet.network + 1,
 ): number | undefined {
   const last = subnet.network + size(subnet) - 2;
-  for (let ip = subnet.network + 1; ip <= last; ip++) {
+  for (let ip = Math.max(from, subnet.network + 1); ip <= last; ip++) {
     if (ip !== serverAddress && !isUsed(ip)) return ip;
   }
   return undefined;

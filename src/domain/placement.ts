@@ -12,6 +12,8 @@ export interface PlacementServer {
   city: string;
   capacity: number;
   subnet: string;
+  /** How many devices it holds now. */
+  device_count: number;
 }
 
 /** What `server_id: auto` asks for. */
@@ -29,13 +31,9 @@ export interface PlacementRequest {
  * capacity, within its subnet), narrowed by country and city; on a tie the oldest (lowest id). None
  * is `no_server_available`.
  */
-export function pickServer<S extends PlacementServer>(
-  servers: readonly S[],
-  deviceCounts: ReadonlyMap<number, number>,
-  request: PlacementRequest,
-): S {
+export function pickServer<S extends PlacementServer>(servers: readonly S[], request: PlacementRequest): S {
   const { country, city, current } = request;
-  const devicesOn = (server: S) => deviceCounts.get(server.id) ?? 0;
+  const devicesOn = (server: S) => server.device_count;
   const candidates = servers.filter(
     (s) =>
       s.status === 'running' &&

@@ -1,7 +1,7 @@
 import { type ActivityEntry, type ActivityResource, type FieldValues, fieldChanges } from '../domain/activity.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
-import { type ActivityFilter, insertActivity, listActivity } from '../store/activity.ts';
+import { type ActivityFilter, insertActivities, listActivity } from '../store/activity.ts';
 import type { Queryable, Tx } from '../store/db.ts';
 import { currentRequestId } from './request-context.ts';
 
@@ -26,18 +26,28 @@ export interface ActivityDraft {
  * Any change path calls this, system ones too (a device reaching its limit, a webhook turned off).
  */
 export async function recordActivity(tx: Tx, clock: Clock, draft: ActivityDraft): Promise<void> {
-  const { before, after } = fieldChanges(draft.before, draft.after);
-  await insertActivity(tx, {
-    created_at: isoAt(clock.nowMs()),
-    actor: draft.actor,
-    request_id: currentRequestId(),
-    action: `${draft.resource}.${draft.verb}`,
-    resource: draft.resource,
-    resource_id: String(draft.resourceId),
-    summary: draft.summary,
-    before: before && JSON.stringify(before),
-    after: after && JSON.stringify(after),
+  await recordActivities(tx, clock, [draft]);
+}
+
+/** Records several changes as recordActivity does each, in order, a few hundred rows a statement. */
+export async function recordActivities(tx: Tx, clock: Clock, drafts: readonly ActivityDraft[]): Promise<void> {
+  const createdAt = isoAt(clock.nowMs());
+  const requestId = currentRequestId();
+  const entries = drafts.map((draft) => {
+    const { before, after } = fieldChanges(draft.before, draft.after);
+    return {
+      created_at: createdAt,
+      actor: draft.actor,
+      request_id: requestId,
+      action: `${draft.resource}.${draft.verb}`,
+      resource: draft.resource,
+      resource_id: String(draft.resourceId),
+      summary: draft.summary,
+      before: before && JSON.stringify(before),
+      after: after && JSON.stringify(after),
+    };
   });
+  await insertActivities(tx, entries);
 }
 
 /** Entries matching the filter after the cursor, oldest first. */

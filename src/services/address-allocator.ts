@@ -19,10 +19,14 @@ export interface DeviceAddresses {
   address6: string | null;
 }
 
-/** What is in use on one server: a bitmap of IPv4 host offsets, the set of IPv6 addresses. */
+/**
+ * What is in use on one server: a bitmap of IPv4 host offsets, the set of IPv6 addresses, and the offset
+ * below which every address is taken (so a create looks at the free end only, not at every device).
+ */
 interface UsedAddresses {
   ipv4: Uint8Array;
   ipv6: Set<bigint>;
+  takenBelow: number;
 }
 
 /** The server's subnets as the allocator works with them, parsed from its row. */
@@ -46,7 +50,8 @@ function spaceOf(server: Pick<ServerRow, 'id' | 'subnet' | 'address' | 'address6
 /**
  * The lowest free addresses of a server without reading every device on each create: the used IPv4 host
  * offsets (a bitmap) and IPv6 addresses (a set) of each server, read from the database once and kept up to
- * date by this process's creates. Any removal in this process makes the server be read again; a create of
+ * date by this process's creates, with the offset below which all are taken, where the next search starts
+ * (the lowest free address stays the rule; only the addresses known taken are not looked at again). Any removal in this process makes the server be read again; a create of
  * another panel shows as a unique-index conflict, after which the caller forgets and retries. (An address
  * another panel freed is reused only after this process next reads the server.)
  * Callers hold the server's lock, so what is known of a server is never read and changed at once.
@@ -68,8 +73,11 @@ export class AddressAllocator {
       space.subnet,
       space.serverAddress,
       (ip) => used.ipv4[ip - space.subnet.network] === 1,
+      space.subnet.network + used.takenBelow,
     );
     if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
+    // Every address below the lowest free one is taken (the server's own counts as taken too).
+    used.takenBelow = address - space.subnet.network;
     if (space.ipv6 === undefined) return { address: intToIp(address), address6: null };
     const address6 = deviceAddress6(
       { address, subnet: space.subnet },
@@ -100,7 +108,7 @@ export class AddressAllocator {
   async #usedOf(db: Queryable, space: ServerSpace): Promise<UsedAddresses> {
     let used = this.#used.get(space.id);
     if (used === undefined) {
-      used = { ipv4: new Uint8Array(size(space.subnet)), ipv6: new Set() };
+      used = { ipv4: new Uint8Array(size(space.subnet)), ipv6: new Set(), takenBelow: 1 };
       for (const { address, address6 } of await listDeviceAddresses(db, space.id)) {
         const offset = storedIpToInt(address) - space.subnet.network;
         if (offset >= 0 && offset < used.ipv4.length) used.ipv4[offset] = 1;

@@ -4,8 +4,8 @@ import type { ChangeNotice } from '../domain/notifications.ts';
 import type { EventDraft } from '../domain/events.ts';
 import { type Db, type Tx, write } from '../store/db.ts';
 import type { NodeRow } from '../store/nodes.ts';
-import { type ActivityDraft, recordActivity } from './activity.ts';
-import { recordEvent } from './events.ts';
+import { type ActivityDraft, recordActivities } from './activity.ts';
+import { recordEvents } from './events.ts';
 import { notifyChange } from './notifications.ts';
 import { applyOrFail, type NodeConnections } from './nodes.ts';
 
@@ -58,8 +58,8 @@ export function mergeChanges(changes: readonly Change[]): Change {
  * each activity row, then the change mails. The change and its records all land, or none do.
  */
 export async function recordChange(tx: Tx, clock: Clock, change: Change): Promise<void> {
-  for (const draft of change.events) await recordEvent(tx, clock, draft);
-  for (const entry of change.activity) await recordActivity(tx, clock, entry);
+  await recordEvents(tx, clock, change.events);
+  await recordActivities(tx, clock, change.activity);
   for (const mail of change.mail) await notifyChange(tx, clock, mail);
 }
 
@@ -107,15 +107,26 @@ export class ChangePublisher {
    * peers before commit, runs `onCommit` in the same transaction, and publishes after commit.
    */
   async commit<T>(work: (tx: Tx) => Promise<{ result: T; change: Change }>, onCommit?: CommitHook<T>): Promise<T> {
-    const { result, change } = await write(this.#db, async (tx) => {
+    const { result, change } = await this.record(work, onCommit);
+    await this.publish(change);
+    return result;
+  }
+
+  /**
+   * `commit` without the publishing: the caller publishes the change after commit, maybe merged with those
+   * of further transactions (a group changed in several, whose nodes get one peer change per server).
+   */
+  async record<T>(
+    work: (tx: Tx) => Promise<{ result: T; change: Change }>,
+    onCommit?: CommitHook<T>,
+  ): Promise<{ result: T; change: Change }> {
+    return write(this.#db, async (tx) => {
       const done = await work(tx);
       await recordChange(tx, this.#clock, done.change);
       await this.applyBeforeCommit(done.change);
       await onCommit?.(tx, done.result);
       return done;
     });
-    await this.publish(change);
-    return result;
   }
 
   /**

@@ -1,9 +1,11 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type LimitPeriod, metadataText } from '../domain/devices.ts';
+import { AppError } from '../domain/errors.ts';
 import type { EventKind } from '../domain/events.ts';
-import type { Tx } from '../store/db.ts';
-import { deleteDevice, type DeviceRow, updateDevice } from '../store/devices.ts';
+import type { Dialect, Tx } from '../store/db.ts';
+import { deleteDevices, type DeviceRow, updateDevices } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
+import { lockServers } from '../store/servers.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
 import { type Change, change, mergeChanges, type PeerPush } from './changes.ts';
 import { peerChange } from './desired-state.ts';
@@ -29,6 +31,15 @@ export interface DeviceChange {
   change: Change;
 }
 
+/** Several devices' rows after one change (in id order), and what it records and pushes for them. */
+export interface ChangedDevices {
+  rows: DeviceRow[];
+  change: Change;
+}
+
+/** A device row with the server and node it is on: what a change needs of it. */
+export type Placement = Pick<PlacedDevice, 'row' | 'server' | 'node'>;
+
 /**
  * One device's update, usage reset or delete inside a caller's transaction, returned as a `Change`
  * (events, limit mark, activity, the peer its node needs): a single device and a group's members
@@ -37,10 +48,12 @@ export interface DeviceChange {
 export class DeviceChanges {
   readonly #clock: Clock;
   readonly #usage: UsageService;
+  readonly #dialect: Dialect;
 
-  constructor(clock: Clock, usage: UsageService) {
+  constructor(clock: Clock, usage: UsageService, dialect: Dialect) {
     this.#clock = clock;
     this.#usage = usage;
+    this.#dialect = dialect;
   }
 
   /**
@@ -50,111 +63,161 @@ export class DeviceChanges {
    */
   async update(
     tx: Tx,
-    before: PlacedDevice,
+    before: Placement,
     patch: DevicePatch,
     actor: string,
     detail: (row: DeviceRow, kind: string) => string,
   ): Promise<DeviceChange> {
+    const { rows, change } = await this.updateMany(tx, [before], patch, actor, detail);
+    const [row] = rows;
+    if (row === undefined) throw new AppError('not_found', `device ${before.row.id} not found`);
+    return { row, change };
+  }
+
+  /** `update` for several devices: one set statement (per thousand), their records gathered in one change. */
+  async updateMany(
+    tx: Tx,
+    members: readonly Placement[],
+    patch: DevicePatch,
+    actor: string,
+    detail: (row: DeviceRow, kind: string) => string,
+  ): Promise<ChangedDevices> {
     const expiresAt = patch.expiresAt === undefined ? undefined : normaliseInstant(patch.expiresAt, 'expires_at');
-    const changed = await updateDevice(tx, before.row.id, {
-      name: patch.name,
-      external_id: patch.externalId,
-      metadata: patch.metadata === undefined ? undefined : metadataText(patch.metadata),
-      enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
-      data_limit: patch.dataLimit,
-      limit_period: patch.limitPeriod,
-      expires_at: expiresAt,
-      // A new expiry is due for its own device.expired.
-      expiry_due_at: expiresAt === undefined || expiresAt === before.row.expires_at ? undefined : expiresAt,
-      speed_limit: patch.speedLimit,
-      updated_at: isoAt(this.#clock.nowMs()),
-    });
-    const kinds: EventKind[] = ['device.updated'];
-    if (before.row.enabled !== changed.enabled) {
-      kinds.push(changed.enabled === 1 ? 'device.enabled' : 'device.disabled');
+    const changed = await updateDevices(
+      tx,
+      members.map((m) => m.row.id),
+      {
+        name: patch.name,
+        external_id: patch.externalId,
+        metadata: patch.metadata === undefined ? undefined : metadataText(patch.metadata),
+        enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
+        data_limit: patch.dataLimit,
+        limit_period: patch.limitPeriod,
+        speed_limit: patch.speedLimit,
+        updated_at: isoAt(this.#clock.nowMs()),
+      },
+      expiresAt,
+    );
+    const byId = new Map(members.map((m) => [m.row.id, m]));
+    const rows: DeviceRow[] = [];
+    const changes: Change[] = [];
+    for (const row of changed) {
+      const before = byId.get(row.id);
+      if (before === undefined) continue;
+      const kinds: EventKind[] = ['device.updated'];
+      if (before.row.enabled !== row.enabled) kinds.push(row.enabled === 1 ? 'device.enabled' : 'device.disabled');
+      const events = kinds.map((kind) => {
+        const words = detail(row, kind.slice('device.'.length));
+        return deviceEventDraft(kind, row, before.server, before.node, actor, words);
+      });
+      const { row: settled, change: limit } = await this.#usage.settleLimit(tx, row, actor);
+      rows.push(settled);
+      changes.push(change({ events }), limit, {
+        ...change({}),
+        activity: [
+          {
+            resource: 'device',
+            resourceId: settled.id,
+            verb: 'updated',
+            summary: detail(settled, 'updated'),
+            actor,
+            before: before.row,
+            after: settled,
+          },
+        ],
+        apply: this.peers(before.node, before.server.id, before.row, settled),
+      });
     }
-    const events = kinds.map((kind) => {
-      const words = detail(changed, kind.slice('device.'.length));
-      return deviceEventDraft(kind, changed, before.server, before.node, actor, words);
-    });
-    const { row: settled, change: limit } = await this.#usage.settleLimit(tx, changed, actor);
-    const own = change({
-      activity: [
-        {
-          resource: 'device',
-          resourceId: settled.id,
-          verb: 'updated',
-          summary: detail(settled, 'updated'),
-          actor,
-          before: before.row,
-          after: settled,
-        },
-      ],
-      apply: this.peers(before.node, before.server.id, before.row, settled),
-    });
-    return { row: settled, change: mergeChanges([change({ events }), limit, own]) };
+    return { rows, change: mergeChanges(changes) };
   }
 
   /**
    * Restarts the count toward the data limit from now (spec §4.2); the history stays. The node gets
    * the whole allowance back after commit, so a device cut off at its limit may connect again.
    */
-  async resetUsage(tx: Tx, placed: PlacedDevice, actor: string, detail: string): Promise<DeviceChange> {
-    const row = await updateDevice(tx, placed.row.id, {
-      usage_reset_at: isoAt(this.#clock.nowMs()),
-      period_rx: 0,
-      period_tx: 0,
-      limit_reached_at: null,
-    });
-    return {
-      row,
-      change: change({
-        events: [deviceEventDraft('device.usage_reset', row, placed.server, placed.node, actor, detail)],
-        activity: [
-          {
-            resource: 'device',
-            resourceId: row.id,
-            verb: 'usage_reset',
-            summary: detail,
-            actor,
-            before: placed.row,
-            after: row,
-          },
-        ],
-        apply: this.peers(placed.node, placed.server.id, placed.row, row),
-      }),
-    };
+  async resetUsage(tx: Tx, placed: Placement, actor: string, detail: string): Promise<DeviceChange> {
+    const { rows, change } = await this.resetUsageMany(tx, [placed], actor, () => detail);
+    const [row] = rows;
+    if (row === undefined) throw new AppError('not_found', `device ${placed.row.id} not found`);
+    return { row, change };
+  }
+
+  /** `resetUsage` for several devices: one set statement (per thousand), their records gathered in one change. */
+  async resetUsageMany(
+    tx: Tx,
+    members: readonly Placement[],
+    actor: string,
+    detail: (member: Placement) => string,
+  ): Promise<ChangedDevices> {
+    const reset = await updateDevices(
+      tx,
+      members.map((m) => m.row.id),
+      { usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null },
+    );
+    const byId = new Map(members.map((m) => [m.row.id, m]));
+    const rows: DeviceRow[] = [];
+    const result = change({});
+    for (const row of reset) {
+      const placed = byId.get(row.id);
+      if (placed === undefined) continue;
+      const words = detail(placed);
+      rows.push(row);
+      result.events.push(deviceEventDraft('device.usage_reset', row, placed.server, placed.node, actor, words));
+      result.activity.push({
+        resource: 'device',
+        resourceId: row.id,
+        verb: 'usage_reset',
+        summary: words,
+        actor,
+        before: placed.row,
+        after: row,
+      });
+      result.apply.push(...this.peers(placed.node, placed.server.id, placed.row, row));
+    }
+    return { rows, change: result };
   }
 
   /**
-   * The row and its usage rows deleted, `device.deleted` (worded by `detail`) and the activity row
-   * (`summary`). Its peer leaves the node after commit, best effort: a node that misses the removal
-   * drops the peer at its next resync.
+   * The rows and their usage rows deleted with set statements (their servers locked lowest id first, their
+   * counts lowered), each device's `device.deleted` (worded by `detail`) and activity row (`summary`).
+   * The peers leave their nodes after commit, best effort: a node that misses a removal drops the peer at
+   * its next resync.
    */
   async delete(
     tx: Tx,
-    placed: PlacedDevice,
+    members: readonly Placement[],
     actor: string,
-    words: { detail: string; summary: string },
+    words: (member: Placement) => { detail: string; summary: string },
   ): Promise<Change> {
-    const { row, server, node } = placed;
-    await deleteDevice(tx, row.id);
-    await deleteDeviceUsage(tx, [row.id]);
-    return change({
-      events: [deviceEventDraft('device.deleted', row, server, node, actor, words.detail)],
-      activity: [
-        {
-          resource: 'device',
-          resourceId: row.id,
-          verb: 'deleted',
-          summary: words.summary,
-          actor,
-          before: row,
-          after: null,
-        },
-      ],
-      remove: [{ node, serverId: server.id, change: { upsert: [], remove: [row.public_key], deleted: true } }],
-    });
+    const ids = members.map((m) => m.row.id);
+    await lockServers(
+      tx,
+      members.map((m) => m.server.id),
+      this.#dialect,
+    );
+    await deleteDevices(tx, ids);
+    await deleteDeviceUsage(tx, ids);
+    const deleted = change({});
+    for (const member of members) {
+      const { row, server, node } = member;
+      const { detail, summary } = words(member);
+      deleted.events.push(deviceEventDraft('device.deleted', row, server, node, actor, detail));
+      deleted.activity.push({
+        resource: 'device',
+        resourceId: row.id,
+        verb: 'deleted',
+        summary,
+        actor,
+        before: row,
+        after: null,
+      });
+      deleted.remove.push({
+        node,
+        serverId: server.id,
+        change: { upsert: [], remove: [row.public_key], deleted: true },
+      });
+    }
+    return deleted;
   }
 
   /** The peer change a device's node needs after `before` became `after`, if any. */

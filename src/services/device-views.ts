@@ -2,7 +2,7 @@ import { renderClientConfig } from '../domain/client-config.ts';
 import type { Clock } from '../domain/clock.ts';
 import { type DeviceStatus, deviceStatus, isOnline, type LimitPeriod } from '../domain/devices.ts';
 import type { Usage } from '../domain/usage.ts';
-import type { Db } from '../store/db.ts';
+import type { Db, Queryable } from '../store/db.ts';
 import type { DeviceRow } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
 import { findServer, type ServerRow, stringArray } from '../store/servers.ts';
@@ -136,11 +136,19 @@ export class DeviceViews {
   }
 
   /** The server and node of each server the rows are on, each read once. */
-  async #placesOf(rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+  #placesOf(rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+    return this.placesIn(this.#db, rows);
+  }
+
+  /** `#placesOf` read through `db` (a transaction that holds the only SQLite connection). */
+  async placesIn(
+    db: Queryable,
+    rows: readonly DeviceRow[],
+  ): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
     const places = new Map<number, { server: ServerRow; node: NodeRow }>();
     for (const id of new Set(rows.map((r) => r.server_id))) {
-      const server = await findServer(this.#db, id);
-      const node = server && (await findNode(this.#db, server.node_id));
+      const server = await findServer(db, id);
+      const node = server && (await findNode(db, server.node_id));
       if (server && node) places.set(id, { server, node });
     }
     return places;

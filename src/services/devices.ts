@@ -1,7 +1,9 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type DeviceStatus, NAME_MAX, metadataText, nameFromExternalId, serverRoom } from '../domain/devices.ts';
 import { AppError } from '../domain/errors.ts';
-import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import { DEFAULT_PAGE_SIZE, type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import { type Usage, usageOf } from '../domain/usage.ts';
+import { setImmediate } from 'node:timers/promises';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
 import { effectiveServerStatus } from '../domain/servers.ts';
 import { parseSubnet } from '../domain/subnets.ts';
@@ -10,28 +12,27 @@ import type { Db, Tx } from '../store/db.ts';
 import { isUniqueViolation, violationText } from '../store/constraint-violations.ts';
 import type { Store } from '../store/open.ts';
 import {
-  countDevicesByServer,
-  countDevicesOfServer,
   type DeviceRow,
   findDevice,
   insertDevice,
   isKeyTaken,
   isNameTaken,
   listDevices,
-  listDevicesOfGroup,
+  moveDevice,
   namesStartingWith,
   updateDevice,
 } from '../store/devices.ts';
+import { groupTotals, listGroupDevices, listGroupPage } from '../store/groups.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
-import { findServer, listRunningServers, lockServer, type ServerRow } from '../store/servers.ts';
+import { findServer, listRunningServers, lockServers, type ServerRow } from '../store/servers.ts';
 import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
 import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
-import { type DeviceChange, DeviceChanges, type DevicePatch } from './device-changes.ts';
+import { type ChangedDevices, DeviceChanges, type DevicePatch, type Placement } from './device-changes.ts';
 import { DeviceViews, type PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
 
-export type { DevicePatch } from './device-changes.ts';
+export type { DevicePatch, Placement } from './device-changes.ts';
 export type { DeviceView, PlacedDevice } from './device-views.ts';
 
 export interface DeviceCreateInput extends DevicePatch {
@@ -56,6 +57,15 @@ interface NewDevicePlan {
   fresh: boolean;
 }
 
+/** How many devices and what they moved this month, of a group (spec §2.2). */
+export interface GroupTotals {
+  devices: number;
+  monthUsage: Usage;
+}
+
+/** Devices per transaction of a group change on SQLite: a few tens of milliseconds each (see #changeGroup). */
+const SQLITE_GROUP_BATCH = 500;
+
 /** Room left for a `-N` suffix when a name is made from a long external id. */
 const SUFFIX_ROOM = 8;
 
@@ -78,7 +88,7 @@ export class DeviceService {
     this.#usage = usage;
     this.#changes = changes;
     this.#views = new DeviceViews(store.db, clock, usage);
-    this.#deviceChanges = new DeviceChanges(clock, usage);
+    this.#deviceChanges = new DeviceChanges(clock, usage, store.dialect);
   }
 
   get #db(): Db {
@@ -123,15 +133,10 @@ export class DeviceService {
    * shows (a server of an offline node is `node_offline`, so never chosen).
    */
   async #pickServer(request: PlacementRequest): Promise<ServerRow> {
-    const [servers, counts, nodes] = await Promise.all([
-      listRunningServers(this.#db),
-      countDevicesByServer(this.#db),
-      listNodes(this.#db),
-    ]);
+    const [servers, nodes] = await Promise.all([listRunningServers(this.#db), listNodes(this.#db)]);
     const online = new Set(nodes.filter((node) => node.status === 'online').map((node) => node.id));
     return pickServer(
       servers.filter((server) => effectiveServerStatus(server.status, online.has(server.node_id)) === 'running'),
-      counts,
       request,
     );
   }
@@ -203,7 +208,9 @@ export class DeviceService {
     const { input, server, node, keys, metadata, expiresAt, actor, onCommit, fresh } = plan;
     const now = isoAt(this.#clock.nowMs());
     return this.#changes.commit(async (tx) => {
-      const addresses = await this.#claimSlot(tx, server, { name: input.name, publicKey: keys.publicKey }, fresh);
+      const counts = await lockServers(tx, [server.id], this.#store.dialect);
+      const device = { name: input.name, publicKey: keys.publicKey };
+      const addresses = await this.#claimSlot(tx, server, counts, device, fresh);
       // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
       const names =
         input.name === undefined && input.externalId !== undefined
@@ -253,17 +260,22 @@ export class DeviceService {
   }
 
   /**
-   * Takes a place on the server for a device, under the server's lock: room within capacity, a
-   * free name and key, and the lowest free addresses (returned), read anew from the database when `fresh`.
+   * Takes a place on the server for a device, under the server's lock (`counts`: what lockServers gave): room
+   * within capacity, a free name and key, and the lowest free addresses (returned), read anew from the
+   * database when `fresh`.
    */
   async #claimSlot(
     tx: Tx,
     server: ServerRow,
+    counts: ReadonlyMap<number, number>,
     device: { name: string | undefined; publicKey: string },
     fresh: boolean,
   ): Promise<DeviceAddresses> {
-    await lockServer(tx, server.id, this.#store.dialect);
-    if ((await countDevicesOfServer(tx, server.id)) >= serverRoom(server.capacity, parseSubnet(server.subnet)))
+    const devicesOn = counts.get(server.id);
+    if (devicesOn === undefined) {
+      throw new AppError('validation_failed', `server ${server.id} does not exist`, { server_id: 'no such server' });
+    }
+    if (devicesOn >= serverRoom(server.capacity, parseSubnet(server.subnet)))
       throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
     if (device.name !== undefined && (await isNameTaken(tx, server.id, device.name))) {
       throw new AppError('name_taken', `a device named ${device.name} is on server ${server.name} already`, {
@@ -334,14 +346,17 @@ export class DeviceService {
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const moved = await this.#changes
       .commit(async (tx) => {
+        // Both servers' counts change: both are locked, lowest id first.
+        const counts = await lockServers(tx, [before.server.id, server.id], this.#store.dialect);
         // Read anew: a move has no retry, and another panel may have taken addresses there.
         const device = { name: before.row.name, publicKey: before.row.public_key };
-        const addresses = await this.#claimSlot(tx, server, device, true);
-        const row = await updateDevice(tx, id, {
+        const addresses = await this.#claimSlot(tx, server, counts, device, true);
+        const row = await moveDevice(tx, id, before.server.id, {
           server_id: server.id,
           ...addresses,
           updated_at: isoAt(this.#clock.nowMs()),
         });
+        if (row === undefined) throw new AppError('not_found', `device ${id} was moved or deleted meanwhile`);
         this.#addresses.taken(server, addresses);
         const summary = `device ${row.name} moved from server ${before.server.name} to ${server.name}`;
         const result: PlacedDevice = { device: this.#views.view(row), row, server, node };
@@ -382,77 +397,152 @@ export class DeviceService {
 
   async delete(id: number, actor: string): Promise<void> {
     const placed = await this.get(id);
-    await this.deleteAll([placed], actor, ({ row, server }) => ({
+    const words = ({ row, server }: Placement) => ({
       detail: `device ${row.name} deleted`,
       summary: `device ${row.name} deleted from server ${server.name}`,
+    });
+    await this.#changes.commit(async (tx) => ({
+      result: undefined,
+      change: await this.#deviceChanges.delete(tx, [placed], actor, words),
     }));
+    this.#addresses.forget(placed.server.id);
   }
 
-  /** The devices of a group (spec §4.3), oldest first; none when no device has the external id. */
-  async ofGroup(externalId: string): Promise<PlacedDevice[]> {
-    return this.#views.placeAll(await listDevicesOfGroup(this.#db, externalId));
+  /** A page of the devices of a group (spec §2.2), oldest first; not_found when no device has the external id. */
+  async groupPage(externalId: string, page: PageRequest): Promise<Page<PlacedDevice>> {
+    const rows = toPage(await listGroupPage(this.#db, externalId, page), page);
+    if (rows.data.length === 0 && page.afterId === 0) throw groupNotFound(externalId);
+    return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
+  }
+
+  /** How many devices a group has and their usage this month. */
+  async groupTotals(externalId: string): Promise<GroupTotals> {
+    const totals = await groupTotals(this.#db, externalId, this.#usage.currentMonth());
+    return { devices: totals.devices, monthUsage: usageOf(totals.monthRx, totals.monthTx) };
+  }
+
+  /** The totals and first page of a group's devices after a change gave every row (in id order). */
+  groupAfter(changed: readonly Placement[]): { totals: GroupTotals; page: Page<PlacedDevice> } {
+    let rx = 0;
+    let tx = 0;
+    for (const { row } of changed) {
+      const month = this.#usage.monthUsage(row);
+      rx += month.rx_bytes;
+      tx += month.tx_bytes;
+    }
+    const first = changed
+      .slice(0, DEFAULT_PAGE_SIZE)
+      .map((placed) => ({ ...placed, device: this.#views.view(placed.row) }));
+    return {
+      totals: { devices: changed.length, monthUsage: usageOf(rx, tx) },
+      page: { data: first, has_more: changed.length > DEFAULT_PAGE_SIZE },
+    };
   }
 
   /**
-   * Updates several devices in one transaction, each as `update` does: a value wrong for one changes
-   * none. `detail` words an event of the kind (`updated`, `enabled`…).
+   * Sets the fields on every device of the group as `update` does each, with set statements; the values were
+   * checked before (a value wrong for one device changes none). Gives every row after it, in id order.
    */
-  async updateAll(
-    members: readonly PlacedDevice[],
+  updateGroup(
+    externalId: string,
     patch: DevicePatch,
     actor: string,
     detail: (row: DeviceRow, kind: string) => string,
-  ): Promise<PlacedDevice[]> {
-    const update = (tx: Tx, member: PlacedDevice) => this.#deviceChanges.update(tx, member, patch, actor, detail);
-    return this.#commitEach(members, update, (devices) => devices);
+  ): Promise<Placement[]> {
+    return this.#changeGroup(externalId, (tx, members) =>
+      this.#deviceChanges.updateMany(tx, members, patch, actor, detail),
+    );
   }
 
-  /** Resets the usage of several devices in one transaction, answering `result` of the devices after it. */
-  async resetUsageAll<T>(
-    members: readonly PlacedDevice[],
+  /** Resets the usage of every device of the group; `last` runs in the last transaction with every row after it. */
+  resetGroupUsage(
+    externalId: string,
     actor: string,
-    detail: (member: PlacedDevice) => string,
-    result: (devices: PlacedDevice[]) => T,
-    onCommit?: CommitHook<T>,
-  ): Promise<T> {
-    const reset = (tx: Tx, member: PlacedDevice) => this.#deviceChanges.resetUsage(tx, member, actor, detail(member));
-    return this.#commitEach(members, reset, result, onCommit);
+    detail: (member: Placement) => string,
+    last?: (tx: Tx, changed: Placement[]) => Promise<void>,
+  ): Promise<Placement[]> {
+    return this.#changeGroup(
+      externalId,
+      (tx, members) => this.#deviceChanges.resetUsageMany(tx, members, actor, detail),
+      async (tx, changed) => {
+        await last?.(tx, changed);
+        return change({});
+      },
+    );
   }
 
   /**
-   * Deletes several devices in one transaction, with `along` (a group's mail); `words` gives each
-   * device's event detail and activity summary. Their peers leave the nodes after commit, best effort.
+   * Deletes every device of the group with set statements; `words` gives each device's event detail and
+   * activity summary, `along` what the last transaction records besides (the group's mail, naming the devices).
+   * Their peers leave the nodes after commit, best effort.
    */
-  async deleteAll(
-    members: readonly PlacedDevice[],
+  async deleteGroup(
+    externalId: string,
     actor: string,
-    words: (member: PlacedDevice) => { detail: string; summary: string },
-    along: readonly Change[] = [],
+    words: (member: Placement) => { detail: string; summary: string },
+    along: (deleted: readonly Placement[]) => Change,
   ): Promise<void> {
-    await this.#changes.commit(async (tx) => {
-      const changes: Change[] = [];
-      for (const member of members) changes.push(await this.#deviceChanges.delete(tx, member, actor, words(member)));
-      return { result: undefined, change: mergeChanges([...changes, ...along]) };
-    });
-    for (const serverId of new Set(members.map((m) => m.server.id))) this.#addresses.forget(serverId);
+    const deleted = await this.#changeGroup(
+      externalId,
+      async (tx, members) => ({
+        rows: members.map((m) => m.row),
+        change: await this.#deviceChanges.delete(tx, members, actor, words),
+      }),
+      async (_tx, all) => along(all),
+    );
+    for (const serverId of new Set(deleted.map((m) => m.server.id))) this.#addresses.forget(serverId);
   }
 
-  /** Runs one device's change for each member, in order, in one transaction. */
-  async #commitEach<T>(
-    members: readonly PlacedDevice[],
-    changeOf: (tx: Tx, member: PlacedDevice) => Promise<DeviceChange>,
-    result: (devices: PlacedDevice[]) => T,
-    onCommit?: CommitHook<T>,
-  ): Promise<T> {
-    return this.#changes.commit(async (tx) => {
-      const devices: PlacedDevice[] = [];
-      const changes: Change[] = [];
-      for (const member of members) {
-        const changed = await changeOf(tx, member);
-        devices.push(this.#views.changed(member, changed.row));
-        changes.push(changed.change);
+  /**
+   * Runs a change over every device of a group, oldest first, and gives each row after it with its place. On
+   * PostgreSQL one transaction; on SQLite, whose one connection and synchronous driver would hold every other
+   * request (`/healthz` too) for a whole group's transaction, several of SQLITE_GROUP_BATCH devices with the
+   * event loop let go between them. The spec's all-or-nothing for a group (§4.3) is about its values, all
+   * checked before the first; a failure of the database midway leaves the batches before it done, and
+   * repeating the request finishes the rest. The nodes get one peer change per server after the last commit.
+   * `last` adds what the last transaction records besides. Not found when the group has no device.
+   */
+  async #changeGroup(
+    externalId: string,
+    changeOf: (tx: Tx, members: Placement[]) => Promise<ChangedDevices>,
+    last?: (tx: Tx, changed: Placement[]) => Promise<Change>,
+  ): Promise<Placement[]> {
+    const batch = this.#store.dialect === 'sqlite' ? SQLITE_GROUP_BATCH : undefined;
+    const changed: Placement[] = [];
+    const committed: Change[] = [];
+    let afterId = 0;
+    try {
+      for (let done = false; !done; ) {
+        if (afterId > 0) await setImmediate();
+        const { change: recorded } = await this.#changes.record(async (tx) => {
+          const rows = await listGroupDevices(tx, externalId, afterId, batch === undefined ? undefined : batch + 1);
+          if (rows.length === 0 && afterId === 0) throw groupNotFound(externalId);
+          done = batch === undefined || rows.length <= batch;
+          const mine = batch === undefined ? rows : rows.slice(0, batch);
+          const places = await this.#views.placesIn(tx, mine);
+          const members = mine.flatMap((row) => {
+            const place = places.get(row.server_id);
+            return place ? [{ row, ...place }] : [];
+          });
+          afterId = mine.at(-1)?.id ?? afterId;
+          const result = await changeOf(tx, members);
+          const placeOf = new Map(members.map((m) => [m.row.id, m]));
+          for (const row of result.rows) {
+            const place = placeOf.get(row.id);
+            if (place) changed.push({ ...place, row });
+          }
+          const extra = done && last ? [await last(tx, changed)] : [];
+          return { result: undefined, change: mergeChanges([result.change, ...extra]) };
+        });
+        committed.push(recorded);
       }
-      return { result: result(devices), change: mergeChanges(changes) };
-    }, onCommit);
+    } finally {
+      await this.#changes.publish(mergeChanges(committed));
+    }
+    return changed;
   }
+}
+
+function groupNotFound(externalId: string): AppError {
+  return new AppError('not_found', `no device has external_id ${externalId}`);
 }

@@ -1,17 +1,21 @@
 import { metadataText } from '../domain/devices.ts';
-import { AppError } from '../domain/errors.ts';
-import { type Usage, usageOf } from '../domain/usage.ts';
+import type { Page, PageRequest } from '../domain/paging.ts';
+import type { Usage } from '../domain/usage.ts';
 import { change, type CommitHook } from './changes.ts';
 import type { DevicePatch } from './device-changes.ts';
 import type { PlacedDevice } from './device-views.ts';
-import type { DeviceService } from './devices.ts';
+import type { DeviceService, GroupTotals, Placement } from './devices.ts';
 
-/** A group as spec §2.2 shows it. */
+/**
+ * A group as spec §2.2 shows it: `device_count` and `month_usage` over all its devices, `devices` one page
+ * of them (oldest first) with `has_more` as the devices list has it (spec §4.1).
+ */
 export interface GroupView {
   external_id: string;
   device_count: number;
   month_usage: Usage;
   devices: PlacedDevice[];
+  has_more: boolean;
 }
 
 /** Fields a group PATCH sets on every device (DESIGN §3). */
@@ -23,16 +27,21 @@ export type GroupPatch = Pick<
 /** A group-deleted mail names this many devices and counts the rest. */
 const MAILED_DEVICE_NAMES = 50;
 
-function groupView(externalId: string, devices: PlacedDevice[]): GroupView {
-  const rx = devices.reduce((n, d) => n + d.device.month_usage.rx_bytes, 0);
-  const tx = devices.reduce((n, d) => n + d.device.month_usage.tx_bytes, 0);
-  return { external_id: externalId, device_count: devices.length, month_usage: usageOf(rx, tx), devices };
+function groupView(externalId: string, totals: GroupTotals, page: Page<PlacedDevice>): GroupView {
+  return {
+    external_id: externalId,
+    device_count: totals.devices,
+    month_usage: totals.monthUsage,
+    devices: page.data,
+    has_more: page.has_more,
+  };
 }
 
 /**
  * Every device sharing an external_id, read and changed as one (spec §4.3): each operation is the
- * `DeviceService` operation for all members in one transaction (`updateAll`, `resetUsageAll`,
- * `deleteAll`); the group adds its own words and, on delete, its mail.
+ * `DeviceService` operation for all members with set statements (`updateGroup`, `resetGroupUsage`,
+ * `deleteGroup`); the group adds its own words and, on delete, its mail. A change answers the group after it
+ * with the first page of its devices.
  */
 export class GroupService {
   readonly #devices: DeviceService;
@@ -41,47 +50,51 @@ export class GroupService {
     this.#devices = devices;
   }
 
-  async #members(externalId: string): Promise<PlacedDevice[]> {
-    const members = await this.#devices.ofGroup(externalId);
-    if (members.length === 0) throw new AppError('not_found', `no device has external_id ${externalId}`);
-    return members;
+  async get(externalId: string, page: PageRequest): Promise<GroupView> {
+    const devices = await this.#devices.groupPage(externalId, page);
+    return groupView(externalId, await this.#devices.groupTotals(externalId), devices);
   }
 
-  async get(externalId: string): Promise<GroupView> {
-    return groupView(externalId, await this.#members(externalId));
+  #after(externalId: string, changed: readonly Placement[]): GroupView {
+    const { totals, page } = this.#devices.groupAfter(changed);
+    return groupView(externalId, totals, page);
   }
 
   /**
-   * Sets the fields on every device in one transaction: a value wrong for one device changes none.
-   * Then each node gets the peers whose admission or speed limit changed; a node that cannot is
-   * apply_failed (saved).
+   * Sets the fields on every device: every value is checked before anything changes, so a value wrong for
+   * one device changes none. Then each node gets the peers whose admission or speed limit changed; a node
+   * that cannot is apply_failed (saved).
    */
   async update(externalId: string, patch: GroupPatch, actor: string): Promise<GroupView> {
-    const members = await this.#members(externalId);
-    // Checked once before the transaction, so a too-large value is refused before anything changes.
     if (patch.metadata !== undefined) metadataText(patch.metadata);
     const detail = (row: { name: string }, kind: string) => `group ${externalId}: device ${row.name} ${kind}`;
-    return groupView(externalId, await this.#devices.updateAll(members, patch, actor, detail));
+    return this.#after(externalId, await this.#devices.updateGroup(externalId, patch, actor, detail));
   }
 
   async resetUsage(externalId: string, actor: string, onCommit?: CommitHook<GroupView>): Promise<GroupView> {
-    const members = await this.#members(externalId);
-    const detail = (member: PlacedDevice) => `group ${externalId}: usage of device ${member.row.name} reset`;
-    return this.#devices.resetUsageAll(members, actor, detail, (devices) => groupView(externalId, devices), onCommit);
+    const detail = (member: Placement) => `group ${externalId}: usage of device ${member.row.name} reset`;
+    const changed = await this.#devices.resetGroupUsage(
+      externalId,
+      actor,
+      detail,
+      onCommit && ((tx, all) => onCommit(tx, this.#after(externalId, all))),
+    );
+    return this.#after(externalId, changed);
   }
 
   async delete(externalId: string, actor: string): Promise<void> {
-    const members = await this.#members(externalId);
-    const words = (member: PlacedDevice) => ({
+    const words = (member: Placement) => ({
       detail: `group ${externalId} deleted`,
       summary: `group ${externalId} deleted: device ${member.row.name} on server ${member.server.name}`,
     });
-    const named = members
-      .slice(0, MAILED_DEVICE_NAMES)
-      .map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
-    const more = members.length > named.length ? ` and ${members.length - named.length} more` : '';
-    const headline = `group ${externalId} deleted with ${members.length} device(s)`;
-    const mail = change({ mail: [{ headline, details: [`Devices: ${named.join(', ')}${more}`], actor }] });
-    await this.#devices.deleteAll(members, actor, words, [mail]);
+    const mail = (members: readonly Placement[]) => {
+      const named = members
+        .slice(0, MAILED_DEVICE_NAMES)
+        .map((m) => `${m.row.name} (server ${m.server.name}, ${m.row.address})`);
+      const more = members.length > named.length ? ` and ${members.length - named.length} more` : '';
+      const headline = `group ${externalId} deleted with ${members.length} device(s)`;
+      return change({ mail: [{ headline, details: [`Devices: ${named.join(', ')}${more}`], actor }] });
+    };
+    await this.#devices.deleteGroup(externalId, actor, words, mail);
   }
 }

@@ -13,9 +13,11 @@ import {
   findLocalNode,
   findNode,
   findNodeByName,
+  findNodeSummary,
   insertNode,
   listNodeSummaries,
   type NodeRow,
+  type NodeSummaryRow,
   updateNode,
 } from '../store/nodes.ts';
 import { listServerAllocations } from '../store/servers.ts';
@@ -221,30 +223,40 @@ export class NodeService {
   }
 
   async list(): Promise<NodeView[]> {
-    return (await this.listForAdmin()).map(({ url: _url, cert_sha256: _pin, last_error: _error, ...view }) => view);
+    return (await listNodeSummaries(this.#db)).map(publicView);
   }
 
   async listForAdmin(): Promise<NodeAdminView[]> {
-    return (await listNodeSummaries(this.#db)).map((node) => ({
-      id: node.id,
-      name: node.name,
-      status: node.status,
-      public_host: node.public_host,
-      version: node.version,
-      last_seen_at: node.last_seen_at,
-      server_count: node.server_count,
-      device_count: node.device_count,
-      free_capacity: node.capacity - node.device_count,
-      driver: node.driver,
-      url: node.url,
-      cert_sha256: node.cert_sha256,
-      last_error: node.last_error,
-    }));
+    return (await listNodeSummaries(this.#db)).map(adminView);
   }
 
+  /** One node, read by its id (not the list filtered). */
   async get(id: number): Promise<NodeView> {
-    const found = (await this.list()).find((n) => n.id === id);
+    const found = await findNodeSummary(this.#db, id);
     if (!found) throw new AppError('not_found', `node ${id} not found`);
-    return found;
+    return publicView(found);
   }
+}
+
+function adminView(node: NodeSummaryRow): NodeAdminView {
+  return {
+    id: node.id,
+    name: node.name,
+    status: node.status,
+    public_host: node.public_host,
+    version: node.version,
+    last_seen_at: node.last_seen_at,
+    server_count: node.server_count,
+    device_count: node.device_count,
+    free_capacity: node.capacity - node.device_count,
+    driver: node.driver,
+    url: node.url,
+    cert_sha256: node.cert_sha256,
+    last_error: node.last_error,
+  };
+}
+
+function publicView(node: NodeSummaryRow): NodeView {
+  const { url: _url, cert_sha256: _pin, last_error: _error, ...view } = adminView(node);
+  return view;
 }

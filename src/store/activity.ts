@@ -2,12 +2,18 @@ import type { Insertable } from 'kysely';
 import { type ActivityEntry, type FieldValues, isActivityResource } from '../domain/activity.ts';
 import type { PageRequest } from '../domain/paging.ts';
 import type { Queryable } from './db.ts';
+import { INSERT_CHUNK_ROWS } from './events.ts';
 import { rowLimit } from './query-shapes.ts';
 import type { ActivityTable } from './schema.ts';
 
-export async function insertActivity(db: Queryable, entry: Insertable<ActivityTable>): Promise<number> {
-  const row = await db.insertInto('activity').values(entry).returning('id').executeTakeFirstOrThrow();
-  return row.id;
+/** Inserts the entries in order, a few hundred per statement. */
+export async function insertActivities(db: Queryable, entries: readonly Insertable<ActivityTable>[]): Promise<void> {
+  for (let i = 0; i < entries.length; i += INSERT_CHUNK_ROWS) {
+    await db
+      .insertInto('activity')
+      .values(entries.slice(i, i + INSERT_CHUNK_ROWS))
+      .execute();
+  }
 }
 
 export interface ActivityFilter {

@@ -3,13 +3,17 @@ import type { DeviceStatus } from '../domain/devices.ts';
 import type { PageRequest } from '../domain/paging.ts';
 import type { Queryable } from './db.ts';
 import { rowLimit } from './query-shapes.ts';
+import { addToDeviceCount } from './servers.ts';
 import { containsText } from './text-search.ts';
 import type { DeviceTable } from './schema.ts';
 
 export type DeviceRow = Selectable<DeviceTable>;
 
+/** Inserts a device and counts it on its server; the caller holds the server's lock (lockServers). */
 export async function insertDevice(db: Queryable, device: Insertable<DeviceTable>): Promise<DeviceRow> {
-  return db.insertInto('devices').values(device).returningAll().executeTakeFirstOrThrow();
+  const row = await db.insertInto('devices').values(device).returningAll().executeTakeFirstOrThrow();
+  await addToDeviceCount(db, row.server_id, 1);
+  return row;
 }
 
 export function findDevice(db: Queryable, id: number): Promise<DeviceRow | undefined> {
@@ -20,10 +24,85 @@ export async function updateDevice(db: Queryable, id: number, changes: Updateabl
   return db.updateTable('devices').set(changes).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
 }
 
-export async function deleteDevice(db: Queryable, id: number): Promise<void> {
-  await db.deleteFrom('devices').where('id', '=', id).execute();
+/** Ids per statement of a set update or delete: well below either database's limit of bound values. */
+const ID_CHUNK = 1_000;
+
+/**
+ * Sets the same changes on every device of `ids` with one statement per thousand, the rows after it in id order
+ * (ids already gone are skipped). `expiresAt`, when given, also becomes each row's due expiry unless the row
+ * held that expiry already (a new expiry is due for its own device.expired).
+ */
+export async function updateDevices(
+  db: Queryable,
+  ids: readonly number[],
+  changes: Updateable<DeviceTable>,
+  expiresAt?: string | null,
+): Promise<DeviceRow[]> {
+  const rows: DeviceRow[] = [];
+  for (let i = 0; i < ids.length; i += ID_CHUNK) {
+    let query = db.updateTable('devices').set(changes);
+    if (expiresAt !== undefined) {
+      query = query.set((eb) => ({
+        expires_at: expiresAt,
+        expiry_due_at:
+          expiresAt === null
+            ? null
+            : eb.case().when('expires_at', '=', expiresAt).then(eb.ref('expiry_due_at')).else(expiresAt).end(),
+      }));
+    }
+    rows.push(
+      ...(await query
+        .where('id', 'in', ids.slice(i, i + ID_CHUNK))
+        .returningAll()
+        .execute()),
+    );
+  }
+  return rows.sort((a, b) => a.id - b.id);
 }
 
+/**
+ * Moves a device from `fromServerId` to another server with its new addresses, and moves its count with it;
+ * the caller holds both servers' locks (lockServers). Undefined when the device is no longer on `fromServerId`.
+ */
+export async function moveDevice(
+  db: Queryable,
+  id: number,
+  fromServerId: number,
+  changes: Updateable<DeviceTable> & { server_id: number },
+): Promise<DeviceRow | undefined> {
+  const row = await db
+    .updateTable('devices')
+    .set(changes)
+    .where('id', '=', id)
+    .where('server_id', '=', fromServerId)
+    .returningAll()
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  await addToDeviceCount(db, fromServerId, -1);
+  await addToDeviceCount(db, row.server_id, 1);
+  return row;
+}
+
+/**
+ * Deletes the devices and takes them off their servers' counts, by the server each row was on when deleted;
+ * the caller holds those servers' locks (lockServers). Ids already gone are skipped.
+ */
+export async function deleteDevices(db: Queryable, ids: readonly number[]): Promise<void> {
+  const removed = new Map<number, number>();
+  for (let i = 0; i < ids.length; i += ID_CHUNK) {
+    const rows = await db
+      .deleteFrom('devices')
+      .where('id', 'in', ids.slice(i, i + ID_CHUNK))
+      .returning('server_id')
+      .execute();
+    for (const { server_id } of rows) removed.set(server_id, (removed.get(server_id) ?? 0) + 1);
+  }
+  for (const [serverId, count] of [...removed].sort(([a], [b]) => a - b)) {
+    await addToDeviceCount(db, serverId, -count);
+  }
+}
+
+/** Deletes every device of a server that is being deleted with them (its row goes, and its count with it). */
 export async function deleteDevicesOfServer(db: Queryable, serverId: number): Promise<void> {
   await db.deleteFrom('devices').where('server_id', '=', serverId).execute();
 }
@@ -34,15 +113,6 @@ export function listDeviceAddresses(
   serverId: number,
 ): Promise<Pick<DeviceRow, 'address' | 'address6'>[]> {
   return db.selectFrom('devices').select(['address', 'address6']).where('server_id', '=', serverId).execute();
-}
-
-export async function countDevicesOfServer(db: Queryable, serverId: number): Promise<number> {
-  const row = await db
-    .selectFrom('devices')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('server_id', '=', serverId)
-    .executeTakeFirst();
-  return Number(row?.n ?? 0);
 }
 
 export async function isNameTaken(db: Queryable, serverId: number, name: string): Promise<boolean> {
@@ -107,15 +177,6 @@ export function listPeerRowsOfServer(db: Queryable, serverId: number): Promise<P
 
 export function listDevicesOfServer(db: Queryable, serverId: number): Promise<DeviceRow[]> {
   return db.selectFrom('devices').selectAll().where('server_id', '=', serverId).orderBy('id').execute();
-}
-
-export async function countDevicesByServer(db: Queryable): Promise<Map<number, number>> {
-  const rows = await db
-    .selectFrom('devices')
-    .select((eb) => ['server_id', eb.fn.countAll<number>().as('count')])
-    .groupBy('server_id')
-    .execute();
-  return new Map(rows.map((r) => [r.server_id, Number(r.count)]));
 }
 
 export interface DeviceFilter {

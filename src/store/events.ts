@@ -4,13 +4,21 @@ import { CompiledPageShape, rowLimit } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
 import type { PageRequest } from '../domain/paging.ts';
 
-export async function insertEvent(db: Queryable, draft: EventDraft, createdAt: string): Promise<number> {
-  const row = await db
-    .insertInto('events')
-    .values({ ...draft, created_at: createdAt })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  return row.id;
+/** Rows per insert statement of a bulk insert: a dozen values each, well below either database's limit. */
+export const INSERT_CHUNK_ROWS = 500;
+
+/**
+ * Inserts the events in order, a few hundred per statement, and gives their ids in the same order (ids
+ * rise in the order of a statement's rows on both databases, so the ids returned are sorted to match).
+ */
+export async function insertEvents(db: Queryable, drafts: readonly EventDraft[], createdAt: string): Promise<number[]> {
+  const ids: number[] = [];
+  for (let i = 0; i < drafts.length; i += INSERT_CHUNK_ROWS) {
+    const values = drafts.slice(i, i + INSERT_CHUNK_ROWS).map((draft) => ({ ...draft, created_at: createdAt }));
+    const rows = await db.insertInto('events').values(values).returning('id').execute();
+    ids.push(...rows.map((r) => Number(r.id)).sort((a, b) => a - b));
+  }
+  return ids;
 }
 
 export interface EventFilter {

@@ -21,6 +21,7 @@ import * as m014 from './migrations/014-duty-leases.ts';
 import * as m015 from './migrations/015-console-users.ts';
 import * as m016 from './migrations/016-usage-fillfactor.ts';
 import * as m017 from './migrations/017-dual-stack-addresses.ts';
+import * as m018 from './migrations/018-server-device-count.ts';
 import * as m019 from './migrations/019-fleet-usage.ts';
 
 interface MigrationModule {
@@ -46,6 +47,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '015-console-users': m015,
   '016-usage-fillfactor': m016,
   '017-dual-stack-addresses': m017,
+  '018-server-device-count': m018,
   '019-fleet-usage': m019,
 };
 

@@ -28,43 +28,42 @@ export function listNodes(db: Queryable): Promise<NodeRow[]> {
 /** A node with the number of its servers and devices and the sum of its servers' capacity. */
 export type NodeSummaryRow = NodeRow & { server_count: number; device_count: number; capacity: number };
 
-// Counting every device costs more the more there are: while nothing changes, the rows are reused.
-const nodeSummaries = new CompiledShape(
-  (db) =>
-    db
-      .selectFrom('nodes')
-      .selectAll('nodes')
-      .select((eb) => [
-        eb
-          .selectFrom('servers')
-          .select(eb.fn.countAll<number>().as('n'))
-          .whereRef('servers.node_id', '=', 'nodes.id')
-          .as('server_count'),
-        eb
-          .selectFrom('servers')
-          .select((inner) => inner.fn.coalesce(inner.fn.sum<number>('servers.capacity'), inner.lit(0)).as('n'))
-          .whereRef('servers.node_id', '=', 'nodes.id')
-          .as('capacity'),
-        eb
-          .selectFrom('devices')
-          .innerJoin('servers', 'servers.id', 'devices.server_id')
-          .select(eb.fn.countAll<number>().as('n'))
-          .whereRef('servers.node_id', '=', 'nodes.id')
-          .as('device_count'),
-      ])
-      .orderBy('nodes.id'),
-  [],
-  { reuse: true },
-);
+/** Nodes with their summary: the servers' own counts summed (a few rows per node), no device counted. */
+function nodeSummaryQuery(db: Db) {
+  return db
+    .selectFrom('nodes')
+    .leftJoin('servers', 'servers.node_id', 'nodes.id')
+    .selectAll('nodes')
+    .select((eb) => [
+      eb.fn.count<number>('servers.id').as('server_count'),
+      eb.fn.coalesce(eb.fn.sum<number>('servers.capacity'), eb.lit(0)).as('capacity'),
+      eb.fn.coalesce(eb.fn.sum<number>('servers.device_count'), eb.lit(0)).as('device_count'),
+    ])
+    .groupBy('nodes.id');
+}
 
-/** Every node with its summary, oldest first, in one query. */
-export async function listNodeSummaries(db: Db): Promise<NodeSummaryRow[]> {
-  return (await nodeSummaries.execute(db)).map((row) => ({
+const nodeSummaries = new CompiledShape((db) => nodeSummaryQuery(db).orderBy('nodes.id'), []);
+
+const nodeSummaryById = new CompiledShape((db, id: number) => nodeSummaryQuery(db).where('nodes.id', '=', id), [-1001]);
+
+function summaryOf(row: Readonly<NodeSummaryRow>): NodeSummaryRow {
+  return {
     ...row,
     server_count: Number(row.server_count ?? 0),
     device_count: Number(row.device_count ?? 0),
     capacity: Number(row.capacity ?? 0),
-  }));
+  };
+}
+
+/** Every node with its summary, oldest first, in one query. */
+export async function listNodeSummaries(db: Db): Promise<NodeSummaryRow[]> {
+  return (await nodeSummaries.execute(db)).map(summaryOf);
+}
+
+/** One node with its summary, by its id (the primary key and the servers' node index). */
+export async function findNodeSummary(db: Db, id: number): Promise<NodeSummaryRow | undefined> {
+  const [row] = await nodeSummaryById.execute(db, id);
+  return row && summaryOf(row);
 }
 
 export async function updateNode(db: Queryable, id: number, changes: Partial<Omit<NodeRow, 'id'>>): Promise<void> {

@@ -82,6 +82,8 @@ export interface ServerTable {
   /** JSON array of strings. */
   client_allowed_ips: string;
   capacity: number;
+  /** How many devices the server holds, kept by every insert, move and delete of a device (migration 018). */
+  device_count: Generated<number>;
   created_at: string;
   updated_at: string;
 }

@@ -25,7 +25,6 @@ export function findServer(db: Queryable, id: number): Promise<ServerRow | undef
 export type ServerWithNode = ServerRow & {
   node_name: string;
   node_status: NodeRow['status'];
-  device_count: number | null;
 };
 
 function serversWithNodes(db: Db) {
@@ -33,17 +32,10 @@ function serversWithNodes(db: Db) {
     .selectFrom('servers')
     .innerJoin('nodes', 'nodes.id', 'servers.node_id')
     .selectAll('servers')
-    .select(['nodes.name as node_name', 'nodes.status as node_status'])
-    .select((eb) =>
-      eb
-        .selectFrom('devices')
-        .select(eb.fn.countAll<number>().as('n'))
-        .whereRef('devices.server_id', '=', 'servers.id')
-        .as('device_count'),
-    );
+    .select(['nodes.name as node_name', 'nodes.status as node_status']);
 }
 
-/** One server with its node's name and status and its device count. */
+/** One server with its node's name and status. */
 export async function findServerWithNode(db: Db, id: number): Promise<ServerWithNode | undefined> {
   const [row] = await serverById.execute(db, id);
   return row;
@@ -98,11 +90,34 @@ export async function deleteServersDeploying(db: Queryable): Promise<void> {
 }
 
 /**
- * Holds the server's row until the transaction ends, so concurrent device creates on one server
- * allocate addresses one after another. SQLite transactions here are exclusive already.
+ * Holds the servers' rows until the transaction ends, lowest id first (so two panels locking the same
+ * servers never wait on each other in a circle), and gives their device counts as they are under the lock:
+ * concurrent creates on one server allocate addresses one after another, and every change of a server's
+ * `device_count` happens under this lock. SQLite transactions here are exclusive already.
  */
-export async function lockServer(db: Queryable, id: number, dialect: Dialect): Promise<void> {
-  if (dialect === 'postgres') await db.selectFrom('servers').select('id').where('id', '=', id).forUpdate().execute();
+export async function lockServers(
+  db: Queryable,
+  ids: readonly number[],
+  dialect: Dialect,
+): Promise<Map<number, number>> {
+  if (ids.length === 0) return new Map();
+  const query = db
+    .selectFrom('servers')
+    .select(['id', 'device_count'])
+    .where('id', 'in', [...new Set(ids)])
+    .orderBy('id');
+  const rows = await (dialect === 'postgres' ? query.forUpdate() : query).execute();
+  return new Map(rows.map((row) => [row.id, row.device_count]));
+}
+
+/** Adds `delta` (negative: removes) to the server's device count; callers hold its lock (lockServers). */
+export async function addToDeviceCount(db: Queryable, serverId: number, delta: number): Promise<void> {
+  if (delta === 0) return;
+  await db
+    .updateTable('servers')
+    .set((eb) => ({ device_count: eb('device_count', '+', delta) }))
+    .where('id', '=', serverId)
+    .execute();
 }
 
 /** Running servers with their device count, for `server_id: auto`. */

@@ -2,6 +2,7 @@ import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
 import { CompiledPageShape, rowLimit } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
+import { INSERT_CHUNK_ROWS } from './events.ts';
 import { claimableIds, unheld } from './outbox.ts';
 import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
 
@@ -47,6 +48,19 @@ export async function deleteWebhook(db: Queryable, id: number): Promise<boolean>
 
 export async function insertDelivery(db: Queryable, delivery: Insertable<WebhookDeliveryTable>): Promise<DeliveryRow> {
   return db.insertInto('webhook_deliveries').values(delivery).returningAll().executeTakeFirstOrThrow();
+}
+
+/** Inserts the deliveries in order, a few hundred per statement. */
+export async function insertDeliveries(
+  db: Queryable,
+  deliveries: readonly Insertable<WebhookDeliveryTable>[],
+): Promise<void> {
+  for (let i = 0; i < deliveries.length; i += INSERT_CHUNK_ROWS) {
+    await db
+      .insertInto('webhook_deliveries')
+      .values(deliveries.slice(i, i + INSERT_CHUNK_ROWS))
+      .execute();
+  }
 }
 
 export function findDelivery(db: Queryable, id: number): Promise<DeliveryRow | undefined> {

@@ -11,13 +11,15 @@ import { type PlacementRequest, type PlacementServer, pickServer } from '../../s
 /** A running /24 server in Amsterdam with room for 253 devices, with `fields` changed. */
 function server(id: number, fields: Partial<PlacementServer> = {}): PlacementServer {
   const subnet = `10.${id}.0.0/24`;
-  return { id, status: 'running', country: 'NL', city: 'Amsterdam', capacity: 253, subnet, ...fields };
+  return { id, status: 'running', country: 'NL', city: 'Amsterdam', capacity: 253, subnet, device_count: 0, ...fields };
 }
 
 /** The id picked among `servers` holding `counts` devices (by server id; a missing one holds none). */
 function picked(servers: PlacementServer[], counts: Record<number, number>, request: PlacementRequest = {}): number {
-  const deviceCounts = new Map(Object.entries(counts).map(([id, n]) => [Number(id), n]));
-  return pickServer(servers, deviceCounts, request).id;
+  return pickServer(
+    servers.map((s) => ({ ...s, device_count: counts[s.id] ?? 0 })),
+    request,
+  ).id;
 }
 
 function assertNoneAvailable(

@@ -10,7 +10,7 @@ import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { openMigratedStore } from '../../src/main/panel.ts';
 import { writeBackupFile } from '../../src/store/backup-file.ts';
 import { openStore, type Store } from '../../src/store/open.ts';
-import { deleteDevice, insertDevice } from '../../src/store/devices.ts';
+import { deleteDevices, insertDevice } from '../../src/store/devices.ts';
 import { claimIdempotencyKey, completeIdempotencyKey } from '../../src/store/idempotency.ts';
 import { insertApiKey } from '../../src/store/api-keys.ts';
 import { insertConsoleSession } from '../../src/store/console-sessions.ts';
@@ -123,7 +123,7 @@ async function fill(store: Store): Promise<{ deletedDeviceId: number }> {
   }
   // The newest device is gone: its id must never be handed out again, also after a restore.
   const deletedDeviceId = ids.at(-1) ?? 0;
-  await deleteDevice(store.db, deletedDeviceId);
+  await deleteDevices(store.db, [deletedDeviceId]);
   // Found by its hash, the token itself sealed: both columns travel as they are.
   const token = { token_hash: 'a'.repeat(64), token: 'T'.repeat(43) };
   await replaceShareLink(store.db, { device_id: ids[0] ?? 0, ...token, expires_at: null, created_at: NOW });

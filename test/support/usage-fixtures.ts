@@ -122,6 +122,8 @@ export async function seedFleet(
       });
       await db.insertInto('devices').values(values).execute();
     }
+    // Written straight, so counted here as the panel's own inserts count them.
+    await db.updateTable('servers').set({ device_count: perServer }).where('id', '=', server.id).execute();
   }
 }
 

@@ -4,6 +4,7 @@ import type { GroupService, GroupView } from '../../services/groups.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
+import { PageQueryFields, pageRequest } from '../paging.ts';
 import { deviceBody } from './devices.ts';
 import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
 
@@ -18,12 +19,13 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
   api.get(
     '/groups/:external_id',
     operation('devices:read', {
-      summary: 'Get a group: every device with this external_id, oldest first',
+      summary: 'Get a group: its totals and a page of its devices (every device with this external_id), oldest first',
       tags: ['groups'],
       params: GroupParams,
+      querystring: Type.Object(PageQueryFields, { additionalProperties: false }),
       response: { 200: GroupRef },
     }),
-    async (request) => groupBody(await groups.get(request.params.external_id)),
+    async (request) => groupBody(await groups.get(request.params.external_id, pageRequest(request.query))),
   );
 
   api.patch(
@@ -31,7 +33,8 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
     operation('devices:write', {
       summary: 'Set fields on every device of the group',
       description:
-        'Checked for every device first and applied in one transaction: a value wrong for one device changes none.',
+        'Every value is checked before any device changes: a value wrong for one device changes none. ' +
+        'Answers the group after it with the first page of its devices.',
       tags: ['groups'],
       params: GroupParams,
       body: GroupPatchBody,

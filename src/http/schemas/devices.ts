@@ -140,7 +140,10 @@ export const GroupSchema = Type.Object(
     external_id: Type.String(),
     device_count: Type.Integer(),
     month_usage: Usage,
-    devices: Type.Array(Type.Ref('Device'), { description: 'oldest first' }),
+    devices: Type.Array(Type.Ref('Device'), {
+      description: 'a page of the devices, oldest first (GET takes `after` and `limit`; a change answers the first)',
+    }),
+    has_more: Type.Boolean({ description: 'more devices follow this page' }),
   },
   { $id: 'Group', title: 'Group' },
 );
