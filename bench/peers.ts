@@ -468,7 +468,7 @@ interface UapiComparison {
   firstByte: number[];
   lastByte: number[];
   answerBytes: number;
-  /** The driver's readCounters (the read above with `ip link show` for the instance, in parallel). */
+  /** The driver's readCounters (the read above and the instance, a socket stat while wireguard-go is the same). */
   countersUapi: number[];
   countersWg: number[];
   agentRssMb: number;
@@ -670,7 +670,7 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number, agent: AgentMem
       `${cell(c.readWg)} | **${(1 / readSpeedup).toFixed(3)}** (${readSpeedup.toFixed(2)}x faster) |`,
     `| full dump read with allowed ips (setPeers, drift check) vs \`wg show dump\` + parse | ${cell(c.readUapi)} | ` +
       `${cell(c.readWg)} | ${ratio(c.readUapi, c.readWg).toFixed(3)} (${ratio(c.readWg, c.readUapi).toFixed(2)}x) |`,
-    `| \`driver.readCounters\` (the read and \`ip link show\` for the instance, in parallel) | ` +
+    `| \`driver.readCounters\` (the read, and the instance: \`ip link show\` only once the socket changed) | ` +
       `${cell(c.countersUapi)} | ${cell(c.countersWg)} | ${ratio(c.countersUapi, c.countersWg).toFixed(3)} |`,
     '',
     `Targets (issue 16): one peer change at most ${CHANGE_TARGET} of a \`wg set\` run: ${changeVerdict}; ` +
