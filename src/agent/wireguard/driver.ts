@@ -161,20 +161,6 @@ export class WireGuardDriver implements Driver {
   }
 
   /**
-   * The interface's index (`ip link show`). With wireguard-go it is read again only when the socket serving
-   * the interface is another one (a new process, so maybe a new interface): a counter read then runs no process.
-   */
-  async #instance(serverId: number, n: Names): Promise<string> {
-    const socket = (await this.#resolveImplementation()) === 'kernel' ? null : await socketIdentity(n.iface);
-    const known = this.#instances.get(serverId);
-    if (socket !== null && known?.socket === socket) return known.index;
-    const index = await readLinkIndex(this.#runner, n.netns, n.iface);
-    if (socket === null) this.#instances.delete(serverId);
-    else this.#instances.set(serverId, { socket, index });
-    return index;
-  }
-
-  /**
    * What differs between the server's client-isolation rules on the host and those `spec` asks for
    * (docs/dataplane.md, "Client isolation"); empty when they are as expected. Reads only: the next
    * up() puts them right.
@@ -406,6 +392,20 @@ export class WireGuardDriver implements Driver {
   async #readDump(n: Names): Promise<Dump> {
     const { config, at } = await this.#configOf(n);
     return config.read(at);
+  }
+
+  /**
+   * The interface's index (`ip link show`). With wireguard-go it is read again only when the socket serving
+   * the interface is another one (a new process, so maybe a new interface): a counter read then runs no process.
+   */
+  async #instance(serverId: number, n: Names): Promise<string> {
+    const socket = (await this.#resolveImplementation()) === 'kernel' ? null : await socketIdentity(n.iface);
+    const known = this.#instances.get(serverId);
+    if (socket !== null && known?.socket === socket) return known.index;
+    const index = await readLinkIndex(this.#runner, n.netns, n.iface);
+    if (socket === null) this.#instances.delete(serverId);
+    else this.#instances.set(serverId, { socket, index });
+    return index;
   }
 
   /**
