@@ -20,7 +20,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { firstLine, host, writeSection } from './report.ts';
+import { firstLine, host, loadAverage, writeSection } from './report.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
 import {
@@ -653,10 +653,14 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number, agent: AgentMem
   const readVerdict = `${met(readSpeedup >= READ_TARGET)} (${readSpeedup.toFixed(2)}x)`;
   return [
     `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} UAPI_ROUNDS=${c.rounds}\` are the defaults), ` +
-      `the same run as the section above. Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ` +
+      `the run that also measures the section "${SECTION}". Machine: ${host()}, ` +
+      `${firstLine('wireguard-go', ['--version'])}, load average ${loadAverage()} (1/5/15 min, at the end; the ` +
+      'machine is shared: the ratios come from interleaved rounds, absolute times vary with the load), ' +
       `Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
     '',
-    `The server of the section above, ${count(PEERS)} peers, no traffic. ${c.rounds} rounds, each running every ` +
+    `One server made by the \`wireguard\` driver, ${count(PEERS)} peers with a /32 each, no traffic; a driver ` +
+      'reaching its wireguard-go through `wg` and one through its UAPI socket work on the same interface.' +
+      ` ${c.rounds} rounds, each running every ` +
       'operation once through the UAPI socket and once through `wg`, which goes first alternating; medians and ' +
       'p95 of the rounds. A change swaps one peer for a new key at the same address (one removal, one addition).',
     '',
