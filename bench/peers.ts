@@ -20,7 +20,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { firstLine, host, writeSection } from './report.ts';
+import { firstLine, host, loadAverage, writeSection } from './report.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
 import {
@@ -46,7 +46,7 @@ const PEERS = Number(process.env.PEERS ?? 10_000);
 const CHANGES = Number(process.env.CHANGES ?? 20);
 const TARGET_MS = 50;
 const SECTION = 'Peers on one server (wireguard-go)';
-const UAPI_ROUNDS = Number(process.env.UAPI_ROUNDS ?? 30);
+const UAPI_ROUNDS = Number(process.env.UAPI_ROUNDS ?? 60);
 const UAPI_SECTION = "Peers over wireguard-go's UAPI socket (issue 16)";
 const CHANGE_TARGET = 0.3;
 const READ_TARGET = 2;
@@ -468,7 +468,7 @@ interface UapiComparison {
   firstByte: number[];
   lastByte: number[];
   answerBytes: number;
-  /** The driver's readCounters (the read above with `ip link show` for the instance, in parallel). */
+  /** The driver's readCounters (the read above and the instance, a socket stat while wireguard-go is the same). */
   countersUapi: number[];
   countersWg: number[];
   agentRssMb: number;
@@ -653,10 +653,14 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number, agent: AgentMem
   const readVerdict = `${met(readSpeedup >= READ_TARGET)} (${readSpeedup.toFixed(2)}x)`;
   return [
     `Command: \`node bench/peers.ts\` (as root; \`PEERS=${PEERS} UAPI_ROUNDS=${c.rounds}\` are the defaults), ` +
-      `the same run as the section above. Machine: ${host()}, ${firstLine('wireguard-go', ['--version'])}, ` +
+      `the run that also measures the section "${SECTION}". Machine: ${host()}, ` +
+      `${firstLine('wireguard-go', ['--version'])}, load average ${loadAverage()} (1/5/15 min, at the end; the ` +
+      'machine is shared: the ratios come from interleaved rounds, absolute times vary with the load), ' +
       `Node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)}.`,
     '',
-    `The server of the section above, ${count(PEERS)} peers, no traffic. ${c.rounds} rounds, each running every ` +
+    `One server made by the \`wireguard\` driver, ${count(PEERS)} peers with a /32 each, no traffic; a driver ` +
+      'reaching its wireguard-go through `wg` and one through its UAPI socket work on the same interface.' +
+      ` ${c.rounds} rounds, each running every ` +
       'operation once through the UAPI socket and once through `wg`, which goes first alternating; medians and ' +
       'p95 of the rounds. A change swaps one peer for a new key at the same address (one removal, one addition).',
     '',
@@ -670,7 +674,7 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number, agent: AgentMem
       `${cell(c.readWg)} | **${(1 / readSpeedup).toFixed(3)}** (${readSpeedup.toFixed(2)}x faster) |`,
     `| full dump read with allowed ips (setPeers, drift check) vs \`wg show dump\` + parse | ${cell(c.readUapi)} | ` +
       `${cell(c.readWg)} | ${ratio(c.readUapi, c.readWg).toFixed(3)} (${ratio(c.readWg, c.readUapi).toFixed(2)}x) |`,
-    `| \`driver.readCounters\` (the read and \`ip link show\` for the instance, in parallel) | ` +
+    `| \`driver.readCounters\` (the read, and the instance: \`ip link show\` only once the socket changed) | ` +
       `${cell(c.countersUapi)} | ${cell(c.countersWg)} | ${ratio(c.countersUapi, c.countersWg).toFixed(3)} |`,
     '',
     `Targets (issue 16): one peer change at most ${CHANGE_TARGET} of a \`wg set\` run: ${changeVerdict}; ` +

@@ -37,6 +37,7 @@ import {
 } from './host-readers.ts';
 import type { Dump, DumpPeer, Link, Snapshot } from './host-readers.ts';
 import { type InterfaceConfig, UapiConfig, type WgTarget, WgTool } from './interface-config.ts';
+import { socketIdentity } from './uapi.ts';
 import { checkNamePrefix, type Names, serverIdsIn, serverNames } from './names.ts';
 import { allowedIpsOf, applyPeers, peerChanges, peerProblems, singleIps, validPeers } from './peers.ts';
 import { address6Of, serverSpecProblems } from './server-spec.ts';
@@ -78,6 +79,8 @@ export class WireGuardDriver implements Driver {
   readonly #wireguardGo: WireGuardGoProcesses;
   readonly #wgTool: WgTool;
   readonly #wireguardGoConfig: InterfaceConfig;
+  /** Per server, the interface index last read and the identity of the wireguard-go socket it was read with. */
+  readonly #instances = new Map<number, { socket: string; index: string }>();
   /** One operation per server at a time. */
   readonly #serial = new KeyedQueue<number>();
   readonly #shaper: Shaper;
@@ -138,12 +141,11 @@ export class WireGuardDriver implements Driver {
     return this.#serial.run(serverId, async () => {
       const n = this.names(serverId);
       const { config, at } = await this.#configOf(n);
-      const [dump, instance] = await Promise.all([
-        config.readCounters(at),
-        readLinkIndex(this.#runner, n.netns, n.iface),
-      ]).catch((error: unknown) => {
-        throw new DriverError(`read counters of server ${serverId}`, [messageOf(error)]);
-      });
+      const [dump, instance] = await Promise.all([config.readCounters(at), this.#instance(serverId, n)]).catch(
+        (error: unknown) => {
+          throw new DriverError(`read counters of server ${serverId}`, [messageOf(error)]);
+        },
+      );
       const peers = dump.peers.map((p) => ({
         publicKey: p.publicKey,
         rxBytes: p.rxBytes,
@@ -321,6 +323,7 @@ export class WireGuardDriver implements Driver {
     if (snap.serverLinks.has(n.iface)) await run('ip', ['-n', n.netns, 'link', 'del', n.iface]);
     if (snap.hostLinks.has(n.iface)) await run('ip', [...hostIp, 'link', 'del', n.iface]);
     await this.#wireguardGo.stop(spec.serverId);
+    this.#instances.delete(spec.serverId);
     const implementation = await this.#resolveImplementation();
     const created =
       implementation === 'kernel'
@@ -368,6 +371,7 @@ export class WireGuardDriver implements Driver {
     // Stopping wireguard-go first lets it close its interface and remove its UAPI socket itself.
     await this.#wireguardGo.stop(serverId);
     this.#shaper.forget(serverId);
+    this.#instances.delete(serverId);
     const netnsExists = (await readNetnsNames(this.#runner)).includes(n.netns);
     const [serverLinks, hostLinks, hostTables] = await Promise.all([
       netnsExists ? readLinks(this.#runner, n.netns) : new Map<string, Link>(),
@@ -388,6 +392,20 @@ export class WireGuardDriver implements Driver {
   async #readDump(n: Names): Promise<Dump> {
     const { config, at } = await this.#configOf(n);
     return config.read(at);
+  }
+
+  /**
+   * The interface's index (`ip link show`). With wireguard-go it is read again only when the socket serving
+   * the interface is another one (a new process, so maybe a new interface): a counter read then runs no process.
+   */
+  async #instance(serverId: number, n: Names): Promise<string> {
+    const socket = (await this.#resolveImplementation()) === 'kernel' ? null : await socketIdentity(n.iface);
+    const known = this.#instances.get(serverId);
+    if (socket !== null && known?.socket === socket) return known.index;
+    const index = await readLinkIndex(this.#runner, n.netns, n.iface);
+    if (socket === null) this.#instances.delete(serverId);
+    else this.#instances.set(serverId, { socket, index });
+    return index;
   }
 
   /**

@@ -8,6 +8,7 @@
  * leaves the rest of its lines unread, which would poison a kept connection. Every request has a deadline,
  * so a wireguard-go that hangs or dies never holds the agent.
  */
+import { stat } from 'node:fs/promises';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { getSystemErrorMessage, getSystemErrorName } from 'node:util';
@@ -144,6 +145,20 @@ export class UapiClient {
         finish(fail(`wireguard-go ${iface} closed ${path} before it answered (did it exit?)`)),
       );
     });
+  }
+}
+
+/**
+ * Which socket file serves `iface` now (inode and change time), or null when there is none: a wireguard-go
+ * makes its socket anew when it starts, and its interface lives and dies with it, so while this stays the same
+ * the interface is the same one. A stat, no process.
+ */
+export async function socketIdentity(iface: string, socketDir = UAPI_SOCKET_DIR): Promise<string | null> {
+  try {
+    const stats = await stat(join(socketDir, `${iface}.sock`), { bigint: true });
+    return `${stats.ino}:${stats.ctimeNs}`;
+  } catch {
+    return null;
   }
 }
 

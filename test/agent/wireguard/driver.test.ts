@@ -693,6 +693,12 @@ for (const wireguardGoConfig of ['uapi', 'wg'] as const)
 
         // Recreating (mtu or port change) puts the peers back; a restarted agent adopts the running server.
         await driver.setPeers(serverId, changed);
+        // The instance is the interface's index, whichever driver reads it and however often.
+        const index = (): string =>
+          /^(\d+):/.exec(sh(['ip', '-n', serverNs, '-o', 'link', 'show', serverIf]))?.[1] ?? '';
+        const first = (await driver.readCounters(serverId)).instance;
+        assert.equal(first, index());
+        assert.equal((await driver.readCounters(serverId)).instance, first);
         const smaller = await timed(
           'up() with a new mtu at 1,000 peers (recreate)',
           () => driver.up({ ...spec, mtu: 1380 }),
@@ -707,6 +713,11 @@ for (const wireguardGoConfig of ['uapi', 'wg'] as const)
         assert.equal(moved.peerCount, 1000);
         assert.equal(sh(['wg', 'show', serverIf, 'listen-port']).trim(), String(listenPort + 1));
         assert.equal((await restarted.readCounters(serverId)).peers.length, 1000);
+        // A new interface is a new instance, also for the first driver, which did not make it.
+        const remade = (await restarted.readCounters(serverId)).instance;
+        assert.equal(remade, index());
+        assert.notEqual(remade, first);
+        assert.equal((await driver.readCounters(serverId)).instance, remade);
 
         await timed('down()', () => restarted.down(serverId), log);
         await driver.down(serverId); // a missing server is not an error
