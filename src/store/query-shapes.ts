@@ -37,9 +37,13 @@ export function deriveImmediateReads(
   immediateReads.set(derived, {
     prepare<R>(sql: string, reuse: boolean) {
       const read = reads.prepare<R>(sql, reuse);
+      // Rows given again (reuse) are transformed once, not on every read.
+      let last: { answer: readonly Readonly<R>[]; rows: readonly Readonly<R>[] } | undefined;
       return (parameters: readonly unknown[]) => {
         const answer = read(parameters);
-        return answer === undefined ? undefined : rows(answer);
+        if (answer === undefined) return undefined;
+        if (last?.answer !== answer) last = { answer, rows: rows(answer) };
+        return last.rows;
       };
     },
   });
