@@ -20,6 +20,7 @@ const webhookPage = new CompiledPageShape(
   (db, limit, afterId: number) =>
     db.selectFrom('webhooks').selectAll().where('id', '>', afterId).orderBy('id').limit(limit),
   [-1001],
+  { reuse: true },
 );
 
 /** Oldest first, `limit + 1` rows (see toPage). */
@@ -65,6 +66,7 @@ const deliveryPage = new CompiledPageShape(
   },
   // A real state as the sample is safe: the query holds no other string among its bound values.
   [-1001, -1002, 'failed'],
+  { reuse: true },
 );
 
 /** Oldest first, `limit + 1` rows (see toPage). */
