@@ -37,9 +37,9 @@ export class BenchPanel {
     this.#cli = cli;
   }
 
-  /** A key made by `vpn-panel keys create --no-rate-limit`, as an operator would. */
-  createKey(scopes = 'all'): string {
-    const args = [this.#cli, 'keys', 'create', '--name', 'bench', '--scopes', scopes, '--no-rate-limit'];
+  /** A key made by `vpn-panel keys create --no-rate-limit`, as an operator would; names are unique among live keys. */
+  createKey(scopes = 'all', name = 'bench'): string {
+    const args = [this.#cli, 'keys', 'create', '--name', name, '--scopes', scopes, '--no-rate-limit'];
     const key = execFileSync(process.execPath, args, { env: this.env, encoding: 'utf8' }).trim().split('\n').at(-1);
     if (key === undefined) throw new Error('keys create printed no key');
     return key;

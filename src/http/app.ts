@@ -26,6 +26,7 @@ import { sendClientError, sendError } from './errors.ts';
 import { requestFingerprint, sendReplay } from './idempotency.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { RequestLogger } from './request-log.ts';
+import { serializerFactory } from './serialization.ts';
 import { ErrorSchema } from './schemas/common.ts';
 import { DeviceSchema, GroupSchema, UsageReportSchema } from './schemas/devices.ts';
 import { EventSchema } from './schemas/events.ts';
@@ -156,6 +157,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       sendClientError(error, socket);
     },
     requestIdHeader: false,
+    schemaController: { compilersFactory: { buildSerializer: serializerFactory } },
     childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
     genReqId: (req) => {
       const given = req.headers['x-request-id'];

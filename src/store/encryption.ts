@@ -32,6 +32,7 @@ import { SECRET_BYTES } from '../domain/panel-secret.ts';
 import type { Dialect, Queryable } from './db.ts';
 import type { Store } from './open.ts';
 import { describeTable } from './introspect.ts';
+import { deriveImmediateReads } from './query-shapes.ts';
 import type { Database } from './schema.ts';
 
 /** Every value the database holds of these columns is sealed: no private key or credential is in it in plain. */
@@ -114,6 +115,13 @@ const SEALED_BY_TABLE = new Map<string, ReadonlySet<string>>(
 );
 const SEALED_NAMES: readonly string[] = [...new Set(Object.values(ENCRYPTED_COLUMNS).flat())];
 
+/** The sealed columns the rows have (all rows of one query have the first one's columns). */
+function sealedNamesIn(rows: readonly unknown[]): readonly string[] {
+  const [first] = rows;
+  if (typeof first !== 'object' || first === null) return [];
+  return SEALED_NAMES.filter((name) => name in first);
+}
+
 function tableName(node: OperationNode | undefined): string | undefined {
   if (node === undefined) return undefined;
   if (TableNode.is(node)) return node.table.identifier.name;
@@ -146,11 +154,15 @@ export class EncryptionPlugin implements KyselyPlugin {
   }
 
   async transformResult({ result }: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
-    const [first] = result.rows;
-    if (first === undefined) return result;
-    const names = SEALED_NAMES.filter((name) => name in first);
+    const names = sealedNamesIn(result.rows);
     if (names.length === 0) return result;
     return { ...result, rows: result.rows.map((row) => this.#openRow(row, names)) };
+  }
+
+  /** The rows with their sealed values opened as they are read; the same array when they hold none. */
+  openRows<R>(rows: readonly R[]): readonly R[] {
+    const names = sealedNamesIn(rows);
+    return names.length === 0 ? rows : rows.map((row) => this.#openRow(row, names));
   }
 
   /**
@@ -158,10 +170,11 @@ export class EncryptionPlugin implements KyselyPlugin {
    * node's resync, device pages without configs) never look at the private key, and opening one
    * costs more than reading its row.
    */
-  #openRow(row: UnknownRow, names: readonly string[]): UnknownRow {
+  #openRow<R>(row: R, names: readonly string[]): R {
+    if (typeof row !== 'object' || row === null) return row;
     let out = row;
     for (const name of names) {
-      const value = row[name];
+      const value: unknown = Reflect.get(row, name);
       if (typeof value !== 'string' || !SecretBox.isSealed(value)) continue;
       if (out === row) out = { ...row };
       const target = out;
@@ -250,7 +263,10 @@ export class EncryptionPlugin implements KyselyPlugin {
 
 /** The store whose queries seal and open the encrypted columns with `box`. */
 export function withEncryption(store: Store, box: SecretBox): Store {
-  return { ...store, db: store.db.withPlugin(new EncryptionPlugin(box)) };
+  const plugin = new EncryptionPlugin(box);
+  const db = store.db.withPlugin(plugin);
+  deriveImmediateReads(store.db, db, (rows) => plugin.openRows(rows));
+  return { ...store, db };
 }
 
 /**

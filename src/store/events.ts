@@ -40,6 +40,7 @@ const eventPageShape = new CompiledPageShape(
   (db, limit, afterId: number, serverId: number | undefined, deviceId: number | undefined) =>
     eventsAfter(db, afterId, { serverId, deviceId }).limit(limit),
   [-1001, -1002, -1003],
+  { reuse: true },
 );
 
 /** Oldest first, `limit + 1` rows (see toPage). */

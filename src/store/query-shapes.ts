@@ -22,6 +22,33 @@ export function useImmediateReads(db: Db, reads: ImmediateReads): void {
   immediateReads.set(db, reads);
 }
 
+/**
+ * Lets `derived`, the same database as `db` seen through a plugin (`withPlugin`), read at once too:
+ * reads made at once skip kysely's plugins, so `rows` must do to each answer what the plugin's
+ * `transformResult` does. Without it, a store wrapped in a plugin (the sealed one) lost the fast path.
+ */
+export function deriveImmediateReads(
+  db: Db,
+  derived: Db,
+  rows: <R>(read: readonly Readonly<R>[]) => readonly Readonly<R>[],
+): void {
+  const reads = immediateReads.get(db);
+  if (reads === undefined) return;
+  immediateReads.set(derived, {
+    prepare<R>(sql: string, reuse: boolean) {
+      const read = reads.prepare<R>(sql, reuse);
+      // Rows given again (reuse) are transformed once, not on every read.
+      let last: { answer: readonly Readonly<R>[]; rows: readonly Readonly<R>[] } | undefined;
+      return (parameters: readonly unknown[]) => {
+        const answer = read(parameters);
+        if (answer === undefined) return undefined;
+        if (last?.answer !== answer) last = { answer, rows: rows(answer) };
+        return last.rows;
+      };
+    },
+  });
+}
+
 export interface ShapeOptions {
   /**
    * On SQLite, answer the last rows again for the same arguments while nothing has been committed

@@ -41,7 +41,11 @@ export async function findServerWithNode(db: Db, id: number): Promise<ServerWith
   return row;
 }
 
-const serverById = new CompiledShape((db, id: number) => serversWithNodes(db).where('servers.id', '=', id), [-1001]);
+// Each row counts the server's devices, which costs more the more there are: while nothing has been
+// committed, the rows are reused (exact: see ShapeOptions).
+const serverById = new CompiledShape((db, id: number) => serversWithNodes(db).where('servers.id', '=', id), [-1001], {
+  reuse: true,
+});
 
 const serverPage = new CompiledPageShape(
   (db, limit, afterId: number, country: string | undefined) => {
@@ -50,6 +54,7 @@ const serverPage = new CompiledPageShape(
     return query.orderBy('servers.id').limit(limit);
   },
   [-1001, '\u0000country'],
+  { reuse: true },
 );
 
 /** Oldest first, `limit + 1` rows (see toPage), each with its node's name and status. */

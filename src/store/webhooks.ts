@@ -1,6 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { CompiledPageShape, rowLimit } from './query-shapes.ts';
+import { CompiledPageShape } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
 import { INSERT_CHUNK_ROWS } from './events.ts';
 import { claimableIds, unheld } from './outbox.ts';
@@ -21,6 +21,7 @@ const webhookPage = new CompiledPageShape(
   (db, limit, afterId: number) =>
     db.selectFrom('webhooks').selectAll().where('id', '>', afterId).orderBy('id').limit(limit),
   [-1001],
+  { reuse: true },
 );
 
 /** Oldest first, `limit + 1` rows (see toPage). */
@@ -67,22 +68,29 @@ export function findDelivery(db: Queryable, id: number): Promise<DeliveryRow | u
   return db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+const deliveryPage = new CompiledPageShape(
+  (db, limit, webhookId: number, afterId: number, state: DeliveryState | undefined) => {
+    let query = db
+      .selectFrom('webhook_deliveries')
+      .selectAll()
+      .where('webhook_id', '=', webhookId)
+      .where('id', '>', afterId);
+    if (state !== undefined) query = query.where('state', '=', state);
+    return query.orderBy('id').limit(limit);
+  },
+  // A real state as the sample is safe: the query holds no other string among its bound values.
+  [-1001, -1002, 'failed'],
+  { reuse: true },
+);
+
+/** Oldest first, `limit + 1` rows (see toPage). */
 export function listDeliveries(
-  db: Queryable,
+  db: Db,
   webhookId: number,
   state: DeliveryState | undefined,
   page: PageRequest,
-): Promise<DeliveryRow[]> {
-  let query = db
-    .selectFrom('webhook_deliveries')
-    .selectAll()
-    .where('webhook_id', '=', webhookId)
-    .where('id', '>', page.afterId);
-  if (state !== undefined) query = query.where('state', '=', state);
-  return query
-    .orderBy('id')
-    .limit(rowLimit(page.limit + 1))
-    .execute();
+): Promise<readonly Readonly<DeliveryRow>[]> {
+  return deliveryPage.execute(db, page.limit + 1, webhookId, page.afterId, state);
 }
 
 /** Takes up to `limit` due pending deliveries that no other sender holds, holding them until `lockedUntil`. */

@@ -102,3 +102,41 @@ for (const kind of DATABASE_KINDS) {
     }
   });
 }
+
+/** Nodes with their token, a sealed column. */
+const nodeTokens = new CompiledShape(
+  (db, name: string) => db.selectFrom('nodes').select(['name', 'token']).where('name', '=', name),
+  ['\u0000name'],
+  { reuse: true },
+);
+
+for (const kind of DATABASE_KINDS) {
+  describe(`compiled query shapes on a sealed store (${kind})`, () => {
+    let opened: TestStore;
+    before(async () => {
+      opened = await openTestStore(kind, { sealed: true });
+    });
+    after(() => opened.close());
+
+    it('opens sealed values read through a shape (read at once, they skip the plugin), and reads at once', async () => {
+      const { db } = opened.store;
+      await db
+        .insertInto('nodes')
+        .values({
+          name: 'n1',
+          url: 'http://n1:7000',
+          token: 't'.repeat(16),
+          public_host: 'n1',
+          status: 'offline',
+          created_at: '2026-01-01T00:00:00.000Z',
+        })
+        .execute();
+      assert.deepEqual(await nodeTokens.execute(db, 'n1'), [{ name: 'n1', token: 't'.repeat(16) }]);
+      assert.deepEqual(await nodeTokens.execute(db, 'n1'), [{ name: 'n1', token: 't'.repeat(16) }]);
+      if (kind === 'sqlite') {
+        const first = await nodeNames.execute(db, undefined);
+        assert.equal(await nodeNames.execute(db, undefined), first, 'answered from memory: the read ran at once');
+      }
+    });
+  });
+}

@@ -1,0 +1,46 @@
+import { SerializerSelector, type SerializerFactory } from '@fastify/fast-json-stringify-compiler';
+
+/** Types whose nullable form fast-json-stringify writes as a type list. */
+const SCALAR_TYPES = new Set(['string', 'integer', 'number', 'boolean']);
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isNullSchema(schema: unknown): boolean {
+  return isRecord(schema) && schema.type === 'null' && Object.keys(schema).length === 1;
+}
+
+function isStringLiteral(schema: unknown): schema is { type: 'string'; const: string } {
+  return isRecord(schema) && schema.type === 'string' && typeof schema.const === 'string';
+}
+
+/**
+ * The schema with each `anyOf: [scalar, null]` (TypeBox's `Union([T, Null()])`) written as
+ * `type: [T, 'null']`, and each `anyOf` of string literals (`Union([Literal(a), …])`) as a string
+ * `enum`, which mean the same. fast-json-stringify serialises an anyOf by running an ajv validation of
+ * the branches against every value; a type list costs a `typeof`, a string nothing. Other keys are
+ * kept; TypeBox's symbol keys are dropped (the serializer reads only JSON Schema).
+ */
+export function nullableAsTypeList(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(nullableAsTypeList);
+  if (!isRecord(schema)) return schema;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) out[key] = nullableAsTypeList(value);
+  const { anyOf, ...rest } = out;
+  if (!Array.isArray(anyOf)) return out;
+  if (anyOf.length > 0 && anyOf.every(isStringLiteral)) {
+    return { ...rest, type: 'string', enum: anyOf.map((literal) => literal.const) };
+  }
+  if (anyOf.length !== 2) return out;
+  const nullAt = anyOf.findIndex(isNullSchema);
+  const other: unknown = anyOf[1 - nullAt];
+  if (nullAt === -1 || !isRecord(other) || typeof other.type !== 'string' || !SCALAR_TYPES.has(other.type)) return out;
+  return { ...rest, ...other, type: [other.type, 'null'] };
+}
+
+/** Fastify's own serializer factory (fast-json-stringify), given every schema with nullable unions as type lists. */
+export const serializerFactory: SerializerFactory = (externalSchemas, options) => {
+  const compiler = SerializerSelector()(nullableAsTypeList(externalSchemas), options);
+  return (route) => compiler({ ...route, schema: nullableAsTypeList(route.schema) });
+};

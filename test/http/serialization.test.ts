@@ -1,0 +1,67 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import Type from 'typebox';
+import { nullableAsTypeList, serializerFactory } from '../../src/http/serialization.ts';
+import { EventSchema } from '../../src/http/schemas/events.ts';
+
+const route = { method: 'GET', url: '/events', httpStatus: '200', schema: Type.Array(Type.Ref('Event')) };
+
+const events = [
+  {
+    id: 1,
+    kind: 'device.created',
+    created_at: '2026-01-01T00:00:00.000Z',
+    server_id: 3,
+    server_name: 'de-1 "quoted"',
+    device_id: 7,
+    device_name: 'phone\n',
+    node_name: 'local',
+    ip: '10.0.0.2',
+    country: 'DE',
+    detail: 'ok',
+    actor: 'admin',
+  },
+  {
+    id: 2,
+    kind: 'server.deleted',
+    created_at: '2026-01-01T00:00:01.000Z',
+    server_id: null,
+    server_name: null,
+    device_id: null,
+    device_name: null,
+    node_name: null,
+    ip: null,
+    country: null,
+    detail: '',
+    actor: 'system',
+    extra: 'left out by the schema',
+  },
+];
+
+describe('response serialization', () => {
+  it("writes exactly what Fastify's own serializer writes, nulls and values alike", () => {
+    const own = SerializerSelector()({ Event: EventSchema })(route);
+    const ours = serializerFactory({ Event: EventSchema })(route);
+    assert.equal(ours(events), own(events));
+    const { extra: _, ...second } = events[1] ?? {};
+    assert.deepEqual(JSON.parse(ours(events)), [events[0], second]);
+  });
+
+  it('turns nullable scalars into type lists and literal unions into an enum, and leaves other unions', () => {
+    const schema = Type.Object({
+      a: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+      b: Type.Union([Type.Literal('x'), Type.Literal('y')]),
+      c: Type.Union([Type.Object({}), Type.Null()]),
+    });
+    assert.deepEqual(nullableAsTypeList(schema), {
+      type: 'object',
+      required: ['a', 'b', 'c'],
+      properties: {
+        a: { type: ['string', 'null'], format: 'date-time' },
+        b: { type: 'string', enum: ['x', 'y'] },
+        c: { anyOf: [{ type: 'object', properties: {} }, { type: 'null' }] },
+      },
+    });
+  });
+});
