@@ -144,7 +144,7 @@ async function benchKind(kind: DatabaseKind): Promise<string> {
 }
 
 const rows: string[] = [];
-for (const kind of DATABASE_KINDS) {
+for (const kind of DATABASE_KINDS.filter((k) => (process.env.KINDS ?? k).includes(k))) {
   const row = await benchKind(kind);
   console.log(row);
   rows.push(row);
