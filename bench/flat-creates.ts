@@ -134,7 +134,7 @@ devices over ${SERVERS} servers, rounds alternating between the two; half the cr
 The servers' \`device_count\` (migration 018) answers placement and the capacity check, and the address allocator
 starts its search at the lowest address not known taken, so neither reads every device of a server.
 
-| Database | creates/s, empty | creates/s, ${DEVICES.toLocaleString('en')} devices | ratio (median of rounds) | ratio range |
+| Database | creates/s, empty | creates/s, ${DEVICES.toLocaleString('en')} devices | ratio (median) | ratio range |
 |---|---|---|---|---|
 ${rows.join('\n')}
 

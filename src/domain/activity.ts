@@ -86,8 +86,9 @@ export function fieldChanges(
   if (before === null || after === null) return { before: before && visible(before), after: after && visible(after) };
   const was = visible(before);
   const now = visible(after);
+  // Equal plain values (most fields of a row) need no serialising; a group change diffs thousands of rows.
   const changed = [...new Set([...Object.keys(was), ...Object.keys(now)])].filter(
-    (k) => JSON.stringify(was[k]) !== JSON.stringify(now[k]),
+    (k) => was[k] !== now[k] && JSON.stringify(was[k]) !== JSON.stringify(now[k]),
   );
   return {
     before: Object.fromEntries(changed.map((k) => [k, was[k] ?? null])),

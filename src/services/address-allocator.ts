@@ -51,9 +51,10 @@ function spaceOf(server: Pick<ServerRow, 'id' | 'subnet' | 'address' | 'address6
  * The lowest free addresses of a server without reading every device on each create: the used IPv4 host
  * offsets (a bitmap) and IPv6 addresses (a set) of each server, read from the database once and kept up to
  * date by this process's creates, with the offset below which all are taken, where the next search starts
- * (the lowest free address stays the rule; only the addresses known taken are not looked at again). Any removal in this process makes the server be read again; a create of
- * another panel shows as a unique-index conflict, after which the caller forgets and retries. (An address
- * another panel freed is reused only after this process next reads the server.)
+ * (the lowest free address stays the rule; only the addresses known taken are not looked at again). Any
+ * removal in this process makes the server be read again; a create of another panel shows as a unique-index
+ * conflict, after which the caller forgets and retries. (An address another panel freed is reused only after
+ * this process next reads the server.)
  * Callers hold the server's lock, so what is known of a server is never read and changed at once.
  */
 export class AddressAllocator {

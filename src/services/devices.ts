@@ -63,8 +63,8 @@ export interface GroupTotals {
   monthUsage: Usage;
 }
 
-/** Devices per transaction of a group change on SQLite: a few tens of milliseconds each (see #changeGroup). */
-const SQLITE_GROUP_BATCH = 500;
+/** Devices per transaction of a group change on SQLite: some 10-20 ms each (see #changeGroup). */
+const SQLITE_GROUP_BATCH = 250;
 
 /** Room left for a `-N` suffix when a name is made from a long external id. */
 const SUFFIX_ROOM = 8;

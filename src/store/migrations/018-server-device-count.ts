@@ -13,7 +13,6 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .alterTable('servers')
     .addColumn('device_count', 'integer', (c) => c.notNull().defaultTo(0))
     .execute();
-  await sql`update servers set device_count = (select count(*) from devices where devices.server_id = servers.id)`.execute(
-    db,
-  );
+  await sql`update servers
+    set device_count = (select count(*) from devices where devices.server_id = servers.id)`.execute(db);
 }
