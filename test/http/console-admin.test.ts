@@ -94,7 +94,7 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it('refuses keys and users to an API key with every scope and to a viewer: 403 console:admin required', async () => {
+    it('refuses keys and users to a key with every scope and to a viewer: 403 console:admin required', async () => {
       const attempts: [Method, string, unknown][] = [
         ['GET', '/api/v1/api-keys', undefined],
         ['POST', '/api/v1/api-keys', { name: 'minted', scopes: ['all'] }],
@@ -194,7 +194,7 @@ for (const kind of DATABASE_KINDS) {
       );
     });
 
-    it('adds a user (password of 12 characters at least), changes the role, and the new role applies at once', async () => {
+    it('adds a user (password of 12 characters at least), changes the role, which applies at once', async () => {
       const short = errorOf(
         await call(t, 'POST', '/api/v1/console-users', { cookie: admin, body: { name: 'bob', password: 'too short' } }),
         422,
@@ -264,7 +264,7 @@ for (const kind of DATABASE_KINDS) {
       );
     });
 
-    it('refuses to remove or demote the last admin (409 last_admin), and allows it while another admin remains', async () => {
+    it('keeps the last admin (409 last_admin), and allows it while another admin remains', async () => {
       const bob = await userId(t, admin, 'bob');
       // bob is an admin since the role test: demote him, then alice is the last admin.
       expect(await call(t, 'PATCH', `/api/v1/console-users/${bob}`, { cookie: admin, body: { role: 'viewer' } }), 200);
