@@ -2150,6 +2150,558 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The activity log: who changed what, oldest first
+         * @description Every change made through the API, the console, the CLI or by the panel itself, with the fields it touched (never a secret); kept 365 days. Keep the last id seen and ask again with after=<id>.
+         *
+         *     Requires an API key with the scope `events:read`, or a console session (admin or viewer).
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the last id of the previous page */
+                    after?: number;
+                    limit?: number;
+                    /** @description admin, system, via API key NAME, via console user NAME, or an API key NAME */
+                    actor?: string;
+                    resource?: "device" | "server" | "webhook" | "node" | "api_key" | "console_user";
+                    /** @description only with resource */
+                    resource_id?: string;
+                    /** @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused */
+                    since?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: components["schemas"]["ActivityEntry"][];
+                            has_more: boolean;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys, live and revoked, oldest first (never the keys themselves)
+         * @description Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: components["schemas"]["ApiKey"][];
+                            has_more: boolean;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Make an API key; the answer carries the key, shown only once
+         * @description Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description letters, digits, spaces, dots, dashes, underscores */
+                        name: string;
+                        /** @description the scopes of spec §5, or all */
+                        scopes: ("devices:read" | "devices:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write" | "all")[];
+                        /** @default false */
+                        rate_limit_exempt?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: number;
+                            name: string;
+                            scopes: ("devices:read" | "devices:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write")[];
+                            rate_limit_exempt: boolean;
+                            /**
+                             * Format: date-time
+                             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+                             */
+                            created_at: string;
+                            last_used_at: string | null;
+                            /** @description null while the key works */
+                            revoked_at: string | null;
+                            /** @description vpnk_…: the key itself, shown only now */
+                            key: string;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key: its next request is refused, on every panel
+         * @description Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/console-users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List console users, oldest first
+         * @description Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: components["schemas"]["ConsoleUser"][];
+                            has_more: boolean;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Add a console user (role admin unless given)
+         * @description Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description letters, digits, ., _, - or @ */
+                        name: string;
+                        /**
+                         * @description admin: everything; viewer: reads everything but webhooks, changes nothing
+                         * @enum {unknown}
+                         */
+                        role?: "admin" | "viewer";
+                        /** @description 12 to 1024 characters */
+                        password: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ConsoleUser"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/console-users/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a console user; their sessions end at once
+         * @description The last admin cannot be removed or made a viewer (409 `last_admin`).
+         *
+         *     Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change a console user's role; it applies from their sessions' next request
+         * @description The last admin cannot be removed or made a viewer (409 `last_admin`).
+         *
+         *     Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /**
+                         * @description admin: everything; viewer: reads everything but webhooks, changes nothing
+                         * @enum {unknown}
+                         */
+                        role: "admin" | "viewer";
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ConsoleUser"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/console-users/{id}/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Give a console user a new password; the user's sessions end at once
+         * @description Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description 12 to 1024 characters */
+                        password: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ConsoleUser"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2413,6 +2965,64 @@ export interface components {
              * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
              */
             created_at: string;
+        };
+        /** ApiKey */
+        ApiKey: {
+            id: number;
+            name: string;
+            scopes: ("devices:read" | "devices:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write")[];
+            rate_limit_exempt: boolean;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
+            created_at: string;
+            last_used_at: string | null;
+            /** @description null while the key works */
+            revoked_at: string | null;
+        };
+        /** ConsoleUser */
+        ConsoleUser: {
+            id: number;
+            name: string;
+            /**
+             * @description admin: everything; viewer: reads everything but webhooks, changes nothing
+             * @enum {unknown}
+             */
+            role: "admin" | "viewer";
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
+            created_at: string;
+            last_sign_in_at: string | null;
+        };
+        /** ActivityEntry */
+        ActivityEntry: {
+            id: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
+            created_at: string;
+            /** @description admin, system, via API key NAME or via console user NAME */
+            actor: string;
+            /** @description the X-Request-Id of the change */
+            request_id: string | null;
+            /** @description <resource>.<verb>, e.g. device.updated */
+            action: string;
+            /** @enum {unknown} */
+            resource: "device" | "server" | "webhook" | "node" | "api_key" | "console_user";
+            resource_id: string;
+            summary: string;
+            /** @description the fields the change touched, before it; null on create */
+            before: {
+                [key: string]: unknown;
+            } | null;
+            /** @description the same fields after it; null on delete */
+            after: {
+                [key: string]: unknown;
+            } | null;
         };
     };
     responses: never;

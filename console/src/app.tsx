@@ -17,7 +17,8 @@ import { currentSession, type Session, signOut } from './session.ts';
 import { Link, Page, SessionContext } from './ui.tsx';
 
 /**
- * The navigation, in this order; Webhooks (webhooks:write even to read) and Users only for admins. The panel serves
+ * The navigation, in this order; Webhooks (webhooks:write even to read), API keys and Users (console:admin) only for
+ * admins. The panel serves
  * these paths (src/http/routes/console.ts).
  */
 const NAVIGATION: ReadonlyArray<{ href: string; label: string; adminOnly?: boolean }> = [
@@ -26,7 +27,7 @@ const NAVIGATION: ReadonlyArray<{ href: string; label: string; adminOnly?: boole
   { href: '/devices', label: 'Devices' },
   { href: '/groups', label: 'Groups' },
   { href: '/webhooks', label: 'Webhooks', adminOnly: true },
-  { href: '/api-keys', label: 'API keys' },
+  { href: '/api-keys', label: 'API keys', adminOnly: true },
   { href: '/activity', label: 'Activity' },
   { href: '/users', label: 'Users', adminOnly: true },
 ];

@@ -194,11 +194,15 @@ function useFieldIds(props: FieldProps) {
 
 type InputAttributes = Pick<PartialInputHTMLAttributes<HTMLInputElement>, 'required' | 'inputMode'>;
 
-/** A one-line text input, or with `dateTime` a date and time in the browser's zone. */
+/**
+ * A one-line text input, or with `dateTime` a date and time in the browser's zone, or with `secret` a new
+ * password (not shown, not offered from the browser's saved ones).
+ */
 export function TextField(
-  props: FieldProps & InputAttributes & { value: string; onValue: (value: string) => void; dateTime?: boolean },
+  props: FieldProps &
+    InputAttributes & { value: string; onValue: (value: string) => void; dateTime?: boolean; secret?: boolean },
 ) {
-  const { label, name, problem, hint, value, onValue, dateTime = false, ...input } = props;
+  const { label, name, problem, hint, value, onValue, dateTime = false, secret = false, ...input } = props;
   const { id, aria, notes } = useFieldIds(props);
   const common = {
     ...input,
@@ -211,7 +215,9 @@ export function TextField(
   return (
     <div class="field">
       <label for={id}>{label}</label>
-      {dateTime ? <input {...common} type="datetime-local" /> : <input {...common} type="text" />}
+      {dateTime && <input {...common} type="datetime-local" />}
+      {secret && <input {...common} type="password" autoComplete="new-password" />}
+      {!dateTime && !secret && <input {...common} type="text" />}
       {notes}
     </div>
   );
@@ -261,6 +267,42 @@ export function CheckField(props: FieldProps & { checked: boolean; onChecked: (c
       <label for={id}>{props.label}</label>
       {notes}
     </div>
+  );
+}
+
+/** A group of checkboxes, one for each of `options` (named by it), with the API's error about the group. */
+export function CheckList(props: {
+  legend: string;
+  name: string;
+  options: readonly string[];
+  chosen: readonly string[];
+  onChosen: (chosen: string[]) => void;
+  problem: Problem | null;
+}) {
+  const error = fieldProblem(props.problem, props.name);
+  return (
+    <fieldset class={`field ${props.name}`}>
+      <legend>{props.legend}</legend>
+      {props.options.map((option) => (
+        <label key={option} class="check">
+          <input
+            type="checkbox"
+            name={props.name}
+            value={option}
+            checked={props.chosen.includes(option)}
+            onChange={(event) =>
+              props.onChosen(
+                event.currentTarget.checked
+                  ? [...props.chosen, option]
+                  : props.chosen.filter((chosen) => chosen !== option),
+              )
+            }
+          />
+          {option}
+        </label>
+      ))}
+      {error !== undefined && <p class="field-error">{error}</p>}
+    </fieldset>
   );
 }
 

@@ -20,6 +20,7 @@ const USAGE = `usage: vpn-panel <command>
   users list [--json] | users passwd NAME | users remove NAME
                                           list console users · new password (stdin) · remove; passwd and
                                           remove end the user's sessions at once
+  users role NAME admin|viewer            change a user's role; the last admin stays one
   activity [--actor A] [--resource R [--id ID]] [--since ISO] [--after ID] [--limit N] [--json]
                                           the activity log, oldest first: who changed what
   backup FILE                             a consistent snapshot of the whole state, while panels run

@@ -65,7 +65,7 @@ function oneName(action: string, args: string[]): string {
   return name;
 }
 
-/** `vpn-panel users add|list|passwd|remove`: the people who sign in to the console. */
+/** `vpn-panel users add|list|passwd|role|remove`: the people who sign in to the console. */
 export async function usersCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
   refusePasswordArgument(rest);
@@ -92,6 +92,15 @@ export async function usersCommand(args: string[]): Promise<number> {
         const name = oneName('passwd', rest);
         const user = await users.setPassword(name, await readPassword(name), ADMIN_ACTOR);
         console.log(`changed the password of console user ${user.id} '${user.name}'; their sessions have ended`);
+        return 0;
+      }
+      case 'role': {
+        const { positionals } = parseCommandArgs(rest, {});
+        const [name, role] = positionals;
+        if (name === undefined || role === undefined || positionals.length !== 2)
+          throw new UsageError('users role takes NAME and admin or viewer');
+        const user = await users.setRole(name, role, ADMIN_ACTOR);
+        console.log(`console user ${user.id} '${user.name}' is now ${user.role}`);
         return 0;
       }
       case 'remove': {

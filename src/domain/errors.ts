@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'idempotency_key_in_use'
   | 'name_taken'
   | 'server_has_devices'
+  | 'last_admin'
   | 'request_timeout'
   | 'payload_too_large'
   | 'validation_failed'

@@ -4,10 +4,11 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import { pathBeyondDepth } from '../domain/json-depth.ts';
-import type { Scope } from '../domain/api-keys.ts';
 import { type RateDecision, rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
 import type { ApiKeyService } from '../services/api-keys.ts';
+import type { ActivityLog } from '../services/activity.ts';
 import type { ConsoleSessionService } from '../services/console-sessions.ts';
+import type { ConsoleUserService } from '../services/console-users.ts';
 import type { DeviceService } from '../services/devices.ts';
 import type { EventService } from '../services/events.ts';
 import type { GroupService } from '../services/groups.ts';
@@ -24,17 +25,22 @@ import type { Api } from './api.ts';
 import { Authenticator, checkConsoleWrite, SESSION_COOKIE } from './auth.ts';
 import { sendClientError, sendError } from './errors.ts';
 import { requestFingerprint, sendReplay } from './idempotency.ts';
+import { meets, type Requirement } from './operation.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { RequestLogger } from './request-log.ts';
 import { serializerFactory } from './serialization.ts';
 import { ErrorSchema } from './schemas/common.ts';
 import { DeviceSchema, GroupSchema, UsageReportSchema } from './schemas/devices.ts';
+import { ActivityEntrySchema, ApiKeySchema, ConsoleUserSchema } from './schemas/console-admin.ts';
 import { EventSchema } from './schemas/events.ts';
 import { FleetUsageSchema } from './schemas/usage.ts';
 import { DeliverySchema, WebhookSchema } from './schemas/webhooks.ts';
 import { NodeSchema, ServerSchema } from './schemas/servers.ts';
 import { validatorCompiler } from './validation.ts';
+import { activityRoutes } from './routes/activity.ts';
+import { apiKeyRoutes } from './routes/api-keys.ts';
 import { consoleRoutes } from './routes/console.ts';
+import { consoleUserRoutes } from './routes/console-users.ts';
 import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
 import { groupRoutes } from './routes/groups.ts';
@@ -61,6 +67,8 @@ export interface AppDeps {
   /** Per client address, for requests without a key or session known valid (UNAUTHENTICATED_RATE). */
   unauthenticatedLimiter: RateLimiter;
   consoleSessions: ConsoleSessionService;
+  consoleUsers: ConsoleUserService;
+  activity: ActivityLog;
   /** Console sign-in attempts, per user name and per client address. */
   signInLimiters: SignInLimiters;
   /**
@@ -121,7 +129,12 @@ function callerOf(principal: Principal): string {
 }
 
 /** The rate-limit fields (none for an exempt key) and the scope: refuses the request, or lets it through. */
-function enforce(reply: FastifyReply, principal: Principal, scope: Scope, decision: RateDecision | undefined): void {
+function enforce(
+  reply: FastifyReply,
+  principal: Principal,
+  scope: Requirement,
+  decision: RateDecision | undefined,
+): void {
   if (decision !== undefined) {
     reply.header('ratelimit-policy', RATE_LIMIT_POLICY);
     reply.header('ratelimit', rateLimitField(decision));
@@ -130,7 +143,7 @@ function enforce(reply: FastifyReply, principal: Principal, scope: Scope, decisi
       throw new AppError('rate_limited', message, {}, decision.retryAfterSeconds);
     }
   }
-  if (!principal.scopes.has(scope)) {
+  if (!meets(principal, scope)) {
     const message = `${callerOf(principal)} lacks the scope ${scope}`;
     throw new AppError('insufficient_scope', message, { scope: `${scope} required` });
   }
@@ -228,6 +241,9 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     FleetUsageSchema,
     WebhookSchema,
     DeliverySchema,
+    ApiKeySchema,
+    ConsoleUserSchema,
+    ActivityEntrySchema,
   ])
     app.addSchema(schema);
 
@@ -241,7 +257,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   const admit = (
     request: FastifyRequest,
     reply: FastifyReply,
-    scope: Scope,
+    scope: Requirement,
     principal: Principal,
   ): Promise<void> | undefined => {
     request.principal = principal;
@@ -361,6 +377,9 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       shareLinkRoutes(api, deps.shareLinks);
       webhookRoutes(api, deps.webhooks);
       eventRoutes(api, deps.events);
+      activityRoutes(api, deps.activity);
+      apiKeyRoutes(api, deps.apiKeys);
+      consoleUserRoutes(api, deps.consoleUsers);
     },
     { prefix: '/api/v1' },
   );

@@ -5,10 +5,25 @@ import { scopesOfRole } from '../domain/console-users.ts';
 import type { Principal } from '../services/principals.ts';
 import type { IdempotencyClaim } from '../services/idempotency.ts';
 
+/**
+ * Beyond the API key scopes of spec §5: managing API keys and console users takes an admin's console session.
+ * No API key reaches it, whatever its scopes, so a leaked key cannot mint keys or users for itself.
+ */
+export const CONSOLE_ADMIN = 'console:admin';
+
+/** What a route asks of its caller: an API key scope (or a console role having it), or CONSOLE_ADMIN. */
+export type Requirement = Scope | typeof CONSOLE_ADMIN;
+
+/** Whether the principal meets the route's requirement. */
+export function meets(principal: Principal, requirement: Requirement): boolean {
+  if (requirement === CONSOLE_ADMIN) return principal.kind === 'console_user' && principal.role === 'admin';
+  return principal.scopes.has(requirement);
+}
+
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** The scope an API key (or a console session's role) needs for the route; routes without one are public. */
-    scope?: Scope;
+    /** What the route asks of its caller (an API key's scope, or CONSOLE_ADMIN); routes without one are public. */
+    scope?: Requirement;
     /** The route honours the Idempotency-Key header (spec §4.1). */
     idempotent?: boolean;
   }
@@ -29,31 +44,43 @@ type SecurityRequirement = Record<string, string[]>;
  * error body for every failure status.
  */
 export function operation<S extends FastifySchema & { response: Record<number, TSchema> }>(
-  scope: Scope,
+  scope: Requirement,
   schema: S,
   options: { idempotent?: boolean } = {},
 ) {
   const idempotent = options.idempotent ?? false;
-  const security: SecurityRequirement[] = [{ bearerAuth: [scope] }, { consoleSession: [] }];
-  const session = scopesOfRole('viewer').has(scope)
-    ? 'a console session (admin or viewer)'
-    : "an admin's console session";
   const replay = idempotent
     ? ' Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).'
     : '';
+  const { security, who } = whoMay(scope);
   return {
     config: { scope, idempotent },
     schema: {
       ...schema,
-      description: (
-        `${schema.description ?? ''}\n\nRequires an API key with the scope \`${scope}\`, ` + `or ${session}.${replay}`
-      ).trim(),
+      description: `${schema.description ?? ''}\n\n${who}${replay}`.trim(),
       security,
       ...(idempotent
         ? { headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255 })) }) }
         : {}),
       response: { ...schema.response, '4xx': errorRef, '5xx': errorRef },
     },
+  };
+}
+
+/** The OpenAPI security requirement of a route and the sentence that says who may call it. */
+function whoMay(scope: Requirement): { security: SecurityRequirement[]; who: string } {
+  if (scope === CONSOLE_ADMIN) {
+    const who =
+      "Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer " +
+      'get 403 `insufficient_scope`.';
+    return { security: [{ consoleSession: [] }], who };
+  }
+  const session = scopesOfRole('viewer').has(scope)
+    ? 'a console session (admin or viewer)'
+    : "an admin's console session";
+  return {
+    security: [{ bearerAuth: [scope] }, { consoleSession: [] }],
+    who: `Requires an API key with the scope \`${scope}\`, or ${session}.`,
   };
 }
 

@@ -19,7 +19,9 @@ import {
 } from '../http/rate-limiter.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
 import { ChangePublisher } from '../services/changes.ts';
+import { ActivityLog } from '../services/activity.ts';
 import { ConsoleSessionService } from '../services/console-sessions.ts';
+import { ConsoleUserService } from '../services/console-users.ts';
 import { DeviceService } from '../services/devices.ts';
 import { EventService } from '../services/events.ts';
 import { GroupService } from '../services/groups.ts';
@@ -151,12 +153,16 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
   await servers.discardUnfinishedDeploys();
   const devices = new DeviceService(store, clock, usage, changes);
 
+  // One hasher for sign-ins and password changes, so its limit of hashes at once holds for both.
+  const passwords = new PasswordHasher();
   const app = await buildApp({
     events: new EventService(store.db),
     apiKeys: new ApiKeyService(store, clock),
     rateLimiter: rateLimiters.requests,
     unauthenticatedLimiter: rateLimiters.unauthenticated,
-    consoleSessions: new ConsoleSessionService(store.db, clock, new PasswordHasher()),
+    consoleSessions: new ConsoleSessionService(store.db, clock, passwords),
+    consoleUsers: new ConsoleUserService(store.db, clock, passwords),
+    activity: new ActivityLog(store.db),
     signInLimiters: { perUser: rateLimiters.signInPerUser, perAddress: rateLimiters.signInPerAddress },
     panelOrigin: config.panelOrigin,
     secureCookies: config.panelUrl.startsWith('https:'),

@@ -1,5 +1,12 @@
-import { type ActivityEntry, type ActivityResource, type FieldValues, fieldChanges } from '../domain/activity.ts';
+import {
+  type ActivityEntry,
+  type ActivityResource,
+  actorFilter,
+  type FieldValues,
+  fieldChanges,
+} from '../domain/activity.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
+import { AppError } from '../domain/errors.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { type ActivityFilter, insertActivities, listActivity } from '../store/activity.ts';
 import type { Queryable, Tx } from '../store/db.ts';
@@ -57,4 +64,38 @@ export async function activityPage(
   page: PageRequest,
 ): Promise<Page<ActivityEntry>> {
   return toPage(await listActivity(db, filter, page), page);
+}
+
+/** The activity log's filters as a person gives them (the API's query, like the CLI's flags). */
+export interface ActivityQuery {
+  /** `admin`, `system`, `via API key NAME`, `via console user NAME`, or an API key's NAME. */
+  actor?: string;
+  resource?: ActivityResource;
+  /** Only with `resource`. */
+  resourceId?: string;
+  /** Entries made at or after this instant (RFC 3339). */
+  since?: string;
+}
+
+/** The activity log as the API reads it. */
+export class ActivityLog {
+  readonly #db: Queryable;
+
+  constructor(db: Queryable) {
+    this.#db = db;
+  }
+
+  page(query: ActivityQuery, page: PageRequest): Promise<Page<ActivityEntry>> {
+    if (query.resourceId !== undefined && query.resource === undefined) {
+      const message = 'resource_id goes with resource: ids are per kind of resource';
+      throw new AppError('bad_request', message, { resource_id: 'needs resource' });
+    }
+    const filter: ActivityFilter = {
+      actor: query.actor === undefined ? undefined : actorFilter(query.actor),
+      resource: query.resource,
+      resourceId: query.resourceId,
+      sinceIso: query.since === undefined ? undefined : isoAt(Date.parse(query.since)),
+    };
+    return activityPage(this.#db, filter, page);
+  }
 }

@@ -82,6 +82,11 @@ export class ApiKeyService {
    */
   readonly #foundValid = new Set<string>();
   #watch: ChangeWatch | undefined;
+  /**
+   * Counts this process's own revocations, which its watch does not report (SQLite's data_version ignores
+   * the connection's own commits; a NOTIFY arrives after the commit): a lookup begun before one is not kept.
+   */
+  #revocations = 0;
 
   constructor(store: Store, clock: Clock) {
     this.#store = store;
@@ -165,6 +170,7 @@ export class ApiKeyService {
       return revoked;
     });
     if (!row) throw new AppError('not_found', `no live API key with id or name ${idOrName}`);
+    this.#forget(row.id);
     return toInfo(row);
   }
 
@@ -221,10 +227,16 @@ export class ApiKeyService {
 
   async #lookUp(key: string | undefined): Promise<Principal> {
     if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
+    const revocations = this.#revocations;
     const principal = await this.#principalOf(key).catch((error: unknown) => {
       this.#foundValid.delete(key);
       throw error;
     });
+    if (revocations !== this.#revocations) {
+      // A key revoked here during the lookup may be this one: looked up again at its next request.
+      this.#foundValid.delete(key);
+      return principal;
+    }
     this.#known.set(key, principal);
     this.#foundValid.add(key);
     await this.#touch(principal.keyId);
@@ -246,6 +258,16 @@ export class ApiKeyService {
       rateLimitExempt: info.rateLimitExempt,
       rateLimitId: row.key_hash.slice(0, 32),
     };
+  }
+
+  /** Drops a key revoked here from memory, so its next request is refused even before any watch reports it. */
+  #forget(keyId: number): void {
+    this.#revocations++;
+    for (const [key, principal] of this.#known) {
+      if (principal.keyId !== keyId) continue;
+      this.#known.delete(key);
+      this.#foundValid.delete(key);
+    }
   }
 
   #touchDue(keyId: number): boolean {

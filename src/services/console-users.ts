@@ -7,10 +7,13 @@ import { deleteConsoleSessionsOf } from '../store/console-sessions.ts';
 import {
   type ConsoleUserRow,
   deleteConsoleUser,
+  findConsoleUserById,
   findConsoleUserByName,
   insertConsoleUser,
   listConsoleUsers,
+  lockAdminIds,
   setConsoleUserPassword,
+  setConsoleUserRole,
 } from '../store/console-users.ts';
 import { type Db, type Tx, write } from '../store/db.ts';
 import { recordActivity } from './activity.ts';
@@ -37,6 +40,35 @@ function toInfo(row: ConsoleUserRow): ConsoleUserInfo {
   return { id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastSignInAt: row.last_sign_in_at };
 }
 
+/** A user by id (the API) or by name (the CLI). */
+export type ConsoleUserRef = number | string;
+
+function roleOf(text: string): ConsoleRole {
+  if (!isConsoleRole(text)) {
+    throw new AppError('validation_failed', `a console user's role is admin or viewer (got '${text}')`, {
+      role: 'admin or viewer',
+    });
+  }
+  return text;
+}
+
+function findUser(tx: Tx, ref: ConsoleUserRef): Promise<ConsoleUserRow | undefined> {
+  return typeof ref === 'number' ? findConsoleUserById(tx, ref) : findConsoleUserByName(tx, ref);
+}
+
+/**
+ * Refuses a change that would leave no admin (`user` removed or made a viewer): nobody could then manage
+ * users or keys from the console. The admins stay locked until the transaction ends.
+ */
+async function keepAnAdmin(tx: Tx, user: ConsoleUserRow): Promise<void> {
+  if (user.role !== 'admin') return;
+  const others = (await lockAdminIds(tx)).filter((id) => id !== user.id);
+  if (others.length === 0) {
+    const message = `${user.name} is the last admin; make another user an admin first`;
+    throw new AppError('last_admin', message, { role: 'the last admin stays an admin' });
+  }
+}
+
 function nameTaken(name: string): AppError {
   return new AppError('name_taken', `a console user named ${name} exists already (names ignore case)`, {
     name: 'taken',
@@ -57,12 +89,7 @@ export class ConsoleUserService {
 
   async add(input: AddConsoleUserInput, actor: string): Promise<ConsoleUserInfo> {
     const name = consoleUserName(input.name);
-    const role = input.role ?? 'admin';
-    if (!isConsoleRole(role)) {
-      throw new AppError('validation_failed', `a console user's role is admin or viewer (got '${role}')`, {
-        role: 'admin or viewer',
-      });
-    }
+    const role = roleOf(input.role ?? 'admin');
     const password = newPassword(input.password);
     if (await findConsoleUserByName(this.#db, name)) throw nameTaken(name);
     // Hashed before the transaction: a write lock is never held for the hash's ~200 ms.
@@ -96,10 +123,10 @@ export class ConsoleUserService {
   }
 
   /** A new password; the user's sessions end at once, in every panel. */
-  async setPassword(name: string, password: string, actor: string): Promise<ConsoleUserInfo> {
+  async setPassword(ref: ConsoleUserRef, password: string, actor: string): Promise<ConsoleUserInfo> {
     const text = newPassword(password);
     const passwordHash = await this.#passwords.hash(text);
-    return this.#change(name, async (tx, user) => {
+    return this.#change(ref, async (tx, user) => {
       const changed = await setConsoleUserPassword(tx, user.id, passwordHash, this.#now());
       const ended = await deleteConsoleSessionsOf(tx, user.id);
       await recordActivity(tx, this.#clock, {
@@ -120,9 +147,38 @@ export class ConsoleUserService {
     });
   }
 
-  /** Removes a user; their sessions end at once, in every panel. */
-  async remove(name: string, actor: string): Promise<ConsoleUserInfo> {
-    return this.#change(name, async (tx, user) => {
+  /**
+   * A new role; the user's sessions keep going with it from their next request (a session's role is read
+   * with it). Refused with `last_admin` when the last admin would become a viewer.
+   */
+  async setRole(ref: ConsoleUserRef, role: string, actor: string): Promise<ConsoleUserInfo> {
+    const next = roleOf(role);
+    return this.#change(ref, async (tx, user) => {
+      if (user.role === next) return user;
+      if (next !== 'admin') await keepAnAdmin(tx, user);
+      const changed = await setConsoleUserRole(tx, user.id, next, this.#now());
+      await recordActivity(tx, this.#clock, {
+        resource: 'console_user',
+        resourceId: user.id,
+        verb: 'role_changed',
+        summary: `console user ${user.name}: role ${user.role} -> ${next}`,
+        actor,
+        before: user,
+        after: changed,
+      });
+      await notifyChange(tx, this.#clock, {
+        headline: `Role of console user ${user.name} changed`,
+        details: [`Role: ${user.role} -> ${next}.`],
+        actor,
+      });
+      return changed;
+    });
+  }
+
+  /** Removes a user; their sessions end at once, in every panel. Refused with `last_admin` for the last admin. */
+  async remove(ref: ConsoleUserRef, actor: string): Promise<ConsoleUserInfo> {
+    return this.#change(ref, async (tx, user) => {
+      await keepAnAdmin(tx, user);
       const ended = await deleteConsoleSessionsOf(tx, user.id);
       await deleteConsoleUser(tx, user.id);
       await recordActivity(tx, this.#clock, {
@@ -143,13 +199,18 @@ export class ConsoleUserService {
     });
   }
 
-  /** Runs `change` on the named user in one transaction; `not_found` when there is none. */
-  async #change(name: string, change: (tx: Tx, user: ConsoleUserRow) => Promise<ConsoleUserRow>) {
+  /** Runs `change` on the user in one transaction; `not_found` when there is none. */
+  async #change(ref: ConsoleUserRef, change: (tx: Tx, user: ConsoleUserRow) => Promise<ConsoleUserRow>) {
     const row = await write(this.#db, async (tx) => {
-      const user = await findConsoleUserByName(tx, name);
+      const user = await findUser(tx, ref);
       return user && (await change(tx, user));
     });
-    if (row === undefined) throw new AppError('not_found', `no console user named ${name}`);
+    if (row === undefined) {
+      throw new AppError(
+        'not_found',
+        typeof ref === 'number' ? `no console user ${ref}` : `no console user named ${ref}`,
+      );
+    }
     return toInfo(row);
   }
 

@@ -1,6 +1,6 @@
 import { type Selectable, sql } from 'kysely';
 import { nameKey } from '../domain/console-users.ts';
-import type { Queryable } from './db.ts';
+import { isPostgres, type Queryable } from './db.ts';
 import type { ConsoleUserTable } from './schema.ts';
 
 export type ConsoleUserRow = Selectable<ConsoleUserTable>;
@@ -33,6 +33,34 @@ export function findConsoleUserByName(db: Queryable, name: string): Promise<Cons
     .selectAll()
     .where(sql<string>`lower(name)`, '=', nameKey(name))
     .executeTakeFirst();
+}
+
+export function findConsoleUserById(db: Queryable, id: number): Promise<ConsoleUserRow | undefined> {
+  return db.selectFrom('console_users').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/**
+ * The ids of the admins; on PostgreSQL their rows stay locked until the transaction ends, so two changes at
+ * once cannot each take away an admin while counting the other (SQLite runs one write at a time anyway).
+ */
+export async function lockAdminIds(db: Queryable): Promise<number[]> {
+  const query = db.selectFrom('console_users').select('id').where('role', '=', 'admin').orderBy('id');
+  const rows = await (isPostgres(db) ? query.forUpdate() : query).execute();
+  return rows.map((row) => row.id);
+}
+
+export function setConsoleUserRole(
+  db: Queryable,
+  id: number,
+  role: ConsoleUserRow['role'],
+  updatedAt: string,
+): Promise<ConsoleUserRow> {
+  return db
+    .updateTable('console_users')
+    .set({ role, updated_at: updatedAt })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
 }
 
 export function listConsoleUsers(db: Queryable): Promise<ConsoleUserRow[]> {

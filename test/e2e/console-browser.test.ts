@@ -57,10 +57,6 @@ const WRITE_CONTROLS = new RegExp(
 );
 
 const noZbarimg = needsTool('zbarimg', 'zbar-tools');
-/** The console makes keys once the API has an endpoint for them (the OpenAPI document's types name it). */
-const needsKeysApi = /"\/api\/v1\/(?:api-)?keys"/.test(readFileSync(join(ROOT, 'console/src/api-types.ts'), 'utf8'))
-  ? false
-  : 'needs an API keys endpoint in the API (issue 14, API keys page)';
 
 /** What a page did wrong: console errors, page errors, failed requests, other hosts, CSP violations. */
 class Problems {
@@ -386,13 +382,13 @@ describe('the operator console in headless Chromium (sqlite)', {
       await on.getByRole('link', { name: 'http://127.0.0.1:9/hook' }).click();
       await visit('webhook', 'Webhook', 'Deliveries');
       await nav.getByRole('link', { name: 'API keys' }).click();
-      await visit('api-keys', 'API keys', /API keys/);
+      await visit('api-keys', 'API keys', /let programs/);
       await nav.getByRole('link', { name: 'Activity' }).click();
       await visit('activity', 'Activity', 'Anna laptop');
       const users = nav.getByRole('link', { name: 'Users' });
       if ((await users.count()) > 0) {
         await users.click();
-        await visit('users', 'Users', /vpn-panel users add/);
+        await visit('users', 'Users', VIEWER);
       }
     }
 
@@ -513,13 +509,16 @@ describe('the operator console in headless Chromium (sqlite)', {
       );
     });
 
-    it('makes an API key with chosen scopes, shown once, that works', { skip: needsKeysApi }, async () => {
+    it('makes an API key with chosen scopes, shown once, that works', async () => {
       await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'API keys' }).click();
       await page.getByRole('button', { name: 'New key' }).click();
       await page.getByLabel('Name', { exact: true }).fill('console-made');
       await page.getByRole('checkbox', { name: 'servers:read' }).check();
       await page.getByRole('button', { name: 'Create key' }).click();
-      const key = await page.getByLabel('API key').inputValue();
+      const key = await page.getByLabel('API key', { exact: true }).inputValue();
+      assert.match(key, /^vpnk_/);
+      assert.deepEqual(await seriousViolations(page), [], 'axe on the key shown once');
+      await screenshot(page, 'api-key-made');
       const read = await fetch(`${origin}/api/v1/servers`, { headers: { authorization: `Bearer ${key}` } });
       assert.equal(read.status, 200);
       const write = await fetch(`${origin}/api/v1/servers`, {
@@ -528,12 +527,70 @@ describe('the operator console in headless Chromium (sqlite)', {
         body: JSON.stringify({ name: 'nope' }),
       });
       assert.equal(write.status, 403);
+      // Done: the key is gone from the page for good; the list names it, and Revoke stops it at once.
+      await page.getByRole('button', { name: 'Done' }).click();
+      assert.equal(await page.getByLabel('API key', { exact: true }).count(), 0);
+      await page.getByRole('cell', { name: 'console-made' }).waitFor();
+      const row = page.getByRole('row').filter({ hasText: 'console-made' });
+      await row.getByRole('button', { name: 'Revoke' }).click();
+      await row.getByRole('button', { name: 'Revoke console-made' }).click();
+      await row.getByText(/^Revoked/).waitFor();
+      const revoked = await fetch(`${origin}/api/v1/servers`, { headers: { authorization: `Bearer ${key}` } });
+      assert.equal(revoked.status, 401, 'a revoked key stops at once');
+      problems.none('making and revoking a key');
+    });
+
+    it('adds a console user (the refused password shown at its field), makes them an admin, removes them', async () => {
+      await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Users' }).click();
+      await heading(page, 'Users');
+      await page.getByRole('button', { name: 'New user' }).click();
+      const form = page.getByRole('form', { name: 'New user' });
+      await form.getByLabel('Name', { exact: true }).fill('console-made-user');
+      await form.getByLabel('Password', { exact: true }).fill('short');
+      await form.getByRole('button', { name: 'Create user' }).click();
+      // The API's refusal is shown at the password field.
+      await form
+        .locator('.field', { has: page.getByLabel('Password', { exact: true }) })
+        .locator('.field-error')
+        .waitFor();
+      await form.getByLabel('Password', { exact: true }).fill('a long enough password');
+      await form.getByRole('button', { name: 'Create user' }).click();
+      const row = page.getByRole('row').filter({ hasText: 'console-made-user' });
+      await row.waitFor();
+      await row.getByRole('button', { name: /^Make admin/ }).click();
+      await row.getByRole('cell', { name: 'admin', exact: true }).waitFor();
+      await screenshot(page, 'users-changed');
+      await row.getByRole('button', { name: 'Remove console-made-user' }).click();
+      await row.getByRole('button', { name: 'Yes, remove console-made-user' }).click();
+      await row.waitFor({ state: 'detached' });
+      const users = await page.request.get(`${origin}/api/v1/console-users`);
+      assert.equal(users.status(), 200);
+      assert.deepEqual(
+        ((await users.json()) as { data: { name: string }[] }).data.map((user) => user.name),
+        [ADMIN, VIEWER],
+      );
+      // Chromium logs the refused password (a 422) as a console error: that line, and only it.
+      const seen = problems.list.splice(0);
+      assert.deepEqual(
+        seen.filter((line) => !line.includes(`(${origin}/api/v1/console-users)`)),
+        [],
+        'no other problem',
+      );
     });
 
     it('the activity names the console user who made the server', async () => {
-      await page.goto(`${origin}/activity?kind=server.created`);
+      await page.goto(`${origin}/activity?resource=server`);
       await heading(page, 'Activity');
       await page.getByText(`via console user ${ADMIN}`).first().waitFor();
+      await page.getByText('server.created').first().waitFor();
+      // The filters, as the CLI's: who, then the resource and its id.
+      await page.getByLabel('Who').fill(`via console user ${ADMIN}`);
+      await page.getByRole('button', { name: 'Filter' }).click();
+      await page.waitForURL(/actor=/);
+      const actors = await page.getByRole('row').locator('td:nth-child(2)').allTextContents();
+      assert.ok(actors.length > 0 && actors.every((actor) => actor === `via console user ${ADMIN}`), `${actors}`);
+      await screenshot(page, 'activity-filtered');
+      problems.none('the activity filters');
     });
 
     it('a viewer sees the pages without any control that changes something', async () => {
@@ -543,8 +600,8 @@ describe('the operator console in headless Chromium (sqlite)', {
         const links = await seen.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
         assert.deepEqual(
           links,
-          NAVIGATION.filter((name) => name !== 'Webhooks' && name !== 'Users'),
-          'no Webhooks nor Users for a viewer',
+          NAVIGATION.filter((name) => name !== 'Webhooks' && name !== 'API keys' && name !== 'Users'),
+          'no Webhooks, API keys nor Users for a viewer',
         );
         for (const [path, title, shows] of [
           ['/servers', 'Servers', 'fra-1'],
@@ -574,6 +631,12 @@ describe('the operator console in headless Chromium (sqlite)', {
         // Webhooks need webhooks:write even to list (spec §5), which a viewer lacks (README "Operator console").
         const webhooks = await seen.request.get(`${origin}/api/v1/webhooks`);
         assert.equal(webhooks.status(), 403, 'a viewer does not read webhooks');
+        for (const path of ['/api/v1/api-keys', '/api/v1/console-users']) {
+          const refusedAdmin = await seen.request.get(`${origin}${path}`);
+          assert.equal(refusedAdmin.status(), 403, `a viewer does not reach ${path}`);
+        }
+        await seen.goto(`${origin}/api-keys`);
+        await seen.getByText('Only an admin manages API keys.').waitFor();
         problems.none('the viewer');
       } finally {
         await viewer.close();

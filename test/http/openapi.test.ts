@@ -10,6 +10,7 @@ import { type PanelProcess, startPanel } from '../support/panel.ts';
 interface Operation {
   security?: Record<string, string[]>[];
   responses?: Record<string, unknown>;
+  description?: string;
 }
 
 describe('OpenAPI description', () => {
@@ -63,6 +64,12 @@ describe('OpenAPI description', () => {
           if (path === '/console/session') {
             const needs = method === 'post' ? [] : [{ consoleSession: [] }];
             assert.deepEqual(operation.security, needs, `${where}: signing in needs nothing, the rest a session`);
+            continue;
+          }
+          if (path.startsWith('/api/v1/api-keys') || path.startsWith('/api/v1/console-users')) {
+            // Keys and users are managed only from an admin's console session (console:admin): no key reaches them.
+            assert.deepEqual(operation.security, [{ consoleSession: [] }], `${where}: an admin's session only`);
+            assert.match(operation.description ?? '', /console:admin/, `${where} says so`);
             continue;
           }
           assert.deepEqual(operation.security?.[1], { consoleSession: [] }, `${where} takes a console session too`);

@@ -1,113 +1,156 @@
 import { useState } from 'preact/hooks';
-import { api, EVENT_KINDS, type PanelEvent, read } from '../api.ts';
+import { api, read, type Schemas } from '../api.ts';
+import { fromLocalInput, toLocalInput } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
-import { Link, Page, Pager, SelectField, Show, Table, TextField, Time, useLoad } from '../ui.tsx';
-import { loadAllServers } from './servers.tsx';
+import { Link, Page, Pager, SelectField, Show, Table, TextField, Time, useCanWrite, useLoad } from '../ui.tsx';
+
+type Entry = Schemas['ActivityEntry'];
+type Resource = Entry['resource'];
 
 const POLL_MS = 15_000;
+/** The resources the log records, as `vpn-panel activity --resource` names them. */
+const RESOURCES: ReadonlyArray<{ value: Resource; label: string }> = [
+  { value: 'device', label: 'Devices' },
+  { value: 'server', label: 'Servers' },
+  { value: 'webhook', label: 'Webhooks' },
+  { value: 'node', label: 'Nodes' },
+  { value: 'api_key', label: 'API keys' },
+  { value: 'console_user', label: 'Console users' },
+];
 
-function EventRows({ events }: { events: PanelEvent[] }) {
-  if (events.length === 0) return <p>Nothing happened here yet.</p>;
+function resourceOf(text: string): Resource | undefined {
+  return RESOURCES.find((one) => one.value === text)?.value;
+}
+
+/** The resource an entry is about, linked when the console has a page for it. */
+function Subject({ entry, canWrite }: { entry: Entry; canWrite: boolean }) {
+  const text = `${entry.resource} ${entry.resource_id}`;
+  if (entry.resource === 'device') return <Link href={`/devices/${entry.resource_id}`}>{text}</Link>;
+  if (entry.resource === 'server') return <Link href={`/servers/${entry.resource_id}`}>{text}</Link>;
+  if (entry.resource === 'webhook' && canWrite) return <Link href={`/webhooks/${entry.resource_id}`}>{text}</Link>;
+  return <>{text}</>;
+}
+
+function shown(value: unknown): string {
+  return value === null || value === undefined ? '—' : JSON.stringify(value);
+}
+
+/** What an update changed, one field a line; nothing for a create or a delete (the summary says it). */
+function Changes({ entry }: { entry: Entry }) {
+  const { before, after } = entry;
+  if (before === null || after === null) return null;
   return (
-    <Table caption="Activity" head={['When', 'What', 'Device', 'Server', 'By', 'Detail']}>
-      {events.map((event) => (
-        <tr key={event.id}>
+    <ul class="changes">
+      {Object.keys(after).map((field) => (
+        <li key={field}>
+          {field}: {shown(before[field])} → {shown(after[field])}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function EntryRows({ entries }: { entries: Entry[] }) {
+  const canWrite = useCanWrite();
+  if (entries.length === 0) return <p>No change matches.</p>;
+  return (
+    <Table caption="Activity" head={['When', 'Who', 'What', 'Of', 'Detail']}>
+      {entries.map((entry) => (
+        <tr key={entry.id}>
           <td>
-            <Time iso={event.created_at} />
+            <Time iso={entry.created_at} />
           </td>
-          <td>{event.kind}</td>
+          <td>{entry.actor}</td>
+          <td>{entry.action}</td>
           <td>
-            {event.device_id === null ? (
-              '—'
-            ) : (
-              <Link href={`/devices/${event.device_id}`}>{event.device_name ?? `#${event.device_id}`}</Link>
-            )}
+            <Subject entry={entry} canWrite={canWrite} />
           </td>
-          <td>
-            {event.server_id === null ? (
-              (event.node_name ?? '—')
-            ) : (
-              <Link href={`/servers/${event.server_id}`}>{event.server_name ?? `#${event.server_id}`}</Link>
-            )}
+          <td class="wrap">
+            {entry.summary}
+            <Changes entry={entry} />
           </td>
-          <td>{event.actor}</td>
-          <td class="wrap">{event.detail}</td>
         </tr>
       ))}
     </Table>
   );
 }
 
-/** What happened to devices, servers and nodes and who did it, oldest first, filtered like `GET /events`. */
+/** Who changed what, oldest first, filtered like `vpn-panel activity` (actor, resource and id, since). */
 export function ActivityPage({ query }: { query: URLSearchParams }) {
-  const kind = query.get('kind') ?? '';
-  const server = query.get('server') ?? '';
-  const device = query.get('device') ?? '';
-  const [deviceText, setDeviceText] = useState(device);
+  const actor = query.get('actor') ?? '';
+  const resource = resourceOf(query.get('resource') ?? '');
+  const id = resource === undefined ? '' : (query.get('id') ?? '');
+  const since = query.get('since') ?? '';
+  const [form, setForm] = useState({ actor, id, since: toLocalInput(since === '' ? null : since) });
   const [after, setAfter] = useState('');
-  const [servers] = useLoad(loadAllServers, []);
   const go = (change: Record<string, string>) => {
     setAfter('');
-    navigate(withQuery('/activity', { kind, server, device, ...change }), { replace: true });
+    navigate(withQuery('/activity', { actor, resource: resource ?? '', id, since, ...change }), { replace: true });
   };
   const [page] = useLoad(
     () =>
       read(
-        api.GET('/api/v1/events', {
+        api.GET('/api/v1/activity', {
           params: {
             query: {
-              kind: kind === '' ? undefined : kind,
-              server_id: /^\d+$/.test(server) ? Number(server) : undefined,
-              device_id: /^\d+$/.test(device) ? Number(device) : undefined,
+              actor: actor === '' ? undefined : actor,
+              resource,
+              resource_id: id === '' ? undefined : id,
+              since: since === '' ? undefined : since,
               after: after === '' ? undefined : Number(after),
               limit: 50,
             },
           },
         }),
       ),
-    [kind, server, device, after],
+    [actor, resource, id, since, after],
     POLL_MS,
   );
   return (
     <Page title="Activity">
-      <p class="muted">Device, server and node events with who made them, oldest first; kept 90 days.</p>
+      <p class="muted">
+        Every change, made here, with an API key, on the panel host or by the panel itself, oldest first; kept 365 days.
+      </p>
       <search aria-label="Filter the activity">
         <form
           class="filters"
           onSubmit={(event) => {
             event.preventDefault();
-            go({ device: deviceText.trim() });
+            go({ actor: form.actor.trim(), id: form.id.trim(), since: fromLocalInput(form.since) ?? '' });
           }}
         >
-          <SelectField
-            label="Kind"
-            name="kind"
-            problem={null}
-            value={kind}
-            options={[{ value: '', label: 'Any kind' }, ...EVENT_KINDS.map((one) => ({ value: one, label: one }))]}
-            onValue={(value) => go({ kind: value })}
-          />
-          <SelectField
-            label="Server"
-            name="server"
-            problem={null}
-            value={server}
-            options={[
-              { value: '', label: 'Any server' },
-              ...(servers.state === 'ready' ? servers.data.items : []).map((one) => ({
-                value: String(one.id),
-                label: one.name,
-              })),
-            ]}
-            onValue={(value) => go({ server: value })}
-          />
           <TextField
-            label="Device ID"
-            name="device"
+            label="Who"
+            name="actor"
             problem={null}
-            inputMode="numeric"
-            value={deviceText}
-            onValue={setDeviceText}
+            hint="admin, system, an API key's name, or via console user NAME"
+            value={form.actor}
+            onValue={(value) => setForm({ ...form, actor: value })}
+          />
+          <SelectField
+            label="Resource"
+            name="resource"
+            problem={null}
+            value={resource ?? ''}
+            options={[{ value: '', label: 'Anything' }, ...RESOURCES]}
+            onValue={(value) => go({ resource: value, id: value === '' ? '' : id })}
+          />
+          {resource !== undefined && (
+            <TextField
+              label="Resource ID"
+              name="id"
+              problem={null}
+              value={form.id}
+              onValue={(value) => setForm({ ...form, id: value })}
+            />
+          )}
+          <TextField
+            label="Since"
+            name="since"
+            problem={null}
+            dateTime
+            value={form.since}
+            onValue={(value) => setForm({ ...form, since: value })}
           />
           <button type="submit">Filter</button>
         </form>
@@ -115,7 +158,7 @@ export function ActivityPage({ query }: { query: URLSearchParams }) {
       <Show loaded={page} what="the activity">
         {(data) => (
           <>
-            <EventRows events={data.data} />
+            <EntryRows entries={data.data} />
             {(after !== '' || data.has_more) && (
               <Pager after={after} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setAfter} />
             )}

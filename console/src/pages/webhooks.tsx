@@ -4,10 +4,10 @@ import { navigate } from '../router.ts';
 import {
   Badge,
   CheckField,
+  CheckList,
   ConfirmButton,
   CopyText,
   FormProblem,
-  fieldProblem,
   Link,
   Page,
   Pager,
@@ -22,38 +22,6 @@ import {
 } from '../ui.tsx';
 
 const POLL_MS = 15_000;
-
-function EventBoxes(props: {
-  chosen: readonly string[];
-  onChosen: (kinds: string[]) => void;
-  problem: Problem | null;
-}) {
-  const error = fieldProblem(props.problem, 'events');
-  return (
-    <fieldset class="field events">
-      <legend>Events</legend>
-      {EVENT_KINDS.map((kind) => (
-        <label key={kind} class="check">
-          <input
-            type="checkbox"
-            name="events"
-            value={kind}
-            checked={props.chosen.includes(kind)}
-            onChange={(event) =>
-              props.onChosen(
-                event.currentTarget.checked
-                  ? [...props.chosen, kind]
-                  : props.chosen.filter((chosen) => chosen !== kind),
-              )
-            }
-          />
-          {kind}
-        </label>
-      ))}
-      {error !== undefined && <p class="field-error">{error}</p>}
-    </fieldset>
-  );
-}
 
 interface WebhookForm {
   url: string;
@@ -87,7 +55,14 @@ function WebhookFields(props: {
         value={form.description}
         onValue={(description) => set({ description })}
       />
-      <EventBoxes chosen={form.events} onChosen={(events) => set({ events })} problem={problem} />
+      <CheckList
+        legend="Events"
+        name="events"
+        options={EVENT_KINDS}
+        chosen={form.events}
+        onChosen={(events) => set({ events })}
+        problem={problem}
+      />
       <CheckField
         label="Enabled"
         name="enabled"
