@@ -75,7 +75,10 @@ function nameTaken(name: string): AppError {
   });
 }
 
-/** The people who may sign in to the console: made, listed, given a new password and removed by the CLI. */
+/**
+ * The people who may sign in to the console: made, listed, given a new password or role and removed by the CLI
+ * and by an admin in the console (the Users page).
+ */
 export class ConsoleUserService {
   readonly #db: Db;
   readonly #clock: Clock;

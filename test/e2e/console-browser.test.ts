@@ -559,6 +559,16 @@ describe('the operator console in headless Chromium (sqlite)', {
       await row.waitFor();
       await row.getByRole('button', { name: /^Make admin/ }).click();
       await row.getByRole('cell', { name: 'admin', exact: true }).waitFor();
+      await row.getByRole('button', { name: 'New password for console-made-user' }).click();
+      await row.getByLabel('New password for console-made-user').fill('another long password');
+      await row.getByRole('button', { name: 'Save password' }).click();
+      await row.getByRole('button', { name: 'New password for console-made-user' }).waitFor();
+      const log = await page.request.get(`${origin}/api/v1/activity?resource=console_user&limit=200`);
+      const actions = ((await log.json()) as { data: { action: string; summary: string }[] }).data;
+      assert.ok(
+        actions.some((one) => one.action === 'console_user.password_changed' && /console-made-user/.test(one.summary)),
+        'the new password is in the activity log',
+      );
       await screenshot(page, 'users-changed');
       await row.getByRole('button', { name: 'Remove console-made-user' }).click();
       await row.getByRole('button', { name: 'Yes, remove console-made-user' }).click();

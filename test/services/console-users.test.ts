@@ -273,5 +273,22 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(log.filter((a) => a === 'console_user.signed_out via console user alice').length, 1);
       assert.ok(log.includes('console_user.password_changed admin'));
     });
+
+    it('changes a role by name as `users role` does, and keeps the last admin (last_admin)', async () => {
+      // alice is the only admin left here.
+      const carol = await users.add({ name: 'carol', role: 'viewer', password: PASSWORD }, ADMIN_ACTOR);
+      assert.equal((await refusal(users.setRole('alice', 'viewer', ADMIN_ACTOR))).code, 'last_admin');
+      assert.equal((await refusal(users.remove('ALICE', ADMIN_ACTOR))).code, 'last_admin');
+      assert.equal((await refusal(users.setRole('carol', 'owner', ADMIN_ACTOR))).code, 'validation_failed');
+      assert.equal((await refusal(users.setRole('nobody', 'admin', ADMIN_ACTOR))).code, 'not_found');
+      assert.equal((await users.setRole('carol', 'admin', ADMIN_ACTOR)).role, 'admin');
+      assert.equal((await users.setRole(carol.id, 'admin', ADMIN_ACTOR)).role, 'admin', 'by id; no change, no entry');
+      assert.equal((await users.setRole('alice', 'viewer', ADMIN_ACTOR)).role, 'viewer');
+      assert.equal((await refusal(users.remove(carol.id, ADMIN_ACTOR))).code, 'last_admin');
+      assert.deepEqual(
+        (await actions(carol.id)).filter((a) => a.startsWith('console_user.role_changed')),
+        ['console_user.role_changed admin'],
+      );
+    });
   });
 }

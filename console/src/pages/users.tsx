@@ -93,9 +93,54 @@ function NewUser({ onMade, onDone }: { onMade: () => void; onDone: () => void })
   );
 }
 
+/** A new password for the user; their sessions end at once (the panel says so in the activity log). */
+function NewPassword({ user, onDone }: { user: ConsoleUser; onDone: () => void }) {
+  const [password, setPassword] = useState('');
+  const action = useAction();
+  return (
+    <form
+      class="form"
+      onSubmit={(event) => {
+        event.preventDefault();
+        void action.run(
+          () =>
+            read(
+              api.PUT('/api/v1/console-users/{id}/password', {
+                params: { path: { id: user.id } },
+                body: { password },
+              }),
+            ),
+          onDone,
+        );
+      }}
+    >
+      <FormProblem problem={action.problem} shown={['password']} />
+      <TextField
+        label={`New password for ${user.name}`}
+        name="password"
+        secret
+        required
+        hint="At least 12 characters; the user's sessions end at once."
+        problem={action.problem}
+        value={password}
+        onValue={setPassword}
+      />
+      <div class="row">
+        <button type="submit" disabled={action.busy}>
+          Save password
+        </button>
+        <button type="button" onClick={onDone}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
 function UserRow({ user, onChanged }: { user: ConsoleUser; onChanged: () => void }) {
   const me = useContext(SessionContext).user.name;
   const action = useAction();
+  const [changingPassword, setChangingPassword] = useState(false);
   const other: Role = user.role === 'admin' ? 'viewer' : 'admin';
   const self = user.name === me ? ' (you)' : '';
   return (
@@ -132,6 +177,11 @@ function UserRow({ user, onChanged }: { user: ConsoleUser; onChanged: () => void
             Make {other}
             <span class="visually-hidden"> {user.name}</span>
           </button>
+          {!changingPassword && (
+            <button type="button" onClick={() => setChangingPassword(true)}>
+              New password<span class="visually-hidden"> for {user.name}</span>
+            </button>
+          )}
           <ConfirmButton
             label={`Remove ${user.name}`}
             question={`Remove ${user.name}${self}? Their sessions end at once.`}
@@ -145,6 +195,7 @@ function UserRow({ user, onChanged }: { user: ConsoleUser; onChanged: () => void
             }
           />
         </div>
+        {changingPassword && <NewPassword user={user} onDone={() => setChangingPassword(false)} />}
         {action.problem !== null && (
           <p role="alert" class="problem">
             {action.problem.message}
