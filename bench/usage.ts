@@ -18,7 +18,7 @@
  * Run: node bench/usage.ts   (DEVICES, FLEET_NODES, FLEET_DEVICES_PER_NODE, REPEATS, PANEL_ROUNDS may be set)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { once } from 'node:events';
 import { loadavg, tmpdir } from 'node:os';
@@ -38,7 +38,7 @@ import { openTestStore } from '../test/support/stores.ts';
 import { freePort } from '../test/support/panel.ts';
 import { ScriptedDriver } from '../test/support/scripted-driver.ts';
 import { deviceValues, seedNode, seedServer } from '../test/support/usage-fixtures.ts';
-import { machine, writeSection } from './report.ts';
+import { MEMORY_ENV, machine, procStatusMb, writeSection } from './report.ts';
 
 const DEVICES = Number(process.env.DEVICES ?? 100_000);
 const SERVERS = 10;
@@ -48,9 +48,6 @@ const PANEL_ROUNDS = Number(process.env.PANEL_ROUNDS ?? 3);
 /** In-process rounds of each kind after the first: the machine is shared, so the median and the best are shown. */
 const REPEATS = Number(process.env.REPEATS ?? 3);
 const INTERVAL_MS = 5_000;
-/** Node's young generation held to 4 MB a semi-space (it sizes it from the machine's memory), glibc to 2 arenas. */
-const MEMORY_ENV = { NODE_OPTIONS: '--max-semi-space-size=4', MALLOC_ARENA_MAX: '2' };
-
 function cpuMs(since: NodeJS.CpuUsage): number {
   const used = process.cpuUsage(since);
   return (used.user + used.system) / 1000;
@@ -257,7 +254,7 @@ async function idlePanel(kind: DatabaseKind, env: Record<string, string>): Promi
       await new Promise((r) => setTimeout(r, 2 * INTERVAL_MS));
       const pid = panel.pid;
       const settings = Object.keys(env).length === 0 ? 'as started' : 'MEMORY_ENV';
-      const rss = `**${procStatus(pid, 'VmRSS').toFixed(0)} MB** | ${procStatus(pid, 'VmHWM').toFixed(0)} MB`;
+      const rss = `**${procStatusMb(pid, 'VmRSS').toFixed(0)} MB** | ${procStatusMb(pid, 'VmHWM').toFixed(0)} MB`;
       return `| ${kind} | none | ${settings} | - | - | - | - | ${rss} |`;
     } finally {
       await panel.stop();
@@ -357,13 +354,6 @@ class StandInAgents {
   }
 }
 
-function procStatus(pid: number, field: string): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith(`${field}:`));
-  return Number(line?.replace(/\D+/g, '') ?? Number.NaN) / 1024;
-}
-
 /**
  * `vpn-panel serve` (with `env`) on the rows of `fleet`, its nodes pointed at stand-in agents; waits for
  * a first round (it resyncs every node) and PANEL_ROUNDS more, each stored by every node. Returns the
@@ -408,8 +398,8 @@ async function realPanel(
       }
       if (seq > firstSeq) times.push(performance.now() - (agents.roundOfSeq.get(seq) ?? Number.NaN));
     }
-    const rss = procStatus(pid, 'VmRSS');
-    const peak = procStatus(pid, 'VmHWM');
+    const rss = procStatusMb(pid, 'VmRSS');
+    const peak = procStatusMb(pid, 'VmHWM');
     const typical = median(times);
     const worst = Math.max(...times);
     const roundCells = `${times.length} | ${typical.toFixed(0)} ms (${share(typical)}) | ${worst.toFixed(0)} ms`;
