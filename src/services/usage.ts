@@ -17,10 +17,11 @@ import type { DeviceRow, PeerRow } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
 import { findServer } from '../store/servers.ts';
 import {
-  addToBuckets,
+  addToDayBuckets,
   addToDeviceCounts,
   claimBatch,
-  listBuckets,
+  listDayBuckets,
+  listMonthBuckets,
   markLimitReached,
   recordHandshakes,
   type UsageBucket,
@@ -143,8 +144,7 @@ export class UsageService {
         const counted = await addToDeviceCounts(tx, deltas, month, report.journalId, currentMonth);
         const existing = new Set(counted.stored);
         const stored = deltas.filter((d) => existing.has(d.deviceId));
-        await addToBuckets(tx, 'usage_daily', this.calendar.day(batch.slotStartMs), stored);
-        await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
+        await addToDayBuckets(tx, this.calendar.day(batch.slotStartMs), stored);
         const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
         await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
         return stored;
@@ -219,8 +219,8 @@ export class UsageService {
     const [year, month] = this.calendar.month(nowMs).split('-').map(Number);
     const firstMonth = new Date(Date.UTC(year ?? 1970, (month ?? 1) - MONTHLY_MONTHS, 1)).toISOString().slice(0, 10);
     const [daily, monthly] = await Promise.all([
-      listBuckets(this.#db, 'usage_daily', row.id, since),
-      listBuckets(this.#db, 'usage_monthly', row.id, firstMonth),
+      listDayBuckets(this.#db, row.id, since),
+      listMonthBuckets(this.#db, row.id, firstMonth),
     ]);
     const bucket = (b: UsageBucket) => ({ start: b.start, rx_bytes: b.rx_bytes, tx_bytes: b.tx_bytes });
     return {

@@ -21,6 +21,7 @@ import * as m014 from './migrations/014-duty-leases.ts';
 import * as m015 from './migrations/015-console-users.ts';
 import * as m016 from './migrations/016-usage-fillfactor.ts';
 import * as m017 from './migrations/017-dual-stack-addresses.ts';
+import * as m020 from './migrations/020-usage-months-from-days.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -45,6 +46,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '015-console-users': m015,
   '016-usage-fillfactor': m016,
   '017-dual-stack-addresses': m017,
+  '020-usage-months-from-days': m020,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -299,7 +299,6 @@ export interface Database {
   webhooks: WebhookTable;
   webhook_deliveries: WebhookDeliveryTable;
   usage_daily: UsageBucketTable;
-  usage_monthly: UsageBucketTable;
   usage_batches: UsageBatchTable;
   activity: ActivityTable;
   mail_outbox: MailOutboxTable;
