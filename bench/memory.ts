@@ -154,10 +154,8 @@ async function agentRows(): Promise<string[]> {
         if (report.applied.length !== 1) throw new Error(`resync failed: ${report.failures.join('; ')}`);
         await connection.collectUsage(null);
         await connection.digest();
-        const rss = procStatusMb(pid, 'VmRSS');
-        rows.push(
-          `| ${count(AGENT_PEERS)} | ${settings.name} | ${mb(idle)} | **${mb(rss)}** | ${mb(procStatusMb(pid, 'VmHWM'))} |`,
-        );
+        const [rss, peak] = [procStatusMb(pid, 'VmRSS'), procStatusMb(pid, 'VmHWM')];
+        rows.push(`| ${count(AGENT_PEERS)} | ${settings.name} | ${mb(idle)} | **${mb(rss)}** | ${mb(peak)} |`);
       } finally {
         await agent.stop();
       }
@@ -177,10 +175,10 @@ const memoryEnv = Object.entries(MEMORY_ENV)
 const body = [
   `\`node bench/memory.ts\` (${machine()}).`,
   '',
-  `A real \`vpn-panel serve\` with its local node on the dry-run driver (the quick start without root), devices over ${SERVERS}`,
-  'servers; RSS (VmRSS) after its start (it resyncs the node with every device first), then after a walk of every',
-  'page of GET /v1/devices (200 a page), two collection rounds and a drift check; its peak (VmHWM). The local node',
-  'runs in the panel process, so its peers are in these figures too. MEMORY_ENV is',
+  'A real `vpn-panel serve` with its local node on the dry-run driver (the quick start without root), devices over',
+  `${SERVERS} servers; RSS (VmRSS) after its start (it resyncs the node with every device first), then after a walk of`,
+  'every page of GET /v1/devices (200 a page), two collection rounds and a drift check; its peak (VmHWM). The local',
+  'node runs in the panel process, so its peers are in these figures too. MEMORY_ENV is',
   `\`${memoryEnv}\`: what scripts/start and deploy/*.service set (README "Memory").`,
   'Targets (issue 16): under 150 MB at 10,000 devices, under 250 MB at 100,000.',
   '',
