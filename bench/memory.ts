@@ -1,6 +1,7 @@
 /**
  * Memory (issue 16 item 5, issue 13 item 5): the RSS of a real `vpn-panel serve` with its local node on the dry-run
- * driver (as the quick start runs it without root), on SQLite and PostgreSQL, at 10,000 and 100,000 devices over 10
+ * driver (as the quick start runs it without root), and of one whose node is a `vpn-panel node`, on SQLite and
+ * PostgreSQL, at 10,000 and 100,000 devices over 10
  * servers: after its start (which resyncs the node with every device), a full walk of GET /v1/devices (200 a page),
  * two collection rounds and a drift check. Each as Node starts it and with MEMORY_ENV, the settings scripts/start
  * and the systemd units give. Then a `vpn-panel node` (dry-run) holding 10,000 peers sent by a resync over HTTP,
@@ -16,7 +17,7 @@ import type { DesiredServer } from '../src/agent/protocol.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
 import { LOCAL_NODE_NAME } from '../src/services/nodes.ts';
 import type { Db } from '../src/store/db.ts';
-import { startAgent } from '../test/support/agent.ts';
+import { type AgentProcess, startAgent } from '../test/support/agent.ts';
 import { NO_LIMITS } from '../test/support/agent-peers.ts';
 import { DATABASE_KINDS, type DatabaseKind } from '../test/support/databases.ts';
 import { freePort, startPanel } from '../test/support/panel.ts';
@@ -33,19 +34,24 @@ const TARGET_MB = new Map([
 ]);
 /** Longer than the default drift interval (15 s), so a drift check ran before the figure is read. */
 const DRIFT_INTERVAL_MS = 15_000;
-const SETTINGS: readonly { name: string; env: Record<string, string> }[] = [
-  { name: 'as Node starts it', env: {} },
-  { name: 'MEMORY_ENV', env: MEMORY_ENV },
+const AS_STARTED = { name: 'as Node starts it', env: {} };
+const SHIPPED = { name: 'MEMORY_ENV', env: MEMORY_ENV };
+const SETTINGS = [AS_STARTED, SHIPPED];
+/** The quick start's panel with its local node in process, and a panel whose node is a `vpn-panel node` process. */
+const LAYOUTS = [
+  { name: 'local node', local: true, settings: SETTINGS },
+  { name: 'remote node', local: false, settings: [SHIPPED] },
 ];
+const AGENT_TOKEN = 'bench-agent-token-0123456789abcdef';
 
 const count = (n: number) => n.toLocaleString('en');
 const mb = (value: number) => `${value.toFixed(0)} MB`;
 
-/** Waits until the local node was seen `rounds` more times (each node monitor round writes its last_seen_at). */
-async function collectionRounds(db: Db, rounds: number): Promise<void> {
+/** Waits until the node was seen `rounds` more times (each node monitor round writes its last_seen_at). */
+async function collectionRounds(db: Db, nodeId: number, rounds: number): Promise<void> {
   const seen = async () =>
-    (await db.selectFrom('nodes').select('last_seen_at').where('name', '=', LOCAL_NODE_NAME).executeTakeFirst())
-      ?.last_seen_at ?? null;
+    (await db.selectFrom('nodes').select('last_seen_at').where('id', '=', nodeId).executeTakeFirst())?.last_seen_at ??
+    null;
   let last = await seen();
   for (let left = rounds; left > 0; ) {
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -55,48 +61,91 @@ async function collectionRounds(db: Db, rounds: number): Promise<void> {
   }
 }
 
+/** Every page of GET /api/v1/devices, 200 a page; returns how many devices it held. */
+async function walkDevices(url: string, key: string): Promise<number> {
+  let walked = 0;
+  for (let after = 0; ; ) {
+    const page = await fetch(`${url}/api/v1/devices?limit=200&after=${after}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    if (!page.ok) throw new Error(`GET /api/v1/devices answered ${page.status}: ${await page.text()}`);
+    const body = (await page.json()) as { data: { id: number }[]; has_more: boolean };
+    walked += body.data.length;
+    const last = body.data.at(-1);
+    if (!body.has_more || last === undefined) return walked;
+    after = last.id;
+  }
+}
+
+/** `vpn-panel node` on the dry-run driver, without TLS, for a panel to reach at `url`. */
+async function remoteNode(dir: string, env: Record<string, string>): Promise<{ agent: AgentProcess; url: string }> {
+  const port = await freePort();
+  const agent = await startAgent({
+    AGENT_PORT: String(port),
+    AGENT_HOST: '127.0.0.1',
+    AGENT_TOKEN: AGENT_TOKEN,
+    AGENT_TLS: 'off',
+    NODE_DRIVER: 'dry-run',
+    PUBLIC_HOST: '127.0.0.1',
+    DATA_DIR: dir,
+    ...env,
+  });
+  return { agent, url: `http://127.0.0.1:${port}` };
+}
+
+/**
+ * The rows of one database kind and size: for each layout and settings a panel is started on the seeded rows, its
+ * devices walked, two collection rounds and a drift check waited for, and its RSS (and the remote node's) read.
+ */
 async function panelRows(kind: DatabaseKind, devices: number): Promise<string[]> {
   const { store, database, close } = await openTestStore(kind, { sealed: true });
+  const dir = mkdtempSync(join(tmpdir(), 'vpn-memory-'));
   try {
     const now = new Date().toISOString();
-    const node = await seedNode(store.db, LOCAL_NODE_NAME, now);
-    await seedFleet(store.db, node, { devices, servers: SERVERS }, now);
+    const local = await seedNode(store.db, LOCAL_NODE_NAME, now);
     const rows: string[] = [];
-    for (const settings of SETTINGS) {
-      const started = performance.now();
-      const panel = await startPanel({ database, env: { LOG_LEVEL: 'error', ...settings.env } });
-      try {
-        const pid = panel.process.pid ?? 0;
-        const afterStart = procStatusMb(pid, 'VmRSS');
-        const key = await panel.createKey(`bench-${rows.length}`, 'all', ['--no-rate-limit']);
-        let walked = 0;
-        for (let after = 0; ; ) {
-          const page = await fetch(`${panel.url}/api/v1/devices?limit=200&after=${after}`, {
-            headers: { authorization: `Bearer ${key}` },
-          });
-          if (!page.ok) throw new Error(`GET /api/v1/devices answered ${page.status}: ${await page.text()}`);
-          const body = (await page.json()) as { data: { id: number }[]; has_more: boolean };
-          walked += body.data.length;
-          const last = body.data.at(-1);
-          if (!body.has_more || last === undefined) break;
-          after = last.id;
+    for (const layout of LAYOUTS) {
+      // The devices go to the layout's node: the local one, or a remote one in its own process.
+      const node = layout.local ? local : await seedNode(store.db, 'remote', now);
+      await store.db.deleteFrom('devices').execute();
+      await store.db.deleteFrom('servers').execute();
+      await seedFleet(store.db, node, { devices, servers: SERVERS }, now);
+      for (const settings of layout.settings) {
+        const remote = layout.local ? undefined : await remoteNode(join(dir, String(rows.length)), settings.env);
+        if (remote) {
+          const reach = { url: remote.url, token: AGENT_TOKEN, status: 'offline' as const };
+          await store.db.updateTable('nodes').set(reach).where('id', '=', node.id).execute();
         }
-        if (walked !== devices) throw new Error(`walked ${walked} devices of ${devices}`);
-        await collectionRounds(store.db, 2);
-        const driftWait = DRIFT_INTERVAL_MS + 1_000 - (performance.now() - started);
-        if (driftWait > 0) await new Promise((resolve) => setTimeout(resolve, driftWait));
-        const rss = procStatusMb(pid, 'VmRSS');
-        const target = TARGET_MB.get(devices);
-        const verdict = target === undefined ? '' : rss < target ? ` (under ${target}: met)` : ` (${target}: not met)`;
-        const cells = [kind, count(devices), settings.name, mb(afterStart), `**${mb(rss)}**${verdict}`];
-        rows.push(`| ${[...cells, mb(procStatusMb(pid, 'VmHWM'))].join(' | ')} |`);
-      } finally {
-        await panel.stop();
+        const started = performance.now();
+        const env = { LOG_LEVEL: 'error', LOCAL_NODE: layout.local ? 'true' : 'false', ...settings.env };
+        const panel = await startPanel({ database, env });
+        try {
+          const pid = panel.process.pid ?? 0;
+          const afterStart = procStatusMb(pid, 'VmRSS');
+          const key = await panel.createKey(`bench-${rows.length}`, 'all', ['--no-rate-limit']);
+          const walked = await walkDevices(panel.url, key);
+          if (walked !== devices) throw new Error(`walked ${walked} devices of ${devices}`);
+          await collectionRounds(store.db, node.id, 2);
+          const driftWait = DRIFT_INTERVAL_MS + 1_000 - (performance.now() - started);
+          if (driftWait > 0) await new Promise((resolve) => setTimeout(resolve, driftWait));
+          const rss = procStatusMb(pid, 'VmRSS');
+          const target = TARGET_MB.get(devices);
+          const verdict =
+            target === undefined ? '' : rss < target ? ` (under ${target}: met)` : ` (${target}: not met)`;
+          const nodePid = remote?.agent.child.pid;
+          const nodeRss = nodePid === undefined ? 'in the panel' : mb(procStatusMb(nodePid, 'VmRSS'));
+          const cells = [kind, count(devices), layout.name, settings.name, mb(afterStart), `**${mb(rss)}**${verdict}`];
+          rows.push(`| ${[...cells, mb(procStatusMb(pid, 'VmHWM')), nodeRss].join(' | ')} |`);
+        } finally {
+          await panel.stop();
+          await remote?.agent.stop();
+        }
       }
     }
     return rows;
   } finally {
     await close();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -115,18 +164,7 @@ async function agentRows(): Promise<string[]> {
   const rows: string[] = [];
   try {
     for (const settings of SETTINGS) {
-      const port = await freePort();
-      const token = 'bench-agent-token-0123456789abcdef';
-      const agent = await startAgent({
-        AGENT_PORT: String(port),
-        AGENT_HOST: '127.0.0.1',
-        AGENT_TOKEN: token,
-        AGENT_TLS: 'off',
-        NODE_DRIVER: 'dry-run',
-        PUBLIC_HOST: '127.0.0.1',
-        DATA_DIR: join(dir, settings.name.replaceAll(' ', '-')),
-        ...settings.env,
-      });
+      const { agent, url } = await remoteNode(join(dir, settings.name.replaceAll(' ', '-')), settings.env);
       try {
         const pid = agent.child.pid ?? 0;
         const idle = procStatusMb(pid, 'VmRSS');
@@ -143,8 +181,8 @@ async function agentRows(): Promise<string[]> {
         };
         const connection = new HttpNodeConnection({
           name: 'bench',
-          url: `http://127.0.0.1:${port}`,
-          token,
+          url,
+          token: AGENT_TOKEN,
           certSha256: null,
         });
         async function* one(): AsyncGenerator<DesiredServer> {
@@ -175,15 +213,17 @@ const memoryEnv = Object.entries(MEMORY_ENV)
 const body = [
   `\`node bench/memory.ts\` (${machine()}).`,
   '',
-  'A real `vpn-panel serve` with its local node on the dry-run driver (the quick start without root), devices over',
+  'A real `vpn-panel serve`, devices over',
   `${SERVERS} servers; RSS (VmRSS) after its start (it resyncs the node with every device first), then after a walk of`,
-  'every page of GET /v1/devices (200 a page), two collection rounds and a drift check; its peak (VmHWM). The local',
-  'node runs in the panel process, so its peers are in these figures too. MEMORY_ENV is',
+  'every page of GET /v1/devices (200 a page), two collection rounds and a drift check; its peak (VmHWM). "local',
+  'node": its node in process on the dry-run driver (the quick start without root), so the node\'s state of every peer',
+  'is in the panel\'s figures; "remote node": the node is a `vpn-panel node` process (dry-run, no TLS), its RSS in the',
+  'last column. MEMORY_ENV is',
   `\`${memoryEnv}\`: what scripts/start and deploy/*.service set (README "Memory").`,
   'Targets (issue 16): under 150 MB at 10,000 devices, under 250 MB at 100,000.',
   '',
-  '| database | devices | settings | RSS after start | RSS after walk and rounds | peak RSS |',
-  '|---|---|---|---|---|---|',
+  '| database | devices | node | settings | RSS after start | RSS after walk and rounds | peak RSS | node RSS |',
+  '|---|---|---|---|---|---|---|---|',
   ...panel,
   '',
   '`vpn-panel node` (dry-run, no TLS) sent one server of 10,000 peers by a resync over HTTP, then a collection and',
