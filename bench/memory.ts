@@ -102,13 +102,12 @@ async function panelRows(kind: DatabaseKind, devices: number): Promise<string[]>
   const dir = mkdtempSync(join(tmpdir(), 'vpn-memory-'));
   try {
     const now = new Date().toISOString();
-    const local = await seedNode(store.db, LOCAL_NODE_NAME, now);
     const rows: string[] = [];
     for (const layout of LAYOUTS) {
-      // The devices go to the layout's node: the local one, or a remote one in its own process.
-      const node = layout.local ? local : await seedNode(store.db, 'remote', now);
-      await store.db.deleteFrom('devices').execute();
-      await store.db.deleteFrom('servers').execute();
+      // The devices go to the layout's node: the local one, or a remote one in its own process (a panel without a
+      // local node refuses to start beside the local node's row).
+      for (const table of ['devices', 'servers', 'nodes'] as const) await store.db.deleteFrom(table).execute();
+      const node = await seedNode(store.db, layout.local ? LOCAL_NODE_NAME : 'remote', now);
       await seedFleet(store.db, node, { devices, servers: SERVERS }, now);
       for (const settings of layout.settings) {
         const remote = layout.local ? undefined : await remoteNode(join(dir, String(rows.length)), settings.env);
