@@ -237,7 +237,7 @@ export class HttpNodeConnection implements NodeConnection {
  */
 class StreamedBody {
   readonly #chunks: AsyncIterable<string>;
-  failure: unknown;
+  #failure: unknown;
 
   constructor(chunks: AsyncIterable<string>) {
     this.#chunks = chunks;
@@ -247,9 +247,14 @@ class StreamedBody {
     try {
       for await (const chunk of this.#chunks) yield Buffer.from(chunk);
     } catch (error) {
-      this.failure = error;
+      this.#failure = error;
       throw error;
     }
+  }
+
+  /** What the source threw, if it did. */
+  get failure(): unknown {
+    return this.#failure;
   }
 }
 
