@@ -6,6 +6,7 @@
  * on the wire. Each round is run three times; the median is shown.
  * Run: node bench/drift.ts   (DEVICES, SERVERS may be set in the environment)
  */
+import { collectAll } from '../src/domain/async-iterables.ts';
 import { pino } from 'pino';
 import { Agent } from '../src/agent/agent.ts';
 import { LocalNodeConnection } from '../src/agent/connection.ts';
@@ -41,7 +42,7 @@ for (const kind of DATABASE_KINDS) {
     }));
     const usage = new UsageService(store.db, systemClock, new Calendar('UTC'));
     const agent = new Agent(new DryRunDriver(), 'bench');
-    const report = await agent.resync(await desiredStateOfNode(store.db, node.id, usage));
+    const report = await agent.resync(await collectAll(desiredStateOfNode(store.db, node.id, usage)));
     if (report.failures.length > 0) throw new Error(report.failures.join('; '));
     const connection = new LocalNodeConnection(agent);
     const connections = new NodeConnections(connection);

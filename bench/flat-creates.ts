@@ -1,3 +1,4 @@
+import { collectAll } from '../src/domain/async-iterables.ts';
 /**
  * Flat creates (issue 16, item 3): device creates per second on an empty panel and on one holding 100,000
  * devices, side by side in one run, on SQLite and PostgreSQL. Each panel is a DeviceService as `serve` wires
@@ -65,7 +66,7 @@ async function openPanel(kind: DatabaseKind, devices: number): Promise<BenchPane
   const serverIds = servers.map((s) => s.id);
   const usage = new UsageService(db, systemClock, new Calendar('UTC'));
   const agent = new Agent(new DryRunDriver(), 'bench');
-  await agent.resync(await desiredStateOfNode(db, node.id, usage));
+  await agent.resync(await collectAll(desiredStateOfNode(db, node.id, usage)));
   const changes = new ChangePublisher(db, systemClock, new NodeConnections(new LocalNodeConnection(agent)), {
     nudgeWebhooks: () => undefined,
   });

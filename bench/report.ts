@@ -76,3 +76,17 @@ export function percentile(values: readonly number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
 }
+
+/**
+ * The memory settings scripts/start and the systemd units in deploy/ give the panel and the node (README "Memory"):
+ * 2 MB semi-spaces of Node's young generation (it sizes them from the machine's memory) and two glibc arenas.
+ */
+export const MEMORY_ENV = { NODE_OPTIONS: '--max-semi-space-size=2', MALLOC_ARENA_MAX: '2' };
+
+/** A field of /proc/PID/status given in kB (VmRSS, VmHWM), in MB. */
+export function procStatusMb(pid: number, field: string): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${field}:`));
+  return Number(line?.replace(/\D+/g, '') ?? Number.NaN) / 1024;
+}

@@ -1,3 +1,4 @@
+import { collectAll } from '../domain/async-iterables.ts';
 import { TLSSocket } from 'node:tls';
 import type { TSchema, Static } from 'typebox';
 import { Compile } from 'typebox/compile';
@@ -30,7 +31,8 @@ export interface NodeConnection {
   /** Acknowledges the usage batches stored last time and takes every one not yet acknowledged. */
   collectUsage(ack: UsageAck | null): Promise<UsageReport>;
   removeServer(serverId: number): Promise<void>;
-  resync(servers: readonly DesiredServer[]): Promise<ResyncReport>;
+  /** Makes the node hold exactly `servers` (Agent.resync), sent as they come: a server at a time on the wire. */
+  resync(servers: AsyncIterable<DesiredServer>): Promise<ResyncReport>;
   /** The drift check: each server's desired-state digest and what its host differs in (Agent.digest). */
   digest(): Promise<NodeDigest>;
 }
@@ -55,8 +57,8 @@ export class LocalNodeConnection implements NodeConnection {
   removeServer(serverId: number): Promise<void> {
     return this.#agent.removeServer(serverId);
   }
-  resync(servers: readonly DesiredServer[]): Promise<ResyncReport> {
-    return this.#agent.resync(servers);
+  async resync(servers: AsyncIterable<DesiredServer>): Promise<ResyncReport> {
+    return this.#agent.resync(await collectAll(servers));
   }
   digest(): Promise<NodeDigest> {
     return this.#agent.digest();
@@ -167,8 +169,9 @@ export class HttpNodeConnection implements NodeConnection {
   async removeServer(serverId: number): Promise<void> {
     await this.#call('DELETE', `/v1/servers/${serverId}`, undefined, APPLY_TIMEOUT_MS, undefined);
   }
-  resync(servers: readonly DesiredServer[]): Promise<ResyncReport> {
-    return this.#call('PUT', '/v1/state', { servers }, APPLY_TIMEOUT_MS * 5, ResyncReportSchema);
+  resync(servers: AsyncIterable<DesiredServer>): Promise<ResyncReport> {
+    const body = new StreamedBody(desiredStateText(servers));
+    return this.#call('PUT', '/v1/state', body, APPLY_TIMEOUT_MS * 5, ResyncReportSchema);
   }
   digest(): Promise<NodeDigest> {
     return this.#call('GET', '/v1/digest', undefined, DIGEST_TIMEOUT_MS, NodeDigestSchema);
@@ -198,11 +201,14 @@ export class HttpNodeConnection implements NodeConnection {
           authorization: `Bearer ${this.#token}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined ? undefined : body instanceof StreamedBody ? body.bytes() : JSON.stringify(body),
+        duplex: 'half',
         signal: AbortSignal.timeout(timeoutMs),
         dispatcher: this.#dispatcher,
       });
     } catch (error) {
+      // The body's source failed (the database, while the state was being read): that error, not the node's.
+      if (body instanceof StreamedBody && body.failure !== undefined) throw body.failure;
       const pin = causeOfType(error, CertificatePinError);
       if (pin) throw new NodeCallError(`${node} is unreachable: ${pin.message}`, where, error);
       if (causeOfType(error, DOMException)?.name === 'TimeoutError') {
@@ -223,6 +229,44 @@ export class HttpNodeConnection implements NodeConnection {
       throw new NodeCallError(`${node} sent an answer of the wrong shape to ${method} ${path}`, where, error);
     }
   }
+}
+
+/**
+ * A JSON request body sent as its source makes it (chunked), so it is never whole in memory. A failure of the
+ * source aborts the request and is kept, for the caller to see instead of the aborted request's.
+ */
+class StreamedBody {
+  readonly #chunks: AsyncIterable<string>;
+  #failure: unknown;
+
+  constructor(chunks: AsyncIterable<string>) {
+    this.#chunks = chunks;
+  }
+
+  async *bytes(): AsyncGenerator<Uint8Array> {
+    try {
+      for await (const chunk of this.#chunks) yield Buffer.from(chunk);
+    } catch (error) {
+      this.#failure = error;
+      throw error;
+    }
+  }
+
+  /** What the source threw, if it did. */
+  get failure(): unknown {
+    return this.#failure;
+  }
+}
+
+/** PUT /v1/state's body (DesiredStateSchema), a server at a time. */
+async function* desiredStateText(servers: AsyncIterable<DesiredServer>): AsyncGenerator<string> {
+  let separator = '';
+  yield '{"servers":[';
+  for await (const server of servers) {
+    yield separator + JSON.stringify(server);
+    separator = ',';
+  }
+  yield ']}';
 }
 
 const validators = new WeakMap<TSchema, ReturnType<typeof Compile>>();

@@ -44,6 +44,7 @@ import { unlockSecrets } from '../store/panel-secret.ts';
 import { Housekeeping } from '../workers/housekeeping.ts';
 import { NODE_MONITOR_DEFAULTS, NodeMonitor } from '../workers/node-monitor.ts';
 import { DriftRepair } from '../workers/drift-repair.ts';
+import { NODE_WORK_SLOTS, Slots } from '../workers/slots.ts';
 import type { PanelConfig, StoreConfig } from './config.ts';
 import { createLogger } from './logging.ts';
 import { makeAgent } from './node-driver.ts';
@@ -194,18 +195,22 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     lease: duties,
   });
   const housekeeping = new Housekeeping(store.db, clock, log, duties);
+  // Resyncs and drift checks share a few slots: together they hold the desired state of a few nodes at a time.
+  const nodeWork = new Slots(NODE_WORK_SLOTS);
   const monitor = new NodeMonitor(
     store.db,
     clock,
     connections,
     usage,
     log,
-    { ...NODE_MONITOR_DEFAULTS, lease: duties },
+    { ...NODE_MONITOR_DEFAULTS, lease: duties, slots: nodeWork },
     metrics?.observer,
   );
   const expiry = new ExpiryWatch(store.db, clock, log, duties);
   const driftOptions =
-    config.driftCheckIntervalMs === null ? undefined : { intervalMs: config.driftCheckIntervalMs, lease: duties };
+    config.driftCheckIntervalMs === null
+      ? undefined
+      : { intervalMs: config.driftCheckIntervalMs, lease: duties, slots: nodeWork };
   const drift = driftOptions && new DriftRepair(store.db, clock, connections, usage, log, driftOptions);
   return {
     app,

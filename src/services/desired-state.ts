@@ -1,5 +1,5 @@
 import type { ServerSpec } from '../agent/driver.ts';
-import type { DesiredServer, PeerChange } from '../agent/protocol.ts';
+import type { AgentPeer, DesiredServer, PeerChange } from '../agent/protocol.ts';
 import { isGlobal6, parseNetwork6 } from '../domain/subnets6.ts';
 import type { Queryable } from '../store/db.ts';
 import { type DeviceRow, listPeerRowsOfServer, type PeerRow } from '../store/devices.ts';
@@ -34,17 +34,34 @@ export function desiredServer(row: ServerRow, devices: readonly PeerRow[], usage
   return { server: serverSpec(row), peers: devices.filter(onNode).map((d) => usage.peerOf(d)) };
 }
 
-/** One server's desired state, read from the database. */
+/** Device rows read at once while a server's desired state is built: only its peers are held, not its rows. */
+const PEER_PAGE = 1_000;
+
+/** One server's desired state, read from the database a page of devices at a time. */
 export async function desiredStateOfServer(db: Queryable, row: ServerRow, usage: UsageService): Promise<DesiredServer> {
-  return desiredServer(row, await listPeerRowsOfServer(db, row.id), usage);
+  const peers: AgentPeer[] = [];
+  for (let afterId = 0; ; ) {
+    const page = await listPeerRowsOfServer(db, row.id, afterId, PEER_PAGE);
+    for (const device of page) if (onNode(device)) peers.push(usage.peerOf(device));
+    const last = page.at(-1);
+    if (last === undefined || page.length < PEER_PAGE) break;
+    afterId = last.id;
+  }
+  return { server: serverSpec(row), peers };
 }
 
-/** Everything a node must run: sent whole after either side restarts. */
-export async function desiredStateOfNode(db: Queryable, nodeId: number, usage: UsageService): Promise<DesiredServer[]> {
-  const rows = await listServersOfNode(db, nodeId);
-  return Promise.all(
-    rows.filter((row) => row.status !== 'deploying').map((row) => desiredStateOfServer(db, row, usage)),
-  );
+/**
+ * Everything a node must run (sent whole after either side restarts), one server at a time: a server's state is
+ * built when the one before it has been sent, so a node's devices are never all in memory at once.
+ */
+export async function* desiredStateOfNode(
+  db: Queryable,
+  nodeId: number,
+  usage: UsageService,
+): AsyncGenerator<DesiredServer> {
+  for (const row of await listServersOfNode(db, nodeId)) {
+    if (row.status !== 'deploying') yield await desiredStateOfServer(db, row, usage);
+  }
 }
 
 /** The change of its server's peers that takes a device from `before` to `after`; undefined when none is needed. */

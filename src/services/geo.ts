@@ -1,7 +1,8 @@
 import { lookup } from 'node:dns/promises';
+import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { createRequire } from 'node:module';
-import maxmind, { type CountryResponse, type Reader } from 'maxmind';
+import { type CountryResponse, Reader } from 'maxmind';
 
 /** Guesses the ISO country of a host from its IP address. */
 export interface CountryLookup {
@@ -16,19 +17,29 @@ function countryCodeOf(record: unknown): string | undefined {
 
 const RESOLVE_TIMEOUT_MS = 2_000;
 
-/** The offline geo-whois-asn-country database (CC0) from the npm registry; no network lookups. */
-export class MmdbCountryLookup implements CountryLookup {
-  readonly #reader: Reader<CountryResponse>;
+/**
+ * The offline geo-whois-asn-country database (CC0) from the npm registry; no network lookups. The file (8 MB) is
+ * read at each lookup, made when a server is created without a country: held open, its buffer would stay in the
+ * panel's memory for a lookup that comes seldom.
+ */
+export class MmdbCountryLookup {
+  readonly #file: string;
 
-  private constructor(reader: Reader<CountryResponse>) {
-    this.#reader = reader;
+  private constructor(file: string) {
+    this.#file = file;
   }
 
+  /** Checks once that the database reads, so a broken installation stops the start, not a server's creation. */
   static async open(): Promise<MmdbCountryLookup> {
     const file = createRequire(import.meta.url).resolve(
       '@ip-location-db/geo-whois-asn-country-mmdb/geo-whois-asn-country.mmdb',
     );
-    return new MmdbCountryLookup(await maxmind.open<CountryResponse>(file));
+    await MmdbCountryLookup.#read(file);
+    return new MmdbCountryLookup(file);
+  }
+
+  static async #read(file: string): Promise<Reader<CountryResponse>> {
+    return new Reader<CountryResponse>(await readFile(file));
   }
 
   async countryOf(host: string): Promise<string | undefined> {
@@ -40,7 +51,7 @@ export class MmdbCountryLookup implements CountryLookup {
         return undefined;
       }
     }
-    return countryCodeOf(this.#reader.get(ip));
+    return countryCodeOf((await MmdbCountryLookup.#read(this.#file)).get(ip));
   }
 }
 

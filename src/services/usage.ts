@@ -17,12 +17,13 @@ import type { DeviceRow, PeerRow } from '../store/devices.ts';
 import { findNode, type NodeRow } from '../store/nodes.ts';
 import { findServer } from '../store/servers.ts';
 import {
-  addToBuckets,
+  addToDayBuckets,
   addToDeviceCounts,
   addToFleet,
   claimBatch,
-  listBuckets,
+  listDayBuckets,
   listFleetBuckets,
+  listMonthBuckets,
   markLimitReached,
   recordHandshakes,
   type UsageBucket,
@@ -164,8 +165,7 @@ export class UsageService {
         const existing = new Set(counted.stored);
         const stored = deltas.filter((d) => existing.has(d.deviceId));
         const day = this.calendar.day(batch.slotStartMs);
-        await addToBuckets(tx, 'usage_daily', day, stored);
-        await addToBuckets(tx, 'usage_monthly', `${month}-01`, stored);
+        await addToDayBuckets(tx, day, stored);
         const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
         await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
         // Last: every node's batches write these two rows, which stay locked until the commit (PostgreSQL),
@@ -269,8 +269,8 @@ export class UsageService {
     const [year, month] = this.calendar.month(nowMs).split('-').map(Number);
     const firstMonth = new Date(Date.UTC(year ?? 1970, (month ?? 1) - MONTHLY_MONTHS, 1)).toISOString().slice(0, 10);
     const [daily, monthly] = await Promise.all([
-      listBuckets(this.#db, 'usage_daily', row.id, since),
-      listBuckets(this.#db, 'usage_monthly', row.id, firstMonth),
+      listDayBuckets(this.#db, row.id, since),
+      listMonthBuckets(this.#db, row.id, firstMonth),
     ]);
     const bucket = (b: UsageBucket) => ({ start: b.start, rx_bytes: b.rx_bytes, tx_bytes: b.tx_bytes });
     return {

@@ -170,9 +170,24 @@ const PEER_COLUMNS = [
 ] as const;
 export type PeerRow = Pick<DeviceRow, (typeof PEER_COLUMNS)[number]>;
 
-/** A server's devices as peers, read for every server of a node at each resync and drift check. */
-export function listPeerRowsOfServer(db: Queryable, serverId: number): Promise<PeerRow[]> {
-  return db.selectFrom('devices').select(PEER_COLUMNS).where('server_id', '=', serverId).orderBy('id').execute();
+/**
+ * A page of a server's devices as peers, oldest first after `afterId`: read at each resync and drift check a page at
+ * a time, so a server's rows are never all in memory at once (the `devices (server_id, id)` index gives the order).
+ */
+export function listPeerRowsOfServer(
+  db: Queryable,
+  serverId: number,
+  afterId: number,
+  limit: number,
+): Promise<PeerRow[]> {
+  return db
+    .selectFrom('devices')
+    .select(PEER_COLUMNS)
+    .where('server_id', '=', serverId)
+    .where('id', '>', afterId)
+    .orderBy('id')
+    .limit(rowLimit(limit))
+    .execute();
 }
 
 export function listDevicesOfServer(db: Queryable, serverId: number): Promise<DeviceRow[]> {

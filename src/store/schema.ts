@@ -308,7 +308,6 @@ export interface Database {
   webhooks: WebhookTable;
   webhook_deliveries: WebhookDeliveryTable;
   usage_daily: UsageBucketTable;
-  usage_monthly: UsageBucketTable;
   usage_fleet_daily: FleetUsageTable;
   usage_fleet_monthly: FleetUsageTable;
   usage_batches: UsageBatchTable;

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { isPostgres, type Queryable } from './db.ts';
 import { runSql } from './raw-sql.ts';
 import type { DeviceRow } from './devices.ts';
@@ -144,21 +145,19 @@ export async function addToDeviceCounts(
   };
 }
 
-/** Adds the deltas to the devices' day or month buckets, in one statement. */
-export async function addToBuckets(
-  db: Queryable,
-  table: 'usage_daily' | 'usage_monthly',
-  start: string,
-  deltas: readonly UsageDelta[],
-): Promise<void> {
+/**
+ * Adds the deltas to the devices' day buckets, in one statement. A month is the sum of its days (migration 020):
+ * a round writes two row versions a device, its row and its day.
+ */
+export async function addToDayBuckets(db: Queryable, day: string, deltas: readonly UsageDelta[]): Promise<void> {
   if (deltas.length === 0) return;
   const v = rowSet(db, deltas, DELTA_COLUMNS, 2);
   // `where true`: without it SQLite would read `on conflict` as the join's `on`.
-  const text = `insert into ${table} (device_id, start, rx_bytes, tx_bytes)
+  const text = `insert into usage_daily (device_id, start, rx_bytes, tx_bytes)
     select v.device_id, cast($1 as text), v.rx, v.tx from ${v.from} where true
     on conflict (device_id, start) do update
-    set rx_bytes = ${table}.rx_bytes + excluded.rx_bytes, tx_bytes = ${table}.tx_bytes + excluded.tx_bytes`;
-  await runSql(db, text, [start, ...v.params]);
+    set rx_bytes = usage_daily.rx_bytes + excluded.rx_bytes, tx_bytes = usage_daily.tx_bytes + excluded.tx_bytes`;
+  await runSql(db, text, [day, ...v.params]);
 }
 
 /**
@@ -245,15 +244,10 @@ export interface UsageBucket {
   tx_bytes: number;
 }
 
-/** A device's buckets from `since` on, oldest first. */
-export function listBuckets(
-  db: Queryable,
-  table: 'usage_daily' | 'usage_monthly',
-  deviceId: number,
-  since: string,
-): Promise<UsageBucket[]> {
+/** A device's day buckets from `since` (`YYYY-MM-DD`) on, oldest first. */
+export function listDayBuckets(db: Queryable, deviceId: number, since: string): Promise<UsageBucket[]> {
   return db
-    .selectFrom(table)
+    .selectFrom('usage_daily')
     .select(['start', 'rx_bytes', 'tx_bytes'])
     .where('device_id', '=', deviceId)
     .where('start', '>=', since)
@@ -261,10 +255,24 @@ export function listBuckets(
     .execute();
 }
 
+/** A device's months from `since` (`YYYY-MM-01`) on, oldest first, each the sum of its days (`start` its 1st). */
+export async function listMonthBuckets(db: Queryable, deviceId: number, since: string): Promise<UsageBucket[]> {
+  const month = sql<string>`substr(start, 1, 7) || '-01'`;
+  const rows = await db
+    .selectFrom('usage_daily')
+    .select((eb) => [month.as('month'), eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')])
+    .where('device_id', '=', deviceId)
+    .where('start', '>=', since)
+    .groupBy(month)
+    .orderBy(month)
+    .execute();
+  // PostgreSQL sums bigints as numeric, which its driver gives as text.
+  return rows.map((r) => ({ start: r.month, rx_bytes: Number(r.rx), tx_bytes: Number(r.tx) }));
+}
+
 export async function deleteDeviceUsage(db: Queryable, deviceIds: readonly number[]): Promise<void> {
   for (const part of chunks(deviceIds)) {
     await db.deleteFrom('usage_daily').where('device_id', 'in', part).execute();
-    await db.deleteFrom('usage_monthly').where('device_id', 'in', part).execute();
   }
 }
 

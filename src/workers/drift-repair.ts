@@ -12,11 +12,14 @@ import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow } from '../store/nodes.ts';
 import { listServersOfNode, setServerIpv6 } from '../store/servers.ts';
 import { type Lease, WorkerLoop } from './loop.ts';
+import { NODE_WORK_SLOTS, Slots } from './slots.ts';
 
 export interface DriftRepairOptions {
   intervalMs: number;
   /** Several panels on one database: the rounds run on the panel that holds this. */
   lease?: Lease;
+  /** Shared with the node monitor's resyncs (see Slots). */
+  slots?: Slots;
 }
 
 /** One server as the node reports it, absent when the node does not run it. */
@@ -82,6 +85,7 @@ export class DriftRepair {
   /** Per node, the observation of each server that differed last round and was not repaired. */
   #pending = new Map<number, Map<number, string>>();
   readonly #loop: WorkerLoop<void>;
+  readonly #slots: Slots;
 
   constructor(
     db: Db,
@@ -96,6 +100,7 @@ export class DriftRepair {
     this.#connections = connections;
     this.#usage = usage;
     this.#log = log;
+    this.#slots = options.slots ?? new Slots(NODE_WORK_SLOTS);
     this.#loop = new WorkerLoop(() => this.#checkAll(), {
       intervalMs: options.intervalMs,
       onError: (err) => this.#log.error({ err }, 'drift check round failed'),
@@ -115,7 +120,7 @@ export class DriftRepair {
     const failed = (node: NodeRow) => (error: unknown) => {
       this.#log.warn({ node: node.name, err: messageOf(error) }, 'drift check failed');
     };
-    await Promise.all(online.map((node) => this.#check(node).catch(failed(node))));
+    await Promise.all(online.map((node) => this.#slots.run(() => this.#check(node)).catch(failed(node))));
   }
 
   async #check(node: NodeRow): Promise<void> {
@@ -126,28 +131,27 @@ export class DriftRepair {
     const rows = await listServersOfNode(this.#db, node.id);
     const deploying = new Set(rows.filter((r) => r.status === 'deploying').map((r) => r.id));
     const running = rows.filter((r) => r.status !== 'deploying');
-    const names = new Map(running.map((r) => [r.id, r.name]));
-    const ipv6 = new Map(running.map((r) => [r.id, r.ipv6]));
-    const states = await Promise.all(running.map((r) => desiredStateOfServer(this.#db, r, this.#usage)));
-    const desired = new Map(states.map((d) => [d.server.serverId, d]));
+    const runningById = new Map(running.map((r) => [r.id, r]));
     const before = this.#pending.get(node.id);
     const pending = new Map<number, string>();
-    for (const serverId of new Set([...reported.keys(), ...desired.keys()])) {
+    for (const serverId of new Set([...reported.keys(), ...runningById.keys()])) {
       if (deploying.has(serverId)) continue;
-      const want = desired.get(serverId);
+      const row = runningById.get(serverId);
+      // One server's desired state at a time, dropped before the next is read: never every device of the node.
+      const want = row && (await desiredStateOfServer(this.#db, row, this.#usage));
       const comparison = compareServer(serverId, reported.get(serverId), want);
       const mode = reported.get(serverId)?.ipv6;
       if (comparison.differences.length === 0) {
         // The agent holds the database's state: the mode it reports is that state's (a row made before the node
         // applied it says off).
-        if (mode !== undefined && mode !== ipv6.get(serverId)) await setServerIpv6(this.#db, serverId, mode);
+        if (mode !== undefined && mode !== row?.ipv6) await setServerIpv6(this.#db, serverId, mode);
         continue;
       }
       if (!comparison.hostOnly && before?.get(serverId) !== comparison.observation) {
         pending.set(serverId, comparison.observation);
         continue;
       }
-      await this.#repair(node, serverId, names.get(serverId), want, comparison.differences);
+      await this.#repair(node, serverId, row?.name, want, comparison.differences);
     }
     this.#pending.set(node.id, pending);
   }

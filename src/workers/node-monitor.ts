@@ -15,6 +15,7 @@ import type { UsageService } from '../services/usage.ts';
 import { setServerIpv6 } from '../store/servers.ts';
 import { type PanelObserver, UNOBSERVED_PANEL } from '../services/metrics.ts';
 import { type Lease, WorkerLoop } from './loop.ts';
+import { NODE_WORK_SLOTS, Slots } from './slots.ts';
 
 export interface NodeMonitorOptions {
   intervalMs: number;
@@ -22,6 +23,8 @@ export interface NodeMonitorOptions {
   offlineAfterMs: number;
   /** Several panels on one database: the rounds run on the panel that holds this. */
   lease?: Lease;
+  /** Shared with the drift repair, so resyncs and drift checks together hold a few nodes' state at a time. */
+  slots?: Slots;
 }
 
 export const NODE_MONITOR_DEFAULTS: NodeMonitorOptions = { intervalMs: 5_000, offlineAfterMs: 15_000 };
@@ -45,6 +48,7 @@ export class NodeMonitor {
   #month: string | undefined;
   readonly #loop: WorkerLoop<void>;
   readonly #observer: PanelObserver;
+  readonly #slots: Slots;
 
   constructor(
     db: Db,
@@ -62,6 +66,7 @@ export class NodeMonitor {
     this.#connections = connections;
     this.#log = log;
     this.#options = options;
+    this.#slots = options.slots ?? new Slots(NODE_WORK_SLOTS);
     this.#loop = new WorkerLoop(() => this.#checkAll(), {
       intervalMs: options.intervalMs,
       onError: (err) => this.#log.error({ err }, 'node monitor round failed'),
@@ -89,7 +94,9 @@ export class NodeMonitor {
     try {
       const status = await connection.status();
       if (this.#syncedBootIds.get(node.id) !== status.bootId || node.status === 'offline') {
-        const report = await connection.resync(await desiredStateOfNode(this.#db, node.id, this.#usage));
+        const report = await this.#slots.run(() =>
+          connection.resync(desiredStateOfNode(this.#db, node.id, this.#usage)),
+        );
         if (report.failures.length > 0)
           this.#log.warn({ node: node.name, failures: report.failures }, 'node resync left failures');
         // The mode the node runs, not the one a row was given before the node applied it (migration 017: off).

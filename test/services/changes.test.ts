@@ -4,6 +4,7 @@
  * for the sender's poll (the publisher nudges it after commit), and a group's change is one peer
  * change per server, made by the device paths.
  */
+import { collectAll } from '../../src/domain/async-iterables.ts';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { after, before, beforeEach, describe, it } from 'node:test';
@@ -103,7 +104,7 @@ for (const kind of DATABASE_KINDS) {
       }
       const usage = new UsageService(db, clock, new Calendar('UTC'));
       const agent = new Agent(new DryRunDriver(), 'test');
-      await agent.resync(await desiredStateOfNode(db, node.id, usage));
+      await agent.resync(await collectAll(desiredStateOfNode(db, node.id, usage)));
       connection = new RecordingConnection(agent);
       const connections = new NodeConnections(connection satisfies NodeConnection);
       sender = new WebhookSender(db, clock, pino({ level: 'silent' }), {

@@ -1,3 +1,4 @@
+import { collectAll } from '../../src/domain/async-iterables.ts';
 /**
  * Each server's `device_count` (migration 018) against COUNT(*) of its devices, after creates, moves, deletes
  * and group deletes run at once: on PostgreSQL by two panels (two stores on one database, each with its own
@@ -89,7 +90,9 @@ for (const kind of DATABASE_KINDS) {
         const devices = new DeviceService(store, clock, usage, changes);
         panels.push({ devices, groups: new GroupService(devices) });
       }
-      await agent.resync(await desiredStateOfNode(db, node.id, new UsageService(db, clock, new Calendar('UTC'))));
+      await agent.resync(
+        await collectAll(desiredStateOfNode(db, node.id, new UsageService(db, clock, new Calendar('UTC')))),
+      );
     });
 
     after(async () => {

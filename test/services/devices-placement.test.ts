@@ -3,6 +3,7 @@
  * the status the API shows: a server whose node is offline is `node_offline`, so it is never chosen,
  * even when it has fewer devices or the lower id.
  */
+import { collectAll } from '../../src/domain/async-iterables.ts';
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
@@ -49,7 +50,7 @@ for (const kind of DATABASE_KINDS) {
       await updateNode(db, offline.id, { status: 'offline' });
       const usage = new UsageService(db, clock, new Calendar('UTC'));
       const agent = new Agent(new DryRunDriver(), 'test');
-      await agent.resync(await desiredStateOfNode(db, online.id, usage));
+      await agent.resync(await collectAll(desiredStateOfNode(db, online.id, usage)));
       const changes = new ChangePublisher(db, clock, new NodeConnections(new LocalNodeConnection(agent)), {
         nudgeWebhooks: () => undefined,
       });

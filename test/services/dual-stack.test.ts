@@ -3,6 +3,7 @@
  * (address6, routed6, allowedIp6), the node's ipv6 report stored on the server, and IPv6 addresses that stay
  * distinct when two panels create devices on one server at once.
  */
+import { collectAll } from '../../src/domain/async-iterables.ts';
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
@@ -101,7 +102,7 @@ for (const kind of DATABASE_KINDS) {
       const prefix = (server.subnet6 ?? '').replace(/::\/64$/, '');
       assert.equal(device.address6, `${prefix}::2`, '10.x.y.2 reads as ::2');
       assert.equal(peersOf(connection.peerChanges.at(-1)?.upsert)[0]?.allowedIp6, `${prefix}::2/128`);
-      const [state] = await desiredStateOfNode(suite.store.db, node.id, usage);
+      const [state] = await collectAll(desiredStateOfNode(suite.store.db, node.id, usage));
       assert.equal(specOf(state)?.address6, server.address6);
       assert.deepEqual(
         peersOf(state?.peers).map((p) => [p.allowedIp, p.allowedIp6]),

@@ -1,3 +1,4 @@
+import { collectAll } from '../../src/domain/async-iterables.ts';
 /**
  * Groups at scale (spec §4.3, issue 16): a group larger than one SQLite batch is paged by GET (`after`,
  * `limit`, `has_more`, totals over every device), and PATCH, usage reset and DELETE reach every device with
@@ -99,7 +100,7 @@ for (const kind of DATABASE_KINDS) {
         .execute();
       const usage = new UsageService(db, clock, new Calendar('UTC'));
       const agent = new Agent(driver, 'test');
-      await agent.resync(await desiredStateOfNode(db, node.id, usage));
+      await agent.resync(await collectAll(desiredStateOfNode(db, node.id, usage)));
       connection = new CountingConnection(agent);
       const changes = new ChangePublisher(db, clock, new NodeConnections(connection), {
         nudgeWebhooks: () => undefined,

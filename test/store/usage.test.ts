@@ -14,8 +14,9 @@ import { Calendar } from '../../src/domain/usage.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { type Db, write } from '../../src/store/db.ts';
 import {
-  addToBuckets,
+  addToDayBuckets,
   addToDeviceCounts,
+  listMonthBuckets,
   markLimitReached,
   recordHandshakes,
   type UsageDelta,
@@ -106,8 +107,7 @@ for (const kind of DATABASE_KINDS) {
         const existing = await write(db, async (tx) => {
           const { stored } = await addToDeviceCounts(tx, deltas, MONTH, `journal-${round}`, MONTH);
           const kept = deltas.filter((d) => stored.includes(d.deviceId));
-          await addToBuckets(tx, 'usage_daily', `${MONTH}-21`, kept);
-          await addToBuckets(tx, 'usage_monthly', `${MONTH}-01`, kept);
+          await addToDayBuckets(tx, `${MONTH}-21`, kept);
           return stored;
         });
         assert.deepEqual(
@@ -133,22 +133,17 @@ for (const kind of DATABASE_KINDS) {
           assert.equal(row.meter, 1000 + 3 * i);
           assert.equal(row.meter_journal, `journal-${round}`);
         }
-        for (const [table, start] of [
-          ['usage_daily', `${MONTH}-21`],
-          ['usage_monthly', `${MONTH}-01`],
-        ] as const) {
-          const buckets = await db
-            .selectFrom(table)
-            .selectAll()
-            .where('device_id', 'in', ids)
-            .orderBy('device_id')
-            .execute();
-          assert.deepEqual(
-            buckets.map((b) => [b.device_id, b.start, b.rx_bytes, b.tx_bytes]),
-            ids.map((id, i) => [id, start, round * (1000 + i), round * 2 * i]),
-            `${table} after round ${round}`,
-          );
-        }
+        const buckets = await db
+          .selectFrom('usage_daily')
+          .selectAll()
+          .where('device_id', 'in', ids)
+          .orderBy('device_id')
+          .execute();
+        assert.deepEqual(
+          buckets.map((b) => [b.device_id, b.start, b.rx_bytes, b.tx_bytes]),
+          ids.map((id, i) => [id, `${MONTH}-21`, round * (1000 + i), round * 2 * i]),
+          `day buckets after round ${round}`,
+        );
       }
     });
 
@@ -261,17 +256,39 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual([busyRow.meter_journal, busyRow.meter, busyRow.month_rx], ['j2', 110, 200]);
     });
 
+    it("a device's months are the sums of its days, from the given month on, a month per row", async () => {
+      const db = suite.store.db;
+      const [id = 0, other = 0] = await seedDevices(db, 'months');
+      const days: [number, string, number, number][] = [
+        [id, '2026-09-30', 5, 6],
+        [id, '2026-10-01', 1, 2],
+        [id, '2026-10-31', 10, 20],
+        [id, '2026-11-02', 100, 200],
+        [id, '2026-11-30', 4_000_000_000, 5_000_000_000],
+        [other, '2026-11-02', 7, 7],
+      ];
+      for (const [deviceId, start, rx, tx] of days) {
+        await write(db, (tx2) => addToDayBuckets(tx2, start, [{ deviceId, rx, tx, meter: 0 }]));
+      }
+      assert.deepEqual(await listMonthBuckets(db, id, '2026-10-01'), [
+        { start: '2026-10-01', rx_bytes: 11, tx_bytes: 22 },
+        { start: '2026-11-01', rx_bytes: 4_000_000_100, tx_bytes: 5_000_000_200 },
+      ]);
+      assert.deepEqual(await listMonthBuckets(db, other, '2026-01-01'), [
+        { start: '2026-11-01', rx_bytes: 7, tx_bytes: 7 },
+      ]);
+    });
+
     if (kind === 'postgres') {
       it('keeps half of each page free for the rows the ingest rewrites (HOT updates)', async () => {
         const options = await sql<{ relname: string; reloptions: string[] | null }>`
           select relname, reloptions from pg_class
-          where relname in ('devices', 'usage_daily', 'usage_monthly') order by relname`.execute(suite.store.db);
+          where relname in ('devices', 'usage_daily') order by relname`.execute(suite.store.db);
         assert.deepEqual(
           options.rows.map((r) => [r.relname, r.reloptions]),
           [
             ['devices', ['fillfactor=50']],
             ['usage_daily', ['fillfactor=50']],
-            ['usage_monthly', ['fillfactor=50']],
           ],
         );
       });

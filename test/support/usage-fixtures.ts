@@ -37,6 +37,8 @@ export function seedServer(
 ): Promise<ServerRow> {
   const [network, bits] = fields.subnet.split('/');
   const address = `${(network ?? '').replace(/\.0$/, '.1')}/${bits ?? '24'}`;
+  // A real pair: a device's config (GET /devices) names the server's public key.
+  const keys = generateKeyPair();
   return db
     .insertInto('servers')
     .values({
@@ -47,8 +49,8 @@ export function seedServer(
       status: 'running',
       endpoint: '192.0.2.1',
       listen_port: fields.listenPort,
-      private_key: generateKeyPair().privateKey,
-      public_key: '',
+      private_key: keys.privateKey,
+      public_key: keys.publicKey,
       address,
       subnet: fields.subnet,
       dns: '[]',

@@ -5,6 +5,7 @@
  * activity entry by `system` and a warn line; offline nodes and deploying servers are left alone;
  * a change the API is applying is never undone.
  */
+import { collectAll } from '../../src/domain/async-iterables.ts';
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 import { pino } from 'pino';
@@ -98,7 +99,7 @@ for (const kind of DATABASE_KINDS) {
       driver = new DryRunDriver();
       agent = new Agent(driver, 'test');
       connection = new CountingConnection(agent);
-      await agent.resync(await desiredStateOfNode(db, node.id, usage));
+      await agent.resync(await collectAll(desiredStateOfNode(db, node.id, usage)));
       logged = [];
       const log = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
       const connections = new NodeConnections(connection satisfies NodeConnection);
@@ -147,7 +148,7 @@ for (const kind of DATABASE_KINDS) {
 
     it('repairs drift of what the agent was told (a peer added with the node token) at the second round', async () => {
       const s2 = server(1);
-      const states = await desiredStateOfNode(suite.store.db, node.id, usage);
+      const states = await collectAll(desiredStateOfNode(suite.store.db, node.id, usage));
       const desired = states.find((d) => d.server.serverId === s2.id);
       assert.ok(desired);
       const [first] = desired.peers;

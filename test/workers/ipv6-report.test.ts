@@ -29,7 +29,7 @@ import { migratedStoreForSuite, seedNode, seedServer } from '../support/usage-fi
 class RecordingConnection extends LocalNodeConnection {
   report: ResyncReport | undefined;
   readonly applied: number[] = [];
-  override async resync(servers: readonly DesiredServer[]): Promise<ResyncReport> {
+  override async resync(servers: AsyncIterable<DesiredServer>): Promise<ResyncReport> {
     this.report = await super.resync(servers);
     return this.report;
   }
