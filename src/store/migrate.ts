@@ -21,7 +21,7 @@ import * as m014 from './migrations/014-duty-leases.ts';
 import * as m015 from './migrations/015-console-users.ts';
 import * as m016 from './migrations/016-usage-fillfactor.ts';
 import * as m017 from './migrations/017-dual-stack-addresses.ts';
-import * as m019 from './migrations/019-fleet-usage.ts';
+import * as m019 from './migrations/019-fleet-usage-and-search.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -46,7 +46,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '015-console-users': m015,
   '016-usage-fillfactor': m016,
   '017-dual-stack-addresses': m017,
-  '019-fleet-usage': m019,
+  '019-fleet-usage-and-search': m019,
 };
 
 function provider(dialect: Dialect): MigrationProvider {
