@@ -141,7 +141,8 @@ async function benchKind(store: Store): Promise<string[]> {
   lines.push(
     '',
     `GET /usage's read (fleetReport, ${DAYS} days): ${ms(fleetRead)}; the same figures summed from the devices' ` +
-      `buckets (${count(ids.length * DAYS)} day rows): ${ms(summedRead)} (${(summedRead / fleetRead).toFixed(0)} times).`,
+      `buckets (${count(ids.length * DAYS)} day rows): ${ms(summedRead)} ` +
+      `(${(summedRead / fleetRead).toFixed(0)} times).`,
     '',
     '| Device list, a page of 50 | Query | Ratio to no search |',
     '|---|---:|---:|',
@@ -168,6 +169,7 @@ async function benchKind(store: Store): Promise<string[]> {
 }
 
 const KINDS = (process.env.KINDS ?? DATABASE_KINDS.join(',')).split(',');
+const COMMAND = `${process.env.KINDS === undefined ? '' : `KINDS=${process.env.KINDS} `}node bench/fleet-usage.ts`;
 for (const kind of DATABASE_KINDS.filter((k) => KINDS.includes(k))) {
   const opened = await openTestStore(kind, { sealed: true });
   try {
@@ -176,7 +178,7 @@ for (const kind of DATABASE_KINDS.filter((k) => KINDS.includes(k))) {
     writeSection(
       `Fleet usage and device search (issue 14), ${kind}`,
       [
-        `Command: \`KINDS=${kind} node bench/fleet-usage.ts\` (DEVICES=${DEVICES}, DAYS=${DAYS}, REPEATS=${REPEATS}); ` +
+        `Command: \`${COMMAND}\` (DEVICES=${DEVICES}, DAYS=${DAYS}, REPEATS=${REPEATS}); ` +
           `${machine()}; load average ${loadavg()[0]?.toFixed(1)} at the end (a shared machine).`,
         'Medians of runs alternated in one process; ratios compare figures measured side by side.',
         '',
