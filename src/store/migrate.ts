@@ -22,7 +22,7 @@ import * as m015 from './migrations/015-console-users.ts';
 import * as m016 from './migrations/016-usage-fillfactor.ts';
 import * as m017 from './migrations/017-dual-stack-addresses.ts';
 import * as m018 from './migrations/018-server-device-count.ts';
-import * as m019 from './migrations/019-fleet-usage.ts';
+import * as m019 from './migrations/019-fleet-usage-and-search.ts';
 import * as m020 from './migrations/020-usage-months-from-days.ts';
 
 interface MigrationModule {
@@ -49,7 +49,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '016-usage-fillfactor': m016,
   '017-dual-stack-addresses': m017,
   '018-server-device-count': m018,
-  '019-fleet-usage': m019,
+  '019-fleet-usage-and-search': m019,
   '020-usage-months-from-days': m020,
 };
 

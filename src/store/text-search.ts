@@ -9,8 +9,9 @@ export function containsPattern(term: string): string {
 /**
  * Whether one of `columns` contains `term`, ignoring case: the one rule of the text searches. PostgreSQL's
  * ILIKE folds every letter its locale knows; SQLite's LIKE folds the ASCII letters only (its build has no ICU),
- * so there "É" and "é" differ. A null column contains nothing. No index helps a substring: the rows are
- * read in the order the query walks (docs/benchmarks.md, "Fleet usage and device search").
+ * so there "É" and "é" differ. A null column contains nothing. On PostgreSQL a trigram index of the column
+ * (migration 019) serves a term of three characters or more; otherwise the rows are read in the order the
+ * query walks (docs/benchmarks.md, "Fleet usage and device search").
  */
 export function containsText(db: Queryable, columns: readonly string[], term: string): Expression<SqlBool> {
   const like = isPostgres(db) ? sql.raw('ilike') : sql.raw('like');

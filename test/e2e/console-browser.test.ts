@@ -796,7 +796,7 @@ describe('the overview usage and the device search in headless Chromium (sqlite)
     await list.getByText('router 100%').waitFor({ timeout: 15_000 });
     const names = () => list.locator('tbody tr td:first-child a').allInnerTexts();
     const search = async (text: string, expected: string[]) => {
-      await page.getByLabel('Search', { exact: true }).fill(text);
+      await page.getByLabel('Name or external ID', { exact: true }).fill(text);
       await page.getByRole('button', { name: 'Search' }).click();
       await page.waitForURL((url) => url.searchParams.get('search') === text);
       await list.getByText(expected[0] ?? '').waitFor();
@@ -814,7 +814,7 @@ describe('the overview usage and the device search in headless Chromium (sqlite)
       'disable zoe phone',
     );
     await page.goto(`${origin}/devices?search=zoe&status=disabled`);
-    assert.equal(await page.getByLabel('Search', { exact: true }).inputValue(), 'zoe');
+    assert.equal(await page.getByLabel('Name or external ID', { exact: true }).inputValue(), 'zoe');
     await list.getByText('zoe phone').waitFor({ timeout: 15_000 });
     assert.deepEqual(await names(), ['zoe phone']);
     assert.deepEqual(await seriousViolations(page), [], 'axe on the searched devices');

@@ -249,14 +249,7 @@ export function DevicesPage({ query }: { query: URLSearchParams }) {
             go({ search: search.trim() });
           }}
         >
-          <TextField
-            label="Search"
-            name="search"
-            problem={null}
-            hint="Part of a device's name or external ID, in any case."
-            value={search}
-            onValue={setSearch}
-          />
+          <TextField label="Name or external ID" name="search" problem={null} value={search} onValue={setSearch} />
           <SelectField
             label="Status"
             name="status"
