@@ -408,16 +408,16 @@ export class DeviceService {
     this.#addresses.forget(placed.server.id);
   }
 
-  /** A page of the devices of a group (spec §2.2), oldest first; not_found when no device has the external id. */
+  /** A page of the devices of a group (spec §2.2), oldest first. */
   async groupPage(externalId: string, page: PageRequest): Promise<Page<PlacedDevice>> {
     const rows = toPage(await listGroupPage(this.#db, externalId, page), page);
-    if (rows.data.length === 0 && page.afterId === 0) throw groupNotFound(externalId);
     return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
   }
 
-  /** How many devices a group has and their usage this month. */
+  /** How many devices a group has and their usage this month; not_found when no device has the external id. */
   async groupTotals(externalId: string): Promise<GroupTotals> {
     const totals = await groupTotals(this.#db, externalId, this.#usage.currentMonth());
+    if (totals.devices === 0) throw groupNotFound(externalId);
     return { devices: totals.devices, monthUsage: usageOf(totals.monthRx, totals.monthTx) };
   }
 

@@ -175,10 +175,12 @@ for (const kind of DATABASE_KINDS) {
         servers.map((s) => s.device_count),
         [3],
       );
-      await assert.rejects(
-        groups.get(GROUP, { afterId: 0, limit: 50 }),
-        (error) => error instanceof AppError && error.code === 'not_found',
-      );
+      for (const afterId of [0, 5]) {
+        await assert.rejects(
+          groups.get(GROUP, { afterId, limit: 50 }),
+          (error) => error instanceof AppError && error.code === 'not_found',
+        );
+      }
     });
   });
 }
