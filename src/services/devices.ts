@@ -63,8 +63,8 @@ export interface GroupTotals {
   monthUsage: Usage;
 }
 
-/** Devices per transaction of a group change on SQLite: some 10-20 ms each (see #changeGroup). */
-const SQLITE_GROUP_BATCH = 250;
+/** Devices per transaction of a group change on SQLite: a few ms each (see #changeGroup; docs/benchmarks.md). */
+const SQLITE_GROUP_BATCH = 100;
 /** Devices a group change handles between two turns of the event loop on PostgreSQL (see #changeGroup). */
 const GROUP_CHUNK = 1_000;
 
