@@ -172,8 +172,9 @@ PATCH \`{"enabled": false}\`, PATCH \`{"enabled": true, "speed_limit": …}\` (e
 changed), POST \`/usage/reset\`, GET a page of 200. Meanwhile this process sends GET /healthz one after another;
 "idle" is the same for 2 s just before, the panel answering 404s for an unknown group.
 A group change is set statements (one per thousand devices) with events, deliveries and activity inserted a
-few hundred rows a statement, one peer change per server; on SQLite in transactions of 500 devices with the
-event loop let go between them (src/services/devices.ts, \`#changeGroup\`).
+few hundred rows a statement, a thousand devices at a time with the event loop let go between them (one
+transaction on PostgreSQL, one per 100 devices on SQLite), then one peer change per server
+(src/services/devices.ts, \`#changeGroup\`).
 
 | Database | PATCH median (range) | panel CPU/PATCH | reset | GET 200 | healthz p99 idle | p50 | p99 | max | |
 |---|---|---|---|---|---|---|---|---|---|

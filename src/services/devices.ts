@@ -26,7 +26,7 @@ import { groupTotals, listGroupDevices, listGroupPage } from '../store/groups.ts
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
 import { findServer, listRunningServers, lockServers, type ServerRow } from '../store/servers.ts';
 import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
-import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
+import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges, recordChange } from './changes.ts';
 import { type ChangedDevices, DeviceChanges, type DevicePatch, type Placement } from './device-changes.ts';
 import { DeviceViews, type PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
@@ -63,8 +63,10 @@ export interface GroupTotals {
   monthUsage: Usage;
 }
 
-/** Devices per transaction of a group change on SQLite: some 10-20 ms each (see #changeGroup). */
-const SQLITE_GROUP_BATCH = 250;
+/** Devices per transaction of a group change on SQLite: a few ms each (see #changeGroup; docs/benchmarks.md). */
+const SQLITE_GROUP_BATCH = 100;
+/** Devices a group change handles between two turns of the event loop on PostgreSQL (see #changeGroup). */
+const GROUP_CHUNK = 1_000;
 
 /** Room left for a `-N` suffix when a name is made from a long external id. */
 const SUFFIX_ROOM = 8;
@@ -408,16 +410,16 @@ export class DeviceService {
     this.#addresses.forget(placed.server.id);
   }
 
-  /** A page of the devices of a group (spec §2.2), oldest first; not_found when no device has the external id. */
+  /** A page of the devices of a group (spec §2.2), oldest first. */
   async groupPage(externalId: string, page: PageRequest): Promise<Page<PlacedDevice>> {
     const rows = toPage(await listGroupPage(this.#db, externalId, page), page);
-    if (rows.data.length === 0 && page.afterId === 0) throw groupNotFound(externalId);
     return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
   }
 
-  /** How many devices a group has and their usage this month. */
+  /** How many devices a group has and their usage this month; not_found when no device has the external id. */
   async groupTotals(externalId: string): Promise<GroupTotals> {
     const totals = await groupTotals(this.#db, externalId, this.#usage.currentMonth());
+    if (totals.devices === 0) throw groupNotFound(externalId);
     return { devices: totals.devices, monthUsage: usageOf(totals.monthRx, totals.monthTx) };
   }
 
@@ -494,47 +496,58 @@ export class DeviceService {
   }
 
   /**
-   * Runs a change over every device of a group, oldest first, and gives each row after it with its place. On
-   * PostgreSQL one transaction; on SQLite, whose one connection and synchronous driver would hold every other
-   * request (`/healthz` too) for a whole group's transaction, several of SQLITE_GROUP_BATCH devices with the
-   * event loop let go between them. The spec's all-or-nothing for a group (§4.3) is about its values, all
-   * checked before the first; a failure of the database midway leaves the batches before it done, and
-   * repeating the request finishes the rest. The nodes get one peer change per server after the last commit.
-   * `last` adds what the last transaction records besides. Not found when the group has no device.
+   * Runs a change over every device of a group, oldest first, and gives each row after it with its place. It
+   * goes GROUP_CHUNK devices at a time (read, changed, their events and activity recorded), letting the event
+   * loop go between chunks, so no run of JavaScript handles a whole group. On PostgreSQL every chunk is in one
+   * transaction. On SQLite, whose one connection and synchronous driver would hold every other request
+   * (`/healthz` too) for a whole group's transaction, each chunk of SQLITE_GROUP_BATCH is its own transaction:
+   * the spec's all-or-nothing for a group (§4.3) is about its values, all checked before the first; a failure
+   * of the database midway leaves the chunks before it done, and repeating the request finishes the rest. The
+   * nodes get one peer change per server after the last commit. `last` adds what the last transaction records
+   * besides. Not found when the group has no device.
    */
   async #changeGroup(
     externalId: string,
     changeOf: (tx: Tx, members: Placement[]) => Promise<ChangedDevices>,
     last?: (tx: Tx, changed: Placement[]) => Promise<Change>,
   ): Promise<Placement[]> {
-    const batch = this.#store.dialect === 'sqlite' ? SQLITE_GROUP_BATCH : undefined;
+    const sqlite = this.#store.dialect === 'sqlite';
+    const chunk = sqlite ? SQLITE_GROUP_BATCH : GROUP_CHUNK;
     const changed: Placement[] = [];
     const committed: Change[] = [];
     let afterId = 0;
+    let done = false;
     try {
-      for (let done = false; !done; ) {
+      while (!done) {
         if (afterId > 0) await setImmediate();
-        const { change: recorded } = await this.#changes.record(async (tx) => {
-          const rows = await listGroupDevices(tx, externalId, afterId, batch === undefined ? undefined : batch + 1);
-          if (rows.length === 0 && afterId === 0) throw groupNotFound(externalId);
-          done = batch === undefined || rows.length <= batch;
-          const mine = batch === undefined ? rows : rows.slice(0, batch);
-          const places = await this.#views.placesIn(tx, mine);
-          const members = mine.flatMap((row) => {
-            const place = places.get(row.server_id);
-            return place ? [{ row, ...place }] : [];
-          });
-          afterId = mine.at(-1)?.id ?? afterId;
-          const result = await changeOf(tx, members);
-          const placeOf = new Map(members.map((m) => [m.row.id, m]));
-          for (const row of result.rows) {
-            const place = placeOf.get(row.id);
-            if (place) changed.push({ ...place, row });
+        const { change: peers } = await this.#changes.record(async (tx) => {
+          const pushes: Change[] = [];
+          for (let chunks = 0; !done && (chunks === 0 || !sqlite); chunks++) {
+            if (chunks > 0) await setImmediate();
+            const rows = await listGroupDevices(tx, externalId, afterId, chunk + 1);
+            if (rows.length === 0 && afterId === 0) throw groupNotFound(externalId);
+            done = rows.length <= chunk;
+            const mine = rows.slice(0, chunk);
+            afterId = mine.at(-1)?.id ?? afterId;
+            const places = await this.#views.placesIn(tx, mine);
+            const members = mine.flatMap((row) => {
+              const place = places.get(row.server_id);
+              return place ? [{ row, ...place }] : [];
+            });
+            const result = await changeOf(tx, members);
+            for (const row of result.rows) {
+              const place = places.get(row.server_id);
+              if (place) changed.push({ ...place, row });
+            }
+            // The records now, chunk by chunk; the peers are merged and go to the nodes after the last commit.
+            const { deploy, apply, remove, ...records } = result.change;
+            await recordChange(tx, this.#clock, { ...records, deploy: [], apply: [], remove: [] });
+            pushes.push(change({ deploy, apply, remove }));
           }
           const extra = done && last ? [await last(tx, changed)] : [];
-          return { result: undefined, change: mergeChanges([result.change, ...extra]) };
+          return { result: undefined, change: mergeChanges([...pushes, ...extra]) };
         });
-        committed.push(recorded);
+        committed.push(peers);
       }
     } finally {
       await this.#changes.publish(mergeChanges(committed));

@@ -51,8 +51,8 @@ export class GroupService {
   }
 
   async get(externalId: string, page: PageRequest): Promise<GroupView> {
-    const devices = await this.#devices.groupPage(externalId, page);
-    return groupView(externalId, await this.#devices.groupTotals(externalId), devices);
+    const totals = await this.#devices.groupTotals(externalId);
+    return groupView(externalId, totals, await this.#devices.groupPage(externalId, page));
   }
 
   #after(externalId: string, changed: readonly Placement[]): GroupView {
