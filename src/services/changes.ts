@@ -140,11 +140,12 @@ export class ChangePublisher {
   }
 
   /**
-   * After commit: the senders are nudged (deliveries start at once), then each server's node gets
-   * one peer change; the first that cannot apply is apply_failed (saved), removals are best effort.
+   * After commit: the senders are nudged (deliveries start at once; `eventsRecordedApart` when the events
+   * were recorded by the transactions but are not in `change`), then each server's node gets one peer
+   * change; the first that cannot apply is apply_failed (saved), removals are best effort.
    */
-  async publish(change: Change): Promise<void> {
-    if (change.events.length > 0) this.#senders.nudgeWebhooks();
+  async publish(change: Change, eventsRecordedApart = false): Promise<void> {
+    if (change.events.length > 0 || eventsRecordedApart) this.#senders.nudgeWebhooks();
     for (const push of perServer(change.remove)) {
       await this.#connections
         .for(push.node)
