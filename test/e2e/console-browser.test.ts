@@ -597,6 +597,11 @@ describe('the operator console in headless Chromium (sqlite)', {
       await page.getByLabel('Who').fill(`via console user ${ADMIN}`);
       await page.getByRole('button', { name: 'Filter' }).click();
       await page.waitForURL(/actor=/);
+      // The URL changes before the filtered page arrives: wait until the rows are the filtered ones.
+      await page.waitForFunction((actor) => {
+        const cells = [...document.querySelectorAll('tr td:nth-child(2)')].map((cell) => cell.textContent);
+        return cells.length > 0 && cells.every((cell) => cell === actor);
+      }, `via console user ${ADMIN}`);
       const actors = await page.getByRole('row').locator('td:nth-child(2)').allTextContents();
       assert.ok(actors.length > 0 && actors.every((actor) => actor === `via console user ${ADMIN}`), `${actors}`);
       await screenshot(page, 'activity-filtered');
