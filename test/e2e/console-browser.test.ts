@@ -653,7 +653,7 @@ describe('the operator console in headless Chromium (sqlite)', {
       }
     });
 
-    it("pages a group of more than 50 devices to its last, with the group's count; its actions take them all", async () => {
+    it('pages a group of over 50 devices to its last, with its whole count; group actions take them all', async () => {
       const api = need(panel, 'the panel').api;
       const GROUP = 'fleet-9';
       const made: Device[] = [];
@@ -707,7 +707,9 @@ describe('the operator console in headless Chromium (sqlite)', {
       await page.reload();
       await shows(1);
 
-      await page.getByText('These change all 120 devices of fleet-9, not only the page shown above.').waitFor();
+      await page
+        .getByText('These change all 120 devices of fleet-9, not only the page of devices shown below.')
+        .waitFor();
       await page.getByRole('button', { name: 'Disable all' }).click();
       await page.getByRole('status').filter({ hasText: 'All disabled.' }).waitFor();
       for (const one of [made[0], made.at(-1)]) {

@@ -54,8 +54,8 @@ function GroupActions({ group, onChanged }: { group: Group; onChanged: () => voi
     <section aria-labelledby="group-actions">
       <h2 id="group-actions">Every device of the group</h2>
       <p>
-        These change all {formatCount(group.device_count)} devices of {group.external_id}, not only the page shown
-        above.
+        These change all {formatCount(group.device_count)} devices of {group.external_id}, not only the page of devices
+        shown below.
       </p>
       <div class="actions">
         <button type="button" disabled={action.busy} onClick={() => patch({ enabled: true }, 'All enabled.')}>
@@ -157,6 +157,8 @@ export function GroupPage({ externalId, query }: { externalId: string; query: UR
                 {formatBytes(data.month_usage.tx_bytes)} up)
               </dd>
             </dl>
+            {/* Above the devices: they act on the whole group, and a page of 50 devices is long on a phone. */}
+            {canWrite && <GroupActions group={data} onChanged={reload} />}
             <section aria-labelledby="group-devices">
               <h2 id="group-devices">Devices</h2>
               <p class="muted">
@@ -174,7 +176,6 @@ export function GroupPage({ externalId, query }: { externalId: string; query: UR
                 />
               )}
             </section>
-            {canWrite && <GroupActions group={data} onChanged={reload} />}
           </>
         )}
       </Show>
