@@ -62,7 +62,7 @@ function pageOf(place: Place, session: Session): ComponentChild {
       return id === undefined ? <NotFound /> : <DevicePage id={id} />;
     case 'groups':
       if (item === undefined) return <GroupsPage />;
-      return <GroupPage externalId={decodeURIComponent([item, ...rest].join('/'))} />;
+      return <GroupPage externalId={decodeURIComponent([item, ...rest].join('/'))} query={place.query} />;
     case 'webhooks':
       if (session.user.role !== 'admin') return <NotFound />;
       if (item === undefined) return <WebhooksPage />;

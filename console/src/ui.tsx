@@ -440,14 +440,21 @@ export function Table(props: { caption: string; head: readonly string[]; childre
   );
 }
 
-/** Cursor paging (`after` = the last id of the page before): Previous goes back along the cursors seen. */
+/**
+ * Cursor paging (`after` = the last id of the page before): Previous goes back along the cursors seen. A caller
+ * may keep those cursors itself (`trail`): a Pager drawn once its page has loaded is made anew for every page
+ * and forgets its own.
+ */
 export function Pager(props: {
   after: string;
   lastId: number | undefined;
   hasMore: boolean;
   onPage: (after: string) => void;
+  trail?: { cursors: string[]; set: (cursors: string[]) => void };
 }) {
-  const [trail, setTrail] = useState<string[]>([]);
+  const [own, setOwn] = useState<string[]>([]);
+  const trail = props.trail?.cursors ?? own;
+  const setTrail = props.trail?.set ?? setOwn;
   return (
     <nav class="pager" aria-label="Pages">
       <button

@@ -658,6 +658,90 @@ describe('the operator console in headless Chromium (sqlite)', {
       }
     });
 
+    it('pages a group of over 50 devices to its last, with its whole count; group actions take them all', async () => {
+      const api = need(panel, 'the panel').api;
+      const GROUP = 'fleet-9';
+      const made: Device[] = [];
+      // Ten at a time: the ids, not the order of the answers, say which page a device is on.
+      for (let first = 1; first <= 120; first += 10) {
+        const names = Array.from({ length: 10 }, (_, i) => `${GROUP} device ${String(first + i).padStart(3, '0')}`);
+        const batch = await Promise.all(
+          names.map(async (name) =>
+            ok(
+              await api.POST('/api/v1/devices', { body: { server_id: serverId, name, external_id: GROUP } }),
+              `POST /devices ${name}`,
+            ),
+          ),
+        );
+        made.push(...batch);
+      }
+      made.sort((a, b) => a.id - b.id);
+      const pages = [made.slice(0, 50), made.slice(50, 100), made.slice(100)];
+      const cursorOf = (index: number) => (index === 0 ? null : String(pages[index - 1]?.at(-1)?.id));
+
+      const list = page.getByRole('table', { name: 'Devices' });
+      const pager = page.getByRole('navigation', { name: 'Pages' });
+      /** Waits for page `index` of the group (its first device drawn), then checks every row and the URL. */
+      const shows = async (index: number) => {
+        const expected = (pages[index] ?? []).map((one) => one.name);
+        await list.getByRole('link', { name: expected[0], exact: true }).waitFor({ timeout: 15_000 });
+        assert.deepEqual(
+          await list.locator('tbody tr td:first-child a').allInnerTexts(),
+          expected,
+          `page ${index + 1}`,
+        );
+        assert.equal(new URL(page.url()).searchParams.get('after'), cursorOf(index), `the cursor of page ${index + 1}`);
+        await page.getByText(`This page shows ${expected.length} of the group's 120 devices, oldest first.`).waitFor();
+      };
+      await page.goto(`${origin}/groups/${GROUP}`);
+      await heading(page, `Group ${GROUP}`);
+      await shows(0);
+      assert.equal(await page.locator('dl.facts dd').first().textContent(), '120');
+      assert.ok(await pager.getByRole('button', { name: 'Previous page' }).isDisabled(), 'no page before the first');
+      await pager.getByRole('button', { name: 'Next page' }).click();
+      await shows(1);
+      await pager.getByRole('button', { name: 'Next page' }).click();
+      await shows(2);
+      assert.ok(await pager.getByRole('button', { name: 'Next page' }).isDisabled(), 'no page after the last');
+      assert.deepEqual(await seriousViolations(page), [], 'axe on the last page of the group');
+      await screenshot(page, 'group-last-page');
+      // Previous goes back one page at a time, not to the first.
+      await pager.getByRole('button', { name: 'Previous page' }).click();
+      await shows(1);
+      // The cursor is in the URL: the page loads where it was.
+      await page.reload();
+      await shows(1);
+
+      await page
+        .getByText('These change all 120 devices of fleet-9, not only the page of devices shown below.')
+        .waitFor();
+      await page.getByRole('button', { name: 'Disable all' }).click();
+      await page.getByRole('status').filter({ hasText: 'All disabled.' }).waitFor();
+      for (const one of [made[0], made.at(-1)]) {
+        const read = ok(
+          await api.GET('/api/v1/devices/{id}', { params: { path: { id: one?.id ?? 0 } } }),
+          'GET /devices/{id}',
+        );
+        assert.equal(read.status, 'disabled', `${read.name}, on a page not shown, is disabled too`);
+      }
+      problems.none('the paged group');
+
+      const phone = await newContext(PHONE);
+      try {
+        const small = await signIn(phone, ADMIN, ADMIN_PASSWORD);
+        await small.goto(`${origin}/groups/${GROUP}?after=${cursorOf(2)}`);
+        const last = pages[2]?.at(-1)?.name ?? '';
+        await small.getByRole('link', { name: last, exact: true }).waitFor({ timeout: 15_000 });
+        assert.ok(await small.getByRole('button', { name: 'Next page' }).isDisabled(), 'the last page on a phone');
+        assert.deepEqual(await seriousViolations(small), [], 'axe on the paged group (phone)');
+        assert.equal(await overflow(small), 0, 'the paged group does not scroll sideways (phone)');
+        await screenshot(small, 'group-last-page-phone');
+      } finally {
+        await phone.close();
+      }
+      problems.none('the paged group on a phone');
+    });
+
     it('signs out: the form is back and the API no longer answers the browser', async () => {
       await page.goto(`${origin}/`);
       await page.getByRole('button', { name: 'Sign out' }).click();

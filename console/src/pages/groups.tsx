@@ -1,12 +1,15 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { act, api, read, type Schemas } from '../api.ts';
 import { formatBytes, formatCount, fromLocalInput } from '../format.ts';
-import { navigate } from '../router.ts';
-import { ConfirmButton, FormProblem, Page, Show, TextField, useAction, useCanWrite, useLoad } from '../ui.tsx';
+import { navigate, withQuery } from '../router.ts';
+import { ConfirmButton, FormProblem, Page, Pager, Show, TextField, useAction, useCanWrite, useLoad } from '../ui.tsx';
 import { DEVICE_POLL_MS, DeviceRows } from './devices.tsx';
 import { loadAllServers } from './servers.tsx';
 
 type Group = Schemas['Group'];
+
+/** The devices of a group shown a page at a time: the API's default page. */
+const PAGE_SIZE = 50;
 
 export function GroupsPage() {
   const [externalId, setExternalId] = useState('');
@@ -50,6 +53,10 @@ function GroupActions({ group, onChanged }: { group: Group; onChanged: () => voi
   return (
     <section aria-labelledby="group-actions">
       <h2 id="group-actions">Every device of the group</h2>
+      <p>
+        These change all {formatCount(group.device_count)} devices of {group.external_id}, not only the page of devices
+        shown below.
+      </p>
       <div class="actions">
         <button type="button" disabled={action.busy} onClick={() => patch({ enabled: true }, 'All enabled.')}>
           Enable all
@@ -108,13 +115,30 @@ function GroupActions({ group, onChanged }: { group: Group; onChanged: () => voi
   );
 }
 
-export function GroupPage({ externalId }: { externalId: string }) {
+/** A group's totals and one page of its devices (the cursor `after` in the URL), with the whole group's actions. */
+export function GroupPage({ externalId, query }: { externalId: string; query: URLSearchParams }) {
   const canWrite = useCanWrite();
+  const cursor = query.get('after') ?? '';
+  const after = /^\d{1,15}$/.test(cursor) ? cursor : '';
+  // Kept here, not in the Pager: the Pager is drawn anew with each page. A reloaded page has none: Previous
+  // then goes back to the first page.
+  const [trail, setTrail] = useState<string[]>([]);
+  useEffect(() => setTrail([]), [externalId]);
   const [group, reload] = useLoad(
-    () => read(api.GET('/api/v1/groups/{external_id}', { params: { path: { external_id: externalId } } })),
-    [externalId],
+    () =>
+      read(
+        api.GET('/api/v1/groups/{external_id}', {
+          params: {
+            path: { external_id: externalId },
+            query: { after: after === '' ? undefined : Number(after), limit: PAGE_SIZE },
+          },
+        }),
+      ),
+    [externalId, after],
     DEVICE_POLL_MS,
   );
+  const page = (next: string) =>
+    navigate(withQuery(`/groups/${encodeURIComponent(externalId)}`, { after: next }), { replace: true });
   const [servers] = useLoad(loadAllServers, []);
   const names = new Map<number, string>(
     servers.state === 'ready' ? servers.data.items.map((server) => [server.id, server.name]) : [],
@@ -133,11 +157,25 @@ export function GroupPage({ externalId }: { externalId: string }) {
                 {formatBytes(data.month_usage.tx_bytes)} up)
               </dd>
             </dl>
+            {/* Above the devices: they act on the whole group, and a page of 50 devices is long on a phone. */}
+            {canWrite && <GroupActions group={data} onChanged={reload} />}
             <section aria-labelledby="group-devices">
               <h2 id="group-devices">Devices</h2>
+              <p class="muted">
+                This page shows {formatCount(data.devices.length)} of the group's {formatCount(data.device_count)}{' '}
+                devices, oldest first.
+              </p>
               <DeviceRows devices={data.devices} servers={names} />
+              {(after !== '' || data.has_more) && (
+                <Pager
+                  after={after}
+                  lastId={data.devices.at(-1)?.id}
+                  hasMore={data.has_more}
+                  onPage={page}
+                  trail={{ cursors: trail, set: setTrail }}
+                />
+              )}
             </section>
-            {canWrite && <GroupActions group={data} onChanged={reload} />}
           </>
         )}
       </Show>
