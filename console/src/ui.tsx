@@ -441,40 +441,37 @@ export function Table(props: { caption: string; head: readonly string[]; childre
 }
 
 /**
- * Cursor paging (`after` = the last id of the page before): Previous goes back along the cursors seen. A caller
- * may keep those cursors itself (`trail`): a Pager drawn once its page has loaded is made anew for every page
- * and forgets its own.
+ * Where a cursor-paged list is: `after`, the last id of the page before (empty: the first page), and the cursors
+ * of the pages before it, for Previous. The page keeps it, not the Pager: a Pager drawn once its page has loaded
+ * is made anew for every page and would forget them.
  */
-export function Pager(props: {
+export interface Cursor {
   after: string;
+  trail: string[];
+}
+
+export const FIRST_PAGE: Cursor = { after: '', trail: [] };
+
+export function Pager(props: {
+  cursor: Cursor;
   lastId: number | undefined;
   hasMore: boolean;
-  onPage: (after: string) => void;
-  trail?: { cursors: string[]; set: (cursors: string[]) => void };
+  onPage: (cursor: Cursor) => void;
 }) {
-  const [own, setOwn] = useState<string[]>([]);
-  const trail = props.trail?.cursors ?? own;
-  const setTrail = props.trail?.set ?? setOwn;
+  const { after, trail } = props.cursor;
   return (
     <nav class="pager" aria-label="Pages">
       <button
         type="button"
-        disabled={props.after === ''}
-        onClick={() => {
-          const before = trail.slice(0, -1);
-          setTrail(before);
-          props.onPage(trail.at(-1) ?? '');
-        }}
+        disabled={after === ''}
+        onClick={() => props.onPage({ after: trail.at(-1) ?? '', trail: trail.slice(0, -1) })}
       >
         Previous page
       </button>
       <button
         type="button"
         disabled={!props.hasMore || props.lastId === undefined}
-        onClick={() => {
-          setTrail([...trail, props.after]);
-          props.onPage(String(props.lastId));
-        }}
+        onClick={() => props.onPage({ after: String(props.lastId), trail: [...trail, after] })}
       >
         Next page
       </button>

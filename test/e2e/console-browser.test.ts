@@ -726,6 +726,20 @@ describe('the operator console in headless Chromium (sqlite)', {
       }
       problems.none('the paged group');
 
+      // The Devices page pages the same way: Previous goes back one page, not to the first.
+      await page.goto(`${origin}/devices?search=${GROUP}`);
+      await heading(page, 'Devices');
+      const firstOf = (index: number) =>
+        list.getByRole('link', { name: pages[index]?.[0]?.name ?? '', exact: true }).waitFor({ timeout: 15_000 });
+      await firstOf(0);
+      await pager.getByRole('button', { name: 'Next page' }).click();
+      await firstOf(1);
+      await pager.getByRole('button', { name: 'Next page' }).click();
+      await firstOf(2);
+      await pager.getByRole('button', { name: 'Previous page' }).click();
+      await firstOf(1);
+      problems.none('the paged devices');
+
       const phone = await newContext(PHONE);
       try {
         const small = await signIn(phone, ADMIN, ADMIN_PASSWORD);

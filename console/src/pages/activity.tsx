@@ -2,7 +2,19 @@ import { useState } from 'preact/hooks';
 import { api, read, type Schemas } from '../api.ts';
 import { fromLocalInput, toLocalInput } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
-import { Link, Page, Pager, SelectField, Show, Table, TextField, Time, useCanWrite, useLoad } from '../ui.tsx';
+import {
+  FIRST_PAGE,
+  Link,
+  Page,
+  Pager,
+  SelectField,
+  Show,
+  Table,
+  TextField,
+  Time,
+  useCanWrite,
+  useLoad,
+} from '../ui.tsx';
 
 type Entry = Schemas['ActivityEntry'];
 type Resource = Entry['resource'];
@@ -82,9 +94,10 @@ export function ActivityPage({ query }: { query: URLSearchParams }) {
   const id = resource === undefined ? '' : (query.get('id') ?? '');
   const since = query.get('since') ?? '';
   const [form, setForm] = useState({ actor, id, since: toLocalInput(since === '' ? null : since) });
-  const [after, setAfter] = useState('');
+  const [cursor, setCursor] = useState(FIRST_PAGE);
+  const { after } = cursor;
   const go = (change: Record<string, string>) => {
-    setAfter('');
+    setCursor(FIRST_PAGE);
     navigate(withQuery('/activity', { actor, resource: resource ?? '', id, since, ...change }), { replace: true });
   };
   const [page] = useLoad(
@@ -160,7 +173,7 @@ export function ActivityPage({ query }: { query: URLSearchParams }) {
           <>
             <EntryRows entries={data.data} />
             {(after !== '' || data.has_more) && (
-              <Pager after={after} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setAfter} />
+              <Pager cursor={cursor} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setCursor} />
             )}
           </>
         )}

@@ -9,6 +9,7 @@ import {
   Link,
   Online,
   Page,
+  FIRST_PAGE,
   Pager,
   SelectField,
   Show,
@@ -82,10 +83,11 @@ export function DeviceRows({ devices, servers }: { devices: Device[]; servers: R
 
 /** One page of devices matching `filter`, refreshed by itself, with cursor paging. */
 export function DeviceList({ filter }: { filter: Omit<DeviceQuery, 'after' | 'limit'> }) {
-  const [after, setAfter] = useState('');
+  const [cursor, setCursor] = useState(FIRST_PAGE);
+  const { after } = cursor;
   const key = JSON.stringify(filter);
   // A new filter starts again at the first page.
-  useEffect(() => setAfter(''), [key]);
+  useEffect(() => setCursor(FIRST_PAGE), [key]);
   const [servers] = useLoad(loadAllServers, []);
   const [page] = useLoad(
     () =>
@@ -106,7 +108,7 @@ export function DeviceList({ filter }: { filter: Omit<DeviceQuery, 'after' | 'li
         <>
           <DeviceRows devices={data.data} servers={names} />
           {(after !== '' || data.has_more) && (
-            <Pager key={key} after={after} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setAfter} />
+            <Pager cursor={cursor} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setCursor} />
           )}
         </>
       )}

@@ -168,11 +168,13 @@ export function GroupPage({ externalId, query }: { externalId: string; query: UR
               <DeviceRows devices={data.devices} servers={names} />
               {(after !== '' || data.has_more) && (
                 <Pager
-                  after={after}
+                  cursor={{ after, trail }}
                   lastId={data.devices.at(-1)?.id}
                   hasMore={data.has_more}
-                  onPage={page}
-                  trail={{ cursors: trail, set: setTrail }}
+                  onPage={(next) => {
+                    setTrail(next.trail);
+                    page(next.after);
+                  }}
                 />
               )}
             </section>

@@ -10,6 +10,7 @@ import {
   FormProblem,
   Link,
   Page,
+  FIRST_PAGE,
   Pager,
   SelectField,
   Show,
@@ -199,7 +200,8 @@ function EditWebhook({ hook, onSaved }: { hook: Webhook; onSaved: () => void }) 
 
 function Deliveries({ id, version }: { id: number; version: number }) {
   const [state, setState] = useState('');
-  const [after, setAfter] = useState('');
+  const [cursor, setCursor] = useState(FIRST_PAGE);
+  const { after } = cursor;
   const [page] = useLoad(
     () =>
       read(
@@ -227,7 +229,7 @@ function Deliveries({ id, version }: { id: number; version: number }) {
         value={state}
         onValue={(value) => {
           setState(value);
-          setAfter('');
+          setCursor(FIRST_PAGE);
         }}
         options={[
           { value: '', label: 'Any state' },
@@ -241,7 +243,7 @@ function Deliveries({ id, version }: { id: number; version: number }) {
           <>
             <DeliveryRows deliveries={data.data} />
             {(after !== '' || data.has_more) && (
-              <Pager after={after} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setAfter} />
+              <Pager cursor={cursor} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setCursor} />
             )}
           </>
         )}
