@@ -142,9 +142,10 @@ export class ChangePublisher {
   /**
    * After commit: the senders are nudged (deliveries start at once), then each server's node gets
    * one peer change; the first that cannot apply is apply_failed (saved), removals are best effort.
+   * `recordedEvents` says whether events were committed when the caller recorded them apart (a group's chunks).
    */
-  async publish(change: Change): Promise<void> {
-    if (change.events.length > 0) this.#senders.nudgeWebhooks();
+  async publish(change: Change, recordedEvents = change.events.length > 0): Promise<void> {
+    if (recordedEvents) this.#senders.nudgeWebhooks();
     for (const push of perServer(change.remove)) {
       await this.#connections
         .for(push.node)
