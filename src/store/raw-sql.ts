@@ -51,10 +51,12 @@ export interface Column<T> {
 }
 
 /**
- * `items` as the table `v` of one statement, bound as parameters `$first` on: on PostgreSQL one array
- * a column, read by unnest(); on SQLite one JSON array of rows, read by json_each(). Either way a
- * batch of any size is one statement with a fixed text (no list of placeholders per row), and the
- * rows drive the join, so a statement costs what its rows cost, not what the table holds.
+ * `items` as the table `v` of one statement, bound as parameters `$first` on. On PostgreSQL, numbers only: one
+ * array a column, read by unnest(); with text: one JSON array of rows, read by json_array_elements() (pg quotes
+ * and escapes each element of a text array in JavaScript, where JSON.stringify is native). On SQLite one JSON
+ * array of rows, read by json_each(). Either way a batch of any size is one statement with a fixed text (no
+ * list of placeholders per row), and the rows drive the join, so a statement costs what its rows cost, not
+ * what the table holds.
  */
 export function rowSet<T>(
   db: Queryable,
@@ -63,18 +65,19 @@ export function rowSet<T>(
   first: number,
 ): { from: string; params: unknown[] } {
   const names = columns.map((c) => c.name).join(', ');
-  if (isPostgres(db)) {
-    const arrays = columns.map((c, i) => `cast($${first + i} as ${c.type}[])`).join(', ');
-    // A number needs no quoting in an array literal: joined here, where pg would quote and escape each.
-    const param = (c: Column<T>) =>
-      c.type === 'bigint' ? `{${items.map((item) => c.of(item) ?? 'NULL').join(',')}}` : items.map(c.of);
-    return { from: `unnest(${arrays}) as v (${names})`, params: columns.map(param) };
+  const rows = () => [JSON.stringify(items.map((item) => columns.map((c) => c.of(item))))];
+  if (!isPostgres(db)) {
+    const fields = columns.map((c, i) => `value ->> ${i} as ${c.name}`).join(', ');
+    return { from: `(select ${fields} from json_each($${first})) as v`, params: rows() };
   }
-  const fields = columns.map((c, i) => `value ->> ${i} as ${c.name}`).join(', ');
-  return {
-    from: `(select ${fields} from json_each($${first})) as v`,
-    params: [JSON.stringify(items.map((item) => columns.map((c) => c.of(item))))],
-  };
+  if (columns.some((c) => c.type === 'text')) {
+    const fields = columns.map((c, i) => `cast(value ->> ${i} as ${c.type}) as ${c.name}`).join(', ');
+    return { from: `(select ${fields} from json_array_elements(cast($${first} as json))) as v`, params: rows() };
+  }
+  const arrays = columns.map((c, i) => `cast($${first + i} as ${c.type}[])`).join(', ');
+  // A number needs no quoting in an array literal: joined here, where pg would quote and escape each.
+  const param = (c: Column<T>) => `{${items.map((item) => c.of(item) ?? 'NULL').join(',')}}`;
+  return { from: `unnest(${arrays}) as v (${names})`, params: columns.map(param) };
 }
 
 /** Rows per statement of insertRows: one statement's arrays stay a few hundred kB. */
