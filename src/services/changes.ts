@@ -53,6 +53,16 @@ export function mergeChanges(changes: readonly Change[]): Change {
   };
 }
 
+/** Adds `more` to the end of `target` in place: what mergeChanges does, without copying a long change each time. */
+export function appendChange(target: Change, more: Change): void {
+  target.events.push(...more.events);
+  target.activity.push(...more.activity);
+  target.mail.push(...more.mail);
+  target.deploy.push(...more.deploy);
+  target.apply.push(...more.apply);
+  target.remove.push(...more.remove);
+}
+
 /**
  * Records a change inside its transaction: each event with its webhook outbox rows and mail, then
  * each activity row, then the change mails. The change and its records all land, or none do.
