@@ -55,9 +55,9 @@ export interface Column<T> {
  * array a column, read by unnest(); with text: one JSON array of rows, read by jsonb_array_elements() (pg quotes
  * and escapes each element of a text array in JavaScript, where JSON.stringify is native; as jsonb it is parsed
  * once, where `->>` on json parses a row again for each column: half the time of a 2,000-event insert). On
- * SQLite one JSON array of rows, read by json_each(). Either way a batch of any size is one statement with a fixed text (no
- * list of placeholders per row), and the rows drive the join, so a statement costs what its rows cost, not
- * what the table holds.
+ * SQLite one JSON array of rows, read by json_each(). Either way a batch of any size is one statement with a
+ * fixed text (no list of placeholders per row), and the rows drive the join, so a statement costs what its rows
+ * cost, not what the table holds.
  */
 export function rowSet<T>(
   db: Queryable,
