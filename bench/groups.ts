@@ -5,9 +5,11 @@
  * process asks GET /healthz one request after another; the /healthz times during the changes are set beside
  * those of the same panel idle, measured just before.
  * Targets: PATCH under 1 s, /healthz p99 under 50 ms during it.
- * Run: node bench/groups.ts   (DEVICES, ROUNDS may be set; NO_WRITE: leave docs/benchmarks.md alone)
+ * Run: node bench/groups.ts   (DEVICES, ROUNDS, KINDS (sqlite,postgres) may be set; NO_WRITE: leave docs/benchmarks.md
+ * alone; BASELINE=<another checkout>: its panel is measured beside this one's, rounds alternating)
  */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Agent as HttpAgent, request } from 'node:http';
 import { systemClock } from '../src/domain/clock.ts';
 import { openStore } from '../src/store/open.ts';
@@ -18,6 +20,8 @@ import { loadAverage, machine, median, percentile, writeSection } from './report
 
 const DEVICES = Number(process.env.DEVICES ?? 10_000);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
+/** Another checkout (e.g. of main) whose panel runs beside this one's, rounds alternating. */
+const BASELINE = process.env.BASELINE;
 const GROUP = 'bench-group';
 const PATCH_TARGET_MS = 1_000;
 const HEALTHZ_TARGET_MS = 50;
@@ -79,13 +83,43 @@ async function underWatch(base: string, work: () => Promise<number>): Promise<{ 
   return { ms, health: await polling };
 }
 
-async function benchKind(kind: DatabaseKind): Promise<string> {
+/** One panel under test: a build (this checkout, or BASELINE's) on its own database, and what its rounds measured. */
+interface Subject {
+  label: string;
+  panel: BenchPanel;
+  drop: () => Promise<void>;
+  auth: Record<string, string>;
+  idle: number[];
+  patches: number[];
+  patchCpu: number[];
+  resets: number[];
+  gets: number[];
+  during: number[];
+}
+
+/** A panel of `cli` (this checkout's when undefined) on a new database holding the group, idle times measured. */
+async function prepare(kind: DatabaseKind, label: string, cli: string | undefined): Promise<Subject> {
   const database = await createTestDatabase(kind);
-  const panel = new BenchPanel(`groups-${kind}`, { ...database.env, METRICS_PORT: '0' });
+  const panel = new BenchPanel(`groups-${kind}-${label}`, { ...database.env, METRICS_PORT: '0' }, cli);
+  const subject: Subject = {
+    label,
+    panel,
+    drop: async () => {
+      await panel.remove();
+      await database.drop();
+    },
+    auth: {},
+    idle: [],
+    patches: [],
+    patchCpu: [],
+    resets: [],
+    gets: [],
+    during: [],
+  };
   try {
     await panel.start();
-    const auth = { authorization: `Bearer ${panel.createKey()}` };
-    const server = await call(panel.base, 'POST', '/api/v1/servers', auth, {
+    subject.auth = { authorization: `Bearer ${panel.createKey()}` };
+    const server = await call(panel.base, 'POST', '/api/v1/servers', subject.auth, {
       name: 'group-server',
       address: '10.60.0.1/18',
       max_devices: DEVICES + 100,
@@ -108,63 +142,83 @@ async function benchKind(kind: DatabaseKind): Promise<string> {
     await store.db.updateTable('servers').set({ device_count: DEVICES }).where('id', '=', serverId).execute();
     await store.close();
     await panel.start();
-    const path = `/api/v1/groups/${GROUP}`;
     const idle = await underWatch(panel.base, async () => {
       const started = performance.now();
-      while (performance.now() - started < 2_000) await call(panel.base, 'GET', '/api/v1/groups/none', auth);
+      while (performance.now() - started < 2_000) await call(panel.base, 'GET', '/api/v1/groups/none', subject.auth);
       return performance.now() - started;
     });
-    const patchCpu: number[] = [];
-    const timed = async (method: string, route: string, body?: unknown) => {
-      const cpuBefore = cpuMs(panel.pid);
-      const answer = await call(panel.base, method, route, auth, body);
-      if (method === 'PATCH') patchCpu.push(cpuMs(panel.pid) - cpuBefore);
-      if (answer.status !== 200) throw new Error(`${method} ${route}: ${answer.status} ${answer.text.slice(0, 300)}`);
-      return answer.ms;
-    };
-    const patches: number[] = [];
-    const resets: number[] = [];
-    const gets: number[] = [];
-    const during: number[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const body of [{ enabled: false }, { enabled: true, speed_limit: 1000 + round }]) {
-        const run = await underWatch(panel.base, () => timed('PATCH', path, body));
-        patches.push(run.ms);
-        during.push(...run.health);
-      }
-      const reset = await underWatch(panel.base, () => timed('POST', `${path}/usage/reset`));
-      resets.push(reset.ms);
-      during.push(...reset.health);
-      gets.push(await timed('GET', `${path}?limit=200`));
-    }
-    const ms = (v: number) => `${v.toFixed(0)} ms`;
-    const p99 = percentile(during, 99);
-    const verdict =
-      `PATCH ${median(patches) < PATCH_TARGET_MS ? 'meets' : 'misses'} its target, ` +
-      `/healthz p99 ${p99 < HEALTHZ_TARGET_MS ? 'meets' : 'misses'} its target`;
-    return (
-      `| ${kind} | ${ms(median(patches))} (${ms(Math.min(...patches))}-${ms(Math.max(...patches))}) ` +
-      `| ${ms(median(patchCpu))} | ${ms(median(resets))} | ${ms(median(gets))} ` +
-      `| ${percentile(idle.health, 99).toFixed(1)} ms ` +
-      `| ${percentile(during, 50).toFixed(1)} ms | ${p99.toFixed(1)} ms | ${Math.max(...during).toFixed(0)} ms ` +
-      `| ${verdict} |`
-    );
+    subject.idle = idle.health;
+    return subject;
+  } catch (error) {
+    await subject.drop();
+    throw error;
+  }
+}
+
+/** One round on a subject: two PATCHes, a usage reset and a GET, /healthz polled during the changes. */
+async function round(subject: Subject, n: number): Promise<void> {
+  const { panel, auth } = subject;
+  const path = `/api/v1/groups/${GROUP}`;
+  const timed = async (method: string, route: string, body?: unknown) => {
+    const cpuBefore = cpuMs(panel.pid);
+    const answer = await call(panel.base, method, route, auth, body);
+    if (method === 'PATCH') subject.patchCpu.push(cpuMs(panel.pid) - cpuBefore);
+    if (answer.status !== 200) throw new Error(`${method} ${route}: ${answer.status} ${answer.text.slice(0, 300)}`);
+    return answer.ms;
+  };
+  for (const body of [{ enabled: false }, { enabled: true, speed_limit: 1000 + n }]) {
+    const run = await underWatch(panel.base, () => timed('PATCH', path, body));
+    subject.patches.push(run.ms);
+    subject.during.push(...run.health);
+  }
+  const reset = await underWatch(panel.base, () => timed('POST', `${path}/usage/reset`));
+  subject.resets.push(reset.ms);
+  subject.during.push(...reset.health);
+  subject.gets.push(await timed('GET', `${path}?limit=200`));
+}
+
+function tableRow(kind: DatabaseKind, subject: Subject): string {
+  const { patches, during } = subject;
+  const ms = (v: number) => `${v.toFixed(0)} ms`;
+  const p99 = percentile(during, 99);
+  const verdict =
+    `PATCH ${median(patches) < PATCH_TARGET_MS ? 'meets' : 'misses'} its target, ` +
+    `/healthz p99 ${p99 < HEALTHZ_TARGET_MS ? 'meets' : 'misses'} its target`;
+  return (
+    `| ${kind} | ${subject.label} | ${ms(median(patches))} (${ms(Math.min(...patches))}-${ms(Math.max(...patches))}) ` +
+    `| ${ms(median(subject.patchCpu))} | ${ms(median(subject.resets))} | ${ms(median(subject.gets))} ` +
+    `| ${percentile(subject.idle, 99).toFixed(1)} ms ` +
+    `| ${percentile(during, 50).toFixed(1)} ms | ${p99.toFixed(1)} ms | ${Math.max(...during).toFixed(0)} ms ` +
+    `| ${verdict} |`
+  );
+}
+
+/** The rows of one database: this checkout, and BASELINE's build beside it (rounds alternating) when set. */
+async function benchKind(kind: DatabaseKind): Promise<string[]> {
+  const builds: [string, string | undefined][] = [['this', undefined]];
+  if (BASELINE !== undefined) builds.push(['baseline', join(BASELINE, 'bin', 'vpn-panel.js')]);
+  const subjects: Subject[] = [];
+  try {
+    for (const [label, cli] of builds) subjects.push(await prepare(kind, label, cli));
+    for (let n = 0; n < ROUNDS; n++) for (const subject of subjects) await round(subject, n);
+    return subjects.map((subject) => tableRow(kind, subject));
   } finally {
-    await panel.remove();
-    await database.drop();
+    for (const subject of subjects) await subject.drop();
   }
 }
 
 const rows: string[] = [];
 for (const kind of DATABASE_KINDS.filter((k) => (process.env.KINDS ?? k).includes(k))) {
-  const row = await benchKind(kind);
-  console.log(row);
-  rows.push(row);
+  for (const row of await benchKind(kind)) {
+    console.log(row);
+    rows.push(row);
+  }
 }
 keepAlive.destroy();
 
 const body = `
-Command: \`node bench/groups.ts\` (DEVICES=${DEVICES}, ROUNDS=${ROUNDS}). ${machine()}
+Command: \`${BASELINE === undefined ? '' : `BASELINE=${BASELINE} `}node bench/groups.ts\` (DEVICES=${DEVICES}, \
+ROUNDS=${ROUNDS}). ${machine()}
 
 One group of ${DEVICES.toLocaleString('en')} devices on one server of a \`vpn-panel serve\` (dry-run driver).
 Each round:
@@ -172,12 +226,12 @@ PATCH \`{"enabled": false}\`, PATCH \`{"enabled": true, "speed_limit": …}\` (e
 changed), POST \`/usage/reset\`, GET a page of 200. Meanwhile this process sends GET /healthz one after another;
 "idle" is the same for 2 s just before, the panel answering 404s for an unknown group.
 A group change is set statements (one per thousand devices) with events, deliveries and activity inserted a
-few hundred rows a statement, a thousand devices at a time with the event loop let go between them (one
-transaction on PostgreSQL, one per 100 devices on SQLite), then one peer change per server
-(src/services/devices.ts, \`#changeGroup\`).
+thousand rows a statement of fixed text (raw-sql.ts \`insertRows\`), a thousand devices at a time with the event
+loop let go between them (one transaction on PostgreSQL, one per 100 devices on SQLite), then one peer change per
+server (src/services/devices.ts, \`#changeGroup\`).
 
-| Database | PATCH median (range) | panel CPU/PATCH | reset | GET 200 | healthz p99 idle | p50 | p99 | max | |
-|---|---|---|---|---|---|---|---|---|---|
+| Database | build | PATCH median (range) | panel CPU/PATCH | reset | GET 200 | healthz p99 idle | p50 | p99 | max | |
+|---|---|---|---|---|---|---|---|---|---|---|
 ${rows.join('\n')}
 
 Targets: PATCH under ${PATCH_TARGET_MS} ms, /healthz p99 under ${HEALTHZ_TARGET_MS} ms during it. Load average at the

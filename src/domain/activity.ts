@@ -84,16 +84,22 @@ export function fieldChanges(
   after: FieldValues | null,
 ): { before: FieldValues | null; after: FieldValues | null } {
   if (before === null || after === null) return { before: before && visible(before), after: after && visible(after) };
-  const was = visible(before);
-  const now = visible(after);
-  // Equal plain values (most fields of a row) need no serialising; a group change diffs thousands of rows.
-  const changed = [...new Set([...Object.keys(was), ...Object.keys(now)])].filter(
-    (k) => was[k] !== now[k] && JSON.stringify(was[k]) !== JSON.stringify(now[k]),
-  );
-  return {
-    before: Object.fromEntries(changed.map((k) => [k, was[k] ?? null])),
-    after: Object.fromEntries(changed.map((k) => [k, now[k] ?? null])),
+  // A group change diffs thousands of whole rows: only fields whose stored values differ are shown and compared.
+  const was: FieldValues = {};
+  const now: FieldValues = {};
+  const diff = (k: string) => {
+    const a = before[k];
+    const b = after[k];
+    if (a === b || LEFT_OUT.has(k)) return;
+    const shownA = a === undefined ? null : shown(k, a);
+    const shownB = b === undefined ? null : shown(k, b);
+    if (shownA === shownB || JSON.stringify(shownA) === JSON.stringify(shownB)) return;
+    was[k] = shownA;
+    now[k] = shownB;
   };
+  for (const k of Object.keys(before)) diff(k);
+  for (const k of Object.keys(after)) if (!(k in before)) diff(k);
+  return { before: was, after: now };
 }
 
 /**

@@ -7,7 +7,7 @@ import { deleteDevices, type DeviceRow, updateDevices } from '../store/devices.t
 import type { NodeRow } from '../store/nodes.ts';
 import { lockServers } from '../store/servers.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
-import { type Change, change, mergeChanges, type PeerPush } from './changes.ts';
+import { appendChange, type Change, change, type PeerPush } from './changes.ts';
 import { peerChange } from './desired-state.ts';
 import type { PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
@@ -100,35 +100,32 @@ export class DeviceChanges {
     );
     const byId = new Map(members.map((m) => [m.row.id, m]));
     const rows: DeviceRow[] = [];
-    const changes: Change[] = [];
+    // One change gathers every device's records: a group's thousands of small changes merged cost more.
+    const result = change({});
     for (const row of changed) {
       const before = byId.get(row.id);
       if (before === undefined) continue;
       const kinds: EventKind[] = ['device.updated'];
       if (before.row.enabled !== row.enabled) kinds.push(row.enabled === 1 ? 'device.enabled' : 'device.disabled');
-      const events = kinds.map((kind) => {
+      for (const kind of kinds) {
         const words = detail(row, kind.slice('device.'.length));
-        return deviceEventDraft(kind, row, before.server, before.node, actor, words);
-      });
+        result.events.push(deviceEventDraft(kind, row, before.server, before.node, actor, words));
+      }
       const { row: settled, change: limit } = await this.#usage.settleLimit(tx, row, actor);
       rows.push(settled);
-      changes.push(change({ events }), limit, {
-        ...change({}),
-        activity: [
-          {
-            resource: 'device',
-            resourceId: settled.id,
-            verb: 'updated',
-            summary: detail(settled, 'updated'),
-            actor,
-            before: before.row,
-            after: settled,
-          },
-        ],
-        apply: this.peers(before.node, before.server.id, before.row, settled),
+      appendChange(result, limit);
+      result.activity.push({
+        resource: 'device',
+        resourceId: settled.id,
+        verb: 'updated',
+        summary: detail(settled, 'updated'),
+        actor,
+        before: before.row,
+        after: settled,
       });
+      result.apply.push(...this.peers(before.node, before.server.id, before.row, settled));
     }
-    return { rows, change: mergeChanges(changes) };
+    return { rows, change: result };
   }
 
   /**

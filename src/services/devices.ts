@@ -515,9 +515,9 @@ export class DeviceService {
     const chunk = sqlite ? SQLITE_GROUP_BATCH : GROUP_CHUNK;
     const changed: Placement[] = [];
     const committed: Change[] = [];
-    let eventsRecorded = false;
     let afterId = 0;
     let done = false;
+    let recordedEvents = false;
     try {
       while (!done) {
         if (afterId > 0) await setImmediate();
@@ -543,7 +543,7 @@ export class DeviceService {
             // The records now, chunk by chunk; the peers are merged and go to the nodes after the last commit.
             const { deploy, apply, remove, ...records } = result.change;
             await recordChange(tx, this.#clock, { ...records, deploy: [], apply: [], remove: [] });
-            eventsRecorded ||= records.events.length > 0;
+            recordedEvents ||= records.events.length > 0;
             pushes.push(change({ deploy, apply, remove }));
           }
           const extra = done && last ? [await last(tx, changed)] : [];
@@ -552,7 +552,7 @@ export class DeviceService {
         committed.push(peers);
       }
     } finally {
-      await this.#changes.publish(mergeChanges(committed), eventsRecorded);
+      await this.#changes.publish(mergeChanges(committed), recordedEvents);
     }
     return changed;
   }

@@ -2,18 +2,26 @@ import type { Insertable } from 'kysely';
 import { type ActivityEntry, type FieldValues, isActivityResource } from '../domain/activity.ts';
 import type { PageRequest } from '../domain/paging.ts';
 import type { Queryable } from './db.ts';
-import { INSERT_CHUNK_ROWS } from './events.ts';
+import { type Column, insertRows } from './raw-sql.ts';
 import { rowLimit } from './query-shapes.ts';
 import type { ActivityTable } from './schema.ts';
 
-/** Inserts the entries in order, a few hundred per statement. */
+/** The columns of an activity row, as insertRows writes them. */
+const ACTIVITY_COLUMNS: readonly Column<Insertable<ActivityTable>>[] = [
+  { name: 'created_at', type: 'text', of: (a) => a.created_at },
+  { name: 'actor', type: 'text', of: (a) => a.actor },
+  { name: 'request_id', type: 'text', of: (a) => a.request_id ?? null },
+  { name: 'action', type: 'text', of: (a) => a.action },
+  { name: 'resource', type: 'text', of: (a) => a.resource },
+  { name: 'resource_id', type: 'text', of: (a) => a.resource_id },
+  { name: 'summary', type: 'text', of: (a) => a.summary },
+  { name: 'before', type: 'text', of: (a) => a.before ?? null },
+  { name: 'after', type: 'text', of: (a) => a.after ?? null },
+];
+
+/** Inserts the entries in order, a thousand per statement. */
 export async function insertActivities(db: Queryable, entries: readonly Insertable<ActivityTable>[]): Promise<void> {
-  for (let i = 0; i < entries.length; i += INSERT_CHUNK_ROWS) {
-    await db
-      .insertInto('activity')
-      .values(entries.slice(i, i + INSERT_CHUNK_ROWS))
-      .execute();
-  }
+  await insertRows(db, 'activity', entries, ACTIVITY_COLUMNS);
 }
 
 export interface ActivityFilter {

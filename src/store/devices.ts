@@ -3,6 +3,7 @@ import type { DeviceStatus } from '../domain/devices.ts';
 import type { PageRequest } from '../domain/paging.ts';
 import type { Queryable } from './db.ts';
 import { rowLimit } from './query-shapes.ts';
+import { oneOf } from './raw-sql.ts';
 import { addToDeviceCount } from './servers.ts';
 import { containsText } from './text-search.ts';
 import type { DeviceTable } from './schema.ts';
@@ -52,7 +53,7 @@ export async function updateDevices(
     }
     rows.push(
       ...(await query
-        .where('id', 'in', ids.slice(i, i + ID_CHUNK))
+        .where(oneOf(db, 'id', ids.slice(i, i + ID_CHUNK)))
         .returningAll()
         .execute()),
     );
@@ -92,7 +93,7 @@ export async function deleteDevices(db: Queryable, ids: readonly number[]): Prom
   for (let i = 0; i < ids.length; i += ID_CHUNK) {
     const rows = await db
       .deleteFrom('devices')
-      .where('id', 'in', ids.slice(i, i + ID_CHUNK))
+      .where(oneOf(db, 'id', ids.slice(i, i + ID_CHUNK)))
       .returning('server_id')
       .execute();
     for (const { server_id } of rows) removed.set(server_id, (removed.get(server_id) ?? 0) + 1);

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import { isPostgres, type Queryable } from './db.ts';
-import { runSql } from './raw-sql.ts';
+import type { Queryable } from './db.ts';
+import { type Column, rowSet, runSql } from './raw-sql.ts';
 import type { DeviceRow } from './devices.ts';
 
 /** One device's bytes of one batch, from the device's side. */
@@ -35,39 +35,6 @@ export async function claimBatch(
     .onConflict((oc) => oc.doNothing())
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
-}
-
-/** A column of a row set: its name in the statement, its type, and its value in an item. */
-interface Column<T> {
-  name: string;
-  type: 'bigint' | 'text';
-  of: (item: T) => number | string;
-}
-
-/**
- * `items` as the table `v` of one statement, bound as parameters `$first` on: on PostgreSQL one array
- * a column, read by unnest(); on SQLite one JSON array of rows, read by json_each(). Either way a
- * batch of any size is one statement with a fixed text (no list of placeholders per row), and the
- * rows drive the join, so a statement costs what its rows cost, not what the table holds.
- */
-function rowSet<T>(
-  db: Queryable,
-  items: readonly T[],
-  columns: readonly Column<T>[],
-  first: number,
-): { from: string; params: unknown[] } {
-  const names = columns.map((c) => c.name).join(', ');
-  if (isPostgres(db)) {
-    const arrays = columns.map((c, i) => `cast($${first + i} as ${c.type}[])`).join(', ');
-    // A number needs no quoting in an array literal: joined here, where pg would quote and escape each.
-    const param = (c: Column<T>) => (c.type === 'bigint' ? `{${items.map(c.of).join(',')}}` : items.map(c.of));
-    return { from: `unnest(${arrays}) as v (${names})`, params: columns.map(param) };
-  }
-  const fields = columns.map((c, i) => `value ->> ${i} as ${c.name}`).join(', ');
-  return {
-    from: `(select ${fields} from json_each($${first})) as v`,
-    params: [JSON.stringify(items.map((item) => columns.map((c) => c.of(item))))],
-  };
 }
 
 const DELTA_COLUMNS: readonly Column<UsageDelta>[] = [

@@ -2,7 +2,7 @@ import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
 import { CompiledPageShape } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
-import { INSERT_CHUNK_ROWS } from './events.ts';
+import { type Column, insertRows } from './raw-sql.ts';
 import { claimableIds, unheld } from './outbox.ts';
 import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
 
@@ -51,17 +51,30 @@ export async function insertDelivery(db: Queryable, delivery: Insertable<Webhook
   return db.insertInto('webhook_deliveries').values(delivery).returningAll().executeTakeFirstOrThrow();
 }
 
-/** Inserts the deliveries in order, a few hundred per statement. */
+/** The columns of a delivery row, as insertRows writes them. */
+const DELIVERY_COLUMNS: readonly Column<Insertable<WebhookDeliveryTable>>[] = [
+  { name: 'webhook_id', type: 'bigint', of: (d) => d.webhook_id },
+  { name: 'event_id', type: 'bigint', of: (d) => d.event_id },
+  { name: 'kind', type: 'text', of: (d) => d.kind },
+  { name: 'payload', type: 'text', of: (d) => d.payload },
+  { name: 'message_id', type: 'text', of: (d) => d.message_id },
+  { name: 'state', type: 'text', of: (d) => d.state },
+  { name: 'attempts', type: 'bigint', of: (d) => d.attempts },
+  { name: 'next_attempt_at', type: 'text', of: (d) => d.next_attempt_at ?? null },
+  { name: 'last_attempt_at', type: 'text', of: (d) => d.last_attempt_at ?? null },
+  { name: 'response_status', type: 'bigint', of: (d) => d.response_status ?? null },
+  { name: 'error', type: 'text', of: (d) => d.error ?? null },
+  { name: 'duration_ms', type: 'bigint', of: (d) => d.duration_ms ?? null },
+  { name: 'locked_until', type: 'text', of: (d) => d.locked_until ?? null },
+  { name: 'created_at', type: 'text', of: (d) => d.created_at },
+];
+
+/** Inserts the deliveries in order, a thousand per statement. */
 export async function insertDeliveries(
   db: Queryable,
   deliveries: readonly Insertable<WebhookDeliveryTable>[],
 ): Promise<void> {
-  for (let i = 0; i < deliveries.length; i += INSERT_CHUNK_ROWS) {
-    await db
-      .insertInto('webhook_deliveries')
-      .values(deliveries.slice(i, i + INSERT_CHUNK_ROWS))
-      .execute();
-  }
+  await insertRows(db, 'webhook_deliveries', deliveries, DELIVERY_COLUMNS);
 }
 
 export function findDelivery(db: Queryable, id: number): Promise<DeliveryRow | undefined> {
