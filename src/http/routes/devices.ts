@@ -1,16 +1,19 @@
 import Type from 'typebox';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
-import type { DevicePatch, DeviceService, PlacedDevice } from '../../services/devices.ts';
+import type { DevicePatch, DeviceService, DeviceView, PlacedDevice } from '../../services/devices.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { renderQrPng } from '../qr.ts';
+import { pageBytes } from '../serialization.ts';
 import { Id, IdParams, Page } from '../schemas/common.ts';
 import { DeviceCreateBody, DeviceListQuery, DevicePatchBody, type DeviceSettingsBody } from '../schemas/devices.ts';
 
 const DeviceRef = Type.Ref('Device');
+/** One Device's serialisation schema (the same object each time: Fastify keeps its compiled serializer). */
+const DEVICE_JSON: Record<string, unknown> = { $ref: 'Device' };
 
 /** The body's device settings in the service's words. */
 function deviceSettings(b: DeviceSettingsBody): DevicePatch {
@@ -33,6 +36,9 @@ export function deviceBody(devices: DeviceService, placed: PlacedDevice) {
 
 export function deviceRoutes(api: Api, devices: DeviceService): void {
   const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
+  // A listed device's JSON, kept per view while its config is the same: views are kept per row while
+  // nothing changes (DeviceViews), so a page shown again is copied, not serialised.
+  const listed = new WeakMap<DeviceView, { config: string; json: Buffer }>();
 
   api.get(
     '/devices',
@@ -42,14 +48,23 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       querystring: Type.Object({ ...DeviceListQuery, ...PageQueryFields }, { additionalProperties: false }),
       response: { 200: Page(DeviceRef) },
     }),
-    async (request) => {
+    async (request, reply) => {
       const q = request.query;
       const page = await devices.list(
         // An empty search box is no search.
         { serverId: q.server_id, externalId: q.external_id, search: q.search || undefined, status: q.status },
         pageRequest(q),
       );
-      return { data: page.data.map(withConfig), has_more: page.has_more };
+      const serialize = reply.compileSerializationSchema(DEVICE_JSON);
+      const items = page.data.map((placed) => {
+        const config = devices.configText(placed, false);
+        const kept = listed.get(placed.device);
+        if (kept?.config === config) return kept.json;
+        const json = Buffer.from(serialize({ ...placed.device, config }));
+        listed.set(placed.device, { config, json });
+        return json;
+      });
+      return reply.type('application/json; charset=utf-8').send(pageBytes(items, page.has_more));
     },
   );
 
