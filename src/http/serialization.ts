@@ -1,4 +1,5 @@
 import { SerializerSelector, type SerializerFactory } from '@fastify/fast-json-stringify-compiler';
+import type { FastifyReply } from 'fastify';
 
 /** Types whose nullable form fast-json-stringify writes as a type list. */
 const SCALAR_TYPES = new Set(['string', 'integer', 'number', 'boolean']);
@@ -62,4 +63,33 @@ export function pageBytes(items: readonly Buffer[], hasMore: boolean): Buffer {
   }
   parts.push(hasMore ? PAGE_CLOSE.more : PAGE_CLOSE.last);
   return Buffer.concat(parts);
+}
+
+/**
+ * Sends pages of items whose views are kept per row (rows reused while nothing is committed): each
+ * item's JSON is serialised once through the item's response schema (`$ref`, with the route's
+ * serializer compiler, so as the page schema would) and kept as bytes while its view object lives;
+ * a page shown again is copied from them. Items must not change once sent.
+ */
+export class PageWriter<T extends object> {
+  readonly #schema: Record<string, unknown>;
+  readonly #json = new WeakMap<T, Buffer>();
+
+  constructor(schemaId: string) {
+    this.#schema = { $ref: schemaId };
+  }
+
+  send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
+    const serialize = reply.compileSerializationSchema(this.#schema);
+    const items = page.data.map((item) => {
+      let json = this.#json.get(item);
+      if (json === undefined) {
+        // The serializer takes a record; an item is copied into one once, when first serialised.
+        json = Buffer.from(serialize(Object.fromEntries(Object.entries(item))));
+        this.#json.set(item, json);
+      }
+      return json;
+    });
+    return reply.type('application/json; charset=utf-8').send(pageBytes(items, page.has_more));
+  }
 }

@@ -7,13 +7,11 @@ import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { renderQrPng } from '../qr.ts';
-import { pageBytes } from '../serialization.ts';
+import { PageWriter } from '../serialization.ts';
 import { Id, IdParams, Page } from '../schemas/common.ts';
 import { DeviceCreateBody, DeviceListQuery, DevicePatchBody, type DeviceSettingsBody } from '../schemas/devices.ts';
 
 const DeviceRef = Type.Ref('Device');
-/** One Device's serialisation schema (the same object each time: Fastify keeps its compiled serializer). */
-const DEVICE_JSON: Record<string, unknown> = { $ref: 'Device' };
 
 /** The body's device settings in the service's words. */
 function deviceSettings(b: DeviceSettingsBody): DevicePatch {
@@ -30,15 +28,26 @@ function deviceSettings(b: DeviceSettingsBody): DevicePatch {
 }
 
 /** A device as the API answers it: spec §2.1 with its current config. */
-export function deviceBody(devices: DeviceService, placed: PlacedDevice) {
+type DeviceBody = DeviceView & { config: string };
+
+export function deviceBody(devices: DeviceService, placed: PlacedDevice): DeviceBody {
   return { ...placed.device, config: devices.configText(placed, false) };
 }
 
 export function deviceRoutes(api: Api, devices: DeviceService): void {
   const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
-  // A listed device's JSON, kept per view while its config is the same: views are kept per row while
-  // nothing changes (DeviceViews), so a page shown again is copied, not serialised.
-  const listed = new WeakMap<DeviceView, { config: string; json: Buffer }>();
+  // A listed device's body, kept per view while its config is the same (views are kept per row while
+  // nothing changes, see DeviceViews), so that the page writer serialises it once.
+  const listed = new WeakMap<DeviceView, DeviceBody>();
+  const listedBody = (placed: PlacedDevice): DeviceBody => {
+    const kept = listed.get(placed.device);
+    const config = devices.configText(placed, false);
+    if (kept?.config === config) return kept;
+    const body = { ...placed.device, config };
+    listed.set(placed.device, body);
+    return body;
+  };
+  const pages = new PageWriter<DeviceBody>('Device');
 
   api.get(
     '/devices',
@@ -55,16 +64,7 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
         { serverId: q.server_id, externalId: q.external_id, search: q.search || undefined, status: q.status },
         pageRequest(q),
       );
-      const serialize = reply.compileSerializationSchema(DEVICE_JSON);
-      const items = page.data.map((placed) => {
-        const config = devices.configText(placed, false);
-        const kept = listed.get(placed.device);
-        if (kept?.config === config) return kept.json;
-        const json = Buffer.from(serialize({ ...placed.device, config }));
-        listed.set(placed.device, { config, json });
-        return json;
-      });
-      return reply.type('application/json; charset=utf-8').send(pageBytes(items, page.has_more));
+      return pages.send(reply, { data: page.data.map(listedBody), has_more: page.has_more });
     },
   );
 
