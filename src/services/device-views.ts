@@ -4,8 +4,8 @@ import { type DeviceStatus, deviceStatus, isOnline, type LimitPeriod, ONLINE_WIN
 import type { Usage } from '../domain/usage.ts';
 import type { Db, Queryable } from '../store/db.ts';
 import type { DeviceRow } from '../store/devices.ts';
-import { findNode, type NodeRow } from '../store/nodes.ts';
-import { findServer, type ServerRow, stringArray } from '../store/servers.ts';
+import { findNode, findNodeShared, type NodeRow } from '../store/nodes.ts';
+import { findServer, findServerShared, type ServerRow, stringArray } from '../store/servers.ts';
 import type { UsageService } from './usage.ts';
 
 /** A device as spec §2.1 shows it, without its config (routes add it). */
@@ -62,6 +62,20 @@ function parseMetadata(text: string | null): Record<string, unknown> | null {
   const value: unknown = JSON.parse(text);
   const isRecord = typeof value === 'object' && value !== null && !Array.isArray(value);
   return isRecord ? Object.fromEntries(Object.entries(value)) : null;
+}
+
+async function placesWith(
+  rows: readonly DeviceRow[],
+  server: (id: number) => Promise<ServerRow | undefined>,
+  node: (id: number) => Promise<NodeRow | undefined>,
+): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+  const places = new Map<number, { server: ServerRow; node: NodeRow }>();
+  for (const id of new Set(rows.map((r) => r.server_id))) {
+    const serverRow = await server(id);
+    const nodeRow = serverRow && (await node(serverRow.node_id));
+    if (serverRow && nodeRow) places.set(id, { server: serverRow, node: nodeRow });
+  }
+  return places;
 }
 
 /** The server columns a client config is made of. */
@@ -178,23 +192,22 @@ export class DeviceViews {
     });
   }
 
-  /** The server and node of each server the rows are on, each read once. */
+  /** The server and node of each server the rows are on, each read once, shared rows outside a transaction. */
   #placesOf(rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
-    return this.placesIn(this.#db, rows);
+    return placesWith(
+      rows,
+      (id) => findServerShared(this.#db, id),
+      (id) => findNodeShared(this.#db, id),
+    );
   }
 
   /** `#placesOf` read through `db` (a transaction that holds the only SQLite connection). */
-  async placesIn(
-    db: Queryable,
-    rows: readonly DeviceRow[],
-  ): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
-    const places = new Map<number, { server: ServerRow; node: NodeRow }>();
-    for (const id of new Set(rows.map((r) => r.server_id))) {
-      const server = await findServer(db, id);
-      const node = server && (await findNode(db, server.node_id));
-      if (server && node) places.set(id, { server, node });
-    }
-    return places;
+  placesIn(db: Queryable, rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+    return placesWith(
+      rows,
+      (id) => findServer(db, id),
+      (id) => findNode(db, id),
+    );
   }
 
   /** A row whose server or node is missing is an internal error: devices refer to their server. */
