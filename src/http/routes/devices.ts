@@ -30,6 +30,7 @@ function deviceSettings(b: DeviceSettingsBody): DevicePatch {
 /** A device as the API answers it: spec §2.1 with its current config. */
 type DeviceBody = DeviceView & { config: string };
 
+/** The device's body with its config as it is now (after a move too). */
 export function deviceBody(devices: DeviceService, placed: PlacedDevice): DeviceBody {
   return { ...placed.device, config: devices.configText(placed, false) };
 }
