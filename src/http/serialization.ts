@@ -1,4 +1,5 @@
 import { SerializerSelector, type SerializerFactory } from '@fastify/fast-json-stringify-compiler';
+import type { FastifyReply } from 'fastify';
 
 /** Types whose nullable form fast-json-stringify writes as a type list. */
 const SCALAR_TYPES = new Set(['string', 'integer', 'number', 'boolean']);
@@ -44,3 +45,51 @@ export const serializerFactory: SerializerFactory = (externalSchemas, options) =
   const compiler = SerializerSelector()(nullableAsTypeList(externalSchemas), options);
   return (route) => compiler({ ...route, schema: nullableAsTypeList(route.schema) });
 };
+
+const PAGE_OPEN = Buffer.from('{"data":[');
+const COMMA = Buffer.from(',');
+const PAGE_CLOSE = { more: Buffer.from('],"has_more":true}'), last: Buffer.from('],"has_more":false}') };
+
+/**
+ * A `Page` (`{data, has_more}`) as the bytes its response schema serialises to, from each item's JSON
+ * already serialised: a list route that keeps its items' bytes copies them instead of serialising and
+ * encoding the whole page on every request.
+ */
+export function pageBytes(items: readonly Buffer[], hasMore: boolean): Buffer {
+  const parts: Buffer[] = [PAGE_OPEN];
+  for (const [i, item] of items.entries()) {
+    if (i > 0) parts.push(COMMA);
+    parts.push(item);
+  }
+  parts.push(hasMore ? PAGE_CLOSE.more : PAGE_CLOSE.last);
+  return Buffer.concat(parts);
+}
+
+/**
+ * Sends pages of items whose views are kept per row (rows reused while nothing is committed): each
+ * item's JSON is serialised once through the item's response schema (`$ref`, with the route's
+ * serializer compiler, so as the page schema would) and kept as bytes while its view object lives;
+ * a page shown again is copied from them. Items must not change once sent.
+ */
+export class PageWriter<T extends object> {
+  readonly #schema: Record<string, unknown>;
+  readonly #json = new WeakMap<T, Buffer>();
+
+  constructor(schemaId: string) {
+    this.#schema = { $ref: schemaId };
+  }
+
+  send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
+    const serialize = reply.compileSerializationSchema(this.#schema);
+    const items = page.data.map((item) => {
+      let json = this.#json.get(item);
+      if (json === undefined) {
+        // The serializer takes a record; an item is copied into one once, when first serialised.
+        json = Buffer.from(serialize(Object.fromEntries(Object.entries(item))));
+        this.#json.set(item, json);
+      }
+      return json;
+    });
+    return reply.type('application/json; charset=utf-8').send(pageBytes(items, page.has_more));
+  }
+}

@@ -1,11 +1,11 @@
 import { renderClientConfig } from '../domain/client-config.ts';
 import type { Clock } from '../domain/clock.ts';
-import { type DeviceStatus, deviceStatus, isOnline, type LimitPeriod } from '../domain/devices.ts';
+import { type DeviceStatus, deviceStatus, isOnline, type LimitPeriod, ONLINE_WINDOW_MS } from '../domain/devices.ts';
 import type { Usage } from '../domain/usage.ts';
 import type { Db, Queryable } from '../store/db.ts';
 import type { DeviceRow } from '../store/devices.ts';
-import { findNode, type NodeRow } from '../store/nodes.ts';
-import { findServer, type ServerRow, stringArray } from '../store/servers.ts';
+import { findNode, findNodeShared, type NodeRow } from '../store/nodes.ts';
+import { findServer, findServerShared, type ServerRow, stringArray } from '../store/servers.ts';
 import type { UsageService } from './usage.ts';
 
 /** A device as spec §2.1 shows it, without its config (routes add it). */
@@ -64,7 +64,49 @@ function parseMetadata(text: string | null): Record<string, unknown> | null {
   return isRecord ? Object.fromEntries(Object.entries(value)) : null;
 }
 
-/** How a device row is shown: its view (status, usage), the server and node it is on, its client config. */
+async function placesWith(
+  rows: readonly DeviceRow[],
+  server: (id: number) => Promise<ServerRow | undefined>,
+  node: (id: number) => Promise<NodeRow | undefined>,
+): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+  const places = new Map<number, { server: ServerRow; node: NodeRow }>();
+  for (const id of new Set(rows.map((r) => r.server_id))) {
+    const serverRow = await server(id);
+    const nodeRow = serverRow && (await node(serverRow.node_id));
+    if (serverRow && nodeRow) places.set(id, { server: serverRow, node: nodeRow });
+  }
+  return places;
+}
+
+/** The server columns a client config is made of. */
+const CONFIG_COLUMNS = [
+  'public_key',
+  'endpoint',
+  'listen_port',
+  'mtu',
+  'dns',
+  'client_allowed_ips',
+  'persistent_keepalive',
+] as const satisfies readonly (keyof ServerRow)[];
+
+function sameConfigColumns(a: ServerRow, b: ServerRow): boolean {
+  return a === b || CONFIG_COLUMNS.every((column) => a[column] === b[column]);
+}
+
+/** The earliest of the future instants among `instantsMs` (null: none), or `untilMs`. */
+function nextInstant(nowMs: number, untilMs: number, instantsMs: readonly (number | null)[]): number {
+  let next = untilMs;
+  for (const instant of instantsMs) if (instant !== null && instant > nowMs && instant < next) next = instant;
+  return next;
+}
+
+/**
+ * How a device row is shown: its view (status, usage), the server and node it is on, its client config.
+ * A view and a config are kept per row object: the list's rows are reused while nothing is committed
+ * (see listDevices), so a page shown again computes nothing. A view holds until the first instant that
+ * changes it (the next month, the expiry, the handshake leaving the online window); a config while the
+ * server's config columns are the same.
+ */
 export class DeviceViews {
   readonly #db: Db;
   readonly #clock: Clock;
@@ -76,8 +118,23 @@ export class DeviceViews {
     this.#usage = usage;
   }
 
+  readonly #views = new WeakMap<DeviceRow, { view: DeviceView; fromMs: number; untilMs: number }>();
+  readonly #configs = new WeakMap<DeviceRow, { server: ServerRow; text: string }>();
+
   view(row: DeviceRow): DeviceView {
     const nowMs = this.#clock.nowMs();
+    const kept = this.#views.get(row);
+    if (kept !== undefined && kept.fromMs <= nowMs && nowMs < kept.untilMs) return kept.view;
+    const view = this.#viewAt(row, nowMs);
+    const untilMs = nextInstant(nowMs, this.#usage.calendar.nextMonthStartMs(nowMs), [
+      row.expires_at === null ? null : Date.parse(row.expires_at),
+      row.last_handshake === null ? null : Date.parse(row.last_handshake) + ONLINE_WINDOW_MS,
+    ]);
+    this.#views.set(row, { view, fromMs: nowMs, untilMs });
+    return view;
+  }
+
+  #viewAt(row: DeviceRow, nowMs: number): DeviceView {
     const lastHandshakeMs = row.last_handshake === null ? null : Date.parse(row.last_handshake);
     return {
       id: row.id,
@@ -135,23 +192,22 @@ export class DeviceViews {
     });
   }
 
-  /** The server and node of each server the rows are on, each read once. */
+  /** The server and node of each server the rows are on, each read once, shared rows outside a transaction. */
   #placesOf(rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
-    return this.placesIn(this.#db, rows);
+    return placesWith(
+      rows,
+      (id) => findServerShared(this.#db, id),
+      (id) => findNodeShared(this.#db, id),
+    );
   }
 
   /** `#placesOf` read through `db` (a transaction that holds the only SQLite connection). */
-  async placesIn(
-    db: Queryable,
-    rows: readonly DeviceRow[],
-  ): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
-    const places = new Map<number, { server: ServerRow; node: NodeRow }>();
-    for (const id of new Set(rows.map((r) => r.server_id))) {
-      const server = await findServer(db, id);
-      const node = server && (await findNode(db, server.node_id));
-      if (server && node) places.set(id, { server, node });
-    }
-    return places;
+  placesIn(db: Queryable, rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+    return placesWith(
+      rows,
+      (id) => findServer(db, id),
+      (id) => findNode(db, id),
+    );
   }
 
   /** A row whose server or node is missing is an internal error: devices refer to their server. */
@@ -163,6 +219,15 @@ export class DeviceViews {
 
   /** The wg-quick config of the device as it is now (after a move too). */
   configText(placed: PlacedDevice, killSwitch: boolean): string {
+    if (killSwitch) return this.#render(placed, true);
+    const kept = this.#configs.get(placed.row);
+    if (kept !== undefined && sameConfigColumns(kept.server, placed.server)) return kept.text;
+    const text = this.#render(placed, false);
+    this.#configs.set(placed.row, { server: placed.server, text });
+    return text;
+  }
+
+  #render(placed: PlacedDevice, killSwitch: boolean): string {
     const { row, server } = placed;
     const lists = serverLists(server);
     return renderClientConfig(

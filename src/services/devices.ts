@@ -22,7 +22,7 @@ import {
   namesStartingWith,
   updateDevice,
 } from '../store/devices.ts';
-import { groupTotals, listGroupDevices, listGroupPage } from '../store/groups.ts';
+import { groupTotals, listGroupDevices } from '../store/groups.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
 import { findServer, listRunningServers, lockServers, type ServerRow } from '../store/servers.ts';
 import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
@@ -412,7 +412,9 @@ export class DeviceService {
 
   /** A page of the devices of a group (spec §2.2), oldest first. */
   async groupPage(externalId: string, page: PageRequest): Promise<Page<PlacedDevice>> {
-    const rows = toPage(await listGroupPage(this.#db, externalId, page), page);
+    // The device list's reused page (same query, rows shared while nothing is committed), so views are kept.
+    const filter = { externalId, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() };
+    const rows = toPage(await listDevices(this.#db, filter, page), page);
     return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
   }
 

@@ -95,7 +95,22 @@ export class WebhookService {
     };
   }
 
+  /**
+   * Kept per row object: a page's rows are reused while nothing is committed (listDeliveries), so its
+   * payloads are parsed once, and the same views let the route keep their JSON.
+   */
+  readonly #views = new WeakMap<DeliveryRow, DeliveryView>();
+
   deliveryView(row: DeliveryRow): DeliveryView {
+    let view = this.#views.get(row);
+    if (view === undefined) {
+      view = this.#viewOf(row);
+      this.#views.set(row, view);
+    }
+    return view;
+  }
+
+  #viewOf(row: DeliveryRow): DeliveryView {
     const payload: PanelEvent = JSON.parse(row.payload);
     return {
       id: row.id,

@@ -1,8 +1,8 @@
 import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { DeviceStatus } from '../domain/devices.ts';
 import type { PageRequest } from '../domain/paging.ts';
-import type { Queryable } from './db.ts';
-import { rowLimit } from './query-shapes.ts';
+import type { Db, Queryable } from './db.ts';
+import { CompiledPageShape, rowLimit } from './query-shapes.ts';
 import { oneOf } from './raw-sql.ts';
 import { addToDeviceCount } from './servers.ts';
 import { containsText } from './text-search.ts';
@@ -218,11 +218,31 @@ function statusOf(nowIso: string, currentMonth: string) {
     when ${limitReached} then 'limit_reached' else 'active' end`;
 }
 
+function devicesAfter(db: Db, afterId: number, serverId: number | undefined, externalId: string | undefined) {
+  let query = db.selectFrom('devices').selectAll().where('id', '>', afterId);
+  if (serverId !== undefined) query = query.where('server_id', '=', serverId);
+  if (externalId !== undefined) query = query.where('external_id', '=', externalId);
+  return query;
+}
+
+/**
+ * A page filtered by server and external id only, the common list, as a compiled shape whose rows are
+ * reused while nothing has been committed: a page of rows opened from the sealed store (private keys)
+ * costs more than checking that nothing changed, and reused rows let the views be reused too.
+ */
+const plainPage = new CompiledPageShape(
+  (db, limit, afterId: number, serverId: number | undefined, externalId: string | undefined) =>
+    devicesAfter(db, afterId, serverId, externalId).orderBy('id').limit(limit),
+  [-1001, -1002, '\u0000external_id'],
+  { reuse: true },
+);
+
 /** Oldest first, `limit + 1` rows (see toPage). */
-export function listDevices(db: Queryable, filter: DeviceFilter, page: PageRequest): Promise<DeviceRow[]> {
-  let query = db.selectFrom('devices').selectAll().where('id', '>', page.afterId);
-  if (filter.serverId !== undefined) query = query.where('server_id', '=', filter.serverId);
-  if (filter.externalId !== undefined) query = query.where('external_id', '=', filter.externalId);
+export function listDevices(db: Db, filter: DeviceFilter, page: PageRequest): Promise<readonly DeviceRow[]> {
+  if (filter.search === undefined && filter.status === undefined) {
+    return plainPage.execute(db, page.limit + 1, page.afterId, filter.serverId, filter.externalId);
+  }
+  let query = devicesAfter(db, page.afterId, filter.serverId, filter.externalId);
   if (filter.search !== undefined) query = query.where(containsText(db, ['name', 'external_id'], filter.search));
   if (filter.status !== undefined) {
     query = query.where(statusOf(filter.nowIso, filter.currentMonth), '=', filter.status);

@@ -53,14 +53,19 @@ const eventPageShape = new CompiledPageShape(
 );
 
 /** Oldest first, `limit + 1` rows (see toPage). */
-export async function listEvents(db: Db, filter: EventFilter, page: PageRequest): Promise<PanelEvent[]> {
+/** A row whose kind is one the panel knows, as the row itself (not a copy: reused rows stay the same objects). */
+function hasEventKind<R extends { kind: string }>(row: R): row is R & { kind: EventKind } {
+  return isEventKind(row.kind);
+}
+
+export async function listEvents(db: Db, filter: EventFilter, page: PageRequest): Promise<readonly PanelEvent[]> {
   const rows =
     filter.kinds === undefined || filter.kinds.length === 0
       ? await eventPageShape.execute(db, page.limit + 1, page.afterId, filter.serverId, filter.deviceId)
       : await eventsAfter(db, page.afterId, filter)
           .limit(rowLimit(page.limit + 1))
           .execute();
-  return rows.flatMap((row) => (isEventKind(row.kind) ? [{ ...row, kind: row.kind }] : []));
+  return rows.filter(hasEventKind);
 }
 
 export async function pruneEvents(db: Queryable, before: string): Promise<number> {

@@ -1,4 +1,3 @@
-import type { PageRequest } from '../domain/paging.ts';
 import type { Queryable } from './db.ts';
 import type { DeviceRow } from './devices.ts';
 import { rowLimit } from './query-shapes.ts';
@@ -20,11 +19,6 @@ export function listGroupDevices(
     .where('id', '>', afterId)
     .orderBy('id');
   return (limit === undefined ? query : query.limit(rowLimit(limit))).execute();
-}
-
-/** A page of a group's devices: `limit + 1` rows (see toPage). */
-export function listGroupPage(db: Queryable, externalId: string, page: PageRequest): Promise<DeviceRow[]> {
-  return listGroupDevices(db, externalId, page.afterId, page.limit + 1);
 }
 
 /** How many devices a group has and what they moved in `currentMonth` (`YYYY-MM`), in one pass of the index. */

@@ -13,6 +13,21 @@ export function findNode(db: Queryable, id: number): Promise<NodeRow | undefined
   return db.selectFrom('nodes').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+// Read with the servers of a page of devices (findServerShared), reused while nothing is committed.
+const nodeRowById = new CompiledShape(
+  (db, id: number) => db.selectFrom('nodes').selectAll().where('id', '=', id),
+  [-1001],
+  {
+    reuse: true,
+  },
+);
+
+/** findNode outside a transaction; the row may be shared with other readers, so it must not be changed. */
+export async function findNodeShared(db: Db, id: number): Promise<Readonly<NodeRow> | undefined> {
+  const [row] = await nodeRowById.execute(db, id);
+  return row;
+}
+
 export function findNodeByName(db: Queryable, name: string): Promise<NodeRow | undefined> {
   return db.selectFrom('nodes').selectAll().where('name', '=', name).executeTakeFirst();
 }

@@ -22,6 +22,22 @@ export function findServer(db: Queryable, id: number): Promise<ServerRow | undef
   return db.selectFrom('servers').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+// A page of devices reads its servers on every request: while nothing has been committed, the rows
+// (opened from the sealed store once) are reused (exact: see ShapeOptions).
+const serverRowById = new CompiledShape(
+  (db, id: number) => db.selectFrom('servers').selectAll().where('id', '=', id),
+  [-1001],
+  {
+    reuse: true,
+  },
+);
+
+/** findServer outside a transaction; the row may be shared with other readers, so it must not be changed. */
+export async function findServerShared(db: Db, id: number): Promise<Readonly<ServerRow> | undefined> {
+  const [row] = await serverRowById.execute(db, id);
+  return row;
+}
+
 export type ServerWithNode = ServerRow & {
   node_name: string;
   node_status: NodeRow['status'];

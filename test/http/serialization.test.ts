@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import Type from 'typebox';
-import { nullableAsTypeList, serializerFactory } from '../../src/http/serialization.ts';
+import { nullableAsTypeList, pageBytes, serializerFactory } from '../../src/http/serialization.ts';
+import { Page } from '../../src/http/schemas/common.ts';
 import { EventSchema } from '../../src/http/schemas/events.ts';
 
 const route = { method: 'GET', url: '/events', httpStatus: '200', schema: Type.Array(Type.Ref('Event')) };
@@ -63,5 +64,16 @@ describe('response serialization', () => {
         c: { anyOf: [{ type: 'object', properties: {} }, { type: 'null' }] },
       },
     });
+  });
+
+  it("writes a page from its items' JSON exactly as the page schema serialises it", () => {
+    const serializer = (schema: unknown) => serializerFactory({ Event: EventSchema })({ ...route, schema });
+    const item = serializer(Type.Ref('Event'));
+    const page = serializer(Page(Type.Ref('Event')));
+    const items = events.map((event) => Buffer.from(item(event)));
+    for (const hasMore of [true, false]) {
+      assert.equal(pageBytes(items, hasMore).toString(), page({ data: events, has_more: hasMore }));
+      assert.equal(pageBytes([], hasMore).toString(), page({ data: [], has_more: hasMore }));
+    }
   });
 });

@@ -1,12 +1,13 @@
 import Type from 'typebox';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
-import type { DevicePatch, DeviceService, PlacedDevice } from '../../services/devices.ts';
+import type { DevicePatch, DeviceService, DeviceView, PlacedDevice } from '../../services/devices.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { renderQrPng } from '../qr.ts';
+import { PageWriter } from '../serialization.ts';
 import { Id, IdParams, Page } from '../schemas/common.ts';
 import { DeviceCreateBody, DeviceListQuery, DevicePatchBody, type DeviceSettingsBody } from '../schemas/devices.ts';
 
@@ -27,12 +28,27 @@ function deviceSettings(b: DeviceSettingsBody): DevicePatch {
 }
 
 /** A device as the API answers it: spec §2.1 with its current config. */
-export function deviceBody(devices: DeviceService, placed: PlacedDevice) {
+type DeviceBody = DeviceView & { config: string };
+
+/** The device's body with its config as it is now (after a move too). */
+export function deviceBody(devices: DeviceService, placed: PlacedDevice): DeviceBody {
   return { ...placed.device, config: devices.configText(placed, false) };
 }
 
 export function deviceRoutes(api: Api, devices: DeviceService): void {
   const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
+  // A listed device's body, kept per view while its config is the same (views are kept per row while
+  // nothing changes, see DeviceViews), so that the page writer serialises it once.
+  const listed = new WeakMap<DeviceView, DeviceBody>();
+  const listedBody = (placed: PlacedDevice): DeviceBody => {
+    const kept = listed.get(placed.device);
+    const config = devices.configText(placed, false);
+    if (kept?.config === config) return kept;
+    const body = { ...placed.device, config };
+    listed.set(placed.device, body);
+    return body;
+  };
+  const pages = new PageWriter<DeviceBody>('Device');
 
   api.get(
     '/devices',
@@ -42,14 +58,14 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       querystring: Type.Object({ ...DeviceListQuery, ...PageQueryFields }, { additionalProperties: false }),
       response: { 200: Page(DeviceRef) },
     }),
-    async (request) => {
+    async (request, reply) => {
       const q = request.query;
       const page = await devices.list(
         // An empty search box is no search.
         { serverId: q.server_id, externalId: q.external_id, search: q.search || undefined, status: q.status },
         pageRequest(q),
       );
-      return { data: page.data.map(withConfig), has_more: page.has_more };
+      return pages.send(reply, { data: page.data.map(listedBody), has_more: page.has_more });
     },
   );
 

@@ -1,11 +1,13 @@
 import Type from 'typebox';
 import { AppError } from '../../domain/errors.ts';
 import { EVENT_KINDS, isEventKind } from '../../domain/events.ts';
+import type { PanelEvent } from '../../domain/events.ts';
 import type { EventService } from '../../services/events.ts';
 import type { Api } from '../api.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { Id, Page, PlainText } from '../schemas/common.ts';
+import { PageWriter } from '../serialization.ts';
 
 function parseKinds(text: string | undefined) {
   if (text === undefined) return undefined;
@@ -22,6 +24,8 @@ function parseKinds(text: string | undefined) {
 }
 
 export function eventRoutes(api: Api, events: EventService): void {
+  // Event pages are reused rows while nothing is committed (listEvents): each event is serialised once.
+  const eventPages = new PageWriter<PanelEvent>('Event');
   api.get(
     '/events',
     operation('events:read', {
@@ -39,9 +43,10 @@ export function eventRoutes(api: Api, events: EventService): void {
       ),
       response: { 200: Page(Type.Ref('Event')) },
     }),
-    (request) => {
+    async (request, reply) => {
       const { server_id: serverId, device_id: deviceId, kind } = request.query;
-      return events.page({ serverId, deviceId, kinds: parseKinds(kind) }, pageRequest(request.query));
+      const page = await events.page({ serverId, deviceId, kinds: parseKinds(kind) }, pageRequest(request.query));
+      return eventPages.send(reply, page);
     },
   );
 }

@@ -1,10 +1,11 @@
 import Type from 'typebox';
-import type { WebhookService } from '../../services/webhooks.ts';
+import type { DeliveryView, WebhookService } from '../../services/webhooks.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { IdParams, Page } from '../schemas/common.ts';
+import { PageWriter } from '../serialization.ts';
 import { WebhookCreateBody, WebhookPatchBody, WebhookWithSecretSchema } from '../schemas/webhooks.ts';
 
 const WebhookRef = Type.Ref('Webhook');
@@ -15,6 +16,7 @@ const DESCRIPTION =
   'receivers de-duplicate on webhook-id.';
 
 export function webhookRoutes(api: Api, webhooks: WebhookService): void {
+  const deliveryPages = new PageWriter<DeliveryView>('WebhookDelivery');
   api.get(
     '/webhooks',
     operation('webhooks:write', {
@@ -92,7 +94,10 @@ export function webhookRoutes(api: Api, webhooks: WebhookService): void {
       ),
       response: { 200: Page(DeliveryRef) },
     }),
-    (request) => webhooks.deliveries(request.params.id, request.query.state, pageRequest(request.query)),
+    async (request, reply) => {
+      const page = await webhooks.deliveries(request.params.id, request.query.state, pageRequest(request.query));
+      return deliveryPages.send(reply, page);
+    },
   );
 
   api.post(
