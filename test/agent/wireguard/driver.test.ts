@@ -295,7 +295,7 @@ describe('wireguard driver: servers (recorded commands)', () => {
     assert.equal(runner.starts.length, 0);
   });
 
-  test('a read of the links or dump that fails once is read again, not taken for a missing interface or veth', async () => {
+  test('a read of the links or dump that fails once is read again, not taken for a missing interface', async () => {
     for (const read of ['ip -n vp-s1 -j addr show', 'ip -n hh -j addr show', 'wg show vp1 dump']) {
       const runner = upHost([[A, '10.128.0.2/32']]);
       let failed = false;
