@@ -252,7 +252,9 @@ export class WireGuardDriver implements Driver {
     const n = this.names(spec.serverId);
     const failures: string[] = [];
     const run = stepper(this.#runner, failures);
-    const snap = await readSnapshot(this.#runner, n, this.#hostNetns, () => this.#readDump(n));
+    const snap = await readSnapshot(this.#runner, n, this.#hostNetns, () => this.#readDump(n)).catch((error) => {
+      throw new DriverError(action, [`cannot read the host: ${messageOf(error)}`]);
+    });
     if (!snap.netnsExists && !(await run('ip', ['netns', 'add', n.netns]))) throw new DriverError(action, failures);
     // Before the interface, so no client of a new interface ever passes unfiltered.
     await ensureIsolation(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec), failures);

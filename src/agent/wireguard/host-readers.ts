@@ -20,6 +20,10 @@ export type DumpPeer = {
 };
 export type Dump = { privateKey: string; listenPort: number; peers: DumpPeer[] };
 
+/** How often readSnapshot tries a read of a namespace's links, and of the interface's dump. */
+const READ_TRIES = 3;
+const DUMP_TRIES = 2;
+
 /** What up() reads before changing anything. */
 export interface Snapshot {
   netnsExists: boolean;
@@ -41,7 +45,8 @@ export function ipIn(netns: string | undefined): string[] {
 
 /**
  * Everything of server `n` in its namespace and in the host namespace that up() compares with its spec;
- * `readInterfaceDump` reads the interface's dump (through `wg` or UAPI, interface-config.ts).
+ * `readInterfaceDump` reads the interface's dump (through `wg` or UAPI, interface-config.ts). Throws when the
+ * links of either namespace cannot be read.
  */
 export async function readSnapshot(
   runner: CommandRunner,
@@ -51,12 +56,16 @@ export async function readSnapshot(
 ): Promise<Snapshot> {
   const netnsExists = (await readNetnsNames(runner)).includes(n.netns);
   const none = <T>(value: T): Promise<T> => Promise.resolve(value);
+  // A link or dump that cannot be read is not a missing one: taken for missing, it would make up() recreate a
+  // working interface (its clients' sessions lost until they rekey, 15 s on) or veth. Read again; if the links
+  // still cannot be read, up() fails and changes nothing. A dump that twice fails means a wireguard-go that no
+  // longer answers, which only a new interface mends.
   const [serverLinks, hostLinks, defaultRoute, dump, serverTables, hostTables, serverForwarding, hostForwarding] =
     await Promise.all([
-      netnsExists ? readLinks(runner, n.netns) : none(new Map<string, Link>()),
-      readLinks(runner, hostNetns),
+      netnsExists ? tried(() => readLinksOrFail(runner, n.netns), READ_TRIES) : none(new Map<string, Link>()),
+      tried(() => readLinksOrFail(runner, hostNetns), READ_TRIES),
       netnsExists ? readDefaultRoute(runner, n.netns) : none(''),
-      netnsExists ? readInterfaceDump().catch(() => null) : none(null),
+      netnsExists ? tried(readInterfaceDump, DUMP_TRIES).catch(() => null) : none(null),
       netnsExists ? readNftTables(runner, n.netns) : none(new Set<string>()),
       readNftTables(runner, hostNetns),
       netnsExists ? readForwarding(runner, n.netns) : none(false),
@@ -115,10 +124,24 @@ export function parseNetnsList(stdout: string): string[] {
 
 /** Links of a namespace by name; empty when it cannot be read (a missing namespace). */
 export async function readLinks(runner: CommandRunner, netns: string | undefined): Promise<Map<string, Link>> {
-  return runner.run('ip', [...ipIn(netns), '-j', 'addr', 'show']).then(
-    (r) => parseIpAddrJson(r.stdout),
-    () => new Map<string, Link>(),
-  );
+  return readLinksOrFail(runner, netns).catch(() => new Map<string, Link>());
+}
+
+/** Links of a namespace by name; throws when they cannot be read. */
+async function readLinksOrFail(runner: CommandRunner, netns: string | undefined): Promise<Map<string, Link>> {
+  const { stdout } = await runner.run('ip', [...ipIn(netns), '-j', 'addr', 'show']);
+  return parseIpAddrJson(stdout);
+}
+
+/** `read`'s answer, tried up to `tries` times; the last failure when every try failed. */
+async function tried<T>(read: () => Promise<T>, tries: number): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt >= tries) throw error;
+    }
+  }
 }
 
 /** `ip -j addr show` → links by name with their addresses. */

@@ -295,6 +295,35 @@ describe('wireguard driver: servers (recorded commands)', () => {
     assert.equal(runner.starts.length, 0);
   });
 
+  test('a read of the links or dump that fails once is read again, not taken for a missing interface', async () => {
+    for (const read of ['ip -n vp-s1 -j addr show', 'ip -n hh -j addr show', 'wg show vp1 dump']) {
+      const runner = upHost([[A, '10.128.0.2/32']]);
+      let failed = false;
+      // Matches the first such read only; the ones after it get the host's answer.
+      const once = (call: { line: string }): boolean => {
+        if (failed || call.line !== read) return false;
+        failed = true;
+        return true;
+      };
+      runner.on(once, { exitCode: 1, stderr: 'a read that failed under load' });
+      const state = await driverOn(runner).up(SPEC);
+      assert.ok(failed, `${read} failed once`);
+      assert.equal(state.peerCount, 1, read);
+      assert.deepEqual(runner.lines(isChange), [], `after a failed ${read}, nothing is made anew`);
+      assert.equal(runner.starts.length, 0, read);
+    }
+  });
+
+  test('links that cannot be read fail up() and change nothing', async () => {
+    const runner = upHost([[A, '10.128.0.2/32']]).on('ip -n hh -j addr show', { exitCode: 1, stderr: 'busy' });
+    await assert.rejects(driverOn(runner).up(SPEC), (error: unknown) => {
+      assert.ok(error instanceof DriverError);
+      assert.match(error.message, /cannot read the host: .*busy/);
+      return true;
+    });
+    assert.deepEqual(runner.lines(isChange), []);
+  });
+
   test('a new listen port recreates the interface and puts the peers back', async () => {
     // The running wireguard-go (an earlier agent's) answers until its interface is deleted.
     let deleted = false;
