@@ -921,6 +921,16 @@ describe('the overview usage and the device search in headless Chromium (sqlite)
     await list.getByText('zoe phone').waitFor({ timeout: 15_000 });
     assert.deepEqual(await names(), ['zoe phone']);
     assert.deepEqual(await seriousViolations(page), [], 'axe on the searched devices');
+
+    // A group filter is the external_id exactly: shop-42's device, none for a part of it.
+    await page.goto(`${origin}/devices?group=shop-42`);
+    assert.equal(await page.getByLabel('Group', { exact: true }).inputValue(), 'shop-42');
+    await list.getByText('Zoe tablet').waitFor({ timeout: 15_000 });
+    assert.deepEqual(await names(), ['Zoe tablet']);
+    await page.getByLabel('Group', { exact: true }).fill('shop-4');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForURL((url) => url.searchParams.get('group') === 'shop-4');
+    await page.getByText('No devices.').waitFor();
     await screenshot(page, 'devices-search');
     problems.none('the device search');
     await page.close();

@@ -211,15 +211,29 @@ export function DevicesPage({ query }: { query: URLSearchParams }) {
   const searched = query.get('search') ?? '';
   const status = statusOf(query.get('status'));
   const server = query.get('server') ?? '';
+  const grouped = query.get('group') ?? '';
   const creating = canWrite && query.get('new') === '1';
   const [search, setSearch] = useState(searched);
+  const [group, setGroup] = useState(grouped);
   const [servers] = useLoad(loadAllServers, []);
   const go = (change: Record<string, string | undefined>) =>
-    navigate(withQuery('/devices', { search: searched, status, server, new: creating ? '1' : undefined, ...change }), {
-      replace: true,
-    });
+    navigate(
+      withQuery('/devices', {
+        search: searched,
+        group: grouped,
+        status,
+        server,
+        new: creating ? '1' : undefined,
+        ...change,
+      }),
+      {
+        replace: true,
+      },
+    );
   const filter: Omit<DeviceQuery, 'after' | 'limit'> = {};
   if (searched !== '') filter.search = searched;
+  // A group is its external_id exactly (the search above finds parts of it).
+  if (grouped !== '') filter.external_id = grouped;
   if (status !== undefined) filter.status = status;
   if (/^\d+$/.test(server)) filter.server_id = Number(server);
   const serverList = servers.state === 'ready' ? servers.data.items : [];
@@ -248,10 +262,11 @@ export function DevicesPage({ query }: { query: URLSearchParams }) {
           class="filters"
           onSubmit={(event) => {
             event.preventDefault();
-            go({ search: search.trim() });
+            go({ search: search.trim(), group: group.trim() });
           }}
         >
           <TextField label="Name or external ID" name="search" problem={null} value={search} onValue={setSearch} />
+          <TextField label="Group" name="group" problem={null} value={group} onValue={setGroup} />
           <SelectField
             label="Status"
             name="status"
