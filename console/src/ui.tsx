@@ -376,6 +376,41 @@ export function CopyText({ label, value }: { label: string; value: string }) {
   );
 }
 
+/** A secret the panel shows only once (a new API key, a webhook's signing secret), to copy, then Done. */
+export function ShownOnce(props: {
+  title: string;
+  explanation: string;
+  label: string;
+  value: string;
+  onDone: () => void;
+}) {
+  const id = useId();
+  return (
+    <section class="panel" aria-labelledby={id}>
+      <h2 id={id}>{props.title}</h2>
+      <p>{props.explanation}</p>
+      <CopyText label={props.label} value={props.value} />
+      <button type="button" onClick={props.onDone}>
+        Done
+      </button>
+    </section>
+  );
+}
+
+/** A form's submit button and its Cancel. */
+export function SubmitOrCancel(props: { label: string; busy: boolean; primary?: boolean; onCancel: () => void }) {
+  return (
+    <div class="actions">
+      <button type="submit" class={props.primary === false ? undefined : 'primary'} disabled={props.busy}>
+        {props.label}
+      </button>
+      <button type="button" onClick={props.onCancel}>
+        Cancel
+      </button>
+    </div>
+  );
+}
+
 const STATUS_LABELS: Record<string, string> = {
   active: 'Active',
   disabled: 'Disabled',

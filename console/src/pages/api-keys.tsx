@@ -4,7 +4,6 @@ import {
   CheckField,
   CheckList,
   ConfirmButton,
-  CopyText,
   FormProblem,
   Page,
   Show,
@@ -14,6 +13,8 @@ import {
   useAction,
   useCanWrite,
   useLoad,
+  ShownOnce,
+  SubmitOrCancel,
 } from '../ui.tsx';
 
 type ApiKey = Schemas['ApiKey'];
@@ -43,14 +44,13 @@ function NewKey({ onMade, onDone }: { onMade: () => void; onDone: () => void }) 
   const action = useAction();
   if (key !== undefined)
     return (
-      <section class="panel" aria-labelledby="key-made">
-        <h2 id="key-made">Key made</h2>
-        <p>The key is shown only now: put it where the program that uses it reads it. The panel keeps only its hash.</p>
-        <CopyText label="API key" value={key} />
-        <button type="button" onClick={onDone}>
-          Done
-        </button>
-      </section>
+      <ShownOnce
+        title="Key made"
+        explanation="The key is shown only now: put it where the program that uses it reads it. The panel keeps only its hash."
+        label="API key"
+        value={key}
+        onDone={onDone}
+      />
     );
   return (
     <form
@@ -103,14 +103,7 @@ function NewKey({ onMade, onDone }: { onMade: () => void; onDone: () => void }) 
         checked={form.noRateLimit}
         onChecked={(noRateLimit) => setForm({ ...form, noRateLimit })}
       />
-      <div class="row">
-        <button type="submit" class="primary" disabled={action.busy}>
-          Create key
-        </button>
-        <button type="button" onClick={onDone}>
-          Cancel
-        </button>
-      </div>
+      <SubmitOrCancel label="Create key" busy={action.busy} onCancel={onDone} />
     </form>
   );
 }

@@ -19,6 +19,7 @@ import {
   useAction,
   useCanWrite,
   useLoad,
+  SubmitOrCancel,
 } from '../ui.tsx';
 import { loadAllServers } from './servers.tsx';
 
@@ -194,14 +195,7 @@ function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () 
         onValue={(externalId) => set({ externalId })}
       />
       <LimitFields form={form} set={set} problem={problem} />
-      <div class="actions">
-        <button type="submit" class="primary" disabled={action.busy}>
-          Create
-        </button>
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
+      <SubmitOrCancel label="Create" busy={action.busy} onCancel={props.onCancel} />
     </form>
   );
 }

@@ -12,6 +12,7 @@ import {
   Time,
   useAction,
   useLoad,
+  SubmitOrCancel,
 } from '../ui.tsx';
 
 type ConsoleUser = Schemas['ConsoleUser'];
@@ -81,14 +82,7 @@ function NewUser({ onMade, onDone }: { onMade: () => void; onDone: () => void })
         value={form.password}
         onValue={(password) => setForm({ ...form, password })}
       />
-      <div class="row">
-        <button type="submit" class="primary" disabled={action.busy}>
-          Create user
-        </button>
-        <button type="button" onClick={onDone}>
-          Cancel
-        </button>
-      </div>
+      <SubmitOrCancel label="Create user" busy={action.busy} onCancel={onDone} />
     </form>
   );
 }
@@ -125,14 +119,7 @@ function NewPassword({ user, onDone }: { user: ConsoleUser; onDone: () => void }
         value={password}
         onValue={setPassword}
       />
-      <div class="row">
-        <button type="submit" disabled={action.busy}>
-          Save password
-        </button>
-        <button type="button" onClick={onDone}>
-          Cancel
-        </button>
-      </div>
+      <SubmitOrCancel label="Save password" busy={action.busy} primary={false} onCancel={onDone} />
     </form>
   );
 }

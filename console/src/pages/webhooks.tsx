@@ -6,7 +6,6 @@ import {
   CheckField,
   CheckList,
   ConfirmButton,
-  CopyText,
   FormProblem,
   Link,
   Page,
@@ -20,6 +19,7 @@ import {
   useAction,
   useCanWrite,
   useLoad,
+  ShownOnce,
 } from '../ui.tsx';
 
 const POLL_MS = 15_000;
@@ -81,14 +81,13 @@ function NewWebhook({ onMade }: { onMade: () => void }) {
   const action = useAction();
   if (secret !== undefined)
     return (
-      <section class="panel" aria-labelledby="webhook-secret">
-        <h2 id="webhook-secret">Webhook made</h2>
-        <p>The signing secret is shown only now: keep it with the receiver.</p>
-        <CopyText label="Signing secret" value={secret} />
-        <button type="button" onClick={() => setSecret(undefined)}>
-          Done
-        </button>
-      </section>
+      <ShownOnce
+        title="Webhook made"
+        explanation="The signing secret is shown only now: keep it with the receiver."
+        label="Signing secret"
+        value={secret}
+        onDone={() => setSecret(undefined)}
+      />
     );
   return (
     <form
