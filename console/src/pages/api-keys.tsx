@@ -46,7 +46,10 @@ function NewKey({ onMade, onDone }: { onMade: () => void; onDone: () => void }) 
     return (
       <ShownOnce
         title="Key made"
-        explanation="The key is shown only now: put it where the program that uses it reads it. The panel keeps only its hash."
+        explanation={
+          'The key is shown only now: put it where the program that uses it reads it. ' +
+          'The panel keeps only its hash.'
+        }
         label="API key"
         value={key}
         onDone={onDone}
