@@ -19,7 +19,7 @@ import { UsageService } from '../src/services/usage.ts';
 import { write } from '../src/store/db.ts';
 import { listDevices } from '../src/store/devices.ts';
 import type { Store } from '../src/store/open.ts';
-import { addToDayBuckets, addToDeviceCounts, addToFleet, type UsageDelta } from '../src/store/usage.ts';
+import { addToDeviceCounts, addToFleet, type UsageDelta } from '../src/store/usage.ts';
 import { DATABASE_KINDS } from '../test/support/databases.ts';
 import { openTestStore } from '../test/support/stores.ts';
 import { seedFleet, seedNode } from '../test/support/usage-fixtures.ts';
@@ -97,10 +97,9 @@ async function benchKind(store: Store): Promise<string[]> {
     const deltas: UsageDelta[] = ids.slice(0, size).map((id) => ({ deviceId: id, rx: 1000, tx: 500, meter: 0 }));
     const book = (fleet: boolean) =>
       write(db, async (tx) => {
-        const counted = await addToDeviceCounts(tx, deltas, month, 'bench', month);
+        const counted = await addToDeviceCounts(tx, deltas, { month, day, journalId: 'bench', currentMonth: month });
         const existing = new Set(counted.stored);
         const stored = deltas.filter((d) => existing.has(d.deviceId));
-        await addToDayBuckets(tx, day, stored);
         if (!fleet) return;
         const rx = stored.reduce((sum, d) => sum + d.rx, 0);
         const txBytes = stored.reduce((sum, d) => sum + d.tx, 0);

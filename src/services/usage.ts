@@ -21,6 +21,7 @@ import {
   addToDeviceCounts,
   addToFleet,
   claimBatch,
+  fileRolledDays,
   listDayBuckets,
   listFleetBuckets,
   listMonthBuckets,
@@ -160,12 +161,14 @@ export class UsageService {
           .filter((e) => e.rxBytes + e.txBytes > 0)
           .map((e) => ({ deviceId: e.deviceId, rx: e.rxBytes, tx: e.txBytes, meter: e.meter }));
         const month = this.calendar.month(batch.slotStartMs);
+        const day = this.calendar.day(batch.slotStartMs);
         const currentMonth = this.calendar.month(nowMs);
-        const counted = await addToDeviceCounts(tx, deltas, month, report.journalId, currentMonth);
+        const counted = await addToDeviceCounts(tx, deltas, { month, day, journalId: report.journalId, currentMonth });
         const existing = new Set(counted.stored);
         const stored = deltas.filter((d) => existing.has(d.deviceId));
-        const day = this.calendar.day(batch.slotStartMs);
-        await addToDayBuckets(tx, day, stored);
+        const late = new Set(counted.late);
+        await addToDayBuckets(tx, day, late.size === 0 ? [] : stored.filter((d) => late.has(d.deviceId)));
+        await fileRolledDays(tx, counted.rolled);
         const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
         await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
         // Last: every node's batches write these two rows, which stay locked until the commit (PostgreSQL),
@@ -269,8 +272,8 @@ export class UsageService {
     const [year, month] = this.calendar.month(nowMs).split('-').map(Number);
     const firstMonth = new Date(Date.UTC(year ?? 1970, (month ?? 1) - MONTHLY_MONTHS, 1)).toISOString().slice(0, 10);
     const [daily, monthly] = await Promise.all([
-      listDayBuckets(this.#db, row.id, since),
-      listMonthBuckets(this.#db, row.id, firstMonth),
+      listDayBuckets(this.#db, row, since),
+      listMonthBuckets(this.#db, row, firstMonth),
     ]);
     const bucket = (b: UsageBucket) => ({ start: b.start, rx_bytes: b.rx_bytes, tx_bytes: b.tx_bytes });
     return {

@@ -24,6 +24,7 @@ import * as m017 from './migrations/017-dual-stack-addresses.ts';
 import * as m018 from './migrations/018-server-device-count.ts';
 import * as m019 from './migrations/019-fleet-usage-and-search.ts';
 import * as m020 from './migrations/020-usage-months-from-days.ts';
+import * as m021 from './migrations/021-device-day-in-row.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -51,6 +52,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '018-server-device-count': m018,
   '019-fleet-usage-and-search': m019,
   '020-usage-months-from-days': m020,
+  '021-device-day-in-row': m021,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -134,6 +134,14 @@ export interface DeviceTable {
   usage_month: Generated<string>;
   meter_journal: Generated<string>;
   meter: Generated<number>;
+  /** `YYYY-MM-DD` (panel time zone) whose bytes day_rx/day_tx hold, '' before any; usage_daily has the days before. */
+  usage_day: Generated<string>;
+  day_rx: Generated<number>;
+  day_tx: Generated<number>;
+  /** A day the row's usage moved out of, on its way into usage_daily within one transaction: '' between them. */
+  rolled_day: Generated<string>;
+  rolled_rx: Generated<number>;
+  rolled_tx: Generated<number>;
   limit_reached_at: string | null;
   expiry_due_at: string | null;
 }

@@ -46,14 +46,29 @@ const DELTA_COLUMNS: readonly Column<UsageDelta>[] = [
 
 const ID_COLUMNS: readonly Column<number>[] = [{ name: 'device_id', type: 'bigint', of: (id) => id }];
 
+/** What a batch's deltas belong to, as parameters of the statement that adds them. */
+export interface BatchPeriod {
+  /** `YYYY-MM`, panel time zone: the batch's month. */
+  month: string;
+  /** `YYYY-MM-DD`, panel time zone: the batch's day. */
+  day: string;
+  journalId: string;
+  /** The panel's month now, for the limit check of the rows as they come out. */
+  currentMonth: string;
+}
+
 /**
- * The new counts of a device row `d` given a delta `rx`, `tx`, `meter` of month `$m` from journal `$j`:
+ * The new counts of a device row `d` given a delta `rx`, `tx`, `meter` of month `$m`, day `$d`, from journal `$j`:
  * a batch of a later month than the counts hold starts them again (for `monthly` limits, the period
- * too); one of an earlier month (stored late) adds only to a `total` period.
+ * too); one of an earlier month (stored late) adds only to a `total` period. A batch of a later day than the row's
+ * moves the row's day to `rolled_*` (see migration 021) and starts the day again; one of an earlier day leaves the
+ * row's day alone (its bytes go to usage_daily).
  */
-function countAssignments(rx: string, tx: string, meter: string, m: string, j: string): string {
+function countAssignments(rx: string, tx: string, meter: string, m: string, d: string, j: string): string {
   const rolls = `d.usage_month < ${m}`;
   const monthly = "d.limit_period = 'monthly'";
+  const dayRolls = `d.usage_day < ${d}`;
+  const files = `${dayRolls} and d.usage_day <> ''`;
   return `month_rx = case when d.usage_month = ${m} then d.month_rx + ${rx} when ${rolls} then ${rx}
       else d.month_rx end,
     month_tx = case when d.usage_month = ${m} then d.month_tx + ${tx} when ${rolls} then ${tx} else d.month_tx end,
@@ -63,6 +78,12 @@ function countAssignments(rx: string, tx: string, meter: string, m: string, j: s
       else d.period_tx + ${tx} end,
     limit_reached_at = case when ${monthly} and ${rolls} then null else d.limit_reached_at end,
     usage_month = case when ${rolls} then ${m} else d.usage_month end,
+    day_rx = case when d.usage_day = ${d} then d.day_rx + ${rx} when ${dayRolls} then ${rx} else d.day_rx end,
+    day_tx = case when d.usage_day = ${d} then d.day_tx + ${tx} when ${dayRolls} then ${tx} else d.day_tx end,
+    rolled_day = case when ${files} then d.usage_day else d.rolled_day end,
+    rolled_rx = case when ${files} then d.day_rx else d.rolled_rx end,
+    rolled_tx = case when ${files} then d.day_tx else d.rolled_tx end,
+    usage_day = case when ${dayRolls} then ${d} else d.usage_day end,
     meter = ${meter},
     meter_journal = ${j}`;
 }
@@ -82,49 +103,74 @@ export interface CountsAdded {
   stored: number[];
   /** Those of them now over their limit in the current period and not marked yet (see markLimitReached). */
   overLimit: number[];
+  /** Those whose row holds a later day than the batch's: their bytes of the batch go to usage_daily. */
+  late: number[];
+  /** Those whose row's day the batch moved out (to `rolled_*`): it goes to usage_daily (fileRolledDays). */
+  rolled: number[];
 }
 
-/**
- * Adds a batch of `month` (`YYYY-MM`) to the devices' running counts (see countAssignments) in one
- * statement; `currentMonth` is the panel's, for the limit check of the rows as they come out.
- */
+/** Adds a batch to the devices' running counts and days (see countAssignments), in one statement. */
 export async function addToDeviceCounts(
   db: Queryable,
   deltas: readonly UsageDelta[],
-  month: string,
-  journalId: string,
-  currentMonth: string,
+  period: BatchPeriod,
 ): Promise<CountsAdded> {
-  if (deltas.length === 0) return { stored: [], overLimit: [] };
-  const v = rowSet(db, deltas, DELTA_COLUMNS, 4);
-  const counts = countAssignments('v.rx', 'v.tx', 'v.meter', 'cast($1 as text)', 'cast($2 as text)');
+  const added: CountsAdded = { stored: [], overLimit: [], late: [], rolled: [] };
+  if (deltas.length === 0) return added;
+  const v = rowSet(db, deltas, DELTA_COLUMNS, 5);
+  const day = 'cast($2 as text)';
+  const counts = countAssignments('v.rx', 'v.tx', 'v.meter', 'cast($1 as text)', day, 'cast($3 as text)');
   const text = `update devices as d set ${counts} from ${v.from} where d.id = v.device_id
-    returning id, case when ${reachedAndUnmarked('cast($3 as text)')} then 1 else 0 end as over_limit`;
-  const rows = await runSql<{ id: number; over_limit: number }>(db, text, [
-    month,
-    journalId,
-    currentMonth,
+    returning id, case when ${reachedAndUnmarked('cast($4 as text)')} then 1 else 0 end as over_limit,
+      case when usage_day > ${day} then 1 else 0 end as late, case when rolled_day <> '' then 1 else 0 end as rolled`;
+  const rows = await runSql<{ id: number; over_limit: number; late: number; rolled: number }>(db, text, [
+    period.month,
+    period.day,
+    period.journalId,
+    period.currentMonth,
     ...v.params,
   ]);
-  return {
-    stored: rows.map((row) => Number(row.id)),
-    overLimit: rows.filter((row) => Number(row.over_limit) === 1).map((row) => Number(row.id)),
-  };
+  for (const row of rows) {
+    const id = Number(row.id);
+    added.stored.push(id);
+    if (Number(row.over_limit) === 1) added.overLimit.push(id);
+    if (Number(row.late) === 1) added.late.push(id);
+    if (Number(row.rolled) === 1) added.rolled.push(id);
+  }
+  return added;
 }
 
-/**
- * Adds the deltas to the devices' day buckets, in one statement. A month is the sum of its days (migration 020):
- * a round writes two row versions a device, its row and its day.
- */
+const DAY_SUM = `set rx_bytes = usage_daily.rx_bytes + excluded.rx_bytes,
+  tx_bytes = usage_daily.tx_bytes + excluded.tx_bytes`;
+
+/** Adds the deltas to the devices' day buckets in usage_daily, in one statement: a batch's late bytes. */
 export async function addToDayBuckets(db: Queryable, day: string, deltas: readonly UsageDelta[]): Promise<void> {
   if (deltas.length === 0) return;
   const v = rowSet(db, deltas, DELTA_COLUMNS, 2);
   // `where true`: without it SQLite would read `on conflict` as the join's `on`.
   const text = `insert into usage_daily (device_id, start, rx_bytes, tx_bytes)
     select v.device_id, cast($1 as text), v.rx, v.tx from ${v.from} where true
-    on conflict (device_id, start) do update
-    set rx_bytes = usage_daily.rx_bytes + excluded.rx_bytes, tx_bytes = usage_daily.tx_bytes + excluded.tx_bytes`;
+    on conflict (device_id, start) do update ${DAY_SUM}`;
   await runSql(db, text, [day, ...v.params]);
+}
+
+/** Moves the days a batch rolled out of the rows of `ids` into usage_daily, in the batch's transaction. */
+export async function fileRolledDays(db: Queryable, ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  const v = rowSet(db, ids, ID_COLUMNS, 1);
+  await runSql(
+    db,
+    `insert into usage_daily (device_id, start, rx_bytes, tx_bytes)
+    select d.id, d.rolled_day, d.rolled_rx, d.rolled_tx from devices as d, ${v.from}
+    where d.id = v.device_id and d.rolled_day <> ''
+    on conflict (device_id, start) do update ${DAY_SUM}`,
+    v.params,
+  );
+  await runSql(
+    db,
+    `update devices as d set rolled_day = '', rolled_rx = 0, rolled_tx = 0 from ${v.from} where d.id = v.device_id`,
+    v.params,
+  );
 }
 
 /**
@@ -211,30 +257,54 @@ export interface UsageBucket {
   tx_bytes: number;
 }
 
-/** A device's day buckets from `since` (`YYYY-MM-DD`) on, oldest first. */
-export function listDayBuckets(db: Queryable, deviceId: number, since: string): Promise<UsageBucket[]> {
-  return db
+/** The columns that hold a device's current day of usage (migration 021). */
+export type DeviceDay = Pick<DeviceRow, 'id' | 'usage_day' | 'day_rx' | 'day_tx'>;
+
+/** `buckets` (oldest first) with `bytes` added to the bucket `start`, made if missing. */
+function plus(buckets: UsageBucket[], start: string, rx: number, tx: number): UsageBucket[] {
+  const at = buckets.findIndex((b) => b.start >= start);
+  const same = buckets[at];
+  if (same?.start === start) {
+    buckets[at] = { start, rx_bytes: same.rx_bytes + rx, tx_bytes: same.tx_bytes + tx };
+  } else {
+    buckets.splice(at === -1 ? buckets.length : at, 0, { start, rx_bytes: rx, tx_bytes: tx });
+  }
+  return buckets;
+}
+
+/** The row's own day, if it has bytes and is `since` or later. */
+function rowDay(device: DeviceDay, since: string): boolean {
+  return device.usage_day !== '' && device.usage_day >= since && device.day_rx + device.day_tx > 0;
+}
+
+/** A device's day buckets from `since` (`YYYY-MM-DD`) on, oldest first: usage_daily's and its row's day. */
+export async function listDayBuckets(db: Queryable, device: DeviceDay, since: string): Promise<UsageBucket[]> {
+  const filed = await db
     .selectFrom('usage_daily')
     .select(['start', 'rx_bytes', 'tx_bytes'])
-    .where('device_id', '=', deviceId)
+    .where('device_id', '=', device.id)
     .where('start', '>=', since)
     .orderBy('start')
     .execute();
+  if (!rowDay(device, since)) return filed;
+  return plus(filed, device.usage_day, device.day_rx, device.day_tx);
 }
 
 /** A device's months from `since` (`YYYY-MM-01`) on, oldest first, each the sum of its days (`start` its 1st). */
-export async function listMonthBuckets(db: Queryable, deviceId: number, since: string): Promise<UsageBucket[]> {
+export async function listMonthBuckets(db: Queryable, device: DeviceDay, since: string): Promise<UsageBucket[]> {
   const month = sql<string>`substr(start, 1, 7) || '-01'`;
   const rows = await db
     .selectFrom('usage_daily')
     .select((eb) => [month.as('month'), eb.fn.sum<number>('rx_bytes').as('rx'), eb.fn.sum<number>('tx_bytes').as('tx')])
-    .where('device_id', '=', deviceId)
+    .where('device_id', '=', device.id)
     .where('start', '>=', since)
     .groupBy(month)
     .orderBy(month)
     .execute();
   // PostgreSQL sums bigints as numeric, which its driver gives as text.
-  return rows.map((r) => ({ start: r.month, rx_bytes: Number(r.rx), tx_bytes: Number(r.tx) }));
+  const filed = rows.map((r) => ({ start: r.month, rx_bytes: Number(r.rx), tx_bytes: Number(r.tx) }));
+  if (!rowDay(device, since)) return filed;
+  return plus(filed, `${device.usage_day.slice(0, 7)}-01`, device.day_rx, device.day_tx);
 }
 
 export async function deleteDeviceUsage(db: Queryable, deviceIds: readonly number[]): Promise<void> {

@@ -16,7 +16,7 @@ import { JournalFile, UsageLedger } from '../../src/agent/usage-ledger.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
 import { UsageService } from '../../src/services/usage.ts';
-import { listMonthBuckets } from '../../src/store/usage.ts';
+import { listDayBuckets, listMonthBuckets } from '../../src/store/usage.ts';
 import { listDevicesOfServer } from '../../src/store/devices.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
 import { ScriptedDriver } from '../support/scripted-driver.ts';
@@ -79,14 +79,12 @@ for (const kind of DATABASE_KINDS) {
 
         const truth = new Map<number, { rx: number; tx: number }>();
         const recorded = async () => {
-          const rows = await suite.store.db
-            .selectFrom('usage_daily')
-            .select(['device_id', 'rx_bytes', 'tx_bytes'])
-            .execute();
           const sums = new Map<number, { rx: number; tx: number }>();
-          for (const r of rows) {
-            const s = sums.get(r.device_id) ?? { rx: 0, tx: 0 };
-            sums.set(r.device_id, { rx: s.rx + r.rx_bytes, tx: s.tx + r.tx_bytes });
+          for (const device of await suite.store.db.selectFrom('devices').selectAll().execute()) {
+            for (const day of await listDayBuckets(suite.store.db, device, '1970-01-01')) {
+              const s = sums.get(device.id) ?? { rx: 0, tx: 0 };
+              sums.set(device.id, { rx: s.rx + day.rx_bytes, tx: s.tx + day.tx_bytes });
+            }
           }
           return sums;
         };
@@ -184,7 +182,12 @@ for (const kind of DATABASE_KINDS) {
         );
         let monthRx = 0;
         for (const deviceId of truth.keys()) {
-          for (const month of await listMonthBuckets(suite.store.db, deviceId, '1970-01-01')) monthRx += month.rx_bytes;
+          const row = await suite.store.db
+            .selectFrom('devices')
+            .selectAll()
+            .where('id', '=', deviceId)
+            .executeTakeFirstOrThrow();
+          for (const month of await listMonthBuckets(suite.store.db, row, '1970-01-01')) monthRx += month.rx_bytes;
         }
         const totalRx = [...truth.values()].reduce((n, t) => n + t.rx, 0);
         assert.equal(monthRx, totalRx, 'the months of the usage report hold the same bytes');

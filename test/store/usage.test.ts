@@ -16,6 +16,9 @@ import { type Db, write } from '../../src/store/db.ts';
 import {
   addToDayBuckets,
   addToDeviceCounts,
+  type BatchPeriod,
+  fileRolledDays,
+  listDayBuckets,
   listMonthBuckets,
   markLimitReached,
   recordHandshakes,
@@ -28,6 +31,13 @@ import { deviceValues, migratedStoreForSuite, seedNode, seedServer } from '../su
 const DEVICES = 1234;
 const MONTH = '2026-11';
 const NOW = '2026-11-21T08:00:00.000Z';
+const DAY = `${MONTH}-21`;
+const period = (journalId: string, day = DAY): BatchPeriod => ({
+  month: day.slice(0, 7),
+  day,
+  journalId,
+  currentMonth: MONTH,
+});
 
 function fakeKey(i: number): string {
   return Buffer.alloc(32, 0).fill(String(i).padStart(32, '0')).toString('base64');
@@ -105,9 +115,8 @@ for (const kind of DATABASE_KINDS) {
       }));
       for (const round of [1, 2]) {
         const existing = await write(db, async (tx) => {
-          const { stored } = await addToDeviceCounts(tx, deltas, MONTH, `journal-${round}`, MONTH);
-          const kept = deltas.filter((d) => stored.includes(d.deviceId));
-          await addToDayBuckets(tx, `${MONTH}-21`, kept);
+          const { stored, late, rolled } = await addToDeviceCounts(tx, deltas, period(`journal-${round}`));
+          assert.deepEqual([late, rolled], [[], []], 'no day is late or rolled out');
           return stored;
         });
         assert.deepEqual(
@@ -133,17 +142,13 @@ for (const kind of DATABASE_KINDS) {
           assert.equal(row.meter, 1000 + 3 * i);
           assert.equal(row.meter_journal, `journal-${round}`);
         }
-        const buckets = await db
-          .selectFrom('usage_daily')
-          .selectAll()
-          .where('device_id', 'in', ids)
-          .orderBy('device_id')
-          .execute();
         assert.deepEqual(
-          buckets.map((b) => [b.device_id, b.start, b.rx_bytes, b.tx_bytes]),
-          ids.map((id, i) => [id, `${MONTH}-21`, round * (1000 + i), round * 2 * i]),
-          `day buckets after round ${round}`,
+          rows.map((r) => [r.id, r.usage_day, r.day_rx, r.day_tx]),
+          ids.map((id, i) => [id, DAY, round * (1000 + i), round * 2 * i]),
+          `the days in the rows after round ${round}`,
         );
+        const filed = await db.selectFrom('usage_daily').select('device_id').where('device_id', 'in', ids).execute();
+        assert.deepEqual(filed, [], 'a day in its row is written nowhere else');
       }
     });
 
@@ -154,7 +159,7 @@ for (const kind of DATABASE_KINDS) {
       const deltas = ids.map((deviceId) => ({ deviceId, rx: 5000, tx: 1000, meter: 6000 }));
       const round = () =>
         write(db, async (tx) => {
-          const { overLimit } = await addToDeviceCounts(tx, deltas, MONTH, 'j', MONTH);
+          const { overLimit } = await addToDeviceCounts(tx, deltas, period('j'));
           return {
             overLimit: [...overLimit].sort((a, b) => a - b),
             marked: await markLimitReached(tx, overLimit, MONTH, NOW),
@@ -246,10 +251,10 @@ for (const kind of DATABASE_KINDS) {
         await db.selectFrom('devices').selectAll().where('id', '=', quiet).executeTakeFirstOrThrow(),
         before,
       );
-      const days = async (id: number) =>
-        (await db.selectFrom('usage_daily').select('start').where('device_id', '=', id).orderBy('start').execute()).map(
-          (r) => r.start,
-        );
+      const days = async (id: number) => {
+        const row = await db.selectFrom('devices').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+        return (await listDayBuckets(db, row, '2026-01-01')).map((r) => r.start);
+      };
       assert.deepEqual(await days(quiet), ['2026-11-20']);
       assert.deepEqual(await days(busy), ['2026-11-20', '2026-11-21'], 'the busy device of the same batch is stored');
       const busyRow = await db.selectFrom('devices').selectAll().where('id', '=', busy).executeTakeFirstOrThrow();
@@ -270,13 +275,69 @@ for (const kind of DATABASE_KINDS) {
       for (const [deviceId, start, rx, tx] of days) {
         await write(db, (tx2) => addToDayBuckets(tx2, start, [{ deviceId, rx, tx, meter: 0 }]));
       }
-      assert.deepEqual(await listMonthBuckets(db, id, '2026-10-01'), [
+      const noDay = { usage_day: '', day_rx: 0, day_tx: 0 };
+      assert.deepEqual(await listMonthBuckets(db, { id, ...noDay }, '2026-10-01'), [
         { start: '2026-10-01', rx_bytes: 11, tx_bytes: 22 },
         { start: '2026-11-01', rx_bytes: 4_000_000_100, tx_bytes: 5_000_000_200 },
       ]);
-      assert.deepEqual(await listMonthBuckets(db, other, '2026-01-01'), [
+      assert.deepEqual(await listMonthBuckets(db, { id: other, ...noDay }, '2026-01-01'), [
         { start: '2026-11-01', rx_bytes: 7, tx_bytes: 7 },
       ]);
+      assert.deepEqual(
+        await listMonthBuckets(db, { id: other, usage_day: '2026-12-01', day_rx: 1, day_tx: 2 }, '2026-01-01'),
+        [
+          { start: '2026-11-01', rx_bytes: 7, tx_bytes: 7 },
+          { start: '2026-12-01', rx_bytes: 1, tx_bytes: 2 },
+        ],
+        "the row's day is a day of its month",
+      );
+    });
+
+    it("moves a row's day to usage_daily when a later day comes, and a late day's bytes there", async () => {
+      const db = suite.store.db;
+      const [a = 0, b = 0, c = 0] = await seedDevices(db, 'days');
+      const batch = (day: string, journalId: string, deltas: UsageDelta[]) =>
+        write(db, async (tx) => {
+          const added = await addToDeviceCounts(tx, deltas, period(journalId, day));
+          const late = deltas.filter((d) => added.late.includes(d.deviceId));
+          await addToDayBuckets(tx, day, late);
+          await fileRolledDays(tx, added.rolled);
+          return { late: added.late, rolled: added.rolled };
+        });
+      const delta = (deviceId: number, rx: number): UsageDelta => ({ deviceId, rx, tx: 1, meter: 0 });
+      assert.deepEqual(await batch('2026-11-20', 'j', [delta(a, 10), delta(b, 20)]), { late: [], rolled: [] });
+      assert.deepEqual(await batch('2026-11-20', 'j', [delta(a, 1)]), { late: [], rolled: [] });
+      // The next day: a and c move bytes; a's day of the 20th goes to usage_daily, c had none.
+      assert.deepEqual(await batch('2026-11-21', 'j', [delta(a, 5), delta(c, 7)]), { late: [], rolled: [a] });
+      // A batch of the 20th stored late: a's bytes go to its filed day, b's (still on the 20th) to its row.
+      assert.deepEqual(await batch('2026-11-20', 'j', [delta(a, 100), delta(b, 2)]), { late: [a], rolled: [] });
+      const row = (id: number) => db.selectFrom('devices').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+      const days = async (id: number, since = '2026-01-01') =>
+        (await listDayBuckets(db, await row(id), since)).map((d) => [d.start, d.rx_bytes, d.tx_bytes]);
+      assert.deepEqual(await days(a), [
+        ['2026-11-20', 111, 3],
+        ['2026-11-21', 5, 1],
+      ]);
+      assert.deepEqual(await days(a, '2026-11-21'), [['2026-11-21', 5, 1]]);
+      assert.deepEqual(await days(b), [['2026-11-20', 22, 2]]);
+      assert.deepEqual(await days(c), [['2026-11-21', 7, 1]]);
+      const rolled = await db
+        .selectFrom('devices')
+        .select(['rolled_day', 'rolled_rx', 'rolled_tx'])
+        .where('id', 'in', [a, b, c])
+        .execute();
+      assert.ok(
+        rolled.every((r) => r.rolled_day === '' && r.rolled_rx === 0 && r.rolled_tx === 0),
+        'nothing left rolled out',
+      );
+      assert.equal((await row(a)).month_rx, 116, 'the month counts every batch once');
+      // A day filed before migration 021 that is also the row's day: the report adds the two.
+      await write(db, (tx) => addToDayBuckets(tx, '2026-11-21', [delta(c, 1000)]));
+      assert.deepEqual(await days(c), [['2026-11-21', 1007, 2]]);
+      assert.deepEqual(
+        (await listMonthBuckets(db, await row(a), '2026-01-01')).map((m) => [m.start, m.rx_bytes]),
+        [['2026-11-01', 116]],
+      );
     });
 
     if (kind === 'postgres') {
