@@ -75,6 +75,12 @@ const SUFFIX_ROOM = 8;
  * The device use cases of spec §4.2 (create, read, update, usage reset, move, delete), and the same
  * changes for several devices in one transaction, which `GroupService` runs for a group (spec §4.3).
  */
+function onServerAlready(id: number, serverId: number): AppError {
+  return new AppError('validation_failed', `device ${id} is on server ${serverId} already`, {
+    server_id: 'the current server',
+  });
+}
+
 export class DeviceService {
   readonly #store: Store;
   readonly #clock: Clock;
@@ -340,16 +346,17 @@ export class DeviceService {
       throw new AppError('validation_failed', `server ${String(target)} does not exist`, {
         server_id: 'no such server',
       });
-    if (server.id === before.server.id)
-      throw new AppError('validation_failed', `device ${id} is on server ${server.id} already`, {
-        server_id: 'the current server',
-      });
+    if (server.id === before.server.id) throw onServerAlready(id, server.id);
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const moved = await this.#changes
       .commit(async (tx) => {
         // Both servers' counts change: both are locked, lowest id first.
         const counts = await lockServers(tx, [before.server.id, server.id], this.#store.dialect);
+        // A move of this device that committed since `before` was read: a second move to the same server gets
+        // the answer it would get after the first (not name_taken, its own name found there).
+        const now = await findDevice(tx, id);
+        if (now?.server_id === server.id) throw onServerAlready(id, server.id);
         // Read anew: a move has no retry, and another panel may have taken addresses there.
         const device = { name: before.row.name, publicKey: before.row.public_key };
         const addresses = await this.#claimSlot(tx, server, counts, device, true);

@@ -27,9 +27,9 @@ import { migratedStoreForSuite, seedNode, seedServer } from '../support/usage-fi
 
 /**
  * Codes a lost race answers with: the device was deleted meanwhile, or is on the chosen server already (two
- * moves of one device to one server: the second finds the device's own name there, as names are unique here).
+ * moves of one device to one server: the second is told it is there, as it would be after the first).
  */
-const RACE_CODES = new Set(['not_found', 'validation_failed', 'name_taken']);
+const RACE_CODES = new Set(['not_found', 'validation_failed']);
 
 /** Each server's stored count beside COUNT(*) of its devices. */
 async function countsOf(db: Db): Promise<{ id: number; stored: number; counted: number }[]> {
@@ -142,6 +142,24 @@ for (const kind of DATABASE_KINDS) {
         counts.some((c) => c.counted > 0),
         'devices remain, so the counts were exercised',
       );
+    });
+
+    it('answers the second of two moves of one device to one server as if it came after the first', async () => {
+      const [first, other] = panels;
+      const second = other ?? first;
+      const [from, to] = servers;
+      assert.ok(first && second && from && to);
+      const placed = await first.devices.create({ serverId: from.id, name: 'mover' }, 'test');
+      const outcomes = await Promise.allSettled([
+        first.devices.move(placed.row.id, to.id, 'test'),
+        second.devices.move(placed.row.id, to.id, 'test'),
+      ]);
+      assert.deepEqual(outcomes.map((o) => o.status).sort(), ['fulfilled', 'rejected']);
+      const lost = outcomes.find((o) => o.status === 'rejected');
+      assert.ok(lost?.reason instanceof AppError);
+      const { code, fields } = lost.reason;
+      assert.deepEqual([code, fields], ['validation_failed', { server_id: 'the current server' }]);
+      assert.equal((await first.devices.get(placed.row.id)).server.id, to.id);
     });
   });
 }
