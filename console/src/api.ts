@@ -26,6 +26,13 @@ export function whenSignedOut(listener: () => void): void {
   onSignedOut = listener;
 }
 
+/** Told when the panel answers 403: the user's role may have changed (made a viewer, by themself or another admin). */
+let onForbidden: () => void = () => {};
+
+export function whenForbidden(listener: () => void): void {
+  onForbidden = listener;
+}
+
 export const api = createClient<paths>({ baseUrl: location.origin, credentials: 'same-origin' });
 api.use({
   onRequest({ request }) {
@@ -34,6 +41,7 @@ api.use({
   },
   onResponse({ response }) {
     if (response.status === 401) onSignedOut();
+    if (response.status === 403) onForbidden();
     return response;
   },
 });

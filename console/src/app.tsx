@@ -1,7 +1,7 @@
 /** The console: the session, the layout with its navigation, and which page a path shows. */
 import type { ComponentChild } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { whenSignedOut } from './api.ts';
+import { whenForbidden, whenSignedOut } from './api.ts';
 import { ActivityPage } from './pages/activity.tsx';
 import { ApiKeysPage } from './pages/api-keys.tsx';
 import { DevicePage } from './pages/device.tsx';
@@ -124,9 +124,19 @@ export function App() {
   const place = usePlace();
   /** undefined while asking the panel, null when nobody is signed in. */
   const [session, setSession] = useState<Session | null | undefined>(undefined);
-  const ask = async () => setSession((await currentSession()) ?? null);
+  const ask = async () => {
+    const now = (await currentSession()) ?? null;
+    // The same session keeps its object, so asking again redraws nothing unless something changed.
+    setSession((was) =>
+      was && now && was.user.name === now.user.name && was.user.role === now.user.role && was.timeZone === now.timeZone
+        ? was
+        : now,
+    );
+  };
   useEffect(() => {
     whenSignedOut(() => setSession(null));
+    // The pages drawn follow the role the panel has now, not the one at sign-in.
+    whenForbidden(() => void ask());
     void ask();
   }, []);
   useEffect(() => {

@@ -658,6 +658,44 @@ describe('the operator console in headless Chromium (sqlite)', {
       }
     });
 
+    it('an admin who makes themself a viewer sees the viewer console at once, without a reload', async () => {
+      const name = 'demotes-self';
+      const password = 'a long enough password';
+      const made = await page.request.post(`${origin}/api/v1/console-users`, {
+        headers: { 'x-console-request': '1' },
+        data: { name, role: 'admin', password },
+      });
+      assert.equal(made.status(), 201);
+      const { id } = (await made.json()) as { id: number };
+      const context = await newContext(DESKTOP);
+      try {
+        const own = await signIn(context, name, password);
+        const nav = own.getByRole('navigation', { name: 'Main' });
+        await nav.getByRole('link', { name: 'Users' }).click();
+        await heading(own, 'Users');
+        await own
+          .getByRole('row')
+          .filter({ hasText: `${name} (you)` })
+          .getByRole('button', { name: /^Make viewer/ })
+          .click();
+        await nav.getByRole('link', { name: 'Users' }).waitFor({ state: 'detached' });
+        assert.deepEqual(
+          await nav.getByRole('link').allTextContents(),
+          NAVIGATION.filter((link) => link !== 'Webhooks' && link !== 'API keys' && link !== 'Users'),
+        );
+        // The page's reload after the change was refused (403): that line, and only it.
+        const seen = problems.list.splice(0);
+        assert.deepEqual(
+          seen.filter((line) => !line.includes(`(${origin}/api/v1/console-users)`)),
+          [],
+          'no other problem',
+        );
+      } finally {
+        await context.close();
+        await page.request.delete(`${origin}/api/v1/console-users/${id}`, { headers: { 'x-console-request': '1' } });
+      }
+    });
+
     it('pages a group of over 50 devices to its last, with its whole count; group actions take them all', async () => {
       const api = need(panel, 'the panel').api;
       const GROUP = 'fleet-9';
