@@ -27,12 +27,15 @@ import { endLab, LabAgent, LabPanel, need, ok, settledPeerBytes } from '../suppo
 import {
   HOST_IP6,
   hostOf,
+  INTERNET_IP,
+  INTERNET_IP6,
+  IPERF_IP6,
   NetLab,
   requireRoot,
   run,
+  unusedPrefix,
   UPLINK_HOST_IP,
   UPLINK_HOST_IP6,
-  unusedPrefix,
   waitFor,
 } from '../support/netns.ts';
 import type { ApiClient } from '../support/panel.ts';
@@ -48,9 +51,6 @@ const skip = requireRoot([
 ]);
 const SUITE_TIMEOUT_MS = 150_000;
 const PORT = 18_087;
-const INTERNET_IP = '198.51.100.80';
-const INTERNET_IP6 = '2001:db8:1::80';
-const IPERF_IP6 = '2001:db8:1::81';
 /** The given subnet6 of the second server: host bits zero give the server the first address. */
 const GIVEN_SUBNET6 = 'fd3a:1b2c:4d5e:9::/64';
 /** A first handshake comes within this. */

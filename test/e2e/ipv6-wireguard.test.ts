@@ -30,13 +30,17 @@ import { need } from '../support/lab-panel.ts';
 import {
   CHILD_LOG_DIR,
   HOST_IP6,
+  INTERNET_IP,
+  INTERNET_IP6,
+  IPERF_IP,
+  IPERF_IP6,
   NetLab,
   requireRoot,
   run,
-  UPLINK_HOST_IP,
-  UPLINK_GATEWAY_IP6,
-  UPLINK_HOST_IP6,
   unusedPrefix,
+  UPLINK_GATEWAY_IP6,
+  UPLINK_HOST_IP,
+  UPLINK_HOST_IP6,
   waitFor,
 } from '../support/netns.ts';
 
@@ -51,11 +55,6 @@ const skip = requireRoot([
 const SUITE_TIMEOUT_MS = 150_000;
 const SERVER_ID = 1;
 const PORT = 18_086;
-const INTERNET_IP = '198.51.100.80';
-const INTERNET_IP6 = '2001:db8:1::80';
-/** iperf3's own addresses (startIperfServer adds them), beside those of the TCP listener. */
-const IPERF_IP = '198.51.100.81';
-const IPERF_IP6 = '2001:db8:1::81';
 /** Unique local space beyond the node: what fc00::/7 in the blocked set keeps clients from. */
 const PRIVATE_IP6 = 'fd99::10';
 const SUBNET6 = 'fd3a:1b2c:4d5e:1::';

@@ -21,7 +21,16 @@ import { after, before, describe, test } from 'node:test';
 import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { endLab, type LabPanel, need, startLabPanel } from '../support/lab-panel.ts';
-import { hostOf, NetLab, requireRoot, run, UPLINK_HOST_IP, unusedPrefix, waitFor } from '../support/netns.ts';
+import {
+  hostOf,
+  INTERNET_IP,
+  NetLab,
+  requireRoot,
+  run,
+  unusedPrefix,
+  UPLINK_HOST_IP,
+  waitFor,
+} from '../support/netns.ts';
 import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
@@ -33,7 +42,6 @@ const skip = requireRoot([
 ]);
 const SUITE_TIMEOUT_MS = 240_000;
 const PORT = 18_080;
-const INTERNET_IP = '198.51.100.80';
 const PRIVATE_IP = '10.99.0.10';
 const METADATA_IP = '169.254.169.254';
 /** A first handshake, or a panel's resync, comes within this. */

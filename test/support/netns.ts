@@ -55,6 +55,12 @@ export const CLIENT_IP6 = '2001:db8:c::2';
 /** addIpv6: the host namespace's end of the uplink (what NAT66 makes clients' addresses) and its gateway. */
 export const UPLINK_HOST_IP6 = '2001:db8:f::1';
 export const UPLINK_GATEWAY_IP6 = '2001:db8:f::2';
+/** Hosts of the internet namespace (addInternet) the tests listen on: "the internet" beyond the node. */
+export const INTERNET_IP = '198.51.100.80';
+export const INTERNET_IP6 = '2001:db8:1::80';
+/** iperf3's own addresses there (startIperfServer adds them), beside those of the TCP listener. */
+export const IPERF_IP = '198.51.100.81';
+export const IPERF_IP6 = '2001:db8:1::81';
 const LINK6_PREFIX_BITS = 64;
 const LINK_PREFIX_BITS = 24;
 const WG_RUN_DIR = '/var/run/wireguard';
