@@ -41,6 +41,8 @@ export class Calendar {
   readonly #monthStarts = new Map<string, number>();
   /** The last slot asked about and its day: a desired state asks for each of its devices. */
   #lastDay: { slot: number; day: string } | undefined;
+  /** The last month asked about and the start of the next: every monthly peer of a desired state asks. */
+  #lastNextMonth: { month: string; startMs: number } | undefined;
 
   constructor(timeZone: string) {
     this.timeZone = timeZone;
@@ -85,9 +87,12 @@ export class Calendar {
 
   /** The first instant of the month after the one holding `ms`. */
   nextMonthStartMs(ms: number): number {
-    const [year, monthNo] = this.month(ms).split('-').map(Number);
+    const month = this.month(ms);
+    if (this.#lastNextMonth?.month === month) return this.#lastNextMonth.startMs;
+    const [year, monthNo] = month.split('-').map(Number);
     const next = new Date(Date.UTC(year ?? 1970, monthNo ?? 1, 1)).toISOString().slice(0, 7);
-    return this.monthStartMs(next);
+    this.#lastNextMonth = { month, startMs: this.monthStartMs(next) };
+    return this.#lastNextMonth.startMs;
   }
 }
 
