@@ -13,7 +13,7 @@ import { LocalNodeConnection } from '../src/agent/connection.ts';
 import { DryRunDriver } from '../src/agent/dry-run-driver.ts';
 import { systemClock } from '../src/domain/clock.ts';
 import { Calendar } from '../src/domain/usage.ts';
-import { openMigratedStore } from '../src/main/panel.ts';
+import { openMigratedStore } from '../src/main/store.ts';
 import { desiredStateOfNode } from '../src/services/desired-state.ts';
 import { NodeConnections } from '../src/services/nodes.ts';
 import { UsageService } from '../src/services/usage.ts';

@@ -7,7 +7,8 @@
  * and the systemd units give. Then a `vpn-panel node` (dry-run) holding 10,000 peers sent by a resync over HTTP,
  * after a collection and a drift digest.
  * Targets (issue 16): panel RSS under 150 MB at 10,000 devices and under 250 MB at 100,000.
- * Run: node bench/memory.ts   (SIZES=10000,100000 may be set)
+ * Run: node bench/memory.ts   (SIZES=10000,100000 may be set; KINDS=sqlite and WALKS=5, a partial run that only
+ * prints its rows: the figure read after that many walks of every page, to see what repeated reads leave behind)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,6 +27,8 @@ import { seedFleet, seedNode } from '../test/support/usage-fixtures.ts';
 import { MEMORY_ENV, machine, procStatusMb, writeSection } from './report.ts';
 
 const SIZES = (process.env.SIZES ?? '10000,100000').split(',').map(Number);
+const KINDS = DATABASE_KINDS.filter((kind) => (process.env.KINDS ?? kind).split(',').includes(kind));
+const WALKS = Number(process.env.WALKS ?? 1);
 const SERVERS = 10;
 const AGENT_PEERS = 10_000;
 const TARGET_MB = new Map([
@@ -122,8 +125,10 @@ async function panelRows(kind: DatabaseKind, devices: number): Promise<string[]>
           const pid = panel.process.pid ?? 0;
           const afterStart = procStatusMb(pid, 'VmRSS');
           const key = await panel.createKey(`bench-${rows.length}`, 'all', ['--no-rate-limit']);
-          const walked = await walkDevices(panel.url, key);
-          if (walked !== devices) throw new Error(`walked ${walked} devices of ${devices}`);
+          for (let walk = 0; walk < WALKS; walk++) {
+            const walked = await walkDevices(panel.url, key);
+            if (walked !== devices) throw new Error(`walked ${walked} devices of ${devices}`);
+          }
           await collectionRounds(store.db, node.id, 2);
           const driftWait = DRIFT_INTERVAL_MS + 1_000 - (performance.now() - started);
           if (driftWait > 0) await new Promise((resolve) => setTimeout(resolve, driftWait));
@@ -204,7 +209,11 @@ async function agentRows(): Promise<string[]> {
 }
 
 const panel: string[] = [];
-for (const devices of SIZES) for (const kind of DATABASE_KINDS) panel.push(...(await panelRows(kind, devices)));
+for (const devices of SIZES) for (const kind of KINDS) panel.push(...(await panelRows(kind, devices)));
+if (WALKS !== 1 || KINDS.length < DATABASE_KINDS.length) {
+  console.log(`${WALKS} walks:\n${panel.join('\n')}`);
+  process.exit(0);
+}
 const agent = await agentRows();
 const memoryEnv = Object.entries(MEMORY_ENV)
   .map(([k, v]) => `${k}=${v}`)

@@ -3,7 +3,7 @@ import { TLSSocket } from 'node:tls';
 import type { TSchema, Static } from 'typebox';
 import { Compile } from 'typebox/compile';
 import Value from 'typebox/value';
-import { Agent as UndiciAgent, buildConnector, type Dispatcher, fetch, type Response } from 'undici';
+import type { Dispatcher, Response } from 'undici';
 import type { Agent } from './agent.ts';
 import { certSha256 } from './certificate.ts';
 import type { ServerState } from './driver.ts';
@@ -106,7 +106,8 @@ function causeOfType<T extends Error>(error: unknown, type: new (...args: never[
  * the check runs when the handshake is done, before undici writes a byte of the request. No TLS
  * session is cached, so every connection shows its certificate.
  */
-function pinnedDispatcher(pin: string): Dispatcher {
+async function pinnedDispatcher(pin: string): Promise<Dispatcher> {
+  const { Agent: UndiciAgent, buildConnector } = await import('undici');
   const connect = buildConnector({ rejectUnauthorized: false, maxCachedSessions: 0 });
   return new UndiciAgent({
     connect(options, callback) {
@@ -141,14 +142,18 @@ export class HttpNodeConnection implements NodeConnection {
   readonly #name: string;
   readonly #baseUrl: string;
   readonly #token: string;
-  /** undefined: undici's global dispatcher, which verifies with the system CAs and NODE_EXTRA_CA_CERTS. */
-  readonly #dispatcher: Dispatcher | undefined;
+  readonly #certSha256: string | null;
+  /**
+   * Made at the first call; undefined: undici's global dispatcher, which verifies with the system CAs and
+   * NODE_EXTRA_CA_CERTS.
+   */
+  #dispatcher: Promise<Dispatcher> | undefined;
 
   constructor(node: RemoteNode) {
     this.#name = node.name;
     this.#baseUrl = node.url.replace(/\/+$/, '');
     this.#token = node.token;
-    this.#dispatcher = node.certSha256 === null ? undefined : pinnedDispatcher(node.certSha256);
+    this.#certSha256 = node.certSha256;
   }
 
   status(): Promise<AgentStatus> {
@@ -195,6 +200,9 @@ export class HttpNodeConnection implements NodeConnection {
     const where = `${method} ${this.#baseUrl}${path}`;
     let response: Response;
     try {
+      // undici is loaded at the first call to a remote node: a panel whose one node is in process never loads it.
+      const { fetch } = await import('undici');
+      if (this.#certSha256 !== null) this.#dispatcher ??= pinnedDispatcher(this.#certSha256);
       response = await fetch(this.#baseUrl + path, {
         method,
         headers: {
@@ -204,7 +212,7 @@ export class HttpNodeConnection implements NodeConnection {
         body: body === undefined ? undefined : body instanceof StreamedBody ? body.bytes() : JSON.stringify(body),
         duplex: 'half',
         signal: AbortSignal.timeout(timeoutMs),
-        dispatcher: this.#dispatcher,
+        dispatcher: await this.#dispatcher,
       });
     } catch (error) {
       // The body's source failed (the database, while the state was being read): that error, not the node's.

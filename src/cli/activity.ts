@@ -2,7 +2,7 @@ import { ACTIVITY_RESOURCES, type ActivityEntry, actorFilter, isActivityResource
 import { isoAt } from '../domain/clock.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/paging.ts';
 import { storeConfig } from '../main/config.ts';
-import { openMigratedStore } from '../main/panel.ts';
+import { openMigratedStore } from '../main/store.ts';
 import { activityPage } from '../services/activity.ts';
 import type { ActivityFilter } from '../store/activity.ts';
 import { parseCommandArgs, UsageError } from './usage.ts';

@@ -1,5 +1,5 @@
 import { storeConfig } from '../main/config.ts';
-import { openMigratedStore } from '../main/panel.ts';
+import { openMigratedStore } from '../main/store.ts';
 import { ADMIN_ACTOR } from '../domain/activity.ts';
 import { systemClock } from '../domain/clock.ts';
 import { type ApiKeyInfo, ApiKeyService } from '../services/api-keys.ts';

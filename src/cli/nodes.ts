@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import { ADMIN_ACTOR } from '../domain/activity.ts';
 import { systemClock } from '../domain/clock.ts';
 import { storeConfig } from '../main/config.ts';
-import { openMigratedStore } from '../main/panel.ts';
+import { openMigratedStore } from '../main/store.ts';
 import { type NodeAdminView, NodeService } from '../services/nodes.ts';
 import { parseCommandArgs, UsageError } from './usage.ts';
 

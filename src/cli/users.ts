@@ -5,7 +5,7 @@ import { ADMIN_ACTOR } from '../domain/activity.ts';
 import { systemClock } from '../domain/clock.ts';
 import { PASSWORD_MIN_CHARS } from '../domain/passwords.ts';
 import { storeConfig } from '../main/config.ts';
-import { openMigratedStore } from '../main/panel.ts';
+import { openMigratedStore } from '../main/store.ts';
 import { type ConsoleUserInfo, ConsoleUserService } from '../services/console-users.ts';
 import { PasswordHasher } from '../services/passwords.ts';
 import { table } from './table.ts';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Clock } from '../domain/clock.ts';
 import { type RateDecision, type RatePolicy, gcra } from '../domain/rate-limit.ts';
 
@@ -90,6 +90,8 @@ function redisKey(callerId: string): string {
 
 /** The one connection to the Redis that panels share their limits in; the caller quits it. */
 export async function connectRateLimitRedis(url: string): Promise<Redis> {
+  // Loaded only here: a panel without REDIS_URL keeps ioredis out of memory.
+  const { Redis } = await import('ioredis');
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, enableOfflineQueue: true });
   await redis.connect();
   return redis;

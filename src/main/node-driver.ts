@@ -1,12 +1,9 @@
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import { Agent } from '../agent/agent.ts';
-import { ExecRunner } from '../agent/commands.ts';
 import type { Driver } from '../agent/driver.ts';
 import { DryRunDriver } from '../agent/dry-run-driver.ts';
 import { JournalFile, UsageLedger } from '../agent/usage-ledger.ts';
-import { canRunWireGuard } from '../agent/wireguard/capabilities.ts';
-import { WireGuardDriver } from '../agent/wireguard/driver.ts';
 import { preparePrivateDir } from '../agent/private-files.ts';
 import type { NodeObserver } from '../agent/metrics.ts';
 import { ConfigError, type NodeDriverConfig } from './config.ts';
@@ -20,6 +17,12 @@ type NodeFilesConfig = NodeDriverConfig & { dataDir: string };
  */
 export async function makeDriver(config: NodeFilesConfig, log: FastifyBaseLogger): Promise<Driver> {
   if (config.nodeDriver === 'dry-run') return new DryRunDriver();
+  // The WireGuard driver's modules are loaded only here: a dry-run node never runs them.
+  const [{ ExecRunner }, { canRunWireGuard }, { WireGuardDriver }] = await Promise.all([
+    import('../agent/commands.ts'),
+    import('../agent/wireguard/capabilities.ts'),
+    import('../agent/wireguard/driver.ts'),
+  ]);
   const runner = new ExecRunner(join(config.dataDir, 'children'));
   const check = await canRunWireGuard(runner);
   const wireguard = () =>

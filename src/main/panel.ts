@@ -36,17 +36,15 @@ import { MmdbCountryLookup } from '../services/geo.ts';
 import { NodeConnections, NodeService } from '../services/nodes.ts';
 import { PasswordHasher } from '../services/passwords.ts';
 import { ServerService } from '../services/servers.ts';
-import { openStore, type Store } from '../store/open.ts';
-import { withEncryption } from '../store/encryption.ts';
-import { migrate } from '../store/migrate.ts';
+import type { Store } from '../store/open.ts';
 import { holdPanelLock } from '../store/panel-lock.ts';
-import { unlockSecrets } from '../store/panel-secret.ts';
 import { Housekeeping } from '../workers/housekeeping.ts';
 import { NODE_MONITOR_DEFAULTS, NodeMonitor } from '../workers/node-monitor.ts';
 import { DriftRepair } from '../workers/drift-repair.ts';
 import { NODE_WORK_SLOTS, Slots } from '../workers/slots.ts';
-import type { PanelConfig, StoreConfig } from './config.ts';
+import type { PanelConfig } from './config.ts';
 import { createLogger } from './logging.ts';
+import { openMigratedStore } from './store.ts';
 import { makeAgent } from './node-driver.ts';
 import { Calendar } from '../domain/usage.ts';
 import { UsageService } from '../services/usage.ts';
@@ -64,21 +62,6 @@ const WEBHOOK_POLL_MS = 500;
 const MAIL_POLL_MS = 1_000;
 /** Connecting to the SMTP server and its greeting, each. */
 const MAIL_TIMEOUT_MS = 10_000;
-
-/**
- * Opens the database, brings its schema up to date and unlocks its encrypted columns with the panel
- * secret (the panel and the CLI both start here).
- */
-export async function openMigratedStore(config: StoreConfig): Promise<Store> {
-  const store = openStore(config);
-  try {
-    await migrate(store);
-    return withEncryption(store, await unlockSecrets(store, config));
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
-}
 
 interface RateLimiters {
   requests: RateLimiter;

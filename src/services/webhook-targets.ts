@@ -1,7 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
-import { Agent, buildConnector } from 'undici';
+import type { Agent } from 'undici';
 import { AppError } from '../domain/errors.ts';
 import { isForbiddenAddress } from '../domain/webhooks.ts';
 
@@ -83,7 +83,9 @@ const guardedLookup: LookupFunction = (hostname, options, callback) => {
  * followed (undici follows none unless told). Unless `allowPrivate`, a literal IP host is judged
  * before connecting and a name through guardedLookup (net.connect skips the lookup for literals).
  */
-export function makeWebhookDispatcher(allowPrivate: boolean): Agent {
+export async function makeWebhookDispatcher(allowPrivate: boolean): Promise<Agent> {
+  // Loaded at the first webhook sent: a panel that sends none keeps undici out of memory.
+  const { Agent, buildConnector } = await import('undici');
   if (allowPrivate) return new Agent();
   const connect = buildConnector({ lookup: guardedLookup });
   return new Agent({

@@ -1,6 +1,6 @@
 import { messageOf } from '../domain/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
-import { createTransport, type Mail } from 'nodemailer';
+import type { Mail } from 'nodemailer';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { nextAttemptDelayMs } from '../domain/webhooks.ts';
 import { composeDigest } from '../services/notifications.ts';
@@ -42,7 +42,8 @@ export class MailSender {
   readonly #clock: Clock;
   readonly #log: FastifyBaseLogger;
   readonly #options: MailSenderOptions;
-  readonly #transport: Mail | undefined;
+  /** Made at the first mail sent. */
+  #transport: Mail | undefined;
   readonly #loop: WorkerLoop<number>;
 
   constructor(db: Db, clock: Clock, log: FastifyBaseLogger, options: MailSenderOptions) {
@@ -50,18 +51,6 @@ export class MailSender {
     this.#clock = clock;
     this.#log = log;
     this.#options = options;
-    const { settings, timeoutMs } = options;
-    this.#transport =
-      settings &&
-      createTransport(
-        {
-          url: settings.smtpUrl,
-          connectionTimeout: timeoutMs,
-          greetingTimeout: timeoutMs,
-          socketTimeout: 3 * timeoutMs,
-        },
-        { from: { name: 'vpn-panel', address: settings.to }, to: settings.to },
-      );
     this.#loop = new WorkerLoop(() => this.#round(), {
       intervalMs: options.pollIntervalMs,
       onError: (err) => this.#log.error({ err }, 'mail sender round failed'),
@@ -87,7 +76,8 @@ export class MailSender {
   }
 
   async #round(): Promise<number> {
-    if (this.#transport === undefined) {
+    const { settings } = this.#options;
+    if (settings === undefined) {
       if (await hasUnsentMail(this.#db)) await dropUnsentMail(this.#db);
       return 0;
     }
@@ -96,14 +86,36 @@ export class MailSender {
     // Long enough for every mail of the batch to time out once.
     const lockedUntilMs = nowMs + BATCH * 5 * this.#options.timeoutMs;
     const mails = await claimDueMails(this.#db, isoAt(nowMs), isoAt(lockedUntilMs), BATCH);
-    for (const mail of mails) await this.#attempt(mail);
+    for (const mail of mails) await this.#attempt(mail, settings);
     return mails.length;
   }
 
-  async #attempt(mail: MailRow): Promise<void> {
+  /**
+   * nodemailer is loaded at the first mail, not with the panel: a panel that sends none (no SMTP_URL, or nothing
+   * to tell) keeps its code out of memory.
+   */
+  async #transportFor(settings: MailSettings): Promise<Mail> {
+    if (this.#transport === undefined) {
+      const { createTransport } = await import('nodemailer');
+      const { timeoutMs } = this.#options;
+      this.#transport = createTransport(
+        {
+          url: settings.smtpUrl,
+          connectionTimeout: timeoutMs,
+          greetingTimeout: timeoutMs,
+          socketTimeout: 3 * timeoutMs,
+        },
+        { from: { name: 'vpn-panel', address: settings.to }, to: settings.to },
+      );
+    }
+    return this.#transport;
+  }
+
+  async #attempt(mail: MailRow, settings: MailSettings): Promise<void> {
     const attempts = mail.attempts + 1;
     try {
-      await this.#transport?.sendMail({ subject: mail.subject, text: mail.text_body, html: mail.html_body });
+      const transport = await this.#transportFor(settings);
+      await transport.sendMail({ subject: mail.subject, text: mail.text_body, html: mail.html_body });
       await recordMailAttempt(this.#db, mail.id, {
         state: 'sent',
         attempts,

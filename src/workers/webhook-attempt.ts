@@ -1,4 +1,4 @@
-import { type Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import type { Clock } from '../domain/clock.ts';
 import { type AttemptReply, parseRetryAfterSeconds, signWebhook } from '../domain/webhooks.ts';
 import { ForbiddenTargetError, makeWebhookDispatcher } from '../services/webhook-targets.ts';
@@ -35,7 +35,7 @@ export class WebhookPoster {
   readonly #clock: Clock;
   readonly #options: WebhookPosterOptions;
   /** Made at the first attempt, so a poster that never sends holds no connection pool. */
-  #dispatcher: Agent | undefined;
+  #dispatcher: Promise<Agent> | undefined;
 
   constructor(clock: Clock, options: WebhookPosterOptions) {
     this.#clock = clock;
@@ -48,9 +48,10 @@ export class WebhookPoster {
     const timer = setTimeout(() => controller.abort(), this.#options.timeoutMs);
     this.#dispatcher ??= makeWebhookDispatcher(this.#options.allowPrivate);
     try {
+      const { request } = await import('undici');
       const response = await request(url, {
         method: 'POST',
-        dispatcher: this.#dispatcher,
+        dispatcher: await this.#dispatcher,
         signal: controller.signal,
         headers: {
           'content-type': 'application/json',
@@ -76,8 +77,9 @@ export class WebhookPoster {
 
   /** Closes the pooled connections; a later attempt opens new ones. */
   async close(): Promise<void> {
-    await this.#dispatcher?.close();
+    const dispatcher = this.#dispatcher;
     this.#dispatcher = undefined;
+    await (await dispatcher)?.close();
   }
 }
 

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { sql } from 'kysely';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
-import { openMigratedStore } from '../../src/main/panel.ts';
+import { openMigratedStore } from '../../src/main/store.ts';
 import { writeBackupFile } from '../../src/store/backup-file.ts';
 import { openStore, type Store } from '../../src/store/open.ts';
 import { deleteDevices, insertDevice } from '../../src/store/devices.ts';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
-import { openMigratedStore } from '../../src/main/panel.ts';
+import { openMigratedStore } from '../../src/main/store.ts';
 import { openStore, type Store } from '../../src/store/open.ts';
 import { insertDevice, findDevice } from '../../src/store/devices.ts';
 import { migrate } from '../../src/store/migrate.ts';

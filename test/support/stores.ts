@@ -1,4 +1,4 @@
-import { openMigratedStore } from '../../src/main/panel.ts';
+import { openMigratedStore } from '../../src/main/store.ts';
 import { openStore, type Store } from '../../src/store/open.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { createTestDatabase, type DatabaseKind, type TestDatabase } from './databases.ts';
