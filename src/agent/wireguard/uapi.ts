@@ -12,7 +12,6 @@ import { stat } from 'node:fs/promises';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { getSystemErrorMessage, getSystemErrorName } from 'node:util';
-import { type Clock, systemClock } from '../../domain/clock.ts';
 import type { Dump, DumpPeer } from './host-readers.ts';
 
 export const UAPI_SOCKET_DIR = '/var/run/wireguard';
@@ -36,15 +35,7 @@ export interface UapiOptions {
   socketDir?: string;
   /** How long one request may take, connect to last byte. Default 5000 (a get at 50,000 peers takes ~130 ms). */
   timeoutMs?: number;
-  /** Tells when an interface's known keys were last used. Default the system clock. */
-  clock?: Clock;
 }
-
-/**
- * How long the keys of an interface no get read are kept: the agent reads every server's counters each second,
- * so an interface unread this long is gone (its server removed).
- */
-const KEY_NAMES_IDLE_MS = 60_000;
 
 /** A peer change as UAPI takes it: removed, or its allowed ips replaced (comma-separated, '' for none). */
 export type UapiPeer = { publicKey: string; remove: true } | { publicKey: string; allowedIps: string };
@@ -52,14 +43,10 @@ export type UapiPeer = { publicKey: string; remove: true } | { publicKey: string
 export class UapiClient {
   readonly #socketDir: string;
   readonly #timeoutMs: number;
-  readonly #clock: Clock;
-  /** Each interface's known peer keys, and when a get last used them. */
-  readonly #keyNames = new Map<string, { names: KeyNames; usedMs: number }>();
 
   constructor(options: UapiOptions = {}) {
     this.#socketDir = options.socketDir ?? UAPI_SOCKET_DIR;
     this.#timeoutMs = options.timeoutMs ?? 5000;
-    this.#clock = options.clock ?? systemClock;
   }
 
   socketPath(iface: string): string {
@@ -68,12 +55,12 @@ export class UapiClient {
 
   /** The device: private key, port, peers with allowed ips and counters (what `wg show IF dump` prints). */
   async get(iface: string): Promise<Dump> {
-    return this.#request(iface, 'get=1\n\n', new GetAnswer(true, this.#keyNamesOf(iface)));
+    return this.#request(iface, 'get=1\n\n', new GetAnswer(true));
   }
 
   /** The same without the allowed ips (each peer's `allowedIps` is ''): less to allocate, for counter reads. */
   async getCounters(iface: string): Promise<Dump> {
-    return this.#request(iface, 'get=1\n\n', new GetAnswer(false, this.#keyNamesOf(iface)));
+    return this.#request(iface, 'get=1\n\n', new GetAnswer(false));
   }
 
   /** Sets the private key (base64) and, when given, the listen port. */
@@ -109,22 +96,6 @@ export class UapiClient {
       socket.once('connect', () => done(true));
       socket.once('error', () => done(false));
     });
-  }
-
-  /** The interface's known keys; forgets those of interfaces no get read for KEY_NAMES_IDLE_MS. */
-  #keyNamesOf(iface: string): KeyNames {
-    const nowMs = this.#clock.nowMs();
-    for (const [other, { usedMs }] of this.#keyNames) {
-      if (nowMs - usedMs > KEY_NAMES_IDLE_MS) this.#keyNames.delete(other);
-    }
-    const names = this.#keyNames.get(iface)?.names ?? new KeyNames();
-    this.#keyNames.set(iface, { names, usedMs: nowMs });
-    return names;
-  }
-
-  /** How many interfaces' keys are known (tests). */
-  get knownInterfaces(): number {
-    return this.#keyNames.size;
   }
 
   async #set(iface: string, body: string): Promise<void> {
@@ -235,13 +206,12 @@ class SetAnswer implements AnswerReader<number> {
 /**
  * A `get=1` answer parsed as it arrives (so parsing overlaps the transfer, ~3 MB at 10,000 peers), without
  * splitting it into strings. A line's key is told by its first letter and where its `=` is (the UAPI's keys are
- * a fixed set), so only values are read: peer keys are named through `keys` (known ones cost no string), numbers
- * are read digit by digit as the line is walked, allowed ips made into strings only when asked for, and each peer
- * becomes one object once all its lines are in. A line cut by a chunk's end waits for the next chunk.
+ * a fixed set), so only values are read: keys decoded from hex into base64, numbers read digit by digit as the
+ * line is walked, allowed ips made into strings only when asked for; each peer becomes one object once all its
+ * lines are in. A line cut by a chunk's end waits for the next chunk.
  */
 export class GetAnswer implements AnswerReader<Dump> {
   readonly #withAllowedIps: boolean;
-  readonly #keys: KeyNames;
   readonly #peers: DumpPeer[] = [];
   #privateKey = '';
   #listenPort = 0;
@@ -258,9 +228,8 @@ export class GetAnswer implements AnswerReader<Dump> {
   /** The value of the number line #numberLine last read. */
   #number = 0;
 
-  constructor(withAllowedIps: boolean, keys = new KeyNames()) {
+  constructor(withAllowedIps: boolean) {
     this.#withAllowedIps = withAllowedIps;
-    this.#keys = keys;
   }
 
   feed(chunk: Buffer): boolean {
@@ -288,7 +257,6 @@ export class GetAnswer implements AnswerReader<Dump> {
     if (this.#errno !== 0) {
       throw new UapiError(`wireguard-go could not read its device: ${describeErrno(this.#errno)}`, this.#errno);
     }
-    this.#keys.keepOnly(this.#peers.length);
     return { privateKey: this.#privateKey, listenPort: this.#listenPort, peers: this.#peers };
   }
 
@@ -316,7 +284,7 @@ export class GetAnswer implements AnswerReader<Dump> {
       case LETTER_P:
         if (buf[start + 10] === EQUALS /* public_key */) {
           this.#endPeer();
-          this.#publicKey = this.#keys.name(buf, start + 11, end);
+          this.#publicKey = keyAt(buf, start + 11, end);
           return start + 11 + HEX_KEY_LENGTH;
         }
         if (buf[start + 11] === EQUALS /* private_key */) {
@@ -415,75 +383,6 @@ export function parseGet(answer: Buffer, withAllowedIps: boolean): Dump {
   return reader.result();
 }
 
-/**
- * The base64 names of the peer keys an interface's reads find, by their hex digits: a read of known peers then
- * makes no string and calls no encoder for them (and returns the same strings each time). Bounded by the peer
- * set: a complete read forgets the keys it did not find. A key's digits are compared as 16 words of 4 bytes.
- */
-export class KeyNames {
-  readonly #byHash = new Map<number, KnownKey>();
-  #size = 0;
-  /** Which read is running: a key found by it is marked with it. */
-  #read = 0;
-  /** The buffer the last key was in, and a view of it that reads its words. */
-  #buf: Buffer | null = null;
-  #view: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
-
-  /** The 64 hex digits at `start` (the rest of the line) as the key's base64 (as `wg` prints it). */
-  name(buf: Buffer, start: number, end: number): string {
-    if (buf[start + HEX_KEY_LENGTH] !== NEWLINE || start + HEX_KEY_LENGTH >= end) {
-      throw malformed(buf, start, lineEnd(buf, start, end));
-    }
-    if (buf !== this.#buf) {
-      this.#buf = buf;
-      this.#view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-    }
-    const view = this.#view;
-    // The map's key: the first 8 digits (random in a key) mixed into a small integer.
-    const hash = (Math.imul(view.getInt32(start), 0x9e3779b1) ^ view.getInt32(start + 4)) >>> 2;
-    const first = this.#byHash.get(hash);
-    for (let known = first; known !== undefined; known = known.next) {
-      if (sameWords(known.words, view, start)) {
-        known.read = this.#read;
-        return known.name;
-      }
-    }
-    const name = keyAt(buf, start, end);
-    const words = new Int32Array(HEX_KEY_LENGTH / 4);
-    for (let i = 0; i < words.length; i++) words[i] = view.getInt32(start + 4 * i);
-    this.#byHash.set(hash, { words, name, read: this.#read, next: first });
-    this.#size++;
-    return name;
-  }
-
-  /** After a complete read that found `found` keys: forgets the keys it did not find, and starts the next read. */
-  keepOnly(found: number): void {
-    this.#buf = null;
-    if (this.#size > found) {
-      for (const [hash, first] of this.#byHash) {
-        let kept: KnownKey | undefined;
-        for (let known: KnownKey | undefined = first; known !== undefined; known = known.next) {
-          if (known.read >= this.#read) kept = { ...known, next: kept };
-          else this.#size--;
-        }
-        if (kept === undefined) this.#byHash.delete(hash);
-        else if (kept !== first) this.#byHash.set(hash, kept);
-      }
-    }
-    this.#read++;
-  }
-}
-
-/** A known key: its 64 hex digits as 16 words, its base64, the last read that found it. */
-type KnownKey = { words: Int32Array; name: string; read: number; next: KnownKey | undefined };
-
-const HEX_KEY_LENGTH = 64;
-
-function sameWords(words: Int32Array, view: DataView, start: number): boolean {
-  for (let i = 0; i < words.length; i++) if (words[i] !== view.getInt32(start + 4 * i)) return false;
-  return true;
-}
-
 /** A line of another key: checked to have a `=`, skipped. Returns where its newline is. */
 function otherLine(buf: Buffer, start: number, end: number): number {
   let eq = start;
@@ -505,6 +404,8 @@ function malformed(answer: Buffer, start: number, end: number): UapiError {
 }
 
 const KEY_BYTES = 32;
+/** A key as UAPI writes it: 64 hex digits. */
+const HEX_KEY_LENGTH = 2 * KEY_BYTES;
 const keyScratch = Buffer.alloc(KEY_BYTES);
 
 /** Each byte's value as a hex digit (lowercase, as UAPI writes them), 16 for any other byte. */

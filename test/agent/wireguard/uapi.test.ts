@@ -10,8 +10,7 @@ import { type ChildHandle, ExecRunner } from '../../../src/agent/commands.ts';
 import { type Dump, parseDump } from '../../../src/agent/wireguard/host-readers.ts';
 import { UapiConfig, WgTool } from '../../../src/agent/wireguard/interface-config.ts';
 import { applyPeers } from '../../../src/agent/wireguard/peers.ts';
-import { GetAnswer, KeyNames, parseGet, UapiClient, UapiError } from '../../../src/agent/wireguard/uapi.ts';
-import { ManualClock } from '../../../src/domain/clock.ts';
+import { parseGet, UapiClient, UapiError } from '../../../src/agent/wireguard/uapi.ts';
 import { generateKeyPair } from '../../../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR } from '../../support/netns.ts';
 
@@ -160,48 +159,6 @@ describe('UAPI client (fake wireguard-go)', () => {
       listenPort: 51822,
       peers: [],
     });
-  });
-
-  test('known keys: reads of the same keys, of keys alike in their first digits, after a peer left', () => {
-    // Keys alike in their first 48 hex digits fall in one place of the known keys; each must keep its own name.
-    const base = hex(A.publicKey).slice(0, 48);
-    const alike = ['0', '1', '2'].map((d) => Buffer.from(`${base}${d.repeat(16)}`, 'hex').toString('base64'));
-    const answer = (keys: readonly string[]): Buffer =>
-      Buffer.from(`${keys.map((k, i) => `public_key=${hex(k)}\ntx_bytes=${i}\n`).join('')}errno=0\n\n`);
-    const read = (names: KeyNames, keys: readonly string[]): Dump => {
-      const reader = new GetAnswer(false, names);
-      reader.feed(answer(keys));
-      return reader.result();
-    };
-    const expected = (keys: readonly string[]) =>
-      keys.map((publicKey, i) => ({ publicKey, allowedIps: '', lastHandshakeS: 0, rxBytes: 0, txBytes: i }));
-    const names = new KeyNames();
-    const rounds = [[...alike, B.publicKey], [B.publicKey, ...alike], [alike[2] ?? '', alike[0] ?? ''], alike];
-    for (const keys of rounds) assert.deepEqual(read(names, keys).peers, expected(keys));
-  });
-
-  test('an interface no get read for a minute (its server removed) has its known keys forgotten', async () => {
-    const clock = new ManualClock(0);
-    const timed = new UapiClient({ socketDir: dir, timeoutMs: 300, clock });
-    const other = new FakeWireGuardGo(dir, 'vp2');
-    const answer = (_request: string, socket: Socket): void => {
-      socket.end(`public_key=${hex(A.publicKey)}\nerrno=0\n\n`);
-    };
-    [fake.reply, other.reply] = [answer, answer];
-    try {
-      await timed.getCounters('vp1');
-      await timed.getCounters('vp2');
-      assert.equal(timed.knownInterfaces, 2);
-      clock.advance(59_000);
-      await timed.getCounters('vp2');
-      assert.equal(timed.knownInterfaces, 2, 'read 59 s ago: kept');
-      clock.advance(2_000);
-      await timed.getCounters('vp2');
-      assert.equal(timed.knownInterfaces, 1, 'read 61 s ago: forgotten');
-    } finally {
-      fake.reply = (_request, socket) => socket.end('errno=0\n\n');
-      await other.close();
-    }
   });
 
   test('a malformed line fails the request at once, not at the timeout', async () => {
