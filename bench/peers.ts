@@ -688,8 +688,9 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number, agent: AgentMem
     `wireguard-go's own part of a read, on the raw socket with no parsing: the first byte of its ` +
       `${(c.answerBytes / 1e6).toFixed(1)} MB answer after ${ms(med(c.firstByte))}, the last after ` +
       `${ms(med(c.lastByte))} (medians), that is ${(goShare * 100).toFixed(0)} % of a \`wg show dump\` read; ` +
-      'no client of the socket can read faster than that, so a read can be at most ' +
-      `${(1 / goShare).toFixed(2)}x faster than \`wg\` here.`,
+      'no client of the socket can read faster than that, so a read can be about ' +
+      `${(1 / goShare).toFixed(2)}x faster than \`wg\` here at most (medians of different reads: a run's ratio ` +
+      'can land a little above it).',
     '',
     `Memory at ${count(PEERS)} peers. **Node agent** (a real \`vpn-panel node\`, wireguard driver over UAPI, ` +
       `started by the script): RSS ${agent.startedMb.toFixed(0)} MB started, ` +
