@@ -151,6 +151,16 @@ describe('UAPI client (fake wireguard-go)', () => {
     assert.throws(() => parseGet(Buffer.from('errno=-5\n\n'), true), /could not read its device: EIO/);
   });
 
+  test('a device without peers: a line shorter than a longer key is not read past its end', () => {
+    // `listen_port=51822\n` is followed by `errno=0`, whose `=` is where last_handshake_time_sec's would be.
+    const answer = `private_key=${hex(SERVER.privateKey)}\nlisten_port=51822\nerrno=0\n\n`;
+    assert.deepEqual(parseGet(Buffer.from(answer), true), {
+      privateKey: SERVER.privateKey,
+      listenPort: 51822,
+      peers: [],
+    });
+  });
+
   test('a malformed line fails the request at once, not at the timeout', async () => {
     fake.reply = (_request, socket) => socket.write('listen_port=51820\nnonsense\n');
     try {
