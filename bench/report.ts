@@ -81,7 +81,12 @@ export function percentile(values: readonly number[], p: number): number {
  * The memory settings scripts/start and the systemd units in deploy/ give the panel and the node (README "Memory"):
  * 2 MB semi-spaces of Node's young generation (it sizes them from the machine's memory) and two glibc arenas.
  */
-export const MEMORY_ENV = { NODE_OPTIONS: '--max-semi-space-size=2', MALLOC_ARENA_MAX: '2' };
+export const MEMORY_ENV = {
+  NODE_OPTIONS: '--max-semi-space-size=2',
+  MALLOC_ARENA_MAX: '2',
+  MALLOC_TRIM_THRESHOLD_: '131072',
+  MALLOC_MMAP_THRESHOLD_: '131072',
+};
 
 /** A field of /proc/PID/status given in kB (VmRSS, VmHWM), in MB. */
 export function procStatusMb(pid: number, field: string): number {
