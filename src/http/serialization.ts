@@ -66,12 +66,12 @@ export function pageBytes(items: readonly Buffer[], hasMore: boolean): Buffer {
 }
 
 /**
- * Sends pages of items whose views are kept per row (rows reused while nothing is committed): each
- * item's JSON is serialised once through the item's response schema (`$ref`, with the route's
- * serializer compiler, so as the page schema would) and kept as bytes while its view object lives;
- * a page shown again is copied from them. Items must not change once sent.
+ * The JSON of items whose views are kept per row (rows reused while nothing is committed): each item is
+ * serialised once through its response schema (`$ref`, with the route's serializer compiler, so as a page or
+ * object schema referring to it would) and kept as bytes while its view object lives. Items must not change
+ * once serialised.
  */
-export class PageWriter<T extends object> {
+export class ItemJson<T extends object> {
   readonly #schema: Record<string, unknown>;
   readonly #json = new WeakMap<T, Buffer>();
 
@@ -79,9 +79,9 @@ export class PageWriter<T extends object> {
     this.#schema = { $ref: schemaId };
   }
 
-  send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
+  bytes(reply: FastifyReply, items: readonly T[]): Buffer[] {
     const serialize = reply.compileSerializationSchema(this.#schema);
-    const items = page.data.map((item) => {
+    return items.map((item) => {
       let json = this.#json.get(item);
       if (json === undefined) {
         // The serializer takes a record; an item is copied into one once, when first serialised.
@@ -90,6 +90,39 @@ export class PageWriter<T extends object> {
       }
       return json;
     });
+  }
+}
+
+/** Sends pages whose items' JSON is kept (ItemJson): a page shown again is copied from their bytes. */
+export class PageWriter<T extends object> {
+  readonly #items: ItemJson<T>;
+
+  constructor(schemaId: string) {
+    this.#items = new ItemJson(schemaId);
+  }
+
+  send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
+    const items = this.#items.bytes(reply, page.data);
     return reply.type('application/json; charset=utf-8').send(pageBytes(items, page.has_more));
   }
+}
+
+/**
+ * `envelope`, an object's JSON in which the list `field` was serialised empty, with that list made of the
+ * items' JSON: an object that carries a page of kept items (a group and its devices) serialises only its own
+ * few fields. The list is found by its key: no string can hold `"field":` (a string's quotes are escaped), so
+ * only another key of that name in the envelope could, which it must not have.
+ */
+export function withListBytes(envelope: string, field: string, items: readonly Buffer[]): Buffer {
+  const empty = `${JSON.stringify(field)}:[]`;
+  const at = envelope.indexOf(empty);
+  if (at === -1) throw new Error(`the serialised object has no empty list ${field}`);
+  const open = at + empty.length - 1;
+  const parts: Buffer[] = [Buffer.from(envelope.slice(0, open))];
+  for (const [i, item] of items.entries()) {
+    if (i > 0) parts.push(COMMA);
+    parts.push(item);
+  }
+  parts.push(Buffer.from(envelope.slice(open)));
+  return Buffer.concat(parts);
 }
