@@ -93,9 +93,35 @@ export class ItemJson<T extends object> {
   }
 }
 
-/** Sends pages whose items' JSON is kept (ItemJson): a page shown again is copied from their bytes. */
+/**
+ * The last bytes made of some items' JSON and a key (the rest of what they are sent in): a page asked for
+ * again while nothing was committed has the very same item buffers (ItemJson), so it is sent as the same
+ * buffer instead of being copied again. Sent buffers are never changed, so several answers may share one.
+ */
+class LastBytes {
+  #key: string | undefined;
+  #items: readonly Buffer[] = [];
+  #bytes: Buffer | undefined;
+
+  of(key: string, items: readonly Buffer[], make: () => Buffer): Buffer {
+    const same =
+      this.#bytes !== undefined &&
+      key === this.#key &&
+      items.length === this.#items.length &&
+      items.every((item, i) => item === this.#items[i]);
+    if (same && this.#bytes !== undefined) return this.#bytes;
+    const bytes = make();
+    this.#key = key;
+    this.#items = items;
+    this.#bytes = bytes;
+    return bytes;
+  }
+}
+
+/** Sends pages whose items' JSON is kept (ItemJson): a page shown again is copied from their bytes, or reused. */
 export class PageWriter<T extends object> {
   readonly #items: ItemJson<T>;
+  readonly #last = new LastBytes();
 
   constructor(schemaId: string) {
     this.#items = new ItemJson(schemaId);
@@ -103,10 +129,35 @@ export class PageWriter<T extends object> {
 
   send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
     const items = this.#items.bytes(reply, page.data);
-    return reply.type('application/json; charset=utf-8').send(pageBytes(items, page.has_more));
+    const bytes = this.#last.of(String(page.has_more), items, () => pageBytes(items, page.has_more));
+    return reply.type('application/json; charset=utf-8').send(bytes);
   }
 }
 
+/**
+ * Sends objects (a group) one list field of which holds items whose JSON is kept (ItemJson, a group's page of
+ * devices): only the object's own fields are serialised (its schema, with the list empty), the items' bytes are
+ * spliced in (withListBytes).
+ */
+export class ListFieldWriter<T extends object> {
+  readonly #schema: Record<string, unknown>;
+  readonly #field: string;
+  readonly #items: ItemJson<T>;
+  readonly #last = new LastBytes();
+
+  constructor(schemaId: string, field: string, itemSchemaId: string) {
+    this.#schema = { $ref: schemaId };
+    this.#field = field;
+    this.#items = new ItemJson(itemSchemaId);
+  }
+
+  send(reply: FastifyReply, object: Record<string, unknown>, items: readonly T[]): FastifyReply {
+    const itemBytes = this.#items.bytes(reply, items);
+    const envelope = reply.compileSerializationSchema(this.#schema)({ ...object, [this.#field]: [] });
+    const bytes = this.#last.of(envelope, itemBytes, () => withListBytes(envelope, this.#field, itemBytes));
+    return reply.type('application/json; charset=utf-8').send(bytes);
+  }
+}
 /**
  * `envelope`, an object's JSON in which the list `field` was serialised empty, with that list made of the
  * items' JSON: an object that carries a page of kept items (a group and its devices) serialises only its own

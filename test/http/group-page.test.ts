@@ -40,7 +40,7 @@ for (const kind of DATABASE_KINDS) {
     let key: string;
     let serverId: number;
 
-    async function call(method: 'GET' | 'POST', url: string, payload?: object) {
+    async function call(method: 'GET' | 'POST' | 'PATCH', url: string, payload?: object) {
       const answer = await t.app.inject({ method, url, headers: { authorization: `Bearer ${key}` }, payload });
       assert.ok(answer.statusCode < 300, `${method} ${url}: ${answer.statusCode} ${answer.body}`);
       return answer;
@@ -96,6 +96,11 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual((await groupPage()).group.month_usage, { rx_bytes: 350, tx_bytes: 30, total_bytes: 380 });
       await createDevice(GROUP);
       assert.equal((await groupPage()).group.device_count, 4);
+      // The group's own fields the same, one device changed: the page is made anew, not the bytes before.
+      await call('PATCH', `/api/v1/devices/${b}`, { name: 'renamed' });
+      const { text, group } = await groupPage();
+      assert.equal(group.devices.find((d) => d.id === b)?.name, 'renamed');
+      assert.equal(text, groupSchemaJson(group));
     });
 
     it('counts no bytes of a month that has ended, with nothing committed since', async () => {

@@ -5,13 +5,11 @@ import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
-import { ItemJson, withListBytes } from '../serialization.ts';
+import { ListFieldWriter } from '../serialization.ts';
 import { type DeviceBody, deviceBody, listedDeviceBodies } from './devices.ts';
 import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
 
 const GroupRef = Type.Ref('Group');
-/** The response schema of a group, for its serializer (the route's compiler, as its response schema has). */
-const groupSchema = { $ref: 'Group' };
 
 /** Groups (spec §4.3). */
 export function groupRoutes(api: Api, services: { groups: GroupService; devices: DeviceService }): void {
@@ -21,7 +19,7 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
   // A group page shown again (its devices' rows reused while nothing is committed) serialises only the
   // group's own fields; each device's JSON is kept, as on the devices list.
   const listedBody = listedDeviceBodies(devices);
-  const deviceJson = new ItemJson<DeviceBody>('Device');
+  const groupWriter = new ListFieldWriter<DeviceBody>('Group', 'devices', 'Device');
 
   api.get(
     '/groups/:external_id',
@@ -33,10 +31,8 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
       response: { 200: GroupRef },
     }),
     async (request, reply) => {
-      const group = await groups.get(request.params.external_id, pageRequest(request.query));
-      const items = deviceJson.bytes(reply, group.devices.map(listedBody));
-      const envelope = reply.compileSerializationSchema(groupSchema)({ ...group, devices: [] });
-      return reply.type('application/json; charset=utf-8').send(withListBytes(envelope, 'devices', items));
+      const { devices: members, ...group } = await groups.get(request.params.external_id, pageRequest(request.query));
+      return groupWriter.send(reply, group, members.map(listedBody));
     },
   );
 
