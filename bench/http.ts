@@ -7,12 +7,13 @@
  * ONLY=<text> measures only the paths that contain it, and then writes no figures)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { freePort } from '../test/support/panel.ts';
 import { answers, BenchPanel, stop } from './panel.ts';
-import { machine, writeSection } from './report.ts';
+import { loadAverage, machine, writeSection } from './report.ts';
 
 /** Seconds of load on each server a round, after WARMUP_S of warm-up on each. */
 const DURATION_S = Number(process.env.DURATION_S ?? 10);
@@ -29,6 +30,8 @@ const ROUNDS = Number(process.env.ROUNDS ?? 3);
 
 interface Result {
   requestsPerSecond: number;
+  /** CPU time of the server's process (all its threads) per request answered. */
+  cpuUsPerRequest: number;
   p50Ms: number;
   p99Ms: number;
   non2xx: number;
@@ -37,19 +40,52 @@ interface Result {
 interface Target {
   url: string;
   headers: Record<string, string>;
+  pid: number;
 }
 
-const load = (target: Target, seconds: number) =>
-  autocannon({ ...target, connections: CONNECTIONS, duration: seconds });
+/**
+ * CPU time the process has run so far, in ns, summed over its threads (/proc/PID/task/TID/schedstat, whose
+ * first field is exact, where /proc/PID/stat counts 10 ms ticks). Node's threads live as long as it does.
+ */
+function cpuNs(pid: number): number {
+  let total = 0;
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    total += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+  }
+  return total;
+}
 
-/** The slices of one server in a round: requests/s over all of them, the median p50 and the worst p99. */
-function summary(slices: autocannon.Result[]): Result {
-  const sum = (f: (r: autocannon.Result) => number) => slices.reduce((total, r) => total + f(r), 0);
-  const p50s = slices.map((r) => r.latency.p50).sort((a, b) => a - b);
+/** A slice of load on `target`: autocannon's figures and the CPU time the server spent meanwhile. */
+interface Slice {
+  result: autocannon.Result;
+  cpuNs: number;
+}
+
+async function load(target: Target, seconds: number): Promise<Slice> {
+  const before = cpuNs(target.pid);
+  const result = await autocannon({
+    url: target.url,
+    headers: target.headers,
+    connections: CONNECTIONS,
+    duration: seconds,
+  });
+  return { result, cpuNs: cpuNs(target.pid) - before };
+}
+
+/**
+ * The slices of one server in a round: requests/s over all of them, CPU per request, the median p50 and
+ * the worst p99. Requests/s falls for both servers when other work shares the machine; CPU time per request
+ * much less, so its ratio says what the panel costs even when the machine is busy.
+ */
+function summary(slices: Slice[]): Result {
+  const sum = (f: (r: autocannon.Result) => number) => slices.reduce((total, s) => total + f(s.result), 0);
+  const p50s = slices.map((s) => s.result.latency.p50).sort((a, b) => a - b);
+  const requests = sum((r) => r.requests.total);
   return {
-    requestsPerSecond: sum((r) => r.requests.total) / sum((r) => r.duration),
+    requestsPerSecond: requests / sum((r) => r.duration),
+    cpuUsPerRequest: slices.reduce((total, s) => total + s.cpuNs, 0) / 1000 / requests,
     p50Ms: p50s[Math.floor(p50s.length / 2)] ?? 0,
-    p99Ms: Math.max(...slices.map((r) => r.latency.p99)),
+    p99Ms: Math.max(...slices.map((s) => s.result.latency.p99)),
     non2xx: sum((r) => r.non2xx),
   };
 }
@@ -58,8 +94,8 @@ function summary(slices: autocannon.Result[]): Result {
 async function round(bare: Target, api: Target): Promise<{ bare: Result; api: Result }> {
   await load(bare, WARMUP_S);
   await load(api, WARMUP_S);
-  const bareSlices: autocannon.Result[] = [];
-  const apiSlices: autocannon.Result[] = [];
+  const bareSlices: Slice[] = [];
+  const apiSlices: Slice[] = [];
   for (let i = 0; i < Math.ceil(DURATION_S / SLICE_S); i++) {
     bareSlices.push(await load(bare, SLICE_S));
     apiSlices.push(await load(api, SLICE_S));
@@ -151,6 +187,12 @@ try {
   bare = spawn(process.execPath, [bareServer], { env: bareEnv, stdio: 'inherit' });
   const bareUrl = `http://127.0.0.1:${barePort}`;
   await answers(`${bareUrl}${routes[0]?.path ?? '/'}`, bare);
+  const panelPid = panel.pid;
+  const barePid = bare.pid;
+  if (panelPid === undefined || barePid === undefined) throw new Error('a server has no pid');
+  const bareTarget = (path: string): Target => ({ url: `${bareUrl}${path}`, headers: {}, pid: barePid });
+  const panelTarget = (path: string): Target => ({ url: `${panelUrl}${path}`, headers: auth, pid: panelPid });
+  const loadAtStart = loadAverage();
   const rows: string[] = [];
   let cheapest = 0;
   let worstList = Number.POSITIVE_INFINITY;
@@ -158,12 +200,14 @@ try {
     const same = await fetch(`${bareUrl}${path}`).then((r) => r.text());
     if (same !== bodies[path]) throw new Error(`the two routes answer differently for ${path}`);
     const ratios: number[] = [];
+    const cpuRatios: number[] = [];
     const pairs: { bare: Result; api: Result }[] = [];
     for (let i = 0; i < ROUNDS; i++) {
-      const pair = await round({ url: `${bareUrl}${path}`, headers: {} }, { url: `${panelUrl}${path}`, headers: auth });
+      const pair = await round(bareTarget(path), panelTarget(path));
       if (pair.api.non2xx > 0)
         throw new Error(`GET ${path} answered ${pair.api.non2xx} non-2xx: the figures would not be of the route`);
       ratios.push(pair.api.requestsPerSecond / pair.bare.requestsPerSecond);
+      cpuRatios.push(pair.bare.cpuUsPerRequest / pair.api.cpuUsPerRequest);
       pairs.push(pair);
     }
     const order = ratios.map((r, i) => [r, i] as const).sort((a, b) => a[0] - b[0]);
@@ -172,10 +216,13 @@ try {
     if (!median) throw new Error('no rounds');
     if (cheap) cheapest = Math.max(cheapest, medianRatio);
     worstList = Math.min(worstList, medianRatio);
+    const cpuMedian = [...cpuRatios].sort((a, b) => a - b)[Math.floor(cpuRatios.length / 2)] ?? 0;
     const row =
       `| \`GET ${path}\` (${(bodies[path] ?? '').length} B) | ${Math.round(median.bare.requestsPerSecond)} | ` +
       `${Math.round(median.api.requestsPerSecond)} | ${median.api.p50Ms} / ${median.api.p99Ms} | ` +
-      `${ratios.map((r) => r.toFixed(2)).join(', ')} | **${medianRatio.toFixed(2)}** |`;
+      `${ratios.map((r) => r.toFixed(2)).join(', ')} | **${medianRatio.toFixed(2)}** | ` +
+      `${median.bare.cpuUsPerRequest.toFixed(1)} / ${median.api.cpuUsPerRequest.toFixed(1)} | ` +
+      `${cpuMedian.toFixed(2)} |`;
     console.log(row);
     rows.push(row);
   }
@@ -185,18 +232,22 @@ try {
       `each ${WARMUP_S} s of warm-up on each server, then ${DURATION_S} s on each in ${SLICE_S} s slices ` +
       'alternating between bare Fastify and the panel; panel on SQLite with the dry-run driver and a sealed ' +
       `database holding one server, ${DEVICES} devices (${GROUP_SIZE} in one group), their events and a ` +
-      `webhook with one delivery each; a key made with \`--no-rate-limit\`). Machine: ${machine()}.`,
+      `webhook with one delivery each; a key made with \`--no-rate-limit\`). Machine: ${machine()}. ` +
+      `Load average (1 / 5 / 15 min) at the first route: ${loadAtStart}; after the last: ${loadAverage()}.`,
     '',
     'The panel authenticates the key (SHA-256, then a lookup served from memory until another process changes ' +
       "keys), checks the scope, runs the route's queries on SQLite and serialises through the response " +
       'schema; the bare route returns the identical bytes.',
     '',
     '| route (answer size) | bare Fastify req/s | vpn-panel req/s | p50 / p99 ms (median slice p50, ' +
-      'worst slice p99) | ratio of each round | median ratio |',
-    '|---|---|---|---|---|---|',
+      'worst slice p99) | ratio of each round | median ratio | CPU µs a request, bare / panel | CPU ratio |',
+    '|---|---|---|---|---|---|---|---|',
     rows.join('\n'),
     '',
-    'The figures of a row are those of its median round; every route answered only 2xx.',
+    'The figures of a row are those of its median round; every route answered only 2xx. The CPU columns are ' +
+      "each process's CPU time (all threads) over the requests it answered in its slices; the CPU ratio, bare " +
+      'over panel (median of rounds), is what the req/s ratio tends to when each server has a core of its own: ' +
+      'it moves far less than the req/s ratio when other work shares the machine.',
     '',
     `Cheapest authenticated GET, median ratio authenticated / bare: **${cheapest.toFixed(2)}** ` +
       `(target ≥ 0.70: ${met(cheapest >= 0.7)}). Every list route: lowest median ratio ` +

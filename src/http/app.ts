@@ -89,6 +89,8 @@ export interface AppDeps {
   maxConnections: number;
   /** Told of every answer, for the metrics; none: no hook runs. */
   observer?: PanelObserver;
+  /** Called as each request arrives, before anything reads for it: the store's `requestBegins`. */
+  requestBegins: () => void;
 }
 
 /** Request bodies here are small JSON objects (metadata is at most 4 KB). */
@@ -271,6 +273,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   // Callback style: with a key seen before and a limiter in process, a request is admitted without a
   // promise (each one is a turn of the microtask queue on every request).
   app.addHook('onRequest', (request, reply, done) => {
+    deps.requestBegins();
     reply.header('x-request-id', request.id);
     const scope = request.routeOptions.config.scope;
     if (scope === undefined) return done();

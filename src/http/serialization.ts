@@ -66,12 +66,12 @@ export function pageBytes(items: readonly Buffer[], hasMore: boolean): Buffer {
 }
 
 /**
- * Sends pages of items whose views are kept per row (rows reused while nothing is committed): each
- * item's JSON is serialised once through the item's response schema (`$ref`, with the route's
- * serializer compiler, so as the page schema would) and kept as bytes while its view object lives;
- * a page shown again is copied from them. Items must not change once sent.
+ * The JSON of items whose views are kept per row (rows reused while nothing is committed): each item is
+ * serialised once through its response schema (`$ref`, with the route's serializer compiler, so as a page or
+ * object schema referring to it would) and kept as bytes while its view object lives. Items must not change
+ * once serialised.
  */
-export class PageWriter<T extends object> {
+export class ItemJson<T extends object> {
   readonly #schema: Record<string, unknown>;
   readonly #json = new WeakMap<T, Buffer>();
 
@@ -79,9 +79,9 @@ export class PageWriter<T extends object> {
     this.#schema = { $ref: schemaId };
   }
 
-  send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
+  bytes(reply: FastifyReply, items: readonly T[]): Buffer[] {
     const serialize = reply.compileSerializationSchema(this.#schema);
-    const items = page.data.map((item) => {
+    return items.map((item) => {
       let json = this.#json.get(item);
       if (json === undefined) {
         // The serializer takes a record; an item is copied into one once, when first serialised.
@@ -90,6 +90,90 @@ export class PageWriter<T extends object> {
       }
       return json;
     });
-    return reply.type('application/json; charset=utf-8').send(pageBytes(items, page.has_more));
   }
+}
+
+/**
+ * The last bytes made of some items' JSON and a key (the rest of what they are sent in): a page asked for
+ * again while nothing was committed has the very same item buffers (ItemJson), so it is sent as the same
+ * buffer instead of being copied again. Sent buffers are never changed, so several answers may share one.
+ */
+class LastBytes {
+  #key: string | undefined;
+  #items: readonly Buffer[] = [];
+  #bytes: Buffer | undefined;
+
+  of(key: string, items: readonly Buffer[], make: () => Buffer): Buffer {
+    const same =
+      this.#bytes !== undefined &&
+      key === this.#key &&
+      items.length === this.#items.length &&
+      items.every((item, i) => item === this.#items[i]);
+    if (same && this.#bytes !== undefined) return this.#bytes;
+    const bytes = make();
+    this.#key = key;
+    this.#items = items;
+    this.#bytes = bytes;
+    return bytes;
+  }
+}
+
+/** Sends pages whose items' JSON is kept (ItemJson): a page shown again is copied from their bytes, or reused. */
+export class PageWriter<T extends object> {
+  readonly #items: ItemJson<T>;
+  readonly #last = new LastBytes();
+
+  constructor(schemaId: string) {
+    this.#items = new ItemJson(schemaId);
+  }
+
+  send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
+    const items = this.#items.bytes(reply, page.data);
+    const bytes = this.#last.of(String(page.has_more), items, () => pageBytes(items, page.has_more));
+    return reply.type('application/json; charset=utf-8').send(bytes);
+  }
+}
+
+/**
+ * Sends objects (a group) one list field of which holds items whose JSON is kept (ItemJson, a group's page of
+ * devices): only the object's own fields are serialised (its schema, with the list empty), the items' bytes are
+ * spliced in (withListBytes).
+ */
+export class ListFieldWriter<T extends object> {
+  readonly #schema: Record<string, unknown>;
+  readonly #field: string;
+  readonly #items: ItemJson<T>;
+  readonly #last = new LastBytes();
+
+  constructor(schemaId: string, field: string, itemSchemaId: string) {
+    this.#schema = { $ref: schemaId };
+    this.#field = field;
+    this.#items = new ItemJson(itemSchemaId);
+  }
+
+  send(reply: FastifyReply, object: Record<string, unknown>, items: readonly T[]): FastifyReply {
+    const itemBytes = this.#items.bytes(reply, items);
+    const envelope = reply.compileSerializationSchema(this.#schema)({ ...object, [this.#field]: [] });
+    const bytes = this.#last.of(envelope, itemBytes, () => withListBytes(envelope, this.#field, itemBytes));
+    return reply.type('application/json; charset=utf-8').send(bytes);
+  }
+}
+/**
+ * `envelope`, an object's JSON in which the list `field` was serialised empty, with that list made of the
+ * items' JSON: an object that carries a page of kept items (a group and its devices) serialises only its own
+ * few fields. The list is found by its key: no string can hold `"field":` (a string's quotes are escaped), so
+ * only another key of that name in the envelope could, which it must not have.
+ */
+export function withListBytes(envelope: string, field: string, items: readonly Buffer[]): Buffer {
+  const empty = `${JSON.stringify(field)}:[]`;
+  const at = envelope.indexOf(empty);
+  if (at === -1) throw new Error(`the serialised object has no empty list ${field}`);
+  const open = at + empty.length - 1;
+  const parts: Buffer[] = [Buffer.from(envelope.slice(0, open))];
+  for (const [i, item] of items.entries()) {
+    if (i > 0) parts.push(COMMA);
+    parts.push(item);
+  }
+  parts.push(Buffer.from(envelope.slice(open)));
+  return Buffer.concat(parts);
 }

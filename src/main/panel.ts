@@ -166,6 +166,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     trustProxy: config.trustProxy,
     maxConnections: config.maxConnections,
     observer: metrics?.observer,
+    requestBegins: () => store.requestBegins(),
   });
   const mailer = new MailSender(store.db, clock, log, {
     settings:

@@ -14,6 +14,7 @@ import {
   listWebhooks,
   updateWebhook,
   type WebhookRow,
+  webhookExists,
 } from '../store/webhooks.ts';
 import { recordActivity } from './activity.ts';
 import { enqueueDelivery, eventDraft, recordEvent, subscribedKinds } from './events.ts';
@@ -65,6 +66,10 @@ function eventKinds(events: readonly string[]): EventKind[] {
     );
   }
   return [...new Set(events.filter(isEventKind))];
+}
+
+function webhookNotFound(id: number): AppError {
+  return new AppError('not_found', `webhook ${id} not found`);
 }
 
 /** Webhooks (DESIGN §3): endpoints that receive the events they subscribe to, signed, at least once. */
@@ -131,7 +136,7 @@ export class WebhookService {
 
   async #get(id: number): Promise<WebhookRow> {
     const row = await findWebhook(this.#db, id);
-    if (!row) throw new AppError('not_found', `webhook ${id} not found`);
+    if (!row) throw webhookNotFound(id);
     return row;
   }
 
@@ -220,7 +225,7 @@ export class WebhookService {
   }
 
   async deliveries(id: number, state: DeliveryState | undefined, page: PageRequest): Promise<Page<DeliveryView>> {
-    await this.#get(id);
+    if (!(await webhookExists(this.#db, id))) throw webhookNotFound(id);
     return toPage(
       (await listDeliveries(this.#db, id, state, page)).map((row) => this.deliveryView(row)),
       page,

@@ -1,6 +1,6 @@
-import type { Queryable } from './db.ts';
+import type { Db, Queryable } from './db.ts';
 import type { DeviceRow } from './devices.ts';
-import { rowLimit } from './query-shapes.ts';
+import { CompiledShape, rowLimit } from './query-shapes.ts';
 
 /**
  * The devices of a group (spec §2.2: every device sharing the external id) after `afterId`, oldest first,
@@ -21,28 +21,39 @@ export function listGroupDevices(
   return (limit === undefined ? query : query.limit(rowLimit(limit))).execute();
 }
 
-/** How many devices a group has and what they moved in `currentMonth` (`YYYY-MM`), in one pass of the index. */
+/**
+ * A group's devices counted and summed per usage month, in one pass of the (external_id, id) index. Grouped
+ * by month rather than summed for the current one, so the query has no month in it: its rows are reused while
+ * nothing has been committed (a group page asks for its totals on every request), across a change of month too.
+ */
+const monthTotals = new CompiledShape(
+  (db, externalId: string) =>
+    db
+      .selectFrom('devices')
+      .where('external_id', '=', externalId)
+      .groupBy('usage_month')
+      .select((eb) => [
+        'usage_month',
+        eb.fn.countAll<number>().as('devices'),
+        eb.fn.sum<number>('month_rx').as('month_rx'),
+        eb.fn.sum<number>('month_tx').as('month_tx'),
+      ]),
+  ['\u0000external_id'],
+  { reuse: true },
+);
+
+/** How many devices a group has and what they moved in `currentMonth` (`YYYY-MM`). */
 export async function groupTotals(
-  db: Queryable,
+  db: Db,
   externalId: string,
   currentMonth: string,
 ): Promise<{ devices: number; monthRx: number; monthTx: number }> {
-  const row = await db
-    .selectFrom('devices')
-    .where('external_id', '=', externalId)
-    .select((eb) => [
-      eb.fn.countAll<number>().as('devices'),
-      eb.fn
-        .sum<number>(eb.case().when('usage_month', '=', currentMonth).then(eb.ref('month_rx')).else(0).end())
-        .as('month_rx'),
-      eb.fn
-        .sum<number>(eb.case().when('usage_month', '=', currentMonth).then(eb.ref('month_tx')).else(0).end())
-        .as('month_tx'),
-    ])
-    .executeTakeFirst();
-  return {
-    devices: Number(row?.devices ?? 0),
-    monthRx: Number(row?.month_rx ?? 0),
-    monthTx: Number(row?.month_tx ?? 0),
-  };
+  const totals = { devices: 0, monthRx: 0, monthTx: 0 };
+  for (const row of await monthTotals.execute(db, externalId)) {
+    totals.devices += Number(row.devices);
+    if (row.usage_month !== currentMonth) continue;
+    totals.monthRx += Number(row.month_rx);
+    totals.monthTx += Number(row.month_tx);
+  }
+  return totals;
 }

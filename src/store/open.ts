@@ -27,6 +27,12 @@ export interface Store {
   watch(topic: ChangeTopic): ChangeWatch;
   /** Tells the other processes' watches that `topic` changed; call inside the writing transaction. */
   announce(db: Queryable, topic: ChangeTopic): Promise<void>;
+  /**
+   * A request has arrived: reads from now on see every commit made before it. Reads that give their rows
+   * again while nothing was committed (SQLite) check for other connections' commits once between two
+   * requests and within one turn of the event loop, so a page with its totals, server and node checks once.
+   */
+  requestBegins(): void;
   close(): Promise<void>;
 }
 
@@ -62,6 +68,7 @@ function openPostgres(url: string): Store {
       return watch;
     },
     announce: announceOnPostgres,
+    requestBegins: () => {},
     async close() {
       for (const watch of watches) await watch.close();
       await db.destroy();
@@ -81,7 +88,7 @@ function openSqlite(dataDir: string): Store {
   file.pragma('foreign_keys = ON');
   // The CLI and the panel may write at the same moment; wait instead of failing with SQLITE_BUSY.
   file.pragma('busy_timeout = 5000');
-  const { dialect, reads } = sqliteDialect(file);
+  const { dialect, reads, requestBegins } = sqliteDialect(file);
   const db = new Kysely<Database>({ dialect });
   useImmediateReads(db, reads);
   return {
@@ -89,6 +96,7 @@ function openSqlite(dataDir: string): Store {
     dialect: 'sqlite',
     watch: () => sqliteChangeWatch(file),
     announce: async () => {},
+    requestBegins,
     close: () => db.destroy(),
   };
 }

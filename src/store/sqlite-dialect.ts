@@ -18,8 +18,9 @@ export interface ImmediateReads {
   /**
    * A prepared read; it answers undefined, having run nothing, while the connection is busy. With
    * `reuse`, it answers its previous rows again (frozen) for the same parameters while nothing has
-   * been committed since: no change by this connection (its total_changes) nor by any other (the
-   * database's data_version). A request that arrives after a commit never gets the rows before it.
+   * been committed since: no change by this connection (its total_changes, checked at every read) nor
+   * by any other (the database's data_version, read once per request and turn of the event loop: see
+   * Store.requestBegins). A request that arrives after a commit never gets the rows before it.
    */
   prepare<R>(sql: string, reuse: boolean): (parameters: readonly unknown[]) => readonly Readonly<R>[] | undefined;
 }
@@ -33,9 +34,14 @@ export interface ImmediateReads {
  *   The SQL text of a query shape is fixed (values are bound), so statements are kept and reused.
  * A transaction holds the connection from acquire to release, so transactions stay exclusive.
  */
-export function sqliteDialect(file: SQLite.Database): { dialect: SqliteDialect; reads: ImmediateReads } {
+export function sqliteDialect(file: SQLite.Database): {
+  dialect: SqliteDialect;
+  reads: ImmediateReads;
+  /** See Store.requestBegins. */
+  requestBegins: () => void;
+} {
   const lock = new ConnectionLock();
-  const dataVersion = file.prepare('PRAGMA data_version').pluck();
+  const dataVersion = new SharedDataVersion(file);
   const totalChanges = file.prepare('SELECT total_changes()').pluck();
   const reads: ImmediateReads = {
     prepare<R>(sql: string, reuse: boolean) {
@@ -48,7 +54,7 @@ export function sqliteDialect(file: SQLite.Database): { dialect: SqliteDialect; 
       return (parameters: readonly unknown[]) => {
         if (lock.held) return undefined;
         // Read before the query: a commit in between then only makes the next read run the query again.
-        const version = dataVersion.get();
+        const version = dataVersion.read();
         const changes = totalChanges.get();
         if (
           last !== undefined &&
@@ -64,7 +70,46 @@ export function sqliteDialect(file: SQLite.Database): { dialect: SqliteDialect; 
       };
     },
   };
-  return { dialect: new FairSqliteDialect({ database: withStatementCache(file) }, lock), reads };
+  const dialect = new FairSqliteDialect({ database: withStatementCache(file) }, lock);
+  return { dialect, reads, requestBegins: () => dataVersion.expire() };
+}
+
+/**
+ * SQLite's data_version, which changes when another connection commits, read at most once between two
+ * requests' arrivals (Store.requestBegins) and within one turn of the event loop: reading it
+ * starts a read transaction (file locks), as much as a small indexed query costs. A reading is never older
+ * than the request it serves; work that is not a request (a timer) reads it anew in each turn.
+ */
+class SharedDataVersion {
+  readonly #statement: SQLite.Statement;
+  #value: unknown;
+  #valid = false;
+  #expiryScheduled = false;
+
+  constructor(file: SQLite.Database) {
+    this.#statement = file.prepare('PRAGMA data_version').pluck();
+  }
+
+  read(): unknown {
+    if (!this.#valid) {
+      this.#value = this.#statement.get();
+      this.#valid = true;
+      if (!this.#expiryScheduled) {
+        this.#expiryScheduled = true;
+        setImmediate(this.#endOfTurn);
+      }
+    }
+    return this.#value;
+  }
+
+  expire(): void {
+    this.#valid = false;
+  }
+
+  readonly #endOfTurn = (): void => {
+    this.#expiryScheduled = false;
+    this.#valid = false;
+  };
 }
 
 function sameValues(a: readonly unknown[], b: readonly unknown[]): boolean {

@@ -1,6 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { CompiledPageShape } from './query-shapes.ts';
+import { CompiledPageShape, CompiledShape } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
 import { type Column, insertRows } from './raw-sql.ts';
 import { claimableIds, unheld } from './outbox.ts';
@@ -15,6 +15,18 @@ export async function insertWebhook(db: Queryable, webhook: Insertable<WebhookTa
 
 export function findWebhook(db: Queryable, id: number): Promise<WebhookRow | undefined> {
   return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+// A page of deliveries checks its webhook on every request: its id alone (no secret to open), reused while
+// nothing is committed.
+const webhookIdById = new CompiledShape(
+  (db, id: number) => db.selectFrom('webhooks').select('id').where('id', '=', id),
+  [-1001],
+  { reuse: true },
+);
+
+export async function webhookExists(db: Db, id: number): Promise<boolean> {
+  return (await webhookIdById.execute(db, id)).length > 0;
 }
 
 const webhookPage = new CompiledPageShape(

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import Type from 'typebox';
-import { nullableAsTypeList, pageBytes, serializerFactory } from '../../src/http/serialization.ts';
+import { nullableAsTypeList, pageBytes, serializerFactory, withListBytes } from '../../src/http/serialization.ts';
 import { Page } from '../../src/http/schemas/common.ts';
 import { EventSchema } from '../../src/http/schemas/events.ts';
 
@@ -75,5 +75,27 @@ describe('response serialization', () => {
       assert.equal(pageBytes(items, hasMore).toString(), page({ data: events, has_more: hasMore }));
       assert.equal(pageBytes([], hasMore).toString(), page({ data: [], has_more: hasMore }));
     }
+  });
+
+  it("writes an object from its list items' JSON exactly as the object's schema serialises it", () => {
+    const schema = Type.Object({
+      name: Type.String(),
+      inner: Type.Object({ events: Type.Array(Type.String()) }),
+      events: Type.Array(Type.Ref('Event')),
+      more: Type.Boolean(),
+    });
+    const serializer = (s: unknown) => serializerFactory({ Event: EventSchema })({ ...route, schema: s });
+    const item = serializer(Type.Ref('Event'));
+    const whole = serializer(schema);
+    const items = events.map((event) => Buffer.from(item(event)));
+    // Strings that read like the list's key, escaped quotes and backslashes included.
+    for (const name of ['plain', '"events":[]', 'x\\"events":[]']) {
+      const object = { name, inner: { events: ['"events":[]'] }, events, more: true };
+      const envelope = whole({ ...object, events: [] });
+      assert.equal(withListBytes(envelope, 'events', items).toString(), whole(object));
+      assert.equal(withListBytes(envelope, 'events', []).toString(), envelope);
+    }
+    const full = whole({ name: 'n', inner: { events: ['a'] }, events, more: false });
+    assert.throws(() => withListBytes(full, 'events', items), /no empty list events/);
   });
 });

@@ -209,8 +209,13 @@ describe('webhooks: signed, durable, at-least-once delivery', () => {
     const bad = await call('POST', '/webhooks', { url: receiver.url('/x'), events: ['device.exploded'] });
     assert.equal(bad.status, 422);
     assert.ok('events' in (bad.error?.fields ?? {}));
+    assert.equal((await call('GET', `/webhooks/${hook.id}/deliveries`)).expect(200).data.length, 0);
     assert.equal((await call('DELETE', `/webhooks/${hook.id}`)).status, 204);
     assert.equal((await call('GET', `/webhooks/${hook.id}`)).status, 404);
+    // The deliveries page's check of its webhook sees the delete at the next request.
+    const gone = await call('GET', `/webhooks/${hook.id}/deliveries`);
+    assert.equal(gone.status, 404);
+    assert.equal(gone.error?.code, 'not_found');
   });
 });
 

@@ -28,19 +28,20 @@ function deviceSettings(b: DeviceSettingsBody): DevicePatch {
 }
 
 /** A device as the API answers it: spec §2.1 with its current config. */
-type DeviceBody = DeviceView & { config: string };
+export type DeviceBody = DeviceView & { config: string };
 
 /** The device's body with its config as it is now (after a move too). */
 export function deviceBody(devices: DeviceService, placed: PlacedDevice): DeviceBody {
   return { ...placed.device, config: devices.configText(placed, false) };
 }
 
-export function deviceRoutes(api: Api, devices: DeviceService): void {
-  const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
-  // A listed device's body, kept per view while its config is the same (views are kept per row while
-  // nothing changes, see DeviceViews), so that the page writer serialises it once.
+/**
+ * Bodies of listed devices (a page, a group's page), each kept per view while its config is the same (views
+ * are kept per row while nothing changes, see DeviceViews), so that its JSON is serialised once (ItemJson).
+ */
+export function listedDeviceBodies(devices: DeviceService): (placed: PlacedDevice) => DeviceBody {
   const listed = new WeakMap<DeviceView, DeviceBody>();
-  const listedBody = (placed: PlacedDevice): DeviceBody => {
+  return (placed) => {
     const kept = listed.get(placed.device);
     const config = devices.configText(placed, false);
     if (kept?.config === config) return kept;
@@ -48,6 +49,11 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     listed.set(placed.device, body);
     return body;
   };
+}
+
+export function deviceRoutes(api: Api, devices: DeviceService): void {
+  const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
+  const listedBody = listedDeviceBodies(devices);
   const pages = new PageWriter<DeviceBody>('Device');
 
   api.get(

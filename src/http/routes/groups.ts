@@ -5,7 +5,8 @@ import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
-import { deviceBody } from './devices.ts';
+import { ListFieldWriter } from '../serialization.ts';
+import { type DeviceBody, deviceBody, listedDeviceBodies } from './devices.ts';
 import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
 
 const GroupRef = Type.Ref('Group');
@@ -15,6 +16,10 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
   const { groups, devices } = services;
   const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
   const groupBody = (group: GroupView) => ({ ...group, devices: group.devices.map(withConfig) });
+  // A group page shown again (its devices' rows reused while nothing is committed) serialises only the
+  // group's own fields; each device's JSON is kept, as on the devices list.
+  const listedBody = listedDeviceBodies(devices);
+  const groupWriter = new ListFieldWriter<DeviceBody>('Group', 'devices', 'Device');
 
   api.get(
     '/groups/:external_id',
@@ -25,7 +30,10 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
       querystring: Type.Object(PageQueryFields, { additionalProperties: false }),
       response: { 200: GroupRef },
     }),
-    async (request) => groupBody(await groups.get(request.params.external_id, pageRequest(request.query))),
+    async (request, reply) => {
+      const { devices: members, ...group } = await groups.get(request.params.external_id, pageRequest(request.query));
+      return groupWriter.send(reply, group, members.map(listedBody));
+    },
   );
 
   api.patch(
