@@ -58,6 +58,11 @@ export class WebhookSender {
   #stopping = false;
   /** A claim found less due work than it asked for: no more claims until the poll timer or nudge() clears it. */
   #drained = false;
+  /**
+   * Counts the nudges: a claim that began before one may have missed the work it announces, so it does not mark the
+   * sender drained (that nudge's round would then claim nothing until the poll).
+   */
+  #nudges = 0;
   readonly #attempts = new Set<Promise<void>>();
   readonly #activeByWebhook = new Map<number, number>();
   /** performance.now() when a webhook's attempt last finished, or its first one started. */
@@ -109,14 +114,19 @@ export class WebhookSender {
 
   /** Looks for due deliveries soon, e.g. after an event was recorded; the work it starts belongs to no request. */
   nudge(): void {
-    this.#drained = false;
+    this.#undrain();
     outsideRequest(() => this.#pump.nudge());
+  }
+
+  #undrain(): void {
+    this.#nudges++;
+    this.#drained = false;
   }
 
   /** Sends everything due now and waits until those attempts are recorded; returns how many attempts were made. */
   async runOnce(): Promise<number> {
     const before = this.#attemptsMade;
-    this.#drained = false;
+    this.#undrain();
     // A round in flight may have claimed before this call: it goes round once more.
     if (this.#pump.busy) this.#pump.nudge();
     await this.#pump.runOnce();
@@ -135,7 +145,8 @@ export class WebhookSender {
     this.#startQueued();
     while (!this.#stopping && !this.#drained && this.#attempts.size < concurrency && this.#readyCount() < concurrency) {
       const limit = 2 * concurrency - this.#readyCount();
-      if ((await this.#claim(limit)) < limit) this.#drained = true;
+      const nudges = this.#nudges;
+      if ((await this.#claim(limit)) < limit && nudges === this.#nudges) this.#drained = true;
       this.#startQueued();
     }
   }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import pino from 'pino';
+import { type QueryId, SelectQueryNode } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import type { PanelEvent } from '../../src/domain/events.ts';
@@ -473,6 +474,46 @@ for (const kind of DATABASE_KINDS) {
       await stopped;
 
       assert.equal((await delivery(queued.id)).state, 'delivered');
+    });
+
+    test('a nudge while a claim is in flight is not lost, though that claim found nothing', async () => {
+      const target = await receiver(reply(204));
+      const webhook = await addWebhook(target.url);
+      // The sender's store answers its first claim (the select of due deliveries) only when told to.
+      const claims = new WeakSet<QueryId>();
+      let holding = true;
+      let claimHeld: () => void = () => {};
+      const held = new Promise<void>((resolve) => {
+        claimHeld = resolve;
+      });
+      let releaseClaim: () => void = () => {};
+      const released = new Promise<void>((resolve) => {
+        releaseClaim = resolve;
+      });
+      const gated = store.db.withPlugin({
+        transformQuery({ node, queryId }) {
+          if (holding && SelectQueryNode.is(node)) claims.add(queryId);
+          return node;
+        },
+        async transformResult({ result, queryId }) {
+          if (holding && claims.has(queryId)) {
+            holding = false;
+            claimHeld();
+            await released;
+          }
+          return result;
+        },
+      });
+      const worker = new WebhookSender(gated, clock, silentLog, { ...FAST_OPTIONS, pollIntervalMs: 3_600_000 });
+      senders.push(worker);
+      worker.start();
+      await held;
+      // The claim saw no delivery; one is made and announced before its answer is read.
+      await addDelivery(webhook);
+      worker.nudge();
+      await new Promise((resolve) => setImmediate(resolve));
+      releaseClaim();
+      await eventually(async () => (target.received.length === 1 ? true : undefined), 'the announced delivery');
     });
 
     test('many deliveries to several receivers all arrive once', async () => {
