@@ -472,7 +472,9 @@ describe('the operator console in headless Chromium (sqlite)', {
       await heading(page, 'Devices');
       await page.getByRole('button', { name: 'New device' }).click();
       const form = page.getByRole('form', { name: 'New device' });
-      // The form takes the focus: typing goes to its first field, Name.
+      // The form takes the focus: typing goes to its first field, Name (once it has it: the form draws first).
+      const nameField = await form.getByLabel('Name', { exact: true }).elementHandle();
+      await page.waitForFunction((field) => document.activeElement === field, nameField);
       await page.keyboard.type('Console laptop');
       await form.getByLabel('Server', { exact: true }).selectOption({ label: 'ams-1 (0/253)' });
       await screenshot(page, 'new-device');
