@@ -12,7 +12,7 @@ const PIXELS_PER_MODULE = 8;
 
 /** A PNG QR code of `text`; the WireGuard phone apps import what they decode as a config file. */
 export async function renderQrPng(text: string): Promise<Buffer> {
-  // Loaded at the first code asked for: a panel that never draws one keeps about 10 MB less resident.
+  // Loaded at the first code asked for: a panel that never draws one keeps about 1.5 MB less (docs/benchmarks.md).
   const { toBuffer } = await import('qrcode');
   return toBuffer(text, {
     type: 'png',

@@ -104,12 +104,10 @@ class LastBytes {
   #bytes: Buffer | undefined;
 
   of(key: string, items: readonly Buffer[], make: () => Buffer): Buffer {
+    const last = this.#bytes;
     const same =
-      this.#bytes !== undefined &&
-      key === this.#key &&
-      items.length === this.#items.length &&
-      items.every((item, i) => item === this.#items[i]);
-    if (same && this.#bytes !== undefined) return this.#bytes;
+      key === this.#key && items.length === this.#items.length && items.every((item, i) => item === this.#items[i]);
+    if (last !== undefined && same) return last;
     const bytes = make();
     this.#key = key;
     this.#items = items;
@@ -158,6 +156,7 @@ export class ListFieldWriter<T extends object> {
     return reply.type('application/json; charset=utf-8').send(bytes);
   }
 }
+
 /**
  * `envelope`, an object's JSON in which the list `field` was serialised empty, with that list made of the
  * items' JSON: an object that carries a page of kept items (a group and its devices) serialises only its own

@@ -71,16 +71,17 @@ const GROUP_CHUNK = 1_000;
 /** Room left for a `-N` suffix when a name is made from a long external id. */
 const SUFFIX_ROOM = 8;
 
-/**
- * The device use cases of spec §4.2 (create, read, update, usage reset, move, delete), and the same
- * changes for several devices in one transaction, which `GroupService` runs for a group (spec §4.3).
- */
+/** A move to the server the device is on: the answer alike before and under the servers' locks. */
 function onServerAlready(id: number, serverId: number): AppError {
   return new AppError('validation_failed', `device ${id} is on server ${serverId} already`, {
     server_id: 'the current server',
   });
 }
 
+/**
+ * The device use cases of spec §4.2 (create, read, update, usage reset, move, delete), and the same
+ * changes for several devices in one transaction, which `GroupService` runs for a group (spec §4.3).
+ */
 export class DeviceService {
   readonly #store: Store;
   readonly #clock: Clock;

@@ -260,7 +260,7 @@ export interface UsageBucket {
 /** The columns that hold a device's current day of usage (migration 021). */
 export type DeviceDay = Pick<DeviceRow, 'id' | 'usage_day' | 'day_rx' | 'day_tx'>;
 
-/** `buckets` (oldest first) with `bytes` added to the bucket `start`, made if missing. */
+/** `buckets` (oldest first) with `rx` and `tx` added to the bucket `start`, made if missing. */
 function plus(buckets: UsageBucket[], start: string, rx: number, tx: number): UsageBucket[] {
   const at = buckets.findIndex((b) => b.start >= start);
   const same = buckets[at];
@@ -272,7 +272,7 @@ function plus(buckets: UsageBucket[], start: string, rx: number, tx: number): Us
   return buckets;
 }
 
-/** The row's own day, if it has bytes and is `since` or later. */
+/** Whether the row's own day has bytes and is `since` or later. */
 function rowDay(device: DeviceDay, since: string): boolean {
   return device.usage_day !== '' && device.usage_day >= since && device.day_rx + device.day_tx > 0;
 }
