@@ -34,10 +34,21 @@ export function counterDelta(previous: number, current: number): number {
   return current >= previous ? current - previous : current;
 }
 
-/** Calendar dates of instants in one IANA time zone. Formatters are costly to make, so one per zone. */
+/** Names of UTC in the IANA database, as a system or PANEL_TIMEZONE may give it. */
+const UTC_NAMES = new Set(['UTC', 'Etc/UTC', 'Etc/UCT', 'UCT', 'Etc/Universal', 'Universal', 'Etc/Zulu', 'Zulu']);
+
+export function isUtc(timeZone: string): boolean {
+  return UTC_NAMES.has(timeZone);
+}
+
+/**
+ * Calendar dates of instants in one IANA time zone. Formatters are costly to make, so one per zone; UTC needs
+ * none: the first Intl formatter of a process makes about 8 MB of ICU's data resident.
+ */
 export class Calendar {
   readonly timeZone: string;
-  readonly #format: Intl.DateTimeFormat;
+  /** `YYYY-MM-DD` of an instant in this zone. */
+  readonly #date: (ms: number) => string;
   readonly #monthStarts = new Map<string, number>();
   /** The last slot asked about and its day: a desired state asks for each of its devices. */
   #lastDay: { slot: number; day: string } | undefined;
@@ -46,16 +57,19 @@ export class Calendar {
 
   constructor(timeZone: string) {
     this.timeZone = timeZone;
-    this.#format = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' });
+    if (isUtc(timeZone)) {
+      this.#date = (ms) => new Date(ms).toISOString().slice(0, 10);
+    } else {
+      // en-CA formats dates as YYYY-MM-DD.
+      const format = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' });
+      this.#date = (ms) => format.format(ms);
+    }
   }
 
   /** `YYYY-MM-DD` of the instant in this zone: the same for a whole slot (see SLOT_MS). */
   day(ms: number): string {
     const slot = slotStartMs(ms);
-    if (this.#lastDay?.slot !== slot) {
-      // en-CA formats dates as YYYY-MM-DD.
-      this.#lastDay = { slot, day: this.#format.format(slot) };
-    }
+    if (this.#lastDay?.slot !== slot) this.#lastDay = { slot, day: this.#date(slot) };
     return this.#lastDay.day;
   }
 

@@ -1,9 +1,11 @@
+import { readlinkSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { type Cidr, parseAllowCidrs } from '../agent/isolation.ts';
 import { isHost, unbracketed } from '../domain/addresses.ts';
 import { parseSecret } from '../domain/panel-secret.ts';
+import { isUtc } from '../domain/usage.ts';
 
 /** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
 export interface PanelConfig {
@@ -205,14 +207,31 @@ function driftCheckInterval(env: Env, fallbackMs: number): number | null {
   return intervalMs(env, 'DRIFT_CHECK_INTERVAL', fallbackMs, MAX_DRIFT_CHECK_SECONDS, ' or off');
 }
 
+/**
+ * `PANEL_TIMEZONE`, else the system's zone. UTC is told without Intl (see `Calendar`): a zone the Calendar would
+ * not otherwise format with Intl is not checked with it either.
+ */
 function timezone(env: Env): string {
-  const v = value(env, 'PANEL_TIMEZONE') ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const v = value(env, 'PANEL_TIMEZONE');
+  if (v === undefined) return systemIsUtc(env) ? 'UTC' : Intl.DateTimeFormat().resolvedOptions().timeZone;
+  if (isUtc(v)) return v;
   try {
     new Intl.DateTimeFormat('en', { timeZone: v });
   } catch {
     throw new ConfigError('PANEL_TIMEZONE', `must be an IANA time zone such as Europe/Berlin (got '${v}')`);
   }
   return v;
+}
+
+/** The system's zone is UTC by `TZ` or, without it, by the zone `/etc/localtime` links to; else Intl tells. */
+function systemIsUtc(env: Env): boolean {
+  const tz = env.TZ;
+  if (tz !== undefined && tz !== '') return isUtc(tz.replace(/^:/, ''));
+  try {
+    return isUtc(readlinkSync('/etc/localtime').replace(/^.*\/zoneinfo\//, ''));
+  } catch {
+    return false;
+  }
 }
 
 function allowCidrs(env: Env): Cidr[] {

@@ -62,6 +62,23 @@ describe('calendar of the panel time zone', () => {
     }
   });
 
+  test('UTC, read without Intl, has the days, months and month starts Intl gives it', () => {
+    const intl = new Intl.DateTimeFormat('en-CA', {
+      timeZone: 'UTC',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+    });
+    for (const name of ['UTC', 'Etc/UTC']) {
+      const utc = new Calendar(name);
+      for (let ms = at('2027-12-31T00:00:00Z'); ms < at('2028-03-02T00:00:00Z'); ms += 7 * SLOT_MS) {
+        assert.equal(utc.day(ms), intl.format(ms), `${name} ${new Date(ms).toISOString()}`);
+      }
+      assert.equal(utc.monthStartMs('2028-02'), at('2028-02-01T00:00:00Z'));
+      assert.equal(utc.nextMonthStartMs(at('2028-02-29T23:59:59.999Z')), at('2028-03-01T00:00:00Z'));
+    }
+  });
+
   test('nodes close batches on quarter hours, which every zone offset divides', () => {
     assert.equal(slotStartMs(at('2026-11-21T10:14:59.999Z')), at('2026-11-21T10:00:00Z'));
     assert.equal(slotStartMs(at('2026-11-21T10:15:00Z')), at('2026-11-21T10:15:00Z'));

@@ -79,12 +79,29 @@ const STATUS_LABELS: Record<PlacedDevice['device']['status'], string> = {
   limit_reached: 'Data limit reached',
 };
 
-const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' });
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+];
+
+/** `5 January 2026 at 03:07`, as Intl's en-GB long date and short time in UTC, without loading ICU's data. */
+function utcDate(iso: string): string {
+  const d = new Date(iso);
+  return `${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()} at ${d.toISOString().slice(11, 16)}`;
+}
 
 function time(iso: string | null): string {
-  return iso === null
-    ? 'never'
-    : `<time datetime="${escapeHtml(iso)}">${escapeHtml(DATE.format(new Date(iso)))} UTC</time>`;
+  return iso === null ? 'never' : `<time datetime="${escapeHtml(iso)}">${escapeHtml(utcDate(iso))} UTC</time>`;
 }
 
 async function sharePage(
