@@ -8,7 +8,6 @@
  * Run: node bench/groups.ts   (DEVICES, ROUNDS, KINDS (sqlite,postgres) may be set; NO_WRITE: leave docs/benchmarks.md
  * alone; BASELINE=<another checkout>: its panel is measured beside this one's, rounds alternating)
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent as HttpAgent, request } from 'node:http';
 import { systemClock } from '../src/domain/clock.ts';
@@ -16,7 +15,7 @@ import { openStore } from '../src/store/open.ts';
 import { DATABASE_KINDS, type DatabaseKind, createTestDatabase } from '../test/support/databases.ts';
 import { deviceValues } from '../test/support/usage-fixtures.ts';
 import { BenchPanel } from './panel.ts';
-import { loadAverage, machine, median, percentile, writeSection } from './report.ts';
+import { loadAverage, machine, median, percentile, processCpuSeconds, writeSection } from './report.ts';
 
 const DEVICES = Number(process.env.DEVICES ?? 10_000);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -60,11 +59,9 @@ function call(
   });
 }
 
-/** CPU time (user and system) of a process so far, in ms, from /proc (clock ticks of 10 ms). */
+/** CPU time (user and system) of a process so far, in ms. */
 function cpuMs(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  return pid === undefined ? 0 : processCpuSeconds(pid) * 1000;
 }
 
 /** /healthz one after another until `stop` is set; the times of each. */

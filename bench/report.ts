@@ -88,6 +88,15 @@ export const MEMORY_ENV = {
   MALLOC_MMAP_THRESHOLD_: '131072',
 };
 
+const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** CPU time (user and system) a process has used so far, in seconds: /proc/PID/stat's utime and stime. */
+export function processCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+}
+
 /** A field of /proc/PID/status given in kB (VmRSS, VmHWM), in MB. */
 export function procStatusMb(pid: number, field: string): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8')

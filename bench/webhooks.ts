@@ -25,8 +25,7 @@
  * docs/benchmarks.md alone).
  * Writes the section "## Webhooks: delivery rate and API latency with 10,000 pending".
  */
-import { type ChildProcess, execFileSync, fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { type ChildProcess, fork } from 'node:child_process';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -34,7 +33,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import SQLite from 'better-sqlite3';
 import { BenchPanel, stop } from './panel.ts';
-import { load1, loadAverage, machine, percentile, writeSection } from './report.ts';
+import { load1, loadAverage, machine, percentile, processCpuSeconds, writeSection } from './report.ts';
 
 const SECTION = 'Webhooks: delivery rate and API latency with 10,000 pending';
 const TARGET_PER_SECOND = 1_000;
@@ -309,7 +308,6 @@ async function main(): Promise<void> {
   const BACKLOG = DEVICES * WEBHOOKS;
   const ENDPOINTS = ['/api/v1/devices?limit=50', '/api/v1/events?limit=50'];
   const SELF = fileURLToPath(import.meta.url);
-  const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const ms = (v: number): string => (v < 10 ? v.toFixed(2) : v.toFixed(1));
@@ -368,13 +366,7 @@ async function main(): Promise<void> {
       if (typeof value === 'object' && value !== null && 'id' in value && typeof value.id === 'number') return value.id;
       throw new Error(`no id in ${JSON.stringify(value).slice(0, 200)}`);
     };
-    /** /proc/<pid>/stat: utime + stime in seconds. */
-    const cpuSeconds = (pid: number | undefined): number => {
-      if (pid === undefined) return Number.NaN;
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
-    };
+    const cpuSeconds = (pid: number | undefined): number => (pid === undefined ? Number.NaN : processCpuSeconds(pid));
     const cpuNow = (): Cpu => {
       const own = process.cpuUsage();
       const benchS = (own.user + own.system) / 1e6;
