@@ -4,7 +4,8 @@
  * PostgreSQL, at 10,000 and 100,000 devices over 10
  * servers: after its start (which resyncs the node with every device), a full walk of GET /v1/devices (200 a page),
  * two collection rounds and a drift check. Each as Node starts it and with MEMORY_ENV, the settings scripts/start
- * and the systemd units give. Then a `vpn-panel node` (dry-run) holding 10,000 peers sent by a resync over HTTP,
+ * and the systemd units give, and with MEMORY_ENV but V8's own heap growth (HEAP_GROWING_PERCENT=0); with the panel's
+ * CPU time up to then. Then a `vpn-panel node` (dry-run) holding 10,000 peers sent by a resync over HTTP,
  * after a collection and a drift digest.
  * Targets (issue 16): panel RSS under 150 MB at 10,000 devices and under 250 MB at 100,000.
  * Run: node bench/memory.ts   (SIZES=10000,100000 may be set; KINDS=sqlite and WALKS=5, a partial run that only
@@ -24,7 +25,7 @@ import { DATABASE_KINDS, type DatabaseKind } from '../test/support/databases.ts'
 import { freePort, startPanel } from '../test/support/panel.ts';
 import { openTestStore } from '../test/support/stores.ts';
 import { seedFleet, seedNode } from '../test/support/usage-fixtures.ts';
-import { MEMORY_ENV, machine, procStatusMb, writeSection } from './report.ts';
+import { MEMORY_ENV, machine, processCpuSeconds, procStatusMb, writeSection } from './report.ts';
 
 const SIZES = (process.env.SIZES ?? '10000,100000').split(',').map(Number);
 const KINDS = DATABASE_KINDS.filter((kind) => (process.env.KINDS ?? kind).split(',').includes(kind));
@@ -39,11 +40,13 @@ const TARGET_MB = new Map([
 const DRIFT_INTERVAL_MS = 15_000;
 const AS_STARTED = { name: 'as Node starts it', env: {} };
 const SHIPPED = { name: 'MEMORY_ENV', env: MEMORY_ENV };
-const SETTINGS = [AS_STARTED, SHIPPED];
+/** The shipped settings with V8's own heap growth instead of the panel's `HEAP_GROWING_PERCENT` (README "Memory"). */
+const V8_GROWTH = { name: 'MEMORY_ENV, HEAP_GROWING_PERCENT=0', env: { ...MEMORY_ENV, HEAP_GROWING_PERCENT: '0' } };
+const SETTINGS = [AS_STARTED, SHIPPED, V8_GROWTH];
 /** The quick start's panel with its local node in process, and a panel whose node is a `vpn-panel node` process. */
 const LAYOUTS = [
   { name: 'local node', local: true, settings: SETTINGS },
-  { name: 'remote node', local: false, settings: [SHIPPED] },
+  { name: 'remote node', local: false, settings: [SHIPPED, V8_GROWTH] },
 ];
 const AGENT_TOKEN = 'bench-agent-token-0123456789abcdef';
 
@@ -139,7 +142,8 @@ async function panelRows(kind: DatabaseKind, devices: number): Promise<string[]>
           const nodePid = remote?.agent.child.pid;
           const nodeRss = nodePid === undefined ? 'in the panel' : mb(procStatusMb(nodePid, 'VmRSS'));
           const cells = [kind, count(devices), layout.name, settings.name, mb(afterStart), `**${mb(rss)}**${verdict}`];
-          rows.push(`| ${[...cells, mb(procStatusMb(pid, 'VmHWM')), nodeRss].join(' | ')} |`);
+          const cpu = `${processCpuSeconds(pid).toFixed(1)} s`;
+          rows.push(`| ${[...cells, mb(procStatusMb(pid, 'VmHWM')), cpu, nodeRss].join(' | ')} |`);
         } finally {
           await panel.stop();
           await remote?.agent.stop();
@@ -228,10 +232,13 @@ const body = [
   'is in the panel\'s figures; "remote node": the node is a `vpn-panel node` process (dry-run, no TLS), its RSS in the',
   'last column. MEMORY_ENV is',
   `\`${memoryEnv}\`: what scripts/start and deploy/*.service set (README "Memory").`,
+  '"MEMORY_ENV, HEAP_GROWING_PERCENT=0": the same, with V8\'s own heap growth instead of the panel\'s 20 % (README',
+  '"Memory"). Panel CPU: its CPU time (user and system) from its start to the reading.',
   'Targets (issue 16): under 150 MB at 10,000 devices, under 250 MB at 100,000.',
   '',
-  '| database | devices | node | settings | RSS after start | RSS after walk and rounds | peak RSS | node RSS |',
-  '|---|---|---|---|---|---|---|---|',
+  '| database | devices | node | settings | RSS after start | RSS after walk and rounds | peak RSS | panel CPU |' +
+    ' node RSS |',
+  '|---|---|---|---|---|---|---|---|---|',
   ...panel,
   '',
   '`vpn-panel node` (dry-run, no TLS) sent one server of 10,000 peers by a resync over HTTP, then a collection and',

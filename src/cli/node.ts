@@ -2,6 +2,7 @@ import { type AgentCertificate, loadCertificate, loadOrCreateAgentCertificate } 
 import { buildAgentApp } from '../agent/http.ts';
 import { type AgentConfig, loadAgentConfig } from '../main/config.ts';
 import { createLogger } from '../main/logging.ts';
+import { limitHeapGrowth } from '../main/memory.ts';
 import { MetricsEndpoint, NodeMetrics } from '../main/metrics.ts';
 import { makeAgent } from '../main/node-driver.ts';
 import { VERSION } from '../main/version.ts';
@@ -11,6 +12,7 @@ import { parseCommandArgs } from './usage.ts';
 export async function nodeCommand(args: string[]): Promise<number> {
   parseCommandArgs(args, {});
   const config = loadAgentConfig(process.env);
+  limitHeapGrowth(config.heapGrowingPercent);
   const log = createLogger(config.logLevel);
   const certificate = agentCertificate(config);
   if (certificate?.created) log.info({ certFile: certificate.certFile }, 'made a key and self-signed certificate');

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { loadPanelConfig, type PanelConfig } from '../main/config.ts';
+import { limitHeapGrowth } from '../main/memory.ts';
 import { assemblePanel, type Panel } from '../main/panel.ts';
 import { findLocalNode } from '../store/nodes.ts';
 import { parseCommandArgs } from './usage.ts';
@@ -8,6 +9,7 @@ import { parseCommandArgs } from './usage.ts';
 export async function serveCommand(args: string[]): Promise<number> {
   parseCommandArgs(args, {});
   const config = loadPanelConfig(process.env);
+  limitHeapGrowth(config.heapGrowingPercent);
   const panel = await assemblePanel(config);
   await panel.start();
   await logStartUp(panel, config);

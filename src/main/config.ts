@@ -39,6 +39,11 @@ export interface PanelConfig {
   /** `DRIFT_CHECK_INTERVAL`: how often nodes are compared with the database; null = never (tests that plant peers). */
   driftCheckIntervalMs: number | null;
   logLevel: LogLevel;
+  /**
+   * `HEAP_GROWING_PERCENT`: how far V8 lets the heap grow past what the last full collection kept, before the next;
+   * 0 = V8's own rule (README "Memory").
+   */
+  heapGrowingPercent: number;
   /** `TRUST_PROXY`: the peers whose X-Forwarded-For names the client (Fastify's trustProxy); false = none. */
   trustProxy: TrustProxy;
   /** `HTTP_MAX_CONNECTIONS`: connections the API holds at once; more are closed as they arrive. */
@@ -69,6 +74,11 @@ export interface AgentConfig extends NodeDriverConfig {
   token: string;
   publicHost: string;
   logLevel: LogLevel;
+  /**
+   * `HEAP_GROWING_PERCENT`: how far V8 lets the heap grow past what the last full collection kept, before the next;
+   * 0 = V8's own rule (README "Memory").
+   */
+  heapGrowingPercent: number;
   /** `files`: AGENT_TLS_CERT/KEY; `self-signed`: made in DATA_DIR at first start; `off`: plain HTTP (AGENT_TLS=off). */
   tls: { kind: 'files'; certFile: string; keyFile: string } | { kind: 'self-signed' } | { kind: 'off' };
   metrics: MetricsListenerConfig | undefined;
@@ -120,6 +130,18 @@ function port(env: Env, name: string, fallback: number): number {
   if (!/^[0-9]+$/.test(v) || n < 1 || n > 65535)
     throw new ConfigError(name, `must be a port number 1-65535 (got '${v}')`);
   return n;
+}
+
+/** Less than V8's own rule (up to 4x on a large machine) keeps the resident heap near what is live. */
+const HEAP_GROWING_PERCENT = 20;
+
+function heapGrowingPercent(env: Env): number {
+  const v = value(env, 'HEAP_GROWING_PERCENT');
+  if (v === undefined) return HEAP_GROWING_PERCENT;
+  if (!/^[0-9]+$/.test(v) || Number(v) > 300) {
+    throw new ConfigError('HEAP_GROWING_PERCENT', `must be a whole number 0-300, 0 for V8's own rule (got '${v}')`);
+  }
+  return Number(v);
 }
 
 function flag(env: Env, name: string, fallback: boolean): boolean {
@@ -330,6 +352,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
     token,
     publicHost: publicHost(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    heapGrowingPercent: heapGrowingPercent(env),
     tls: !tlsOn
       ? { kind: 'off' }
       : certFile !== undefined && keyFile !== undefined
@@ -363,6 +386,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     mailRetryScheduleMs: retrySchedule(env, 'MAIL_RETRY_SCHEDULE'),
     driftCheckIntervalMs: driftCheckInterval(env, DRIFT_CHECK_INTERVAL_MS),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    heapGrowingPercent: heapGrowingPercent(env),
     trustProxy: trustProxy(env),
     maxConnections: count(env, 'HTTP_MAX_CONNECTIONS', 1024, 1_000_000),
     metrics: metricsListener(env),

@@ -38,6 +38,7 @@ describe('start-up configuration', () => {
     ['a proxy hop count', { TRUST_PROXY: '1' }, /TRUST_PROXY must be off or the proxies' addresses/],
     ['a proxy CIDR with a prefix too long', { TRUST_PROXY: '10.0.0.0/33' }, /TRUST_PROXY .*got '10\.0\.0\.0\/33'/],
     ['a connection cap of zero', { HTTP_MAX_CONNECTIONS: '0' }, /HTTP_MAX_CONNECTIONS must be a whole number/],
+    ['a heap growth that is not a number', { HEAP_GROWING_PERCENT: '20%' }, /HEAP_GROWING_PERCENT must be a whole/],
     [
       'a PostgreSQL that does not answer',
       { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' },
