@@ -9,7 +9,8 @@
  * after a collection and a drift digest.
  * Targets (issue 16): panel RSS under 150 MB at 10,000 devices and under 250 MB at 100,000.
  * Run: node bench/memory.ts   (SIZES=10000,100000 may be set; KINDS=sqlite and WALKS=5, a partial run that only
- * prints its rows: the figure read after that many walks of every page, to see what repeated reads leave behind)
+ * prints its rows: the figure read after that many walks of every page, to see what repeated reads leave behind;
+ * IDLE_S=60, also a partial run, adds the panel's CPU over that many seconds left alone after the reading)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,6 +31,8 @@ import { MEMORY_ENV, machine, processCpuSeconds, procStatusMb, writeSection } fr
 const SIZES = (process.env.SIZES ?? '10000,100000').split(',').map(Number);
 const KINDS = DATABASE_KINDS.filter((kind) => (process.env.KINDS ?? kind).split(',').includes(kind));
 const WALKS = Number(process.env.WALKS ?? 1);
+/** Seconds the panel is left alone after the reading (collection rounds and drift checks only), its CPU then read. */
+const IDLE_S = Number(process.env.IDLE_S ?? 0);
 const SERVERS = 10;
 const AGENT_PEERS = 10_000;
 const TARGET_MB = new Map([
@@ -52,6 +55,13 @@ const AGENT_TOKEN = 'bench-agent-token-0123456789abcdef';
 
 const count = (n: number) => n.toLocaleString('en');
 const mb = (value: number) => `${value.toFixed(0)} MB`;
+
+/** The share of a core the panel used over IDLE_S seconds left alone, and its RSS at their end. */
+async function idleCpu(pid: number, cpuBefore: number): Promise<string> {
+  await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
+  const share = (processCpuSeconds(pid) - cpuBefore) / IDLE_S;
+  return `idle ${IDLE_S} s: ${(share * 100).toFixed(0)} % of a core, then ${mb(procStatusMb(pid, 'VmRSS'))}`;
+}
 
 /** Waits until the node was seen `rounds` more times (each node monitor round writes its last_seen_at). */
 async function collectionRounds(db: Db, nodeId: number, rounds: number): Promise<void> {
@@ -142,8 +152,10 @@ async function panelRows(kind: DatabaseKind, devices: number): Promise<string[]>
           const nodePid = remote?.agent.child.pid;
           const nodeRss = nodePid === undefined ? 'in the panel' : mb(procStatusMb(nodePid, 'VmRSS'));
           const cells = [kind, count(devices), layout.name, settings.name, mb(afterStart), `**${mb(rss)}**${verdict}`];
-          const cpu = `${processCpuSeconds(pid).toFixed(1)} s`;
-          rows.push(`| ${[...cells, mb(procStatusMb(pid, 'VmHWM')), cpu, nodeRss].join(' | ')} |`);
+          const cpuSoFar = processCpuSeconds(pid);
+          const idle = IDLE_S > 0 ? [await idleCpu(pid, cpuSoFar)] : [];
+          const cpu = `${cpuSoFar.toFixed(1)} s`;
+          rows.push(`| ${[...cells, mb(procStatusMb(pid, 'VmHWM')), cpu, nodeRss, ...idle].join(' | ')} |`);
         } finally {
           await panel.stop();
           await remote?.agent.stop();
@@ -214,7 +226,7 @@ async function agentRows(): Promise<string[]> {
 
 const panel: string[] = [];
 for (const devices of SIZES) for (const kind of KINDS) panel.push(...(await panelRows(kind, devices)));
-if (WALKS !== 1 || KINDS.length < DATABASE_KINDS.length) {
+if (WALKS !== 1 || IDLE_S > 0 || KINDS.length < DATABASE_KINDS.length) {
   console.log(`${WALKS} walks:\n${panel.join('\n')}`);
   process.exit(0);
 }
