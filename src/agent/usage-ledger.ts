@@ -26,6 +26,14 @@ import { type UsageAck, type UsageBatch, type UsageReport, UsageBatchSchema } fr
 
 /** [deviceId, rx, tx] as the server counted them (rx: the device's upload). */
 const BaselineSchema = Type.Tuple([Type.Integer(), Type.Integer(), Type.Integer()]);
+type Baselines = Record<string, Static<typeof BaselineSchema>>;
+
+/** The keys of a record, counted without making their array. */
+function countKeys(record: object): number {
+  let count = 0;
+  for (const _ in record) count++;
+  return count;
+}
 
 const JournalSchema = Type.Object({
   journalId: Type.String(),
@@ -141,17 +149,26 @@ export class UsageLedger {
     nowMs: number,
   ): Booked {
     const previous = this.#journal.baselines[serverId];
-    const before = previous?.instance === reading.instance ? previous.peers : {};
-    const peers: Record<string, Static<typeof BaselineSchema>> = {};
+    // The baselines of the same interface are updated in place: made anew every reading (each second), a server's
+    // baselines were garbage that lived long enough to fill the old generation.
+    const peers: Baselines = previous?.instance === reading.instance ? previous.peers : {};
+    const known = countKeys(peers);
+    let seen = 0;
     const slot = String(slotStartMs(nowMs));
     const booked = { rxBytes: 0, txBytes: 0 };
     for (const peer of reading.peers) {
-      const baseline = before[peer.publicKey];
+      const baseline = peers[peer.publicKey];
       const deviceId = deviceOf(peer.publicKey) ?? baseline?.[0];
       if (deviceId === undefined) continue;
-      peers[peer.publicKey] = [deviceId, peer.rxBytes, peer.txBytes];
       const uploaded = counterDelta(baseline?.[1] ?? 0, peer.rxBytes);
       const downloaded = counterDelta(baseline?.[2] ?? 0, peer.txBytes);
+      if (baseline === undefined) peers[peer.publicKey] = [deviceId, peer.rxBytes, peer.txBytes];
+      else {
+        seen++;
+        baseline[0] = deviceId;
+        baseline[1] = peer.rxBytes;
+        baseline[2] = peer.txBytes;
+      }
       if (uploaded + downloaded > 0) {
         this.#book(slot, deviceId, downloaded, uploaded);
         booked.rxBytes += downloaded;
@@ -161,6 +178,10 @@ export class UsageLedger {
         this.#handshakes.set(deviceId, peer.lastHandshakeMs);
         this.#unreported.add(deviceId);
       }
+    }
+    if (seen < known) {
+      const read = new Set(reading.peers.map((peer) => peer.publicKey));
+      for (const key of Object.keys(peers)) if (!read.has(key)) delete peers[key];
     }
     this.#journal.baselines[serverId] = { instance: reading.instance, peers };
     return booked;

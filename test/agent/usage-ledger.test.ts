@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import type { DesiredServer, UsageAck, UsageReport } from '../../src/agent/protocol.ts';
-import { JournalFile, UsageLedger } from '../../src/agent/usage-ledger.ts';
+import { JournalFile, MemoryJournal, UsageLedger } from '../../src/agent/usage-ledger.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
 import { UsageService } from '../../src/services/usage.ts';
@@ -199,3 +199,51 @@ for (const kind of DATABASE_KINDS) {
     );
   });
 }
+
+describe('baselines of a server', () => {
+  const devices = new Map([
+    ['A', 1],
+    ['B', 2],
+  ]);
+  const read = (ledger: UsageLedger, instance: string, peers: [string, number, number][]) =>
+    ledger.record(
+      7,
+      {
+        instance,
+        peers: peers.map(([publicKey, rxBytes, txBytes]) => ({ publicKey, rxBytes, txBytes, lastHandshakeMs: 0 })),
+      },
+      (key) => devices.get(key),
+      Date.parse('2026-11-24T12:00:00Z'),
+    );
+
+  it('count each byte once, lose a peer missing from a reading, and start again on a new interface', () => {
+    const ledger = new UsageLedger(new MemoryJournal());
+    assert.deepEqual(
+      read(ledger, 'a', [
+        ['A', 100, 50],
+        ['B', 10, 20],
+      ]),
+      { rxBytes: 70, txBytes: 110 },
+    );
+    assert.deepEqual(
+      read(ledger, 'a', [
+        ['A', 100, 50],
+        ['B', 10, 20],
+      ]),
+      { rxBytes: 0, txBytes: 0 },
+      'no change',
+    );
+    assert.deepEqual(read(ledger, 'a', [['A', 150, 50]]), { rxBytes: 0, txBytes: 50 }, 'B left the interface');
+    // B is back with counters that passed its old ones: without a baseline they count from 0.
+    assert.deepEqual(
+      read(ledger, 'a', [
+        ['A', 150, 50],
+        ['B', 30, 20],
+      ]),
+      { rxBytes: 20, txBytes: 30 },
+    );
+    assert.equal(ledger.meter(2), 30 + 50);
+    assert.deepEqual(read(ledger, 'b', [['A', 5, 0]]), { rxBytes: 0, txBytes: 5 }, 'another interface: from 0');
+    assert.equal(ledger.meter(1), 150 + 50 + 5);
+  });
+});
