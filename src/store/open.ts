@@ -88,13 +88,13 @@ function openSqlite(dataDir: string): Store {
   file.pragma('foreign_keys = ON');
   // The CLI and the panel may write at the same moment; wait instead of failing with SQLITE_BUSY.
   file.pragma('busy_timeout = 5000');
-  const { dialect, reads, requestBegins } = sqliteDialect(file);
+  const { dialect, reads, requestBegins, dataVersion } = sqliteDialect(file);
   const db = new Kysely<Database>({ dialect });
   useImmediateReads(db, reads);
   return {
     db,
     dialect: 'sqlite',
-    watch: () => sqliteChangeWatch(file),
+    watch: () => sqliteChangeWatch(dataVersion),
     announce: async () => {},
     requestBegins,
     close: () => db.destroy(),
