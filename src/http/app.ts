@@ -206,7 +206,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   if (observer !== undefined) {
     // The route's template, never the URL: ids and share tokens stay out of the metrics, and their labels stay few.
     app.addHook('onResponse', (request, reply, done) => {
-      const route = request.routeOptions.url ?? UNMATCHED_ROUTE;
+      // `routeOptions` builds a new object at each read: the onRequest hook read it once.
+      const route = request.routeTemplate ?? request.routeOptions.url ?? UNMATCHED_ROUTE;
       observer.httpRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
       done();
     });
@@ -232,6 +233,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
+  app.decorateRequest('routeTemplate', null);
   for (const schema of [
     ErrorSchema,
     ServerSchema,
@@ -275,7 +277,9 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   app.addHook('onRequest', (request, reply, done) => {
     deps.requestBegins();
     reply.header('x-request-id', request.id);
-    const scope = request.routeOptions.config.scope;
+    const route = request.routeOptions;
+    request.routeTemplate = route.url ?? UNMATCHED_ROUTE;
+    const scope = route.config.scope;
     if (scope === undefined) return done();
     // What throws here, Fastify answers with sendError like anything a hook rejects with.
     const principal = authenticator.principalOf(request);

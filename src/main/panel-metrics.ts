@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type LabelValues, type Registry } from 'prom-client';
 import type { NodeObserver } from '../agent/metrics.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DEVICE_STATUSES } from '../domain/devices.ts';
@@ -22,6 +22,11 @@ const HTTP_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25
 /** One node's collection: an HTTP call and the batches' transactions (docs/benchmarks.md, usage collection). */
 const COLLECT_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
+interface HttpLabels {
+  answer: LabelValues<'method' | 'route' | 'status'>;
+  timing: LabelValues<'method' | 'route'>;
+}
+
 /** The panel's metrics (`vpn_panel_*`), told by the API, the services and the workers. */
 class PanelGauges implements PanelObserver {
   readonly #requests: Counter<'method' | 'route' | 'status'>;
@@ -35,6 +40,8 @@ class PanelGauges implements PanelObserver {
   readonly #nodes: Gauge<'status'>;
   readonly #deliveriesPending: Gauge;
   readonly #mailPending: Gauge;
+  /** By method, route template and status. */
+  readonly #httpSeries = new Map<string, Map<string, Map<number, HttpLabels>>>();
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -104,8 +111,29 @@ class PanelGauges implements PanelObserver {
   }
 
   httpRequest(method: string, route: string, statusCode: number, seconds: number): void {
-    this.#requests.inc({ method, route, status: String(statusCode) });
-    this.#requestSeconds.observe({ method, route }, seconds);
+    const labels = this.#httpLabels(method, route, statusCode);
+    this.#requests.inc(labels.answer);
+    this.#requestSeconds.observe(labels.timing, seconds);
+  }
+
+  /** The label sets of one method, route and status, made once: answers are many, their label sets few. */
+  #httpLabels(method: string, route: string, statusCode: number): HttpLabels {
+    let routes = this.#httpSeries.get(method);
+    if (routes === undefined) {
+      routes = new Map();
+      this.#httpSeries.set(method, routes);
+    }
+    let statuses = routes.get(route);
+    if (statuses === undefined) {
+      statuses = new Map();
+      routes.set(route, statuses);
+    }
+    let labels = statuses.get(statusCode);
+    if (labels === undefined) {
+      labels = { answer: { method, route, status: String(statusCode) }, timing: { method, route } };
+      statuses.set(statusCode, labels);
+    }
+    return labels;
   }
 
   usageStored(rxBytes: number, txBytes: number): void {
