@@ -28,9 +28,10 @@ export interface Store {
   /** Tells the other processes' watches that `topic` changed; call inside the writing transaction. */
   announce(db: Queryable, topic: ChangeTopic): Promise<void>;
   /**
-   * A request has arrived: reads from now on see every commit made before it. Reads that give their rows
-   * again while nothing was committed (SQLite) check for other connections' commits once between two
-   * requests and within one turn of the event loop, so a page with its totals, server and node checks once.
+   * Requests have arrived: reads from now on see every commit made before them. Reads that give their rows
+   * again while nothing was committed (SQLite) check for other connections' commits once between two calls
+   * and within one turn of the event loop, so a page with its totals, server and node checks once, and so do
+   * the requests the API admits together (src/http/app.ts).
    */
   requestBegins(): void;
   close(): Promise<void>;
