@@ -1,7 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyReply,
+  type FastifyRequest,
+  type HookHandlerDoneFunction,
+} from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import { pathBeyondDepth } from '../domain/json-depth.ts';
 import { type RateDecision, rateLimitField, rateLimitPolicyField, REQUEST_RATE } from '../domain/rate-limit.ts';
@@ -89,7 +94,10 @@ export interface AppDeps {
   maxConnections: number;
   /** Told of every answer, for the metrics; none: no hook runs. */
   observer?: PanelObserver;
-  /** Called as each request arrives, before anything reads for it: the store's `requestBegins`. */
+  /**
+   * Called once requests have arrived, before anything reads for them (for requests with a scope, once for those
+   * of a turn of the event loop): the store's `requestBegins`.
+   */
   requestBegins: () => void;
 }
 
@@ -151,6 +159,14 @@ function enforce(
   }
 }
 
+/** A request with a scope, waiting to be admitted. */
+interface Arrival {
+  request: FastifyRequest;
+  reply: FastifyReply;
+  scope: Requirement;
+  done: HookHandlerDoneFunction;
+}
+
 /** A route option that may hold one hook, several, or none, as a list. */
 function hookList<T>(hooks: T | T[] | undefined): T[] {
   if (hooks === undefined) return [];
@@ -206,7 +222,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   if (observer !== undefined) {
     // The route's template, never the URL: ids and share tokens stay out of the metrics, and their labels stay few.
     app.addHook('onResponse', (request, reply, done) => {
-      const route = request.routeOptions.url ?? UNMATCHED_ROUTE;
+      // `routeOptions` builds a new object at each read: the onRequest hook read it once.
+      const route = request.routeTemplate ?? request.routeOptions.url ?? UNMATCHED_ROUTE;
       observer.httpRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
       done();
     });
@@ -232,6 +249,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
+  app.decorateRequest('routeTemplate', null);
   for (const schema of [
     ErrorSchema,
     ServerSchema,
@@ -270,21 +288,51 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     return undefined;
   };
 
-  // Callback style: with a key seen before and a limiter in process, a request is admitted without a
-  // promise (each one is a turn of the microtask queue on every request).
-  app.addHook('onRequest', (request, reply, done) => {
-    deps.requestBegins();
-    reply.header('x-request-id', request.id);
-    const scope = request.routeOptions.config.scope;
-    if (scope === undefined) return done();
-    // What throws here, Fastify answers with sendError like anything a hook rejects with.
-    const principal = authenticator.principalOf(request);
-    const admitted =
-      principal instanceof Promise
-        ? principal.then((p) => admit(request, reply, scope, p))
-        : admit(request, reply, scope, principal);
+  /**
+   * Who the caller is, its rate limit and the scope; `done` goes on with the request or answers the refusal.
+   * Callback style: with a key seen before and a limiter in process, a request is admitted without a promise
+   * (each one is a turn of the microtask queue on every request).
+   */
+  const authorize = (arrival: Arrival) => {
+    const { request, reply, scope, done } = arrival;
+    const refuse = (error: unknown) => done(error instanceof Error ? error : new Error(String(error)));
+    let admitted: Promise<void> | undefined;
+    try {
+      const principal = authenticator.principalOf(request);
+      admitted =
+        principal instanceof Promise
+          ? principal.then((p) => admit(request, reply, scope, p))
+          : admit(request, reply, scope, principal);
+    } catch (error) {
+      // Answered with sendError, as anything a hook rejects with.
+      return refuse(error);
+    }
     if (admitted === undefined) return done();
-    admitted.then(() => done(), done);
+    admitted.then(() => done(), refuse);
+  };
+
+  // The requests with a scope that one turn of the event loop read are admitted together, once it read them all
+  // (setImmediate: the check phase, after the poll phase read the sockets): requestBegins then runs once for all
+  // of them, so they share one check for other processes' commits (a pread of SQLite's WAL-index header), and
+  // each still sees every commit made before it arrived, since the check is made after the last was read.
+  let arrivals: Arrival[] = [];
+  const admitArrivals = () => {
+    const batch = arrivals;
+    arrivals = [];
+    deps.requestBegins();
+    for (const arrival of batch) authorize(arrival);
+  };
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    const route = request.routeOptions;
+    request.routeTemplate = route.url ?? UNMATCHED_ROUTE;
+    const scope = route.config.scope;
+    if (scope === undefined) {
+      deps.requestBegins();
+      return done();
+    }
+    if (arrivals.length === 0) setImmediate(admitArrivals);
+    arrivals.push({ request, reply, scope, done });
   });
 
   // Hooks that only some routes need are attached to those routes alone, so a plain GET runs none.

@@ -30,6 +30,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | null;
     idempotencyClaim: IdempotencyClaim | null;
+    /** The matched route's template, taken once as the request arrives; null before that. */
+    routeTemplate: string | null;
   }
 }
 

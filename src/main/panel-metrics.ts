@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type LabelValues, type Registry } from 'prom-client';
 import type { NodeObserver } from '../agent/metrics.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DEVICE_STATUSES } from '../domain/devices.ts';
@@ -22,6 +22,15 @@ const HTTP_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25
 /** One node's collection: an HTTP call and the batches' transactions (docs/benchmarks.md, usage collection). */
 const COLLECT_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
+/** The answers of one method, route and status. */
+interface HttpSeries {
+  readonly labels: LabelValues<'method' | 'route' | 'status'>;
+  /** Answers not yet added to the counter: a scrape adds them (prom-client's `inc` hashes its labels each call). */
+  unscraped: number;
+  /** The route's duration histogram, its labels checked once. */
+  readonly timing: Histogram.Internal<'method' | 'route'>;
+}
+
 /** The panel's metrics (`vpn_panel_*`), told by the API, the services and the workers. */
 class PanelGauges implements PanelObserver {
   readonly #requests: Counter<'method' | 'route' | 'status'>;
@@ -35,6 +44,9 @@ class PanelGauges implements PanelObserver {
   readonly #nodes: Gauge<'status'>;
   readonly #deliveriesPending: Gauge;
   readonly #mailPending: Gauge;
+  /** By method, route template and status; and all of them, for the scrape. */
+  readonly #httpSeries = new Map<string, Map<string, Map<number, HttpSeries>>>();
+  readonly #allHttpSeries: HttpSeries[] = [];
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -43,6 +55,13 @@ class PanelGauges implements PanelObserver {
       help: 'API answers by method, route template (`unmatched` for a URL no route has) and status code.',
       labelNames: ['method', 'route', 'status'],
       registers,
+      collect: () => {
+        for (const series of this.#allHttpSeries) {
+          if (series.unscraped === 0) continue;
+          this.#requests.inc(series.labels, series.unscraped);
+          series.unscraped = 0;
+        }
+      },
     });
     this.#requestSeconds = new Histogram({
       name: 'vpn_panel_http_request_duration_seconds',
@@ -104,8 +123,31 @@ class PanelGauges implements PanelObserver {
   }
 
   httpRequest(method: string, route: string, statusCode: number, seconds: number): void {
-    this.#requests.inc({ method, route, status: String(statusCode) });
-    this.#requestSeconds.observe({ method, route }, seconds);
+    const series = this.#httpSeriesOf(method, route, statusCode);
+    series.unscraped++;
+    series.timing.observe(seconds);
+  }
+
+  /** Made once per method, route and status: answers are many, their series few. */
+  #httpSeriesOf(method: string, route: string, statusCode: number): HttpSeries {
+    let routes = this.#httpSeries.get(method);
+    if (routes === undefined) {
+      routes = new Map();
+      this.#httpSeries.set(method, routes);
+    }
+    let statuses = routes.get(route);
+    if (statuses === undefined) {
+      statuses = new Map();
+      routes.set(route, statuses);
+    }
+    let series = statuses.get(statusCode);
+    if (series === undefined) {
+      const labels = { method, route, status: String(statusCode) };
+      series = { labels, unscraped: 0, timing: this.#requestSeconds.labels({ method, route }) };
+      statuses.set(statusCode, series);
+      this.#allHttpSeries.push(series);
+    }
+    return series;
   }
 
   usageStored(rxBytes: number, txBytes: number): void {

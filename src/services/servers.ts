@@ -32,6 +32,7 @@ import {
   listServerAllocations,
   listServers,
   type ServerRow,
+  type ServerWithNode,
   setServerIpv6,
   stringArray,
   updateServer,
@@ -197,12 +198,24 @@ export class ServerService {
     return this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count);
   }
 
+  /**
+   * Kept per row object: a page's rows are reused while nothing is committed (listServers), so its views are
+   * made once, and the same views let the route keep their JSON.
+   */
+  readonly #listed = new WeakMap<Readonly<ServerWithNode>, ServerView>();
+
   async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
     const rows = await listServers(this.#db, filter, page);
     return toPage(
-      rows.map((row) =>
-        this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count),
-      ),
+      rows.map((row) => {
+        let view = this.#listed.get(row);
+        if (view === undefined) {
+          const node = { id: row.node_id, name: row.node_name, status: row.node_status };
+          view = this.view(row, node, row.device_count);
+          this.#listed.set(row, view);
+        }
+        return view;
+      }),
       page,
     );
   }

@@ -173,9 +173,20 @@ export class WebhookService {
     return this.view(await this.#get(id));
   }
 
+  /** Kept per row object, as deliveryView's are: a list's rows are reused while nothing is committed (listWebhooks). */
+  readonly #listed = new WeakMap<WebhookRow, WebhookView>();
+
   async list(page: PageRequest): Promise<Page<WebhookView>> {
+    const rows = await listWebhooks(this.#db, page);
     return toPage(
-      (await listWebhooks(this.#db, page)).map((row) => this.view(row)),
+      rows.map((row) => {
+        let view = this.#listed.get(row);
+        if (view === undefined) {
+          view = this.view(row);
+          this.#listed.set(row, view);
+        }
+        return view;
+      }),
       page,
     );
   }

@@ -1,4 +1,3 @@
-import type SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import pg from 'pg';
 import type { Queryable } from './db.ts';
@@ -11,25 +10,18 @@ export interface ChangeWatch {
   changed(): boolean;
 }
 
-/** How long one read of SQLite's data_version answers for. */
-const WATCH_SHARE_MS = 1;
-
 const LISTEN_RETRY_MS = 2_000;
 
-/** On SQLite any commit by another connection counts, whatever the topic. */
-export function sqliteChangeWatch(file: SQLite.Database): ChangeWatch {
-  // data_version changes when another connection commits; this process's own writes leave it.
-  // Reading it costs more than a typical query, so requests within one millisecond share a read:
-  // another process's change is seen within 1 ms of its commit.
-  const dataVersion = file.prepare('PRAGMA data_version').pluck();
+/**
+ * On SQLite any commit by another connection counts, whatever the topic. `dataVersion` is the database's
+ * data_version as of the current request (read anyway for the reused reads, so the watch costs nothing):
+ * a commit made before a request arrived is seen by it.
+ */
+export function sqliteChangeWatch(dataVersion: () => unknown): ChangeWatch {
   let seen: unknown;
-  let readAtMs = Number.NEGATIVE_INFINITY;
   return {
     changed() {
-      const nowMs = performance.now();
-      if (nowMs - readAtMs < WATCH_SHARE_MS) return false;
-      readAtMs = nowMs;
-      const version: unknown = dataVersion.get();
+      const version = dataVersion();
       const changed = version !== seen;
       seen = version;
       return changed;

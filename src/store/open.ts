@@ -28,9 +28,10 @@ export interface Store {
   /** Tells the other processes' watches that `topic` changed; call inside the writing transaction. */
   announce(db: Queryable, topic: ChangeTopic): Promise<void>;
   /**
-   * A request has arrived: reads from now on see every commit made before it. Reads that give their rows
-   * again while nothing was committed (SQLite) check for other connections' commits once between two
-   * requests and within one turn of the event loop, so a page with its totals, server and node checks once.
+   * Requests have arrived: reads from now on see every commit made before them. Reads that give their rows
+   * again while nothing was committed (SQLite) check for other connections' commits once between two calls
+   * and within one turn of the event loop, so a page with its totals, server and node checks once, and so do
+   * the requests the API admits together (src/http/app.ts).
    */
   requestBegins(): void;
   close(): Promise<void>;
@@ -88,13 +89,13 @@ function openSqlite(dataDir: string): Store {
   file.pragma('foreign_keys = ON');
   // The CLI and the panel may write at the same moment; wait instead of failing with SQLITE_BUSY.
   file.pragma('busy_timeout = 5000');
-  const { dialect, reads, requestBegins } = sqliteDialect(file);
+  const { dialect, reads, requestBegins, dataVersion } = sqliteDialect(file);
   const db = new Kysely<Database>({ dialect });
   useImmediateReads(db, reads);
   return {
     db,
     dialect: 'sqlite',
-    watch: () => sqliteChangeWatch(file),
+    watch: () => sqliteChangeWatch(dataVersion),
     announce: async () => {},
     requestBegins,
     close: () => db.destroy(),

@@ -1,3 +1,4 @@
+import { closeSync, openSync, readSync } from 'node:fs';
 import type SQLite from 'better-sqlite3';
 import {
   type DatabaseConnection,
@@ -39,9 +40,11 @@ export function sqliteDialect(file: SQLite.Database): {
   reads: ImmediateReads;
   /** See Store.requestBegins. */
   requestBegins: () => void;
+  /** SQLite's data_version as of the current request (or turn of the event loop): see SharedDataVersion. */
+  dataVersion: () => unknown;
 } {
   const lock = new ConnectionLock();
-  const dataVersion = new SharedDataVersion(file);
+  const dataVersion = new SharedDataVersion(file, WalIndexHeader.of(file));
   const totalChanges = file.prepare('SELECT total_changes()').pluck();
   const reads: ImmediateReads = {
     prepare<R>(sql: string, reuse: boolean) {
@@ -70,29 +73,34 @@ export function sqliteDialect(file: SQLite.Database): {
       };
     },
   };
-  const dialect = new FairSqliteDialect({ database: withStatementCache(file) }, lock);
-  return { dialect, reads, requestBegins: () => dataVersion.expire() };
+  const database = withStatementCache(file, () => dataVersion.close());
+  const dialect = new FairSqliteDialect({ database }, lock);
+  return { dialect, reads, requestBegins: () => dataVersion.expire(), dataVersion: () => dataVersion.read() };
 }
 
 /**
  * SQLite's data_version, which changes when another connection commits, read at most once between two
- * requests' arrivals (Store.requestBegins) and within one turn of the event loop: reading it
- * starts a read transaction (file locks), as much as a small indexed query costs. A reading is never older
+ * requests' arrivals (Store.requestBegins) and within one turn of the event loop. A reading is never older
  * than the request it serves; work that is not a request (a timer) reads it anew in each turn.
+ * The pragma starts a read transaction (three fcntl locks), which cost more than a small indexed query; so
+ * it runs only when the WAL-index header changed since the last run, which one pread tells.
  */
 class SharedDataVersion {
   readonly #statement: SQLite.Statement;
+  #header: WalIndexHeader | undefined;
   #value: unknown;
   #valid = false;
   #expiryScheduled = false;
 
-  constructor(file: SQLite.Database) {
+  constructor(file: SQLite.Database, header: WalIndexHeader | undefined) {
     this.#statement = file.prepare('PRAGMA data_version').pluck();
+    this.#header = header;
   }
 
   read(): unknown {
     if (!this.#valid) {
-      this.#value = this.#statement.get();
+      // The header first: a commit between the two readings then only makes the next one run the pragma.
+      if (!this.#sameHeader()) this.#value = this.#statement.get();
       this.#valid = true;
       if (!this.#expiryScheduled) {
         this.#expiryScheduled = true;
@@ -106,10 +114,68 @@ class SharedDataVersion {
     this.#valid = false;
   }
 
+  close(): void {
+    this.#header?.close();
+    this.#header = undefined;
+  }
+
+  #sameHeader(): boolean {
+    if (this.#header === undefined) return false;
+    try {
+      return this.#header.same();
+    } catch {
+      // Never expected (the descriptor is kept open); the pragma alone stays exact, so it serves from now on.
+      this.close();
+      return false;
+    }
+  }
+
   readonly #endOfTurn = (): void => {
     this.#expiryScheduled = false;
     this.#valid = false;
   };
+}
+
+/**
+ * The WAL-index header at the start of the -shm file (SQLite's wal.c, WalIndexHdr: 48 bytes, a change counter
+ * bumped by every commit, the WAL's last frame, salts and checksums). A writer rewrites it before its commit
+ * ends; a connection's data_version moves only when it finds this header different from the one it saw
+ * last (walIndexReadHdr). So while the header is the same bytes, no connection committed and data_version
+ * is what it was. The -shm file is SQLite's shared memory, mapped by every connection; a pread through a
+ * kept descriptor reads the same pages. SQLite removes or replaces it only when the last connection closes,
+ * and this one stays open as long as the descriptor.
+ */
+class WalIndexHeader {
+  static readonly BYTES = 48;
+  readonly #fd: number;
+  #last = Buffer.alloc(WalIndexHeader.BYTES);
+  #next = Buffer.alloc(WalIndexHeader.BYTES);
+  #known = false;
+
+  private constructor(fd: number) {
+    this.#fd = fd;
+  }
+
+  /** The header of a database in WAL mode on a file; undefined for any other (the pragma alone serves). */
+  static of(file: SQLite.Database): WalIndexHeader | undefined {
+    if (file.memory || file.pragma('journal_mode', { simple: true }) !== 'wal') return undefined;
+    // A read makes the connection map the -shm file (creating it if needed) before it is opened here.
+    file.prepare('PRAGMA data_version').get();
+    return new WalIndexHeader(openSync(`${file.name}-shm`, 'r'));
+  }
+
+  /** True when the header holds the same bytes as at the previous call (false at the first). */
+  same(): boolean {
+    const read = readSync(this.#fd, this.#next, 0, WalIndexHeader.BYTES, 0);
+    const same = this.#known && read === WalIndexHeader.BYTES && this.#next.equals(this.#last);
+    [this.#last, this.#next] = [this.#next, this.#last];
+    this.#known = read === WalIndexHeader.BYTES;
+    return same;
+  }
+
+  close(): void {
+    closeSync(this.#fd);
+  }
 }
 
 function sameValues(a: readonly unknown[], b: readonly unknown[]): boolean {
@@ -206,10 +272,13 @@ class FairSqliteDriver implements Driver {
 
 const STATEMENT_CACHE_SIZE = 500;
 
-function withStatementCache(file: SQLite.Database): SqliteDatabase {
+function withStatementCache(file: SQLite.Database, onClose: () => void): SqliteDatabase {
   const statements = new Map<string, SQLite.Statement>();
   return {
-    close: () => file.close(),
+    close: () => {
+      onClose();
+      file.close();
+    },
     prepare(sql: string) {
       let statement = statements.get(sql);
       if (statement === undefined) {

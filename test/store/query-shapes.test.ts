@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CompiledShape } from '../../src/store/query-shapes.ts';
 import { openStore, type Store } from '../../src/store/open.ts';
@@ -87,6 +89,27 @@ for (const kind of DATABASE_KINDS) {
         release();
         await transaction;
         assert.deepEqual(await read, ['c1']);
+      });
+    }
+
+    // The reuse check reads the WAL-index header first and runs data_version only when it changed: a commit by
+    // another process (the CLI), through its own mapping of the -shm file, must still show at the next request.
+    if (kind === 'sqlite') {
+      it("sees another process's commit at the next request, and keeps its rows while none came", async () => {
+        const first = await nodeNames.execute(store.db, undefined);
+        store.requestBegins();
+        assert.equal(await nodeNames.execute(store.db, undefined), first, 'no commit: the same rows');
+        const script =
+          "import SQLite from 'better-sqlite3'; const db = new SQLite(process.argv[1]); " +
+          "db.prepare(`update nodes set public_host = 'from-a-process'`).run(); db.close();";
+        const path = join(opened.database.dataDir, 'vpn-panel.db');
+        const child = spawnSync(process.execPath, ['--input-type=module', '-e', script, path], { encoding: 'utf8' });
+        assert.equal(child.status, 0, child.stderr);
+        store.requestBegins();
+        const after = await nodeNames.execute(store.db, undefined);
+        assert.notEqual(after, first, 'the commit of another process is seen by the next request');
+        store.requestBegins();
+        assert.equal(await nodeNames.execute(store.db, undefined), after, 'and then the rows are kept again');
       });
     }
 

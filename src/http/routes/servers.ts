@@ -1,11 +1,12 @@
 import Type from 'typebox';
-import type { ServerService } from '../../services/servers.ts';
+import type { ServerService, ServerView } from '../../services/servers.ts';
 import type { NodeService } from '../../services/nodes.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { IdParams, Page } from '../schemas/common.ts';
+import { PageWriter } from '../serialization.ts';
 import { ServerCreateBody, ServerPatchBody } from '../schemas/servers.ts';
 
 const ServerRef = Type.Ref('Server');
@@ -13,6 +14,8 @@ const NodeRef = Type.Ref('Node');
 
 export function serverRoutes(api: Api, services: { servers: ServerService; nodes: NodeService }): void {
   const { servers, nodes } = services;
+  // Server pages are views kept per reused row (ServerService.list): each server is serialised once.
+  const serverPages = new PageWriter<ServerView>('Server');
 
   api.get(
     '/servers',
@@ -25,7 +28,10 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
       ),
       response: { 200: Page(ServerRef) },
     }),
-    (request) => servers.list({ country: request.query.country?.toUpperCase() }, pageRequest(request.query)),
+    async (request, reply) => {
+      const page = await servers.list({ country: request.query.country?.toUpperCase() }, pageRequest(request.query));
+      return serverPages.send(reply, page);
+    },
   );
 
   api.post(

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import type { DeliveryView, WebhookService } from '../../services/webhooks.ts';
+import type { DeliveryView, WebhookService, WebhookView } from '../../services/webhooks.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
@@ -16,6 +16,8 @@ const DESCRIPTION =
   'receivers de-duplicate on webhook-id.';
 
 export function webhookRoutes(api: Api, webhooks: WebhookService): void {
+  // Webhook and delivery pages are views kept per reused row (WebhookService): each item is serialised once.
+  const webhookPages = new PageWriter<WebhookView>('Webhook');
   const deliveryPages = new PageWriter<DeliveryView>('WebhookDelivery');
   api.get(
     '/webhooks',
@@ -25,7 +27,7 @@ export function webhookRoutes(api: Api, webhooks: WebhookService): void {
       querystring: Type.Object(PageQueryFields, { additionalProperties: false }),
       response: { 200: Page(WebhookRef) },
     }),
-    (request) => webhooks.list(pageRequest(request.query)),
+    async (request, reply) => webhookPages.send(reply, await webhooks.list(pageRequest(request.query))),
   );
 
   api.post(
