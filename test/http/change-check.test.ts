@@ -36,7 +36,7 @@ describe("a burst of requests sees another connection's commits made before it (
     await db.drop();
   });
 
-  it('gives every request of a burst the rows after the commit, and refuses them all once the key is revoked', async () => {
+  it('gives a whole burst the rows after the commit, and refuses it all once the key is revoked', async () => {
     const created = await panel.app.inject({
       method: 'POST',
       url: '/api/v1/servers',
