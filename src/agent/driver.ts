@@ -59,9 +59,10 @@ export interface PeerCounters {
  * A server's peer counters. `instance` names the interface they were read from: when it changes,
  * the interface was made anew and every counter started again from 0.
  */
+/** A driver may hand out the same reading again while nothing changed: readers do not change it. */
 export interface CounterReading {
-  instance: string;
-  peers: PeerCounters[];
+  readonly instance: string;
+  readonly peers: readonly Readonly<PeerCounters>[];
 }
 
 /**

@@ -38,6 +38,25 @@ describe('dry-run driver', () => {
     assert.deepEqual(await driver.list(), [3]);
   });
 
+  test('a reading kept while the peers stay is made anew once they change', async () => {
+    const driver = new DryRunDriver();
+    await driver.up(spec);
+    const [a, b] = [peer(2), peer(3)];
+    const keys = async () => (await driver.readCounters(3)).peers.map((p) => p.publicKey);
+    await driver.setPeers(3, [a]);
+    assert.deepEqual(await keys(), [a.publicKey]);
+    assert.equal(await driver.readCounters(3), await driver.readCounters(3), 'nothing changed: the same reading');
+    await driver.changePeers(3, [b], []);
+    assert.deepEqual(await keys(), [a.publicKey, b.publicKey]);
+    await driver.changePeers(3, [], [a.publicKey]);
+    assert.deepEqual(await keys(), [b.publicKey]);
+    await driver.setPeers(3, []);
+    assert.deepEqual(await keys(), []);
+    await driver.down(3);
+    await driver.up(spec);
+    assert.notEqual((await driver.readCounters(3)).instance, '1', 'a server made anew is another instance');
+  });
+
   test('down is idempotent; a server that is not up is a DriverError', async () => {
     const driver = new DryRunDriver();
     await driver.up(spec);
