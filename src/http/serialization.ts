@@ -56,12 +56,17 @@ const PAGE_CLOSE = { more: Buffer.from('],"has_more":true}'), last: Buffer.from(
  * encoding the whole page on every request.
  */
 export function pageBytes(items: readonly Buffer[], hasMore: boolean): Buffer {
-  const parts: Buffer[] = [PAGE_OPEN];
+  return listBytes(PAGE_OPEN, items, hasMore ? PAGE_CLOSE.more : PAGE_CLOSE.last);
+}
+
+/** `before`, the items' JSON separated by commas, then `after`: a JSON list of kept items inside what holds it. */
+function listBytes(before: Buffer, items: readonly Buffer[], after: Buffer): Buffer {
+  const parts: Buffer[] = [before];
   for (const [i, item] of items.entries()) {
     if (i > 0) parts.push(COMMA);
     parts.push(item);
   }
-  parts.push(hasMore ? PAGE_CLOSE.more : PAGE_CLOSE.last);
+  parts.push(after);
   return Buffer.concat(parts);
 }
 
@@ -120,12 +125,11 @@ class LastBytes {
 export class PageWriter<T extends object> {
   readonly #items: ItemJson<T>;
   readonly #last = new LastBytes();
+  #lastText: { bytes: Buffer; text: string } | undefined;
 
   constructor(schemaId: string) {
     this.#items = new ItemJson(schemaId);
   }
-
-  #lastText: { bytes: Buffer; text: string } | undefined;
 
   send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
     const items = this.#items.bytes(reply, page.data);
@@ -183,11 +187,5 @@ export function withListBytes(envelope: string, field: string, items: readonly B
   const at = envelope.indexOf(empty);
   if (at === -1) throw new Error(`the serialised object has no empty list ${field}`);
   const open = at + empty.length - 1;
-  const parts: Buffer[] = [Buffer.from(envelope.slice(0, open))];
-  for (const [i, item] of items.entries()) {
-    if (i > 0) parts.push(COMMA);
-    parts.push(item);
-  }
-  parts.push(Buffer.from(envelope.slice(open)));
-  return Buffer.concat(parts);
+  return listBytes(Buffer.from(envelope.slice(0, open)), items, Buffer.from(envelope.slice(open)));
 }

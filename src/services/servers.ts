@@ -42,6 +42,7 @@ import { desiredServer, desiredStateOfServer } from './desired-state.ts';
 import { eventDraft } from './events.ts';
 import type { CountryLookup } from './geo.ts';
 import type { NodeConnections } from './nodes.ts';
+import { keptPerRow } from './row-views.ts';
 
 /** A server as spec §2.3 shows it. */
 export interface ServerView {
@@ -198,24 +199,15 @@ export class ServerService {
     return this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count);
   }
 
-  /**
-   * Kept per row object: a page's rows are reused while nothing is committed (listServers), so its views are
-   * made once, and the same views let the route keep their JSON.
-   */
-  readonly #listed = new WeakMap<Readonly<ServerWithNode>, ServerView>();
+  /** A listed server's view, kept per row (listServers reuses its rows). */
+  readonly #listedView = keptPerRow((row: Readonly<ServerWithNode>) =>
+    this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count),
+  );
 
   async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
     const rows = await listServers(this.#db, filter, page);
     return toPage(
-      rows.map((row) => {
-        let view = this.#listed.get(row);
-        if (view === undefined) {
-          const node = { id: row.node_id, name: row.node_name, status: row.node_status };
-          view = this.view(row, node, row.device_count);
-          this.#listed.set(row, view);
-        }
-        return view;
-      }),
+      rows.map((row) => this.#listedView(row)),
       page,
     );
   }

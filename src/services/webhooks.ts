@@ -17,6 +17,7 @@ import {
   webhookExists,
 } from '../store/webhooks.ts';
 import { recordActivity } from './activity.ts';
+import { keptPerRow } from './row-views.ts';
 import { enqueueDelivery, eventDraft, recordEvent, subscribedKinds } from './events.ts';
 import { checkWebhookUrl } from './webhook-targets.ts';
 
@@ -100,20 +101,8 @@ export class WebhookService {
     };
   }
 
-  /**
-   * Kept per row object: a page's rows are reused while nothing is committed (listDeliveries), so its
-   * payloads are parsed once, and the same views let the route keep their JSON.
-   */
-  readonly #views = new WeakMap<DeliveryRow, DeliveryView>();
-
-  deliveryView(row: DeliveryRow): DeliveryView {
-    let view = this.#views.get(row);
-    if (view === undefined) {
-      view = this.#viewOf(row);
-      this.#views.set(row, view);
-    }
-    return view;
-  }
+  /** A delivery's view, kept per row (listDeliveries reuses its rows): each payload is parsed once. */
+  readonly deliveryView = keptPerRow((row: DeliveryRow) => this.#viewOf(row));
 
   #viewOf(row: DeliveryRow): DeliveryView {
     const payload: PanelEvent = JSON.parse(row.payload);
@@ -173,20 +162,13 @@ export class WebhookService {
     return this.view(await this.#get(id));
   }
 
-  /** Kept per row object, as deliveryView's are: a list's rows are reused while nothing is committed (listWebhooks). */
-  readonly #listed = new WeakMap<WebhookRow, WebhookView>();
+  /** A listed webhook's view, kept per row (listWebhooks reuses its rows). */
+  readonly #listedView = keptPerRow((row: WebhookRow) => this.view(row));
 
   async list(page: PageRequest): Promise<Page<WebhookView>> {
     const rows = await listWebhooks(this.#db, page);
     return toPage(
-      rows.map((row) => {
-        let view = this.#listed.get(row);
-        if (view === undefined) {
-          view = this.view(row);
-          this.#listed.set(row, view);
-        }
-        return view;
-      }),
+      rows.map((row) => this.#listedView(row)),
       page,
     );
   }
