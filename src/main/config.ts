@@ -7,8 +7,18 @@ import { isHost, unbracketed } from '../domain/addresses.ts';
 import { parseSecret } from '../domain/panel-secret.ts';
 import { isUtc } from '../domain/usage.ts';
 
+/** What `serve` and `node` alike set for their own process. */
+interface ProcessConfig {
+  logLevel: LogLevel;
+  /**
+   * `HEAP_GROWING_PERCENT`: how far V8 lets the heap grow past what the last full collection kept, before the next;
+   * 0 = V8's own rule (README "Memory").
+   */
+  heapGrowingPercent: number;
+}
+
 /** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
-export interface PanelConfig {
+export interface PanelConfig extends ProcessConfig {
   port: number;
   host: string;
   dataDir: string;
@@ -38,12 +48,6 @@ export interface PanelConfig {
   mailRetryScheduleMs: number[] | undefined;
   /** `DRIFT_CHECK_INTERVAL`: how often nodes are compared with the database; null = never (tests that plant peers). */
   driftCheckIntervalMs: number | null;
-  logLevel: LogLevel;
-  /**
-   * `HEAP_GROWING_PERCENT`: how far V8 lets the heap grow past what the last full collection kept, before the next;
-   * 0 = V8's own rule (README "Memory").
-   */
-  heapGrowingPercent: number;
   /** `TRUST_PROXY`: the peers whose X-Forwarded-For names the client (Fastify's trustProxy); false = none. */
   trustProxy: TrustProxy;
   /** `HTTP_MAX_CONNECTIONS`: connections the API holds at once; more are closed as they arrive. */
@@ -66,19 +70,13 @@ export type StoreConfig = Pick<PanelConfig, 'dataDir' | 'databaseUrl' | 'panelSe
 export type NodeDriverConfig = Pick<PanelConfig, 'nodeDriver' | 'nodeNetns' | 'nodeNamePrefix' | 'nodeAllowCidrs'>;
 
 /** `vpn-panel node`: the agent alone on a VPN host. */
-export interface AgentConfig extends NodeDriverConfig {
+export interface AgentConfig extends NodeDriverConfig, ProcessConfig {
   /** Holds the node's usage journal. */
   dataDir: string;
   port: number;
   host: string;
   token: string;
   publicHost: string;
-  logLevel: LogLevel;
-  /**
-   * `HEAP_GROWING_PERCENT`: how far V8 lets the heap grow past what the last full collection kept, before the next;
-   * 0 = V8's own rule (README "Memory").
-   */
-  heapGrowingPercent: number;
   /** `files`: AGENT_TLS_CERT/KEY; `self-signed`: made in DATA_DIR at first start; `off`: plain HTTP (AGENT_TLS=off). */
   tls: { kind: 'files'; certFile: string; keyFile: string } | { kind: 'self-signed' } | { kind: 'off' };
   metrics: MetricsListenerConfig | undefined;
@@ -134,6 +132,10 @@ function port(env: Env, name: string, fallback: number): number {
 
 /** Less than V8's own rule (up to 4x on a large machine) keeps the resident heap near what is live. */
 const HEAP_GROWING_PERCENT = 20;
+
+function processConfig(env: Env): ProcessConfig {
+  return { logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'), heapGrowingPercent: heapGrowingPercent(env) };
+}
 
 function heapGrowingPercent(env: Env): number {
   const v = value(env, 'HEAP_GROWING_PERCENT');
@@ -351,8 +353,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
     host: value(env, 'AGENT_HOST') ?? '0.0.0.0',
     token,
     publicHost: publicHost(env),
-    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    heapGrowingPercent: heapGrowingPercent(env),
+    ...processConfig(env),
     tls: !tlsOn
       ? { kind: 'off' }
       : certFile !== undefined && keyFile !== undefined
@@ -385,8 +386,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     webhookRetryScheduleMs: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
     mailRetryScheduleMs: retrySchedule(env, 'MAIL_RETRY_SCHEDULE'),
     driftCheckIntervalMs: driftCheckInterval(env, DRIFT_CHECK_INTERVAL_MS),
-    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    heapGrowingPercent: heapGrowingPercent(env),
+    ...processConfig(env),
     trustProxy: trustProxy(env),
     maxConnections: count(env, 'HTTP_MAX_CONNECTIONS', 1024, 1_000_000),
     metrics: metricsListener(env),
