@@ -246,4 +246,26 @@ describe('baselines of a server', () => {
     assert.deepEqual(read(ledger, 'b', [['A', 5, 0]]), { rxBytes: 0, txBytes: 5 }, 'another interface: from 0');
     assert.equal(ledger.meter(1), 150 + 50 + 5);
   });
+
+  it('keep none for a peer that has counted nothing, which still counts from 0 once it does', () => {
+    const journal = new MemoryJournal();
+    const ledger = new UsageLedger(journal);
+    assert.deepEqual(
+      read(ledger, 'a', [
+        ['A', 0, 0],
+        ['B', 10, 20],
+      ]),
+      { rxBytes: 20, txBytes: 10 },
+    );
+    ledger.flush();
+    assert.deepEqual(journal.load()?.baselines, { 7: { instance: 'a', peers: { B: [2, 10, 20] } } });
+    assert.deepEqual(
+      read(ledger, 'a', [
+        ['A', 30, 0],
+        ['B', 10, 20],
+      ]),
+      { rxBytes: 0, txBytes: 30 },
+    );
+    assert.equal(ledger.meter(1), 30);
+  });
 });
