@@ -5,19 +5,27 @@
  */
 import { networkInterfaces } from 'node:os';
 import { DriverError } from './driver.ts';
-import type { CounterReading, Driver, Ipv6Mode, PeerSpec, ServerSpec, ServerState } from './driver.ts';
+import type { CounterReading, Driver, Ipv6Mode, PeerCounters, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
 import { allowedIpsOf } from './wireguard/peers.ts';
+
+/** A peer as applied, and its counters, which stay 0: one object serves the server's peers and its reading. */
+type MemoryPeer = PeerSpec & PeerCounters;
+
+function memoryPeer(peer: PeerSpec): MemoryPeer {
+  const { publicKey, allowedIp, allowedIp6, speedLimitKbps } = peer;
+  return { publicKey, allowedIp, allowedIp6, speedLimitKbps, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 };
+}
 
 interface MemoryServer {
   spec: ServerSpec;
   /** Counts the servers made, so a server made anew reads as another instance. */
   instance: string;
   /** Peers by public key. */
-  peers: Map<string, PeerSpec>;
+  peers: Map<string, MemoryPeer>;
   /**
    * The counters as last read, until the peers change: the agent reads every server each second, and a reading
-   * made anew each time was an object a peer, garbage that at 100,000 peers kept the collector busy.
+   * made anew each time was garbage that at 100,000 peers kept the collector busy.
    */
   reading: CounterReading | undefined;
 }
@@ -33,7 +41,7 @@ export class DryRunDriver implements Driver {
     const server = this.#servers.get(spec.serverId) ?? {
       spec,
       instance: String(++this.#made),
-      peers: new Map<string, PeerSpec>(),
+      peers: new Map<string, MemoryPeer>(),
       reading: undefined,
     };
     server.spec = { ...spec };
@@ -56,7 +64,7 @@ export class DryRunDriver implements Driver {
     const invalid = peers
       .filter((p) => !isValidKey(p.publicKey))
       .map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
-    server.peers = new Map(peers.filter((p) => isValidKey(p.publicKey)).map((p) => [p.publicKey, { ...p }]));
+    server.peers = new Map(peers.filter((p) => isValidKey(p.publicKey)).map((p) => [p.publicKey, memoryPeer(p)]));
     server.reading = undefined;
     return invalid.length > 0
       ? Promise.reject(new DriverError(`set peers of server ${serverId}`, invalid))
@@ -71,7 +79,7 @@ export class DryRunDriver implements Driver {
       .filter((p) => !isValidKey(p.publicKey))
       .map((p) => `peer ${JSON.stringify(p.publicKey)}: not a WireGuard public key`);
     for (const key of remove) server.peers.delete(key);
-    for (const peer of upsert) if (isValidKey(peer.publicKey)) server.peers.set(peer.publicKey, { ...peer });
+    for (const peer of upsert) if (isValidKey(peer.publicKey)) server.peers.set(peer.publicKey, memoryPeer(peer));
     server.reading = undefined;
     return invalid.length > 0
       ? Promise.reject(new DriverError(`change peers of server ${serverId}`, invalid))
@@ -82,10 +90,7 @@ export class DryRunDriver implements Driver {
     const server = this.#servers.get(serverId);
     if (server === undefined)
       return Promise.reject(new DriverError(`read counters of server ${serverId}`, [`server ${serverId} is not up`]));
-    server.reading ??= {
-      instance: server.instance,
-      peers: [...server.peers.keys()].map((publicKey) => ({ publicKey, rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 })),
-    };
+    server.reading ??= { instance: server.instance, peers: [...server.peers.values()] };
     return Promise.resolve(server.reading);
   }
 
