@@ -72,6 +72,11 @@ export class Agent {
   readonly #peers = new Map<number, Map<string, PeerState>>();
   /** The public keys each server's interface holds: the desired peers that are not cut off. */
   readonly #admitted = new Map<number, Set<string>>();
+  /**
+   * Each server's digest of its desired state, until an apply, change or removal: the drift check asks for it every
+   * 15 s, and made anew it was a string a peer each time.
+   */
+  readonly #digests = new Map<number, string>();
   #timer: NodeJS.Timeout | undefined;
   #metering: Promise<void> | undefined;
 
@@ -107,6 +112,7 @@ export class Agent {
       if ((await this.#driver.list()).includes(serverId)) await this.#meter(serverId).catch(() => undefined);
       const state = await this.#driver.up(desired.server);
       this.#specs.set(serverId, desired.server);
+      this.#digests.delete(serverId);
       this.#ipv6.set(serverId, state.ipv6);
       const before = this.#peers.get(serverId);
       const wasAdmitted = this.#admitted.get(serverId);
@@ -149,6 +155,7 @@ export class Agent {
       const remove = [...change.remove];
       const upsert: PeerSpec[] = [];
       const cutOff: CutoffReason[] = [];
+      this.#digests.delete(serverId);
       for (const key of change.remove) peers.delete(key);
       for (const peer of change.upsert) {
         const state = this.#stateOf(peer, peers.get(peer.publicKey));
@@ -178,6 +185,7 @@ export class Agent {
       await this.#meter(serverId).catch(() => undefined);
       await this.#driver.down(serverId);
       this.#specs.delete(serverId);
+      this.#digests.delete(serverId);
       this.#ipv6.delete(serverId);
       this.#peers.delete(serverId);
       this.#admitted.delete(serverId);
@@ -239,7 +247,9 @@ export class Agent {
     const onInterface = [...peers.values()].filter((s) => admitted.has(s.peer.publicKey)).map((s) => specOf(s.peer));
     const unreadable = (error: unknown) => [`cannot be inspected: ${messageOf(error)}`];
     const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
-    const digest = desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) });
+    const digest =
+      this.#digests.get(serverId) ?? desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) });
+    this.#digests.set(serverId, digest);
     // Naming the mode also tells the panel this agent hashes the IPv6 fields (NodeDigestSchema).
     return { serverId, digest, discrepancies, ipv6: this.#ipv6.get(serverId) ?? 'off' };
   }

@@ -234,6 +234,26 @@ describe('Agent.digest (GET /v1/digest) with the dry-run driver', () => {
     assert.notEqual(desiredDigest(planted), desiredDigest(desired));
   });
 
+  it('follows every apply, change of peers and removal of a server', async () => {
+    const agent = new Agent(new DryRunDriver(), 'test');
+    const digestOf7 = async () => (await agent.digest()).servers.find((s) => s.serverId === 7)?.digest;
+    const [a, b] = [peer(1), peer(2)];
+    const desired = server([a]);
+    await agent.applyServer(desired);
+    assert.equal(await digestOf7(), desiredDigest(desired));
+    await agent.changePeers(7, { upsert: [b], remove: [] });
+    assert.equal(await digestOf7(), desiredDigest({ ...desired, peers: [a, b] }), 'a peer added');
+    await agent.changePeers(7, { upsert: [{ ...b, speedLimitKbps: 700 }], remove: [a.publicKey] });
+    assert.equal(await digestOf7(), desiredDigest({ ...desired, peers: [{ ...b, speedLimitKbps: 700 }] }), 'changed');
+    const other = server([a, b]);
+    await agent.applyServer(other);
+    assert.equal(await digestOf7(), desiredDigest(other), 'the server applied anew');
+    await agent.removeServer(7);
+    assert.equal(await digestOf7(), undefined, 'the server removed');
+    await agent.applyServer(desired);
+    assert.equal(await digestOf7(), desiredDigest(desired), 'and applied again');
+  });
+
   it('a peer cut off by its limits is in the digest but need not be on the host', async () => {
     const agent = new Agent(new DryRunDriver(), 'test');
     const limits = { remainingBytes: null, journalId: 'j', meter: 0, dataLimit: 0, periodEndsAtMs: null };
