@@ -244,7 +244,8 @@ export class Agent {
     if (!spec || !peers || !admitted) {
       return { serverId, digest: null, discrepancies: ['on the host, but not applied since the agent started'] };
     }
-    const onInterface = [...peers.values()].filter((s) => admitted.has(s.peer.publicKey)).map((s) => specOf(s.peer));
+    // A peer the panel sent is a PeerSpec already: no copy of each for a check every 15 s.
+    const onInterface = [...peers.values()].filter((s) => admitted.has(s.peer.publicKey)).map((s) => s.peer);
     const unreadable = (error: unknown) => [`cannot be inspected: ${messageOf(error)}`];
     const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
     const digest =
