@@ -268,4 +268,21 @@ describe('baselines of a server', () => {
     );
     assert.equal(ledger.meter(1), 30);
   });
+
+  it("report a handshake without bytes, and ask no peer's device while it has neither", () => {
+    const ledger = new UsageLedger(new MemoryJournal());
+    const asked: string[] = [];
+    const deviceOf = (key: string) => {
+      asked.push(key);
+      return devices.get(key);
+    };
+    const nowMs = Date.parse('2026-11-24T12:00:00Z');
+    const peers = [
+      { publicKey: 'A', rxBytes: 0, txBytes: 0, lastHandshakeMs: 0 },
+      { publicKey: 'B', rxBytes: 0, txBytes: 0, lastHandshakeMs: nowMs - 5_000 },
+    ];
+    assert.deepEqual(ledger.record(7, { instance: 'a', peers }, deviceOf, nowMs), { rxBytes: 0, txBytes: 0 });
+    assert.deepEqual(asked, ['B']);
+    assert.deepEqual(ledger.collect(null).handshakes, [{ deviceId: 2, lastHandshakeMs: nowMs - 5_000 }]);
+  });
 });
