@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
@@ -32,6 +31,7 @@ import { sendClientError, sendError } from './errors.ts';
 import { requestFingerprint, sendReplay } from './idempotency.ts';
 import { meets, type Requirement } from './operation.ts';
 import type { RateLimiter } from './rate-limiter.ts';
+import { RequestIds } from './request-ids.ts';
 import { RequestLogger } from './request-log.ts';
 import { serializerFactory } from './serialization.ts';
 import { ErrorSchema } from './schemas/common.ts';
@@ -175,6 +175,7 @@ function hookList<T>(hooks: T | T[] | undefined): T[] {
 
 /** Builds the HTTP application; it never listens (src/main does). */
 export async function buildApp(deps: AppDeps): Promise<Api> {
+  const requestIds = new RequestIds();
   const app: Api = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -192,7 +193,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger, bindings, options),
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : requestIds.next();
     },
     // A 255-character external_id, URL-encoded, is up to 9 bytes a character.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2400 },

@@ -1,5 +1,6 @@
 import { SerializerSelector, type SerializerFactory } from '@fastify/fast-json-stringify-compiler';
 import type { FastifyReply } from 'fastify';
+import type { Page } from '../domain/paging.ts';
 
 /** Types whose nullable form fast-json-stringify writes as a type list. */
 const SCALAR_TYPES = new Set(['string', 'integer', 'number', 'boolean']);
@@ -121,20 +122,28 @@ class LastBytes {
   }
 }
 
-/** Sends pages whose items' JSON is kept (ItemJson): a page shown again is copied from their bytes, or reused. */
+/**
+ * Sends pages whose items' JSON is kept (ItemJson): a page shown again is copied from their bytes, or reused; the
+ * very page object sent last (a kept page: keptPages) is sent as the same body at once. Pages must not change once
+ * sent.
+ */
 export class PageWriter<T extends object> {
   readonly #items: ItemJson<T>;
   readonly #last = new LastBytes();
   #lastText: { bytes: Buffer; text: string } | undefined;
+  #lastSent: { page: Page<T>; body: Buffer | string } | undefined;
 
   constructor(schemaId: string) {
     this.#items = new ItemJson(schemaId);
   }
 
-  send(reply: FastifyReply, page: { data: readonly T[]; has_more: boolean }): FastifyReply {
-    const items = this.#items.bytes(reply, page.data);
-    const bytes = this.#last.of(String(page.has_more), items, () => pageBytes(items, page.has_more));
-    return reply.type('application/json; charset=utf-8').send(this.#small(bytes));
+  send(reply: FastifyReply, page: Page<T>): FastifyReply {
+    if (this.#lastSent?.page !== page) {
+      const items = this.#items.bytes(reply, page.data);
+      const bytes = this.#last.of(String(page.has_more), items, () => pageBytes(items, page.has_more));
+      this.#lastSent = { page, body: this.#small(bytes) };
+    }
+    return reply.type('application/json; charset=utf-8').send(this.#lastSent.body);
   }
 
   /**

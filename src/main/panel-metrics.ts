@@ -15,6 +15,7 @@ import {
 import type { Db } from '../store/db.ts';
 import { FleetCensus } from '../workers/fleet-census.ts';
 import type { PanelConfig } from './config.ts';
+import { KeptHistogram, type KeptSeries } from './kept-histogram.ts';
 import { MetricsEndpoint, NodeMetrics } from './metrics.ts';
 
 /** API answers take milliseconds; POST /servers waits for a deploy, up to a minute. */
@@ -27,14 +28,14 @@ interface HttpSeries {
   readonly labels: LabelValues<'method' | 'route' | 'status'>;
   /** Answers not yet added to the counter: a scrape adds them (prom-client's `inc` hashes its labels each call). */
   unscraped: number;
-  /** The route's duration histogram, its labels checked once. */
-  readonly timing: Histogram.Internal<'method' | 'route'>;
+  /** The duration histogram's series of the method and route, which the route's statuses share. */
+  readonly timing: KeptSeries<'method' | 'route'>;
 }
 
 /** The panel's metrics (`vpn_panel_*`), told by the API, the services and the workers. */
 class PanelGauges implements PanelObserver {
   readonly #requests: Counter<'method' | 'route' | 'status'>;
-  readonly #requestSeconds: Histogram<'method' | 'route'>;
+  readonly #requestSeconds: KeptHistogram<'method' | 'route'>;
   readonly #usageBytes: Counter<'direction'>;
   readonly #collectSeconds: Histogram;
   readonly #deliveries: Counter<'result'>;
@@ -63,7 +64,7 @@ class PanelGauges implements PanelObserver {
         }
       },
     });
-    this.#requestSeconds = new Histogram({
+    this.#requestSeconds = new KeptHistogram({
       name: 'vpn_panel_http_request_duration_seconds',
       help: 'Time from a request to its answer, by method and route template.',
       labelNames: ['method', 'route'],
@@ -143,7 +144,8 @@ class PanelGauges implements PanelObserver {
     let series = statuses.get(statusCode);
     if (series === undefined) {
       const labels = { method, route, status: String(statusCode) };
-      series = { labels, unscraped: 0, timing: this.#requestSeconds.labels({ method, route }) };
+      const timing = statuses.values().next().value?.timing ?? this.#requestSeconds.series({ method, route });
+      series = { labels, unscraped: 0, timing };
       statuses.set(statusCode, series);
       this.#allHttpSeries.push(series);
     }

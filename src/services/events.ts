@@ -3,7 +3,7 @@ import type { EventDraft, EventKind, PanelEvent } from '../domain/events.ts';
 import type { DeviceRow } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
 import type { ServerRow } from '../store/servers.ts';
-import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import type { Page, PageRequest } from '../domain/paging.ts';
 import type { Db, Tx } from '../store/db.ts';
 import { type EventFilter, insertEvents, listEvents } from '../store/events.ts';
 import {
@@ -16,6 +16,7 @@ import {
 import type { WebhookDeliveryTable } from '../store/schema.ts';
 import type { Insertable } from 'kysely';
 import { notifyEvent } from './notifications.ts';
+import { keptPages } from './row-views.ts';
 
 /**
  * Records an event inside the transaction of the change that causes it, and with it one outbox
@@ -101,9 +102,12 @@ export class EventService {
     this.#db = db;
   }
 
+  /** Pages of events, kept while their rows are (listEvents reuses them). */
+  readonly #pageOf = keptPages((event: PanelEvent) => event);
+
   /** Events matching the filter after the cursor, oldest first. */
   async page(filter: EventFilter, page: PageRequest): Promise<Page<PanelEvent>> {
-    return toPage(await listEvents(this.#db, filter, page), page);
+    return this.#pageOf(await listEvents(this.#db, filter, page), page);
   }
 }
 

@@ -2,12 +2,14 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import { isHost, unbracketed } from '../domain/addresses.ts';
 import { AppError, messageOf } from '../domain/errors.ts';
 import { requirePlainText } from '../domain/text.ts';
+import type { Page, PageRequest } from '../domain/paging.ts';
 import { parseCertSha256 } from '../agent/certificate.ts';
 import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
 import type { PeerChange } from '../agent/protocol.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type Db, write } from '../store/db.ts';
 import { recordActivity } from './activity.ts';
+import { keptPages, keptPerRow } from './row-views.ts';
 import {
   deleteNode,
   findLocalNode,
@@ -222,8 +224,11 @@ export class NodeService {
     return node;
   }
 
-  async list(): Promise<NodeView[]> {
-    return (await listNodeSummaries(this.#db)).map(publicView);
+  /** Every node's view on one page, kept while the rows are (listNodeSummaries reuses them). */
+  readonly #listedPage = keptPages(keptPerRow(publicView));
+
+  async list(): Promise<Page<NodeView>> {
+    return this.#listedPage(await listNodeSummaries(this.#db), EVERY_NODE);
   }
 
   async listForAdmin(): Promise<NodeAdminView[]> {
@@ -255,6 +260,9 @@ function adminView(node: NodeSummaryRow): NodeAdminView {
     last_error: node.last_error,
   };
 }
+
+/** The node list is not paged: every node on its one page (`has_more` false). */
+const EVERY_NODE: PageRequest = { afterId: 0, limit: Number.MAX_SAFE_INTEGER };
 
 function publicView(node: NodeSummaryRow): NodeView {
   const { url: _url, cert_sha256: _pin, last_error: _error, ...view } = adminView(node);

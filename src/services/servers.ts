@@ -1,7 +1,6 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { AppError, messageOf } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
-import { toPage } from '../domain/paging.ts';
 import {
   type Ipv6Status,
   type ServerCreateInput,
@@ -42,7 +41,7 @@ import { desiredServer, desiredStateOfServer } from './desired-state.ts';
 import { eventDraft } from './events.ts';
 import type { CountryLookup } from './geo.ts';
 import type { NodeConnections } from './nodes.ts';
-import { keptPerRow } from './row-views.ts';
+import { keptPages, keptPerRow } from './row-views.ts';
 
 /** A server as spec §2.3 shows it. */
 export interface ServerView {
@@ -199,17 +198,15 @@ export class ServerService {
     return this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count);
   }
 
-  /** A listed server's view, kept per row (listServers reuses its rows). */
-  readonly #listedView = keptPerRow((row: Readonly<ServerWithNode>) =>
-    this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count),
+  /** Pages of listed servers' views, each kept per row (listServers reuses its rows). */
+  readonly #listedPage = keptPages(
+    keptPerRow((row: Readonly<ServerWithNode>) =>
+      this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count),
+    ),
   );
 
   async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
-    const rows = await listServers(this.#db, filter, page);
-    return toPage(
-      rows.map((row) => this.#listedView(row)),
-      page,
-    );
+    return this.#listedPage(await listServers(this.#db, filter, page), page);
   }
 
   /**

@@ -1,7 +1,7 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
 import { type EventKind, type PanelEvent, SYSTEM_ACTOR, isEventKind } from '../domain/events.ts';
-import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import type { Page, PageRequest } from '../domain/paging.ts';
 import { generateWebhookSecret } from '../domain/webhooks.ts';
 import { type Db, write } from '../store/db.ts';
 import type { DeliveryState } from '../store/schema.ts';
@@ -17,7 +17,7 @@ import {
   webhookExists,
 } from '../store/webhooks.ts';
 import { recordActivity } from './activity.ts';
-import { keptPerRow } from './row-views.ts';
+import { keptPages, keptPerRow } from './row-views.ts';
 import { enqueueDelivery, eventDraft, recordEvent, subscribedKinds } from './events.ts';
 import { checkWebhookUrl } from './webhook-targets.ts';
 
@@ -103,6 +103,8 @@ export class WebhookService {
 
   /** A delivery's view, kept per row (listDeliveries reuses its rows): each payload is parsed once. */
   readonly deliveryView = keptPerRow((row: DeliveryRow) => this.#viewOf(row));
+  /** Pages of deliveries' views (listDeliveries reuses its rows). */
+  readonly #deliveryPage = keptPages((row: DeliveryRow) => this.deliveryView(row));
 
   #viewOf(row: DeliveryRow): DeliveryView {
     const payload: PanelEvent = JSON.parse(row.payload);
@@ -162,15 +164,11 @@ export class WebhookService {
     return this.view(await this.#get(id));
   }
 
-  /** A listed webhook's view, kept per row (listWebhooks reuses its rows). */
-  readonly #listedView = keptPerRow((row: WebhookRow) => this.view(row));
+  /** Pages of listed webhooks' views, each kept per row (listWebhooks reuses its rows). */
+  readonly #listedPage = keptPages(keptPerRow((row: WebhookRow) => this.view(row)));
 
   async list(page: PageRequest): Promise<Page<WebhookView>> {
-    const rows = await listWebhooks(this.#db, page);
-    return toPage(
-      rows.map((row) => this.#listedView(row)),
-      page,
-    );
+    return this.#listedPage(await listWebhooks(this.#db, page), page);
   }
 
   async update(id: number, patch: Partial<WebhookInput>, actor: string): Promise<WebhookView> {
@@ -219,10 +217,7 @@ export class WebhookService {
 
   async deliveries(id: number, state: DeliveryState | undefined, page: PageRequest): Promise<Page<DeliveryView>> {
     if (!(await webhookExists(this.#db, id))) throw webhookNotFound(id);
-    return toPage(
-      (await listDeliveries(this.#db, id, state, page)).map((row) => this.deliveryView(row)),
-      page,
-    );
+    return this.#deliveryPage(await listDeliveries(this.#db, id, state, page), page);
   }
 
   /** A `ping` event sent to this webhook alone, whatever it subscribes to (spec §4.6). */

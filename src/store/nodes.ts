@@ -63,24 +63,18 @@ const nodeSummaries = new CompiledShape((db) => nodeSummaryQuery(db).orderBy('no
 
 const nodeSummaryById = new CompiledShape((db, id: number) => nodeSummaryQuery(db).where('nodes.id', '=', id), [-1001]);
 
-function summaryOf(row: Readonly<NodeSummaryRow>): NodeSummaryRow {
-  return {
-    ...row,
-    server_count: Number(row.server_count ?? 0),
-    device_count: Number(row.device_count ?? 0),
-    capacity: Number(row.capacity ?? 0),
-  };
-}
-
-/** Every node with its summary, oldest first, in one query. */
-export async function listNodeSummaries(db: Db): Promise<NodeSummaryRow[]> {
-  return (await nodeSummaries.execute(db)).map(summaryOf);
+/**
+ * Every node with its summary, oldest first, in one query: the same row objects while nothing is committed, so
+ * their views can be kept (the counts are numbers as they come: SQLite's integers, PostgreSQL's INT8 parsed).
+ */
+export function listNodeSummaries(db: Db): Promise<readonly Readonly<NodeSummaryRow>[]> {
+  return nodeSummaries.execute(db);
 }
 
 /** One node with its summary, by its id (the primary key and the servers' node index). */
-export async function findNodeSummary(db: Db, id: number): Promise<NodeSummaryRow | undefined> {
+export async function findNodeSummary(db: Db, id: number): Promise<Readonly<NodeSummaryRow> | undefined> {
   const [row] = await nodeSummaryById.execute(db, id);
-  return row && summaryOf(row);
+  return row;
 }
 
 export async function updateNode(db: Queryable, id: number, changes: Partial<Omit<NodeRow, 'id'>>): Promise<void> {

@@ -52,8 +52,8 @@ export function deriveImmediateReads(
 export interface ShapeOptions {
   /**
    * On SQLite, answer the last rows again for the same arguments while nothing has been committed
-   * (exact: see ImmediateReads). The check reads two counters, one in a read transaction, which
-   * the reads of one request share: it costs about a small indexed query, so this pays for queries
+   * (exact: see ImmediateReads). The check reads data_version in a read transaction, which the reads
+   * of one request share: it costs about a small indexed query, so this pays for queries
    * that count, join or scan many rows, or whose rows are opened or viewed (kept per row object).
    */
   reuse?: boolean;

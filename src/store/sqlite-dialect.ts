@@ -19,8 +19,8 @@ export interface ImmediateReads {
   /**
    * A prepared read; it answers undefined, having run nothing, while the connection is busy. With
    * `reuse`, it answers its previous rows again (frozen) for the same parameters while nothing has
-   * been committed since: no change by this connection (its total_changes, checked at every read) nor
-   * by any other (the database's data_version, read once per request and turn of the event loop: see
+   * been committed since: no change by this connection (nothing held it since: ConnectionLock.releases)
+   * nor by any other (the database's data_version, read once per request and turn of the event loop: see
    * Store.requestBegins). A request that arrives after a commit never gets the rows before it.
    */
   prepare<R>(sql: string, reuse: boolean): (parameters: readonly unknown[]) => readonly Readonly<R>[] | undefined;
@@ -45,20 +45,20 @@ export function sqliteDialect(file: SQLite.Database): {
 } {
   const lock = new ConnectionLock();
   const dataVersion = new SharedDataVersion(file, WalIndexHeader.of(file));
-  const totalChanges = file.prepare('SELECT total_changes()').pluck();
   const reads: ImmediateReads = {
     prepare<R>(sql: string, reuse: boolean) {
       const statement = file.prepare<unknown[], R>(sql);
-      if (!statement.reader) throw new Error(`not a read: ${sql}`);
+      // `readonly` too: a write with RETURNING is a reader, and run here it would change rows outside the lock.
+      if (!statement.reader || !statement.readonly) throw new Error(`not a read: ${sql}`);
       if (!reuse) return (parameters: readonly unknown[]) => (lock.held ? undefined : statement.all(...parameters));
       let last:
-        | { parameters: readonly unknown[]; version: unknown; changes: unknown; rows: readonly Readonly<R>[] }
+        | { parameters: readonly unknown[]; version: unknown; changes: number; rows: readonly Readonly<R>[] }
         | undefined;
       return (parameters: readonly unknown[]) => {
         if (lock.held) return undefined;
         // Read before the query: a commit in between then only makes the next read run the query again.
         const version = dataVersion.read();
-        const changes = totalChanges.get();
+        const changes = lock.releases;
         if (
           last !== undefined &&
           last.version === version &&
@@ -186,9 +186,19 @@ function sameValues(a: readonly unknown[], b: readonly unknown[]): boolean {
 class ConnectionLock {
   readonly #waiters: (() => void)[] = [];
   #held = false;
+  #releases = 0;
 
   get held(): boolean {
     return this.#held;
+  }
+
+  /**
+   * How many times the connection was given back. Only a holder changes rows (reads run at once are read-only),
+   * so while this stays the same the connection changed nothing: what SQLite's total_changes() would tell,
+   * which is a query on every reused read.
+   */
+  get releases(): number {
+    return this.#releases;
   }
 
   /** Takes the lock if it is free; else the caller waits for it with `handedOver`. */
@@ -203,6 +213,7 @@ class ConnectionLock {
   }
 
   release(): void {
+    this.#releases++;
     const next = this.#waiters.shift();
     // The lock passes straight to the next waiter, so nobody can slip in between.
     if (next) next();

@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import type { ServerService, ServerView } from '../../services/servers.ts';
-import type { NodeService } from '../../services/nodes.ts';
+import type { NodeService, NodeView } from '../../services/nodes.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
@@ -14,8 +14,10 @@ const NodeRef = Type.Ref('Node');
 
 export function serverRoutes(api: Api, services: { servers: ServerService; nodes: NodeService }): void {
   const { servers, nodes } = services;
-  // Server pages are views kept per reused row (ServerService.list): each server is serialised once.
+  // Server and node pages are views kept per reused row (ServerService.list, NodeService.list): each is serialised
+  // once.
   const serverPages = new PageWriter<ServerView>('Server');
+  const nodePages = new PageWriter<NodeView>('Node');
 
   api.get(
     '/servers',
@@ -141,7 +143,7 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
   api.get(
     '/nodes',
     operation('servers:read', { summary: 'List nodes', tags: ['nodes'], response: { 200: Page(NodeRef) } }),
-    async () => ({ data: await nodes.list(), has_more: false }),
+    async (_request, reply) => nodePages.send(reply, await nodes.list()),
   );
 
   api.get(
