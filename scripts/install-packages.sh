@@ -7,8 +7,9 @@
 #
 # Groups: dataplane (what a node's `wireguard` driver runs: ip, sysctl, wg, nft, and wireguard-go unless the
 # kernel's wireguard module loads), build (npm, which fetches Node.js 24 and the dependencies), node
-# (both, and what install-node.sh uses: openssl, curl), ci (the test suite's tools: wireguard-go always,
-# since the end-to-end tests drive it, and the rest).
+# (both, and what install-node.sh uses: openssl, curl), services (the PostgreSQL and Redis servers the
+# test suite uses; scripts/test-services.sh starts them), ci (the test suite's tools: wireguard-go
+# always, since the end-to-end tests drive it, the services, and the rest).
 set -euo pipefail
 # Non-root shells on Debian lack the sbin directories, where nft and modprobe live.
 export PATH="$PATH:/usr/sbin:/sbin"
@@ -41,9 +42,16 @@ node() {
   need curl curl
   [ -f /etc/ssl/certs/ca-certificates.crt ] || need update-ca-certificates ca-certificates
 }
+# A PostgreSQL server is a versioned binary under /usr/lib/postgresql, not a command on PATH.
+services() {
+  compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need postgres postgresql
+  need pg_ctlcluster postgresql
+  need redis-server redis-server
+}
 ci() {
   dataplane
   build
+  services
   need wireguard-go wireguard-go
   need ping iputils-ping
   need iperf3 iperf3
@@ -61,10 +69,10 @@ if [ "${1:-}" = --missing ]; then
   only_list=true
   shift
 fi
-[ $# -gt 0 ] || { echo "usage: $0 [--missing] dataplane|build|node|ci..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [--missing] dataplane|build|node|services|ci..." >&2; exit 2; }
 for group in "$@"; do
   case "$group" in
-    dataplane | build | node | ci) "$group" ;;
+    dataplane | build | node | services | ci) "$group" ;;
     *) echo "$0: unknown group '$group'" >&2; exit 2 ;;
   esac
 done
