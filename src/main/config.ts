@@ -266,10 +266,13 @@ function allowCidrs(env: Env): Cidr[] {
   return parsed;
 }
 
+/** Each command's own default port, so a panel and a node on one host both start with their defaults. */
+const DEFAULT_METRICS_PORT = { serve: 9464, node: 9465 } as const;
+
 /** The metrics listener of `serve` and `node` alike (README "Metrics"): loopback unless told, off with port 0. */
-function metricsListener(env: Env): MetricsListenerConfig | undefined {
+function metricsListener(env: Env, defaultPort: number): MetricsListenerConfig | undefined {
   if (value(env, 'METRICS_PORT') === '0') return undefined;
-  return { host: value(env, 'METRICS_HOST') ?? '127.0.0.1', port: port(env, 'METRICS_PORT', 9464) };
+  return { host: value(env, 'METRICS_HOST') ?? '127.0.0.1', port: port(env, 'METRICS_PORT', defaultPort) };
 }
 
 /** The database's counts in the metrics are this old at most (one pass over the devices each time). */
@@ -359,7 +362,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
       : certFile !== undefined && keyFile !== undefined
         ? { kind: 'files', certFile, keyFile }
         : { kind: 'self-signed' },
-    metrics: metricsListener(env),
+    metrics: metricsListener(env, DEFAULT_METRICS_PORT.node),
   };
 }
 
@@ -389,7 +392,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     ...processConfig(env),
     trustProxy: trustProxy(env),
     maxConnections: count(env, 'HTTP_MAX_CONNECTIONS', 1024, 1_000_000),
-    metrics: metricsListener(env),
+    metrics: metricsListener(env, DEFAULT_METRICS_PORT.serve),
     metricsRefreshMs: intervalMs(env, 'METRICS_REFRESH_INTERVAL', METRICS_REFRESH_MS, MAX_METRICS_REFRESH_SECONDS),
   };
 }

@@ -49,6 +49,16 @@ function listeningPorts(pid: number | undefined): number[] {
   return ports.sort((a, b) => a - b);
 }
 
+async function portIsFree(port: number): Promise<boolean> {
+  const server = createServer().listen(port, '127.0.0.1');
+  const outcome = await Promise.race([
+    once(server, 'listening').then(() => true),
+    once(server, 'error').then(() => false),
+  ]);
+  if (outcome) server.close();
+  return outcome;
+}
+
 /** The agent's env on the test's ports, plain HTTP and the dry-run driver. */
 function agentEnv(dir: string, agentPort: number, metricsPort: string): Record<string, string> {
   return {
@@ -231,6 +241,28 @@ describe('METRICS_PORT', () => {
     try {
       assert.deepEqual(listeningPorts(panel.process.pid), [Number(new URL(panel.url).port)]);
       assert.deepEqual(listeningPorts(agent.child.pid), [agentPort]);
+    } finally {
+      await panel.stop();
+      await agent.stop();
+    }
+  });
+
+  it('unset, a panel and a node agent on one host each open their own default port: 9464 and 9465', async () => {
+    const defaults = [9464, 9465];
+    for (const port of defaults) assert.ok(await portIsFree(port), `port ${port} is free on this machine for the test`);
+    const panel = await startPanel({ database: db, env: { METRICS_PORT: undefined } });
+    const agentPort = await freePort();
+    const agent = await startAgent({ ...agentEnv(dir, agentPort, '0'), METRICS_PORT: undefined });
+    try {
+      assert.deepEqual(
+        listeningPorts(panel.process.pid),
+        [Number(new URL(panel.url).port), 9464].sort((a, b) => a - b),
+      );
+      assert.deepEqual(
+        listeningPorts(agent.child.pid),
+        [agentPort, 9465].sort((a, b) => a - b),
+      );
+      assert.equal(sampleValue(await scrape(9465), 'vpn_node_journal_batches_unacknowledged'), 0);
     } finally {
       await panel.stop();
       await agent.stop();

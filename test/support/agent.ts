@@ -17,7 +17,8 @@ export interface AgentProcess {
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<boolean>;
 }
 
-type Env = Record<string, string>;
+/** A variable set to undefined is unset in the child (Node leaves undefined values out of its environment). */
+type Env = Record<string, string | undefined>;
 
 function jsonLines(text: string): Record<string, unknown>[] {
   return text.split('\n').flatMap((line): Record<string, unknown>[] => {
