@@ -398,19 +398,22 @@ export class NetLab {
     const clientNs = options.netns ?? this.clientNs;
     const child = spawn('ip', ['netns', 'exec', clientNs, 'wireguard-go', '-f', iface], {
       env: { ...process.env, ...WIREGUARD_GO_ENV },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.track(child);
-    let stderr = '';
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4096)));
+    // wireguard-go logs its errors to stdout: both streams, so an exit says why.
+    let output = '';
+    for (const stream of [child.stdout, child.stderr]) {
+      stream?.setEncoding('utf8');
+      stream?.on('data', (chunk: string) => (output = (output + chunk).slice(-4096)));
+    }
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     let gone = false;
     void exited.then(() => (gone = true));
     await waitFor(
       `client wireguard-go ${iface} to answer`,
       async () => {
-        if (gone) throw new Error(`client wireguard-go ${iface} exited: ${stderr.trim()}`);
+        if (gone) throw new Error(`client wireguard-go ${iface} exited: ${output.trim()}`);
         return (await succeeds('wg', ['show', iface, 'listen-port'])) ? true : undefined;
       },
       5000,
