@@ -1,5 +1,5 @@
 /**
- * Speed limits in the wireguard driver (src/agent/shaping.ts): (a) the commands it issues against a
+ * Speed limits in the wireguard driver (src/agent/shaping/): (a) the commands it issues against a
  * scripted host, (b) as root, the real tc and nft state it leaves in namespaces this file makes.
  */
 import { after, before, describe, test } from 'node:test';
@@ -15,7 +15,7 @@ import {
   type StartOptions,
 } from '../../src/agent/commands.ts';
 import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
-import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping.ts';
+import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping/tc-nft.ts';
 import { generateKeyPair, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
 import { driverOn } from '../support/recorded-host.ts';
