@@ -5,32 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { batchFailures, type PrintedState, parseState, tableScript } from '../../../src/agent/shaping/tc-nft.ts';
+import { listedShapingTable } from '../../support/recorded-host.ts';
 
 const PLACE = { netns: 'vp-s1', wg: 'vp1', uplink: 'vp1s' };
 const HTB = 'qdisc htb 1: root refcnt 3 r2q 10 default 0 direct_packets_stat 0 direct_qlen 1000\n';
-
-/** `nft list table ip vpnpanel_shape` as nft prints it, with these entries and forward rules. */
-function listed(elements: string, forward: readonly string[]): string {
-  return [
-    'table ip vpnpanel_shape {',
-    '\tmap limited {',
-    '\t\ttype ipv4_addr : classid',
-    `\t\telements = { ${elements} }`,
-    '\t}',
-    '',
-    '\tchain forward {',
-    '\t\ttype filter hook forward priority filter; policy accept;',
-    ...forward.map((rule) => `\t\t${rule}`),
-    '\t}',
-    '',
-    '\tchain output {',
-    '\t\ttype filter hook output priority filter; policy accept;',
-    '\t\toifname "vp1" meta priority set ip daddr map @limited',
-    '\t}',
-    '}',
-    '',
-  ].join('\n');
-}
 
 const FORWARD = [
   'oifname "vp1" meta priority set ip daddr map @limited',
@@ -45,9 +23,9 @@ describe('speed limits: reading what tc and nft print', () => {
   test('a table holding exactly our chains is ok; a rule missing or added makes it damaged; none is missing', () => {
     const elements = '10.0.0.2 : 1:2, 10.0.1.4 : 1:104';
     const cases: [string, string, string][] = [
-      ['our chains', listed(elements, FORWARD), 'ok'],
-      ['a rule missing', listed(elements, FORWARD.slice(0, 1)), 'damaged'],
-      ['a rule added', listed(elements, [...FORWARD, 'counter accept']), 'damaged'],
+      ['our chains', listedShapingTable('ip', elements), 'ok'],
+      ['a rule missing', listedShapingTable('ip', elements, FORWARD.slice(0, 1)), 'damaged'],
+      ['a rule added', listedShapingTable('ip', elements, [...FORWARD, 'counter accept']), 'damaged'],
       ['no table', '', 'missing'],
     ];
     for (const [name, table4, expected] of cases) {
