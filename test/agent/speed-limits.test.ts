@@ -1,5 +1,5 @@
 /**
- * Speed limits in the wireguard driver (src/agent/shaping.ts): (a) the commands it issues against a
+ * Speed limits in the wireguard driver (src/agent/shaping/): (a) the commands it issues against a
  * scripted host, (b) as root, the real tc and nft state it leaves in namespaces this file makes.
  */
 import { after, before, describe, test } from 'node:test';
@@ -15,10 +15,10 @@ import {
   type StartOptions,
 } from '../../src/agent/commands.ts';
 import { WireGuardDriver } from '../../src/agent/wireguard/driver.ts';
-import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping.ts';
+import { burstBytes, classMinor, parsePrintedRate, printedRate, queueBytes } from '../../src/agent/shaping/tc-nft.ts';
 import { generateKeyPair, publicKeyOf } from '../../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix, waitFor } from '../support/netns.ts';
-import { driverOn } from '../support/recorded-host.ts';
+import { driverOn, listedShapingTable } from '../support/recorded-host.ts';
 
 // ---------------------------------------------------------------------------------------------
 // (a) Against a RecordingRunner: server 1 of prefix `vp` (interface vp1 and veth end vp1s in
@@ -57,26 +57,8 @@ function shapedHost(peers: readonly HostPeer[]): RecordingRunner {
         `rate ${printed} ceil ${printed} burst 3028b cburst 3028b \n`,
     )
     .join('');
-  const table = [
-    'table ip vpnpanel_shape {',
-    '\tmap limited {',
-    '\t\ttype ipv4_addr : classid',
-    `\t\telements = { ${limited.map(([, ip]) => `${ip} : 1:${classMinor(ip).toString(16)}`).join(',\n\t\t\t     ')} }`,
-    '\t}',
-    '',
-    '\tchain forward {',
-    '\t\ttype filter hook forward priority filter; policy accept;',
-    '\t\toifname "vp1" meta priority set ip daddr map @limited',
-    '\t\toifname "vp1s" meta priority set ip saddr map @limited',
-    '\t}',
-    '',
-    '\tchain output {',
-    '\t\ttype filter hook output priority filter; policy accept;',
-    '\t\toifname "vp1" meta priority set ip daddr map @limited',
-    '\t}',
-    '}',
-    '',
-  ].join('\n');
+  const elements = limited.map(([, ip]) => `${ip} : 1:${classMinor(ip).toString(16)}`).join(',\n\t\t\t     ');
+  const table = listedShapingTable('ip', elements);
   for (const dev of ['vp1', 'vp1s']) {
     runner.on(`tc -n vp-s1 qdisc show dev ${dev} root`, {
       stdout: 'qdisc htb 1: root refcnt 3 r2q 10 default 0 direct_packets_stat 0 direct_qlen 1000\n',
@@ -412,26 +394,7 @@ describe('speed limits: IPv6 (recorded)', () => {
   });
   /** nft's listing of a family's table holding `entries` (address → class id). */
   const listing = (family: 'ip' | 'ip6', entries: readonly [string, string][]): string =>
-    [
-      `table ${family} vpnpanel_shape {`,
-      '\tmap limited {',
-      `\t\ttype ${family === 'ip' ? 'ipv4' : 'ipv6'}_addr : classid`,
-      ...(entries.length === 0 ? [] : [`\t\telements = { ${entries.map(([a, id]) => `${a} : ${id}`).join(', ')} }`]),
-      '\t}',
-      '',
-      '\tchain forward {',
-      '\t\ttype filter hook forward priority filter; policy accept;',
-      `\t\toifname "vp1" meta priority set ${family} daddr map @limited`,
-      `\t\toifname "vp1s" meta priority set ${family} saddr map @limited`,
-      '\t}',
-      '',
-      '\tchain output {',
-      '\t\ttype filter hook output priority filter; policy accept;',
-      `\t\toifname "vp1" meta priority set ${family} daddr map @limited`,
-      '\t}',
-      '}',
-      '',
-    ].join('\n');
+    listedShapingTable(family, entries.map(([a, id]) => `${a} : ${id}`).join(', '));
   /** A's 2 Mbit/s limit in place for both its addresses (or the IPv6 entries given). */
   function shapedDual(entries6: readonly [string, string][] = [[A6, '1:2']]): RecordingRunner {
     return shapedHost([[A, '10.128.0.2', '2Mbit']])

@@ -33,3 +33,33 @@ const HOST_READ = new RegExp(
 
 /** Whether a recorded command line changes the host (the driver's reads are not). */
 export const isChange = (line: string): boolean => !HOST_READ.test(line);
+
+/**
+ * Server 1's speed-limit table of `family` as `nft list table` prints it: its map's `elements` as nft lists them
+ * ('' for none), and the forward chain's rules (ours unless given).
+ */
+export function listedShapingTable(family: 'ip' | 'ip6', elements: string, forward?: readonly string[]): string {
+  const ours = [
+    `oifname "vp1" meta priority set ${family} daddr map @limited`,
+    `oifname "vp1s" meta priority set ${family} saddr map @limited`,
+  ];
+  return [
+    `table ${family} vpnpanel_shape {`,
+    '\tmap limited {',
+    `\t\ttype ${family === 'ip' ? 'ipv4' : 'ipv6'}_addr : classid`,
+    ...(elements === '' ? [] : [`\t\telements = { ${elements} }`]),
+    '\t}',
+    '',
+    '\tchain forward {',
+    '\t\ttype filter hook forward priority filter; policy accept;',
+    ...(forward ?? ours).map((rule) => `\t\t${rule}`),
+    '\t}',
+    '',
+    '\tchain output {',
+    '\t\ttype filter hook output priority filter; policy accept;',
+    `\t\toifname "vp1" meta priority set ${family} daddr map @limited`,
+    '\t}',
+    '}',
+    '',
+  ].join('\n');
+}

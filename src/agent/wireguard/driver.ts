@@ -12,7 +12,7 @@
  * past a failed step and throws one DriverError listing every failure (failures.ts, docs/dataplane.md).
  * This file composes the parts: peers (peers.ts), the veth and NAT (uplink.ts), wireguard-go processes
  * (wireguard-go.ts). Speed limits are HTB classes and an nft map inside the server's namespace
- * (shaping.ts); what clients may reach is nft tables in the server's and the host namespace (isolation.ts).
+ * (../shaping/); what clients may reach is nft tables in the server's and the host namespace (isolation.ts).
  */
 import { messageOf } from '../../domain/errors.ts';
 import { publicKeyOf } from '../../domain/wireguard-keys.ts';
@@ -22,7 +22,8 @@ import type { CounterReading, Driver, Ipv6Mode, PeerSpec, ServerSpec, ServerStat
 import { type Cidr, ensureIsolation, isolationProblems } from '../isolation.ts';
 import type { IsolationPlace, IsolationPolicy } from '../isolation.ts';
 import { KeyedQueue } from '../keyed-queue.ts';
-import { Shaper, type ShapingPlace } from '../shaping.ts';
+import { Shaper } from '../shaping/shaper.ts';
+import type { ShapingPlace } from '../shaping/tc-nft.ts';
 import { detectImplementation, type WireGuardImplementation } from './capabilities.ts';
 import { attempt, collapse, type Step, stepper } from './failures.ts';
 import {
