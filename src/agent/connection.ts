@@ -68,7 +68,7 @@ export class LocalNodeConnection implements NodeConnection {
 /**
  * A call to a node that failed: unreachable, refused, or answered with an error. The message names
  * the node by its name and may reach API clients; the cause holds the URL and the underlying error,
- * for the panel's log only (callDetail).
+ * for the panel's log only (errorDetail in src/platform/error-detail.ts).
  */
 export class NodeCallError extends Error {
   constructor(message: string, detail: string, cause?: unknown) {
@@ -83,17 +83,6 @@ export class CertificatePinError extends Error {
     super(`its certificate (sha256 ${served ?? 'none'}) is not the pinned --cert-sha256 ${pinned}`);
     this.name = 'CertificatePinError';
   }
-}
-
-/** An error with every cause under it, for the panel's log (DESIGN: internal URLs go to the log only). */
-export function callDetail(error: unknown): string {
-  const parts: string[] = [];
-  for (let e: unknown = error; e !== undefined && parts.length < 8; e = e instanceof Error ? e.cause : undefined) {
-    const message = e instanceof Error ? e.message : String(e);
-    // A message already said higher up (the pin error in the node's message) is said once.
-    if (!parts.some((part) => part.includes(message))) parts.push(message);
-  }
-  return parts.join(': ');
 }
 
 function causeOfType<T extends Error>(error: unknown, type: new (...args: never[]) => T): T | undefined {

@@ -5,7 +5,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import Type from 'typebox';
 import type { Agent } from './agent.ts';
 import { DriverError } from './driver.ts';
-import { jsonValidatorCompiler } from './validation.ts';
+import { jsonValidatorCompiler } from '../platform/json-validation.ts';
 import {
   AgentErrorSchema,
   AgentStatusSchema,

@@ -1,4 +1,4 @@
-import { jsonValidatorCompiler } from '../agent/validation.ts';
+import { jsonValidatorCompiler } from '../platform/json-validation.ts';
 import { isHost, isIpAddress, isNetwork } from '../domain/addresses.ts';
 import { instantMs } from '../domain/clock.ts';
 

@@ -4,7 +4,7 @@ import { Agent } from '../agent/agent.ts';
 import type { Driver } from '../agent/driver.ts';
 import { DryRunDriver } from '../agent/dry-run-driver.ts';
 import { JournalFile, UsageLedger } from '../agent/usage-ledger.ts';
-import { preparePrivateDir } from '../agent/private-files.ts';
+import { preparePrivateDir } from '../platform/private-files.ts';
 import type { NodeObserver } from '../agent/metrics.ts';
 import { ConfigError, type NodeDriverConfig } from './config.ts';
 

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { preparePrivateDir, preparePrivateFile, tightenIfPresent } from '../agent/private-files.ts';
+import { preparePrivateDir, preparePrivateFile, tightenIfPresent } from '../platform/private-files.ts';
 import {
   announceOnPostgres,
   type ChangeTopic,

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
-import { preparePrivateDir, preparePrivateFile } from '../agent/private-files.ts';
+import { preparePrivateDir, preparePrivateFile } from '../platform/private-files.ts';
 
 /**
  * Every running panel holds this lock shared, for as long as it runs; a restore takes it

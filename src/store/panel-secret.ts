@@ -5,7 +5,7 @@ import { type Queryable, write } from './db.ts';
 import type { Store } from './open.ts';
 import { formatSecret, parseSecret, SECRET_BYTES } from '../domain/panel-secret.ts';
 import { sealPlainValues, SecretBox } from './encryption.ts';
-import { preparePrivateDir, tightenIfPresent } from '../agent/private-files.ts';
+import { preparePrivateDir, tightenIfPresent } from '../platform/private-files.ts';
 
 /** Where the panel secret comes from: `PANEL_SECRET`, else this file in DATA_DIR. */
 export const SECRET_FILE = 'panel.secret';

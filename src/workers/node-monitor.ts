@@ -1,6 +1,6 @@
 import { messageOf } from '../domain/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
-import { callDetail } from '../agent/connection.ts';
+import { errorDetail } from '../platform/error-detail.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { desiredStateOfNode } from '../services/desired-state.ts';
@@ -133,7 +133,7 @@ export class NodeMonitor {
     } catch (error) {
       const lastSeenMs = node.last_seen_at === null ? 0 : Date.parse(node.last_seen_at);
       // The detail names the URL: for the log and `nodes list`, never for API clients.
-      const detail = callDetail(error);
+      const detail = errorDetail(error);
       this.#log.warn({ node: node.name, err: detail }, 'node check failed');
       if (node.last_error !== detail) await write(this.#db, (tx) => updateNode(tx, node.id, { last_error: detail }));
       if (node.status === 'online' && nowMs - lastSeenMs >= this.#options.offlineAfterMs) {
@@ -163,7 +163,7 @@ export class NodeMonitor {
       return;
     }
     await this.#collectUsage(node).catch((error: unknown) => {
-      this.#log.warn({ node: node.name, err: callDetail(error) }, 'usage collection failed');
+      this.#log.warn({ node: node.name, err: errorDetail(error) }, 'usage collection failed');
     });
   }
 

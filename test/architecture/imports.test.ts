@@ -1,6 +1,6 @@
 /**
- * Imports run one way (issue 12): domain <- store/agent <- services <- http/workers <- main <- cli, with no
- * cycle between files, and the node agent (`vpn-panel node`) loads no module of the panel.
+ * Imports run one way (issue 12): domain <- platform <- store/agent <- services <- http/workers <- main <- cli,
+ * with no cycle between files, and the node agent (`vpn-panel node`) loads no module of the panel.
  *
  * Every `import`, `export … from` and `import()` of src counts, type-only ones too: a type import is a
  * dependency of the source a reader follows, and a cycle through types is still a cycle to untangle.
@@ -18,18 +18,20 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SRC = join(ROOT, 'src');
 
 /**
- * What each folder of src may import besides itself. store and agent are one layer: the store uses the
- * agent's private-file helpers, the agent never uses the store. http reaches the store only through services.
+ * What each folder of src may import besides itself: a straight line, where store and agent are one layer
+ * that never imports itself across (what both need is in platform). http reaches the store only through
+ * services.
  */
 const MAY_IMPORT: Record<string, readonly string[]> = {
   domain: [],
-  agent: ['domain'],
-  store: ['domain', 'agent'],
-  services: ['domain', 'store', 'agent'],
-  http: ['domain', 'agent', 'services'],
-  workers: ['domain', 'store', 'agent', 'services'],
-  main: ['domain', 'store', 'agent', 'services', 'http', 'workers'],
-  cli: ['domain', 'store', 'agent', 'services', 'http', 'workers', 'main'],
+  platform: ['domain'],
+  agent: ['domain', 'platform'],
+  store: ['domain', 'platform'],
+  services: ['domain', 'platform', 'store', 'agent'],
+  http: ['domain', 'platform', 'services'],
+  workers: ['domain', 'platform', 'store', 'agent', 'services'],
+  main: ['domain', 'platform', 'store', 'agent', 'services', 'http', 'workers'],
+  cli: ['domain', 'platform', 'store', 'agent', 'services', 'http', 'workers', 'main'],
 };
 
 /** What the panel is made of: the node agent loads none of it. */
@@ -47,31 +49,41 @@ interface Import {
   lazy: boolean;
 }
 
-function sourceFiles(dir: string): string[] {
+/** The source files under `root` (relative to it) whose names end with one of `extensions`. */
+function sourceFiles(root: string, extensions: readonly string[], dir = root): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [relative(SRC, path)] : [];
+    if (entry.isDirectory()) return sourceFiles(root, extensions, path);
+    return extensions.some((extension) => entry.name.endsWith(extension)) ? [relative(root, path)] : [];
   });
 }
 
-function importsOf(file: string): Import[] {
-  const text = readFileSync(join(SRC, file), 'utf8');
+function importsOf(root: string, file: string): Import[] {
+  const text = readFileSync(join(root, file), 'utf8');
   const lineOf = (pos: number) => text.slice(0, pos).split('\n').length;
   return ts.preProcessFile(text, true, true).importedFiles.map(({ fileName, pos }) => {
-    const inside = fileName.startsWith('.') ? relative(SRC, resolve(SRC, dirname(file), fileName)) : undefined;
+    const inside = fileName.startsWith('.') ? relative(root, resolve(root, dirname(file), fileName)) : undefined;
     const target = inside !== undefined && !inside.startsWith('..') ? inside : undefined;
     const lazy = /import\s*\(\s*['"`]?$/.test(text.slice(Math.max(0, pos - 30), pos));
     return { specifier: fileName, target, line: lineOf(pos), lazy };
   });
 }
 
+/** Each file under `root` with what it imports. */
+function importGraph(root: string, extensions: readonly string[]): Map<string, Import[]> {
+  return new Map(
+    sourceFiles(root, extensions)
+      .sort()
+      .map((file) => [file, importsOf(root, file)]),
+  );
+}
+
 function folderOf(file: string): string {
   return file.split('/')[0] ?? '';
 }
 
-const FILES = sourceFiles(SRC).sort();
-const IMPORTS = new Map(FILES.map((file) => [file, importsOf(file)]));
+const IMPORTS = importGraph(SRC, ['.ts']);
+const FILES = [...IMPORTS.keys()];
 
 /** Every import that runs the wrong way, as `file:line imports 'specifier' (folder may not import folder)`. */
 export function wrongWayImports(imports: ReadonlyMap<string, readonly Import[]>): string[] {
@@ -148,7 +160,7 @@ function panelReachedFrom(entry: string): string[] {
   return reached;
 }
 
-describe('imports run one way (domain <- store/agent <- services <- http/workers <- main <- cli)', () => {
+describe('imports run one way (domain <- platform <- store/agent <- services <- http/workers <- main <- cli)', () => {
   it('every folder of src is a known layer', () => {
     assert.deepEqual(
       [...new Set(FILES.map(folderOf))].filter((folder) => MAY_IMPORT[folder] === undefined),
