@@ -1,16 +1,10 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
+import type { ActivityTable } from '../schema.ts';
 
-interface Entry {
-  /** A string on PostgreSQL (bigserial). */
-  id: number | string;
-  action: string;
-  resource: string;
-  resource_id: string;
-  summary: string;
-  before: string | null;
-  after: string | null;
-}
-
+type Entry = Pick<
+  Selectable<ActivityTable>,
+  'id' | 'action' | 'resource' | 'resource_id' | 'summary' | 'before' | 'after'
+>;
 type Written = Pick<Entry, 'summary' | 'before' | 'after'>;
 
 /** Entries read and rewritten at a time: the log of a year may be long. */
@@ -68,7 +62,7 @@ function webhookEntry(entry: Entry): Written {
  * this migration never changes.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
-  const log = db.withTables<{ activity: Entry }>();
+  const log = db.withTables<{ activity: ActivityTable }>();
   let afterId = 0;
   for (;;) {
     const rows = await log
@@ -86,6 +80,6 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     }
     const last = rows.at(-1);
     if (last === undefined || rows.length < BATCH_ROWS) return;
-    afterId = Number(last.id);
+    afterId = last.id;
   }
 }
