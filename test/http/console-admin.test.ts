@@ -324,7 +324,7 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual(refused.fields, { scope: 'events:read required' });
     });
 
-    it('shows each caller the entries of what it may read only, and no URL, pin or error of a node or webhook', async () => {
+    it('shows each caller the entries of what it may read only, and no URL or pin of a node or webhook', async () => {
       const hookBody = { url: 'https://1.1.1.1/hook?token=RECEIVER-SECRET-123', events: ['node.offline'] };
       const hookId = expect(await call(t, 'POST', '/api/v1/webhooks', { cookie: admin, body: hookBody }), 201).id;
       const moved = { url: 'https://1.1.1.1:8443/services/T1/B2/CHAT-SECRET-456' };

@@ -15,7 +15,8 @@ const CHAT_URL = 'https://chat.example.com:8443/services/T1/B2/CHAT-SECRET-456';
 const AGENT_URL = 'https://10.20.30.40:7000';
 const PIN = 'ab'.repeat(32);
 const SERVED = 'cd'.repeat(32);
-const PIN_ERROR = `node 'edge' is unreachable: its certificate (sha256 ${SERVED}) is not the pinned --cert-sha256 ${PIN}`;
+const PIN_MISMATCH = `its certificate (sha256 ${SERVED}) is not the pinned --cert-sha256 ${PIN}`;
+const PIN_ERROR = `node 'edge' is unreachable: ${PIN_MISMATCH}`;
 const HIDDEN = ['RECEIVER-SECRET', 'CHAT-SECRET', 'com/hook', '/services/', '10.20.30.40', PIN, SERVED, 'ECONNREFUSED'];
 
 const edge = {
@@ -88,8 +89,10 @@ for (const kind of DATABASE_KINDS) {
           before: before === null ? null : JSON.stringify(before),
           after: after === null ? null : JSON.stringify(after),
         }));
-        // More than the migration's batch of 500 after them: every one is reached.
-        const flaps = Array.from({ length: 600 }, () => rows[2]).filter((row) => row !== undefined);
+        // More than the migration's batch of 500 after them (the node.offline entry again): every one is reached.
+        const offline = rows[2];
+        assert.ok(offline !== undefined);
+        const flaps = Array.from({ length: 600 }, () => offline);
         await store.db
           .insertInto('activity')
           .values([...rows, ...flaps])

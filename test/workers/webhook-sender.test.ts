@@ -331,10 +331,10 @@ for (const kind of DATABASE_KINDS) {
         logged.map((e) => [e.action, e.actor, e.resource_id, e.before, e.after]),
         [['webhook.disabled', 'system', String(webhook.id), { enabled: true }, { enabled: false }]],
       );
-      const turnedOff = `webhook ${webhook.id} to ${new URL(target.url).host} turned off: its receiver answered 410 Gone`;
+      const { host } = new URL(target.url);
       assert.deepEqual(
         logged.map((e) => e.summary),
-        [turnedOff],
+        [`webhook ${webhook.id} to ${host} turned off: its receiver answered 410 Gone`],
       );
 
       clock.advance(1_000);
