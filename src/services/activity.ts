@@ -103,7 +103,7 @@ export class ActivityLog {
     }
     const requirement = query.resource === undefined ? undefined : readRequirement(query.resource);
     if (requirement !== undefined && !meets(requirement)) {
-      const message = `the activity of a ${query.resource} takes ${requirement}`;
+      const message = `reading the entries about ${query.resource} takes ${requirement}`;
       throw new AppError('insufficient_scope', message, { scope: `${requirement} required` });
     }
     const filter: ActivityFilter = {
