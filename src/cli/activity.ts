@@ -61,7 +61,7 @@ export async function activityCommand(args: string[]): Promise<number> {
   if (id !== undefined && resource === undefined) throw new UsageError('--id goes with --resource');
   const filter: ActivityFilter = {
     actor: values.actor === undefined ? undefined : actorFilter(values.actor),
-    resource,
+    resources: resource === undefined ? undefined : [resource],
     resourceId: id,
     sinceIso: sinceIso(values.since),
   };

@@ -1,6 +1,7 @@
 import { apiKeyActor } from './api-keys.ts';
-import { consoleUserActor } from './console-users.ts';
+import { CONSOLE_ADMIN, consoleUserActor, type Requirement } from './console-users.ts';
 import { SYSTEM_ACTOR } from './events.ts';
+import { webhookUrlShown } from './webhooks.ts';
 
 /** What the activity log records changes to. Groups are not stored: a group change is recorded per device. */
 export const ACTIVITY_RESOURCES = ['device', 'server', 'webhook', 'node', 'api_key', 'console_user'] as const;
@@ -8,6 +9,30 @@ export type ActivityResource = (typeof ACTIVITY_RESOURCES)[number];
 
 export function isActivityResource(value: string): value is ActivityResource {
   return (ACTIVITY_RESOURCES as readonly string[]).includes(value);
+}
+
+/**
+ * What reading a resource's entries takes: what reading the resource itself takes (its routes), so the log
+ * shows a caller nothing those routes hide. Webhooks take `webhooks:write` as their routes do (their URLs);
+ * API keys and console users an admin's console session.
+ */
+const READ_REQUIREMENT: Record<ActivityResource, Requirement> = {
+  device: 'devices:read',
+  server: 'servers:read',
+  node: 'servers:read',
+  webhook: 'webhooks:write',
+  api_key: CONSOLE_ADMIN,
+  console_user: CONSOLE_ADMIN,
+};
+
+/** What reading the entries about `resource` takes. */
+export function readRequirement(resource: ActivityResource): Requirement {
+  return READ_REQUIREMENT[resource];
+}
+
+/** The resources whose entries a caller who meets what `meets` says may read. */
+export function readableResources(meets: (requirement: Requirement) => boolean): ActivityResource[] {
+  return ACTIVITY_RESOURCES.filter((resource) => meets(READ_REQUIREMENT[resource]));
 }
 
 /** The actor of changes made with the CLI on the panel's machine (DESIGN §3). */
@@ -50,6 +75,18 @@ const LEFT_OUT = new Set([
   'created_at',
   'updated_at',
 ]);
+/**
+ * Never written for one kind of resource: what its routes hide from every reader of its entries (a node's
+ * agent URL, certificate pin and last error, which name internal addresses; `GET /nodes` shows none).
+ */
+const LEFT_OUT_OF: Partial<Record<ActivityResource, ReadonlySet<string>>> = {
+  node: new Set(['url', 'cert_sha256', 'last_error']),
+};
+
+function leftOut(resource: ActivityResource, field: string): boolean {
+  return LEFT_OUT.has(field) || (LEFT_OUT_OF[resource]?.has(field) ?? false);
+}
+
 /** Stored as 0/1, shown as the API shows them. */
 const BOOLEAN_FIELDS = new Set(['enabled', 'dns_on_server', 'client_to_client', 'rate_limit_exempt']);
 /** Stored as JSON text (metadata, server lists, webhook subscriptions), shown as JSON. */
@@ -67,35 +104,43 @@ function shown(field: string, value: unknown): unknown {
   return value;
 }
 
-function visible(fields: FieldValues): FieldValues {
+/** A shown value as the log writes it: a webhook's URL cut to its origin (webhookUrlShown). */
+function cut(resource: ActivityResource, field: string, value: unknown): unknown {
+  return resource === 'webhook' && field === 'url' && typeof value === 'string' ? webhookUrlShown(value) : value;
+}
+
+function visible(resource: ActivityResource, fields: FieldValues): FieldValues {
   return Object.fromEntries(
     Object.entries(fields)
-      .filter(([k, v]) => !LEFT_OUT.has(k) && v !== undefined)
-      .map(([k, v]) => [k, shown(k, v)]),
+      .filter(([k, v]) => !leftOut(resource, k) && v !== undefined)
+      .map(([k, v]) => [k, cut(resource, k, shown(k, v))]),
   );
 }
 
 /**
- * The fields a change touched, without secrets: everything on create (`before` null) and delete
- * (`after` null), only the fields whose values differ on an update.
+ * The fields a change of `resource` touched, without secrets: everything on create (`before` null) and
+ * delete (`after` null), only the fields whose values differ on an update. A field written shortened (a
+ * webhook's URL) is kept when its whole value changed, though both sides may then read the same.
  */
 export function fieldChanges(
+  resource: ActivityResource,
   before: FieldValues | null,
   after: FieldValues | null,
 ): { before: FieldValues | null; after: FieldValues | null } {
-  if (before === null || after === null) return { before: before && visible(before), after: after && visible(after) };
+  if (before === null || after === null)
+    return { before: before && visible(resource, before), after: after && visible(resource, after) };
   // A group change diffs thousands of whole rows: only fields whose stored values differ are shown and compared.
   const was: FieldValues = {};
   const now: FieldValues = {};
   const diff = (k: string) => {
     const a = before[k];
     const b = after[k];
-    if (a === b || LEFT_OUT.has(k)) return;
+    if (a === b || leftOut(resource, k)) return;
     const shownA = a === undefined ? null : shown(k, a);
     const shownB = b === undefined ? null : shown(k, b);
     if (shownA === shownB || JSON.stringify(shownA) === JSON.stringify(shownB)) return;
-    was[k] = shownA;
-    now[k] = shownB;
+    was[k] = cut(resource, k, shownA);
+    now[k] = cut(resource, k, shownB);
   };
   for (const k of Object.keys(before)) diff(k);
   for (const k of Object.keys(after)) if (!(k in before)) diff(k);

@@ -16,6 +16,15 @@ export function isConsoleRole(value: string): value is ConsoleRole {
 const VIEWER_SCOPES: ReadonlySet<Scope> = new Set(['devices:read', 'servers:read', 'events:read']);
 const ADMIN_SCOPES: ReadonlySet<Scope> = new Set(SCOPES);
 
+/**
+ * Beyond the API key scopes of spec §5: managing API keys and console users takes an admin's console session.
+ * No API key reaches it, whatever its scopes, so a leaked key cannot mint keys or users for itself.
+ */
+export const CONSOLE_ADMIN = 'console:admin';
+
+/** What an operation asks of its caller: an API key scope (or a console role having it), or CONSOLE_ADMIN. */
+export type Requirement = Scope | typeof CONSOLE_ADMIN;
+
 /** The scopes a console session of the role has on /api/v1, as if it were an API key. */
 export function scopesOfRole(role: ConsoleRole): ReadonlySet<Scope> {
   return role === 'admin' ? ADMIN_SCOPES : VIEWER_SCOPES;

@@ -248,3 +248,19 @@ function groupsOf(text: string): bigint[] | undefined {
   }
   return groups;
 }
+
+/**
+ * A webhook as the activity log names it: its id and the host it posts to. Never the whole URL: its path,
+ * query or user info often hold the receiver's secret (`/hook?token=…`, a chat service's `/services/T/B/…`).
+ */
+export function webhookName(id: number, url: string): string {
+  const parsed = URL.parse(url);
+  return parsed === null ? `webhook ${id}` : `webhook ${id} to ${parsed.host}`;
+}
+
+/** A webhook URL as the activity log keeps it: scheme, host and port, then `/…` when more was left out. */
+export function webhookUrlShown(url: string): string {
+  const parsed = URL.parse(url);
+  if (parsed === null) return '…';
+  return `${parsed.origin}${parsed.href === `${parsed.origin}/` ? '' : '/…'}`;
+}

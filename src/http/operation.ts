@@ -1,23 +1,21 @@
-import type { FastifySchema } from 'fastify';
+import type { FastifyRequest, FastifySchema } from 'fastify';
 import Type, { type TSchema } from 'typebox';
-import type { Scope } from '../domain/api-keys.ts';
-import { scopesOfRole } from '../domain/console-users.ts';
+import { CONSOLE_ADMIN, type Requirement, scopesOfRole } from '../domain/console-users.ts';
 import type { Principal } from '../services/principals.ts';
 import type { IdempotencyClaim } from '../services/idempotency.ts';
 
-/**
- * Beyond the API key scopes of spec §5: managing API keys and console users takes an admin's console session.
- * No API key reaches it, whatever its scopes, so a leaked key cannot mint keys or users for itself.
- */
-export const CONSOLE_ADMIN = 'console:admin';
-
-/** What a route asks of its caller: an API key scope (or a console role having it), or CONSOLE_ADMIN. */
-export type Requirement = Scope | typeof CONSOLE_ADMIN;
+export { CONSOLE_ADMIN, type Requirement } from '../domain/console-users.ts';
 
 /** Whether the principal meets the route's requirement. */
 export function meets(principal: Principal, requirement: Requirement): boolean {
   if (requirement === CONSOLE_ADMIN) return principal.kind === 'console_user' && principal.role === 'admin';
   return principal.scopes.has(requirement);
+}
+
+/** What the request's caller meets; nothing without a caller (a route without a scope has none). */
+export function callerMeets(request: FastifyRequest): (requirement: Requirement) => boolean {
+  const { principal } = request;
+  return (requirement) => principal !== null && meets(principal, requirement);
 }
 
 declare module 'fastify' {

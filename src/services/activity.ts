@@ -4,8 +4,11 @@ import {
   actorFilter,
   type FieldValues,
   fieldChanges,
+  readableResources,
+  readRequirement,
 } from '../domain/activity.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
+import type { Requirement } from '../domain/console-users.ts';
 import { AppError } from '../domain/errors.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { type ActivityFilter, insertActivities, listActivity } from '../store/activity.ts';
@@ -41,7 +44,7 @@ export async function recordActivities(tx: Tx, clock: Clock, drafts: readonly Ac
   const createdAt = isoAt(clock.nowMs());
   const requestId = currentRequestId();
   const entries = drafts.map((draft) => {
-    const { before, after } = fieldChanges(draft.before, draft.after);
+    const { before, after } = fieldChanges(draft.resource, draft.before, draft.after);
     return {
       created_at: createdAt,
       actor: draft.actor,
@@ -77,7 +80,7 @@ export interface ActivityQuery {
   since?: string;
 }
 
-/** The activity log as the API reads it. */
+/** The activity log as the API reads it: a caller sees the entries of the resources it may read. */
 export class ActivityLog {
   readonly #db: Queryable;
 
@@ -85,14 +88,27 @@ export class ActivityLog {
     this.#db = db;
   }
 
-  page(query: ActivityQuery, page: PageRequest): Promise<Page<ActivityEntry>> {
+  /**
+   * The entries matching `query` that a caller who meets what `meets` says may read (readableResources);
+   * asking for a resource it may not read is refused with `insufficient_scope`, as its routes refuse it.
+   */
+  page(
+    query: ActivityQuery,
+    page: PageRequest,
+    meets: (requirement: Requirement) => boolean,
+  ): Promise<Page<ActivityEntry>> {
     if (query.resourceId !== undefined && query.resource === undefined) {
       const message = 'resource_id goes with resource: ids are per kind of resource';
       throw new AppError('bad_request', message, { resource_id: 'needs resource' });
     }
+    const requirement = query.resource === undefined ? undefined : readRequirement(query.resource);
+    if (requirement !== undefined && !meets(requirement)) {
+      const message = `reading the entries about ${query.resource} takes ${requirement}`;
+      throw new AppError('insufficient_scope', message, { scope: `${requirement} required` });
+    }
     const filter: ActivityFilter = {
       actor: query.actor === undefined ? undefined : actorFilter(query.actor),
-      resource: query.resource,
+      resources: query.resource === undefined ? readableResources(meets) : [query.resource],
       resourceId: query.resourceId,
       sinceIso: query.since === undefined ? undefined : isoAt(Date.parse(query.since)),
     };

@@ -158,7 +158,7 @@ export class NodeService {
         resource: 'node',
         resourceId: row.id,
         verb: 'added',
-        summary: `node ${row.name} added${row.url === null ? ' (the local node)' : ` at ${row.url}`}`,
+        summary: `node ${row.name} added${row.url === null ? ' (the local node)' : ''}`,
         actor,
         before: null,
         after: row,

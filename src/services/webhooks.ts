@@ -2,7 +2,7 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
 import { type EventKind, type PanelEvent, SYSTEM_ACTOR, isEventKind } from '../domain/events.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
-import { generateWebhookSecret } from '../domain/webhooks.ts';
+import { generateWebhookSecret, webhookName } from '../domain/webhooks.ts';
 import { type Db, write } from '../store/db.ts';
 import type { DeliveryState } from '../store/schema.ts';
 import {
@@ -150,7 +150,7 @@ export class WebhookService {
         resource: 'webhook',
         resourceId: created.id,
         verb: 'created',
-        summary: `webhook ${created.id} to ${created.url} created`,
+        summary: `${webhookName(created.id, created.url)} created`,
         actor,
         before: null,
         after: created,
@@ -189,7 +189,7 @@ export class WebhookService {
         resource: 'webhook',
         resourceId: id,
         verb: 'updated',
-        summary: `webhook ${id} to ${after.url} updated`,
+        summary: `${webhookName(id, after.url)} updated`,
         actor,
         before,
         after,
@@ -207,7 +207,7 @@ export class WebhookService {
         resource: 'webhook',
         resourceId: id,
         verb: 'deleted',
-        summary: `webhook ${id} to ${before.url} deleted`,
+        summary: `${webhookName(id, before.url)} deleted`,
         actor,
         before,
         after: null,

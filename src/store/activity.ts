@@ -1,5 +1,5 @@
 import type { Insertable } from 'kysely';
-import { type ActivityEntry, type FieldValues, isActivityResource } from '../domain/activity.ts';
+import { type ActivityEntry, type ActivityResource, type FieldValues, isActivityResource } from '../domain/activity.ts';
 import type { PageRequest } from '../domain/paging.ts';
 import type { Queryable } from './db.ts';
 import { type Column, insertRows } from './raw-sql.ts';
@@ -26,7 +26,8 @@ export async function insertActivities(db: Queryable, entries: readonly Insertab
 
 export interface ActivityFilter {
   actor?: string;
-  resource?: string;
+  /** Only entries about these kinds of resource (none: no entry); undefined: every kind. */
+  resources?: readonly ActivityResource[];
   resourceId?: string;
   /** Only entries made at or after this instant (ISO, UTC). */
   sinceIso?: string;
@@ -40,11 +41,15 @@ function fields(text: string | null): FieldValues | null {
     : null;
 }
 
-/** Oldest first, `limit + 1` rows (see toPage). */
+/**
+ * Oldest first, `limit + 1` rows (see toPage). The resources are filtered in the query, before its LIMIT, so
+ * a page a reader may not see all of is still full.
+ */
 export async function listActivity(db: Queryable, filter: ActivityFilter, page: PageRequest): Promise<ActivityEntry[]> {
+  if (filter.resources?.length === 0) return [];
   let query = db.selectFrom('activity').selectAll().where('id', '>', page.afterId);
   if (filter.actor !== undefined) query = query.where('actor', '=', filter.actor);
-  if (filter.resource !== undefined) query = query.where('resource', '=', filter.resource);
+  if (filter.resources !== undefined) query = query.where('resource', 'in', filter.resources);
   if (filter.resourceId !== undefined) query = query.where('resource_id', '=', filter.resourceId);
   if (filter.sinceIso !== undefined) query = query.where('created_at', '>=', filter.sinceIso);
   const rows = await query

@@ -25,6 +25,7 @@ import * as m018 from './migrations/018-server-device-count.ts';
 import * as m019 from './migrations/019-fleet-usage-and-search.ts';
 import * as m020 from './migrations/020-usage-months-from-days.ts';
 import * as m021 from './migrations/021-device-day-in-row.ts';
+import * as m022 from './migrations/022-activity-redaction.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -53,6 +54,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '019-fleet-usage-and-search': m019,
   '020-usage-months-from-days': m020,
   '021-device-day-in-row': m021,
+  '022-activity-redaction': m022,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

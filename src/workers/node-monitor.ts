@@ -153,7 +153,8 @@ export class NodeMonitor {
             resource: 'node',
             resourceId: node.id,
             verb: 'offline',
-            summary: `node ${node.name} is offline: ${messageOf(error)}`,
+            // Not why: the error may name the pin, which `GET /nodes` hides (the event and `nodes list` say why).
+            summary: `node ${node.name} is offline`,
             actor: SYSTEM_ACTOR,
             before: { status: 'online' },
             after: { status: 'offline' },

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
-import { type AttemptReply, attemptVerdict } from '../domain/webhooks.ts';
+import { type AttemptReply, attemptVerdict, webhookName } from '../domain/webhooks.ts';
 import { recordActivity } from '../services/activity.ts';
 import { type PanelObserver, UNOBSERVED_PANEL } from '../services/metrics.ts';
 import { type Db, type Tx, write } from '../store/db.ts';
@@ -139,7 +139,7 @@ export class DeliveryOutcomes {
       resource: 'webhook',
       resourceId: webhookId,
       verb: 'disabled',
-      summary: `webhook ${webhookId} to ${before.url} turned off: its receiver answered 410 Gone`,
+      summary: `${webhookName(webhookId, before.url)} turned off: its receiver answered 410 Gone`,
       actor: SYSTEM_ACTOR,
       before,
       after: after ?? null,

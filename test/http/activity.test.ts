@@ -186,7 +186,9 @@ for (const kind of DATABASE_KINDS) {
         () => ({ action: 'device.usage_reset', resource_id: String(d2) }),
       );
 
-      const hookBody = { url: 'http://127.0.0.1:9/hook', events: ['device.created'] };
+      // Its URL holds the receiver's secret, as many do: the log names the webhook by id and host only.
+      const hookBody = { url: 'http://127.0.0.1:9/hook?token=RECEIVER-SECRET-123', events: ['device.created'] };
+      secrets.push('RECEIVER-SECRET-123');
       const hook = await api('infra', 'POST', '/webhooks', hookBody, (r) => ({
         action: 'webhook.created',
         resource_id: String(r.expect(201).id),
@@ -267,6 +269,15 @@ for (const kind of DATABASE_KINDS) {
       const hook = entries.find((e) => e.action === 'webhook.created');
       assert.deepEqual(hook?.after?.events, ['device.created']);
       assert.equal(hook?.after?.enabled, true);
+      assert.equal(hook?.summary, `webhook ${hook?.resource_id} to 127.0.0.1:9 created`);
+      assert.equal(hook?.after?.url, 'http://127.0.0.1:9/…');
+      // A node's agent URL is what `GET /nodes` hides: no entry keeps it.
+      const edge = entries.filter((e) => e.resource === 'node' && e.resource_id === '2');
+      assert.deepEqual(
+        edge.map((e) => e.summary),
+        ['node edge added', 'node edge removed'],
+      );
+      for (const e of edge) assert.ok(!('url' in { ...e.before, ...e.after }), e.action);
       const revoked = entries.find((e) => e.action === 'api_key.revoked');
       assert.equal(revoked?.before?.revoked_at, null);
       assert.equal(typeof revoked?.after?.revoked_at, 'string');

@@ -9,10 +9,27 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
+import { ADMIN_ACTOR } from '../../src/domain/activity.ts';
+import { systemClock } from '../../src/domain/clock.ts';
+import { NodeService } from '../../src/services/nodes.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 
 const PASSWORD = 'correct horse battery';
+const PIN = 'ab'.repeat(32);
+
+interface ActivityPage {
+  data: {
+    id: number;
+    resource: string;
+    resource_id: string;
+    action: string;
+    summary: string;
+    before: Record<string, unknown> | null;
+    after: Record<string, unknown> | null;
+  }[];
+  has_more: boolean;
+}
 const WRITE = { 'x-console-request': '1' };
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -307,10 +324,91 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual(refused.fields, { scope: 'events:read required' });
     });
 
+    it('shows each caller the entries of what it may read only, and no URL or pin of a node or webhook', async () => {
+      const hookBody = { url: 'https://1.1.1.1/hook?token=RECEIVER-SECRET-123', events: ['node.offline'] };
+      const hookId = expect(await call(t, 'POST', '/api/v1/webhooks', { cookie: admin, body: hookBody }), 201).id;
+      const moved = { url: 'https://1.1.1.1:8443/services/T1/B2/CHAT-SECRET-456' };
+      expect(await call(t, 'PATCH', `/api/v1/webhooks/${hookId}`, { cookie: admin, body: moved }), 200);
+      const edge = { name: 'edge', url: 'https://10.20.30.40:7000', token: 'edge-token-0123456789' };
+      await new NodeService(t.store.db, systemClock).add(
+        { ...edge, publicHost: 'edge.example.net', certSha256: PIN },
+        ADMIN_ACTOR,
+      );
+      const server = expect(await call(t, 'POST', '/api/v1/servers', { cookie: admin, body: { name: 'log' } }), 201);
+      const device = { server_id: server.id, name: 'logged', metadata: { plan: 'pro' } };
+      expect(await call(t, 'POST', '/api/v1/devices', { cookie: admin, body: device }), 201);
+
+      const devicesReader = await t.createKey('devices-reader', 'events:read,devices:read');
+      const eventsOnly = await t.createKey('events-only', 'events:read');
+      const everyScope = { key: allKey };
+      const entries = async (credentials: { cookie?: string; key?: string }, query = 'limit=200') =>
+        expect(await call(t, 'GET', `/api/v1/activity?${query}`, credentials), 200) as ActivityPage;
+      const kinds = (page: ActivityPage) => [...new Set(page.data.map((entry) => entry.resource))].sort();
+
+      const ofAdmin = await entries({ cookie: admin });
+      assert.deepEqual(kinds(ofAdmin), ['api_key', 'console_user', 'device', 'node', 'server', 'webhook']);
+      assert.deepEqual(kinds(await entries(everyScope)), ['device', 'node', 'server', 'webhook']);
+      const ofViewer = await entries({ cookie: viewer });
+      assert.deepEqual(kinds(ofViewer), ['device', 'node', 'server']);
+      assert.deepEqual(kinds(await entries({ key: devicesReader })), ['device']);
+      assert.deepEqual(await entries({ key: eventsOnly }), { data: [], has_more: false });
+      const hidden = new Set(['api_key', 'console_user', 'webhook']);
+      assert.deepEqual(
+        ofViewer.data.map((entry) => entry.id),
+        ofAdmin.data.filter((entry) => !hidden.has(entry.resource)).map((entry) => entry.id),
+        'the viewer sees every other entry',
+      );
+
+      // Not even an admin reads a webhook's URL (only its host and origin), nor a node's agent URL or pin.
+      const text = JSON.stringify(ofAdmin);
+      for (const secret of ['RECEIVER-SECRET', 'CHAT-SECRET', '/hook', '/services/', '10.20.30.40', PIN])
+        assert.ok(!text.includes(secret), `${secret} is not in the log`);
+      const hook = ofAdmin.data.filter((entry) => entry.resource === 'webhook' && entry.resource_id === String(hookId));
+      assert.deepEqual(
+        hook.map((entry) => [entry.summary, entry.before?.url, entry.after?.url]),
+        [
+          [`webhook ${hookId} to 1.1.1.1 created`, undefined, 'https://1.1.1.1/…'],
+          [`webhook ${hookId} to 1.1.1.1:8443 updated`, 'https://1.1.1.1/…', 'https://1.1.1.1:8443/…'],
+        ],
+      );
+      const added = ofViewer.data.find((entry) => entry.action === 'node.added' && entry.summary.includes('edge'));
+      assert.equal(added?.summary, 'node edge added');
+      for (const field of ['url', 'cert_sha256', 'last_error', 'token']) assert.ok(!(field in (added?.after ?? {})));
+      assert.equal(added?.after?.public_host, 'edge.example.net');
+
+      // Asking for a resource the caller may not read is refused as its routes refuse it.
+      for (const [credentials, resource, requirement] of [
+        [{ cookie: viewer }, 'webhook', 'webhooks:write'],
+        [{ cookie: viewer }, 'api_key', 'console:admin'],
+        [everyScope, 'console_user', 'console:admin'],
+        [{ key: eventsOnly }, 'device', 'devices:read'],
+        [{ key: devicesReader }, 'node', 'servers:read'],
+      ] as const) {
+        const refused = errorOf(await call(t, 'GET', `/api/v1/activity?resource=${resource}`, credentials), 403);
+        assert.deepEqual([refused.code, refused.fields], ['insufficient_scope', { scope: `${requirement} required` }]);
+      }
+
+      // Filtered before the page is cut: every page but the last is full.
+      const pages: number[] = [];
+      let after = 0;
+      for (;;) {
+        const page = await entries({ cookie: viewer }, `limit=2&after=${after}`);
+        pages.push(...page.data.map((entry) => entry.id));
+        const last = page.data.at(-1);
+        if (!page.has_more || last === undefined) break;
+        assert.equal(page.data.length, 2, 'a full page while more follow');
+        after = last.id;
+      }
+      assert.deepEqual(
+        pages,
+        ofViewer.data.map((entry) => entry.id),
+      );
+    });
+
     it('filters the activity by actor, resource, resource id and since, and pages it with after/limit', async () => {
       const reader = await t.createKey('pager', 'events:read');
       const read = async (query: string) =>
-        expect(await call(t, 'GET', `/api/v1/activity?${query}`, { key: reader }), 200) as {
+        expect(await call(t, 'GET', `/api/v1/activity?${query}`, { cookie: admin }), 200) as {
           data: {
             id: number;
             actor: string;

@@ -314,7 +314,7 @@ for (const kind of DATABASE_KINDS) {
 
     test('410 Gone fails the delivery and disables the webhook; its other deliveries then fail unsent', async () => {
       const target = await receiver(reply(410));
-      const webhook = await addWebhook(target.url);
+      const webhook = await addWebhook(`${target.url}?token=RECEIVER-SECRET-410`);
       const gone = await addDelivery(webhook);
       const later = await addDelivery(webhook, 1_000);
       const worker = sender();
@@ -324,11 +324,17 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(row.state, 'failed');
       assert.equal(row.response_status, 410);
       assert.equal((await findWebhook(store.db, webhook.id))?.enabled, 0);
-      // Turning it off is a change the panel made: in the activity log, by the system, without the secret.
-      const logged = await listActivity(store.db, { resource: 'webhook' }, { afterId: 0, limit: 10 });
+      // Turning it off is a change the panel made: in the activity log, by the system, without the secret
+      // (nor the URL, whose query holds the receiver's: the webhook by its id and host).
+      const logged = await listActivity(store.db, { resources: ['webhook'] }, { afterId: 0, limit: 10 });
       assert.deepEqual(
         logged.map((e) => [e.action, e.actor, e.resource_id, e.before, e.after]),
         [['webhook.disabled', 'system', String(webhook.id), { enabled: true }, { enabled: false }]],
+      );
+      const { host } = new URL(target.url);
+      assert.deepEqual(
+        logged.map((e) => e.summary),
+        [`webhook ${webhook.id} to ${host} turned off: its receiver answered 410 Gone`],
       );
 
       clock.advance(1_000);

@@ -20,18 +20,25 @@ type Entry = Schemas['ActivityEntry'];
 type Resource = Entry['resource'];
 
 const POLL_MS = 15_000;
-/** The resources the log records, as `vpn-panel activity --resource` names them. */
-const RESOURCES: ReadonlyArray<{ value: Resource; label: string }> = [
+/**
+ * The resources the log records, as `vpn-panel activity --resource` names them. A viewer reads the entries of
+ * what it may read only (webhooks, API keys and console users are an admin's): the others are not offered.
+ */
+const RESOURCES: ReadonlyArray<{ value: Resource; label: string; adminOnly?: true }> = [
   { value: 'device', label: 'Devices' },
   { value: 'server', label: 'Servers' },
-  { value: 'webhook', label: 'Webhooks' },
+  { value: 'webhook', label: 'Webhooks', adminOnly: true },
   { value: 'node', label: 'Nodes' },
-  { value: 'api_key', label: 'API keys' },
-  { value: 'console_user', label: 'Console users' },
+  { value: 'api_key', label: 'API keys', adminOnly: true },
+  { value: 'console_user', label: 'Console users', adminOnly: true },
 ];
 
-function resourceOf(text: string): Resource | undefined {
-  return RESOURCES.find((one) => one.value === text)?.value;
+function resourcesFor(admin: boolean): typeof RESOURCES {
+  return admin ? RESOURCES : RESOURCES.filter((one) => one.adminOnly !== true);
+}
+
+function resourceOf(text: string, choices: typeof RESOURCES): Resource | undefined {
+  return choices.find((one) => one.value === text)?.value;
 }
 
 /** The resource an entry is about, linked when the console has a page for it. */
@@ -89,8 +96,10 @@ function EntryRows({ entries }: { entries: Entry[] }) {
 
 /** Who changed what, oldest first, filtered like `vpn-panel activity` (actor, resource and id, since). */
 export function ActivityPage({ query }: { query: URLSearchParams }) {
+  const admin = useCanWrite();
+  const choices = resourcesFor(admin);
   const actor = query.get('actor') ?? '';
-  const resource = resourceOf(query.get('resource') ?? '');
+  const resource = resourceOf(query.get('resource') ?? '', choices);
   const id = resource === undefined ? '' : (query.get('id') ?? '');
   const since = query.get('since') ?? '';
   const [form, setForm] = useState({ actor, id, since: toLocalInput(since === '' ? null : since) });
@@ -123,6 +132,7 @@ export function ActivityPage({ query }: { query: URLSearchParams }) {
     <Page title="Activity">
       <p class="muted">
         Every change, made here, with an API key, on the panel host or by the panel itself, oldest first; kept 365 days.
+        {!admin && ' You see those of devices, servers and nodes.'}
       </p>
       <search aria-label="Filter the activity">
         <form
@@ -145,7 +155,7 @@ export function ActivityPage({ query }: { query: URLSearchParams }) {
             name="resource"
             problem={null}
             value={resource ?? ''}
-            options={[{ value: '', label: 'Anything' }, ...RESOURCES]}
+            options={[{ value: '', label: 'Anything' }, ...choices]}
             onValue={(value) => go({ resource: value, id: value === '' ? '' : id })}
           />
           {resource !== undefined && (

@@ -1,7 +1,7 @@
 import type { ActivityLog } from '../../services/activity.ts';
 import type { Api } from '../api.ts';
 import Type from 'typebox';
-import { operation } from '../operation.ts';
+import { callerMeets, operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
 import { ActivityQueryFields } from '../schemas/console-admin.ts';
 import { Page } from '../schemas/common.ts';
@@ -14,14 +14,17 @@ export function activityRoutes(api: Api, activity: ActivityLog): void {
       summary: 'The activity log: who changed what, oldest first',
       description:
         'Every change made through the API, the console, the CLI or by the panel itself, with the fields it ' +
-        'touched (never a secret); kept 365 days. Keep the last id seen and ask again with after=<id>.',
+        'touched (never a secret); kept 365 days. Keep the last id seen and ask again with after=<id>. A caller ' +
+        'sees the entries of what it may read: devices with `devices:read`, servers and nodes with ' +
+        '`servers:read`, webhooks with `webhooks:write`, API keys and console users with `console:admin`; ' +
+        'asking for another resource is refused (403 `insufficient_scope`).',
       tags: ['activity'],
       querystring: Type.Object({ ...PageQueryFields, ...ActivityQueryFields }, { additionalProperties: false }),
       response: { 200: Page(Type.Ref('ActivityEntry')) },
     }),
     (request) => {
       const { actor, resource, resource_id: resourceId, since } = request.query;
-      return activity.page({ actor, resource, resourceId, since }, pageRequest(request.query));
+      return activity.page({ actor, resource, resourceId, since }, pageRequest(request.query), callerMeets(request));
     },
   );
 }
