@@ -76,7 +76,9 @@ export class ConsoleSessionService {
   /**
    * A new session for the user, or `unauthorized` with the same message whether the name or the password
    * was wrong; an unknown name costs the same scrypt time as a known one. Sessions past their end are
-   * deleted here, so the table holds only live ones and the few that ended since the last sign-in.
+   * deleted here, so the table holds only live ones and the few that ended since the last sign-in. A new
+   * password or a removal while the hash ran also answers `unauthorized`: the session is made only if the
+   * user still has the hash that was checked.
    */
   async signIn(name: string, password: string): Promise<SignedIn> {
     const user = await findConsoleUserByName(this.#db, name);
@@ -88,14 +90,16 @@ export class ConsoleSessionService {
     const now = isoAt(nowMs);
     const actor = consoleUserActor(user.name);
     await write(this.#db, async (tx) => {
+      // A write first: on SQLite the transaction holds the write lock from here, so the check below holds.
       await pruneConsoleSessions(tx, now, isoAt(nowMs - SESSION_IDLE_MS));
+      const signedIn = await setConsoleUserSignedIn(tx, { id: user.id, passwordHash: user.password_hash }, now);
+      if (signedIn === undefined) throw new AppError('unauthorized', WRONG_CREDENTIALS);
       await insertConsoleSession(tx, {
         userId: user.id,
         tokenHash,
         createdAt: now,
         expiresAt: isoAt(nowMs + SESSION_LIFETIME_MS),
       });
-      const signedIn = await setConsoleUserSignedIn(tx, user.id, now);
       await recordActivity(tx, this.#clock, {
         resource: 'console_user',
         resourceId: user.id,

@@ -28,6 +28,27 @@ class RecordingHasher extends PasswordHasher {
   }
 }
 
+/**
+ * Holds each sign-in between its password check and its session: the window in which a new password or a
+ * removal may land. `reached` resolves once a check is done; `release()` lets it go on.
+ */
+class HeldHasher extends PasswordHasher {
+  readonly #reached = Promise.withResolvers<void>();
+  readonly #released = Promise.withResolvers<void>();
+  readonly reached = this.#reached.promise;
+
+  release(): void {
+    this.#released.resolve();
+  }
+
+  override async verify(password: string, stored: string | undefined): Promise<boolean> {
+    const matches = await super.verify(password, stored);
+    this.#reached.resolve();
+    await this.#released.promise;
+    return matches;
+  }
+}
+
 async function refusal(work: Promise<unknown>): Promise<AppError> {
   const error = await work.then(
     () => assert.fail('not refused'),
@@ -261,6 +282,31 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(log[0], 'console_user.created admin');
       assert.ok(log.includes('console_user.signed_in via console user bob'));
       assert.equal(log.at(-1), 'console_user.deleted admin');
+    });
+
+    it('a new password or a removal while a sign-in checks the old password leaves no session (401)', async () => {
+      const racer = await users.add({ name: 'racer', role: 'viewer', password: PASSWORD }, ADMIN_ACTOR);
+      const changes = [
+        { password: PASSWORD, change: () => users.setPassword('racer', 'a new password, long', ADMIN_ACTOR) },
+        { password: 'a new password, long', change: () => users.remove('racer', ADMIN_ACTOR) },
+      ];
+      for (const { password, change } of changes) {
+        const held = new HeldHasher();
+        const signIn = new ConsoleSessionService(t.store.db, clock, held).signIn('racer', password);
+        await held.reached;
+        await change();
+        held.release();
+        const error = await refusal(signIn);
+        assert.equal(error.code, 'unauthorized', error.message);
+        assert.equal(error.message, 'wrong user name or password');
+        const left = await t.store.db
+          .selectFrom('console_sessions')
+          .select('id')
+          .where('user_id', '=', racer.id)
+          .execute();
+        assert.deepEqual(left, [], 'no session made with the old password, nor for a removed user');
+      }
+      assert.ok(!(await actions(racer.id)).includes('console_user.signed_in via console user racer'));
     });
 
     it('signing out deletes the session and records it once', async () => {
