@@ -49,7 +49,7 @@ export interface paths {
         };
         /**
          * The signed-in console user
-         * @description Answers 401 `unauthorized` without a live session. Counts as a use of the session.
+         * @description Answers 401 `unauthorized` without a live session, 403 `csrf_check_failed` from another origin. Counts as a use of the session.
          */
         get: {
             parameters: {

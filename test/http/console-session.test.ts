@@ -368,11 +368,16 @@ for (const kind of DATABASE_KINDS) {
       );
     });
 
-    it('refuses a sign-in or sign-out from another origin (403 csrf_check_failed)', async () => {
+    it('refuses a sign-in, the session or a sign-out from another origin (403 csrf_check_failed)', async () => {
       const foreign = await signIn(t, 'alice', PASSWORD, { headers: { origin: 'https://evil.example' } });
       assert.equal(foreign.statusCode, 403);
       assert.equal(errorOf(foreign).code, 'csrf_check_failed');
       const cookie = await session(t, 'alice');
+      const read = await call(t, 'GET', '/console/session', { cookie, headers: { origin: 'https://evil.example' } });
+      assert.equal(read.statusCode, 403);
+      assert.equal(errorOf(read).code, 'csrf_check_failed');
+      const own = { host: 'panel.test', origin: 'http://panel.test' };
+      assert.equal((await call(t, 'GET', '/console/session', { cookie, headers: own })).statusCode, 200);
       const out = await call(t, 'DELETE', '/console/session', { cookie, headers: { origin: 'https://evil.example' } });
       assert.equal(out.statusCode, 403);
       assert.equal((await call(t, 'GET', '/console/session', { cookie })).statusCode, 200, 'still signed in');

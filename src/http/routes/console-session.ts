@@ -106,13 +106,16 @@ export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
     {
       schema: {
         summary: 'The signed-in console user',
-        description: 'Answers 401 `unauthorized` without a live session. Counts as a use of the session.',
+        description:
+          'Answers 401 `unauthorized` without a live session, 403 `csrf_check_failed` from another origin. ' +
+          'Counts as a use of the session.',
         tags: TAGS,
         security: [{ consoleSession: [] }],
         response: { 200: SessionSchema, '4xx': errorRef, '5xx': errorRef },
       },
     },
     async (request, reply) => {
+      checkOrigin(request, deps.panelOrigin);
       const principal = await deps.authenticator.sessionOf(request);
       reply.header('cache-control', 'no-store');
       return { user: { name: principal.name, role: principal.role }, time_zone: deps.timeZone };
