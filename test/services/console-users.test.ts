@@ -11,7 +11,7 @@ import { AppError } from '../../src/domain/errors.ts';
 import { hashSecretToken } from '../../src/domain/secret-tokens.ts';
 import { ConsoleSessionService } from '../../src/services/console-sessions.ts';
 import { ConsoleUserService } from '../../src/services/console-users.ts';
-import { PasswordHasher } from '../../src/services/passwords.ts';
+import { type HashPriority, PasswordHasher } from '../../src/services/passwords.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
 import { openTestStore, type TestStore } from '../support/stores.ts';
 
@@ -19,12 +19,14 @@ const PASSWORD = 'correct horse battery';
 const MINUTE_MS = 60_000;
 const HOUR_MS = 60 * MINUTE_MS;
 
-/** Keeps the stored hash each verify was given (undefined: no such user), as a sign-in passes it. */
+/** Keeps the stored hash each verify was given (undefined: no such user) and its queue, as a sign-in passes them. */
 class RecordingHasher extends PasswordHasher {
   readonly verified: (string | undefined)[] = [];
-  override verify(password: string, stored: string | undefined): Promise<boolean> {
+  readonly priorities: (HashPriority | undefined)[] = [];
+  override verify(password: string, stored: string | undefined, priority?: HashPriority): Promise<boolean> {
     this.verified.push(stored);
-    return super.verify(password, stored);
+    this.priorities.push(priority);
+    return super.verify(password, stored, priority);
   }
 }
 
@@ -158,6 +160,23 @@ for (const kind of DATABASE_KINDS) {
       const principal = await sessions.authenticate(signedIn.token, admit, undefined);
       assert.equal(principal.actor, 'via console user alice');
       assert.equal(principal.role, 'admin');
+    });
+
+    it('knows the browser of an earlier sign-in as the user, checks its password first and keeps its id', async () => {
+      const first = await sessions.signIn('alice', PASSWORD);
+      const deviceId = await sessions.knownDevice('ALICE', first.device);
+      assert.ok(deviceId !== undefined, 'known for the name, whatever its case');
+      assert.equal(await sessions.knownDevice('bob', first.device), undefined, 'for that name only');
+      assert.equal(
+        await sessions.knownDevice('alice', `${deviceId}.${'A'.repeat(43)}`),
+        undefined,
+        'made by the panel',
+      );
+      hasher.priorities.length = 0;
+      const again = await sessions.signIn('alice', PASSWORD, deviceId);
+      await sessions.signIn('alice', PASSWORD);
+      assert.deepEqual(hasher.priorities, ['first', 'queued']);
+      assert.equal(again.device, first.device, 'the same browser, the same token');
     });
 
     it('answers a wrong password and an unknown user alike, after hashing for both', async () => {
