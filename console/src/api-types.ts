@@ -49,7 +49,7 @@ export interface paths {
         };
         /**
          * The signed-in console user
-         * @description Answers 401 `unauthorized` without a live session. Counts as a use of the session.
+         * @description Answers 401 `unauthorized` without a live session, 403 `csrf_check_failed` from another origin. Counts as a use of the session.
          */
         get: {
             parameters: {
@@ -99,7 +99,7 @@ export interface paths {
         put?: never;
         /**
          * Sign in to the console
-         * @description Answers 204 with the session cookie (HttpOnly, SameSite=Strict, Secure when PANEL_URL is https), or 401 `unauthorized` "wrong user name or password" whichever was wrong. Attempts are limited per user name since its last success (10, then one a minute) and per client address (30, then ten a minute): 429 `rate_limited` with `Retry-After`.
+         * @description Answers 204 with the session cookie (HttpOnly, SameSite=Strict, Secure when PANEL_URL is https) and the known-device cookie `vpn_panel_device` (sent back to this route only), or 401 `unauthorized` "wrong user name or password" whichever was wrong. Attempts are limited before the password is checked: per client address (IPv6: its /64; 30, then ten a minute) and IPv6 /48 (60, then 20 a minute); per user name from that address (10, then one a minute, given back by a success there); per user name from anywhere (100, then one a minute). A browser with a known-device cookie of the user skips all of these for its own per-name budget (10, then one a minute), and its password check runs before those of other sign-ins. Beyond any budget, or when too many sign-ins wait for their password check: 429 `rate_limited` with `Retry-After`.
          */
         post: {
             parameters: {

@@ -11,6 +11,8 @@ import {
   type FleetCounts,
   NODE_STATUSES,
   type PanelObserver,
+  SIGN_IN_BUDGETS,
+  type SignInBudget,
 } from '../services/metrics.ts';
 import type { Db } from '../store/db.ts';
 import { FleetCensus } from '../workers/fleet-census.ts';
@@ -39,6 +41,7 @@ class PanelGauges implements PanelObserver {
   readonly #usageBytes: Counter<'direction'>;
   readonly #collectSeconds: Histogram;
   readonly #deliveries: Counter<'result'>;
+  readonly #signInRefusals: Counter<'budget'>;
   readonly #devices: Gauge<'status'>;
   readonly #devicesOnline: Gauge;
   readonly #servers: Gauge<'status'>;
@@ -91,6 +94,14 @@ class PanelGauges implements PanelObserver {
       labelNames: ['result'],
       registers,
     });
+    this.#signInRefusals = new Counter({
+      name: 'vpn_panel_console_sign_in_refusals_total',
+      help:
+        'Console sign-ins refused (429) before their password was checked, by the budget spent: address, ' +
+        'network (IPv6 /48), name_address, name_device, name (from anywhere), hash_queue (too many waiting).',
+      labelNames: ['budget'],
+      registers,
+    });
     this.#devices = new Gauge({
       name: 'vpn_panel_devices',
       help: 'Devices by status, as the API shows it (recounted every METRICS_REFRESH_INTERVAL).',
@@ -121,6 +132,7 @@ class PanelGauges implements PanelObserver {
     });
     for (const direction of ['rx', 'tx']) this.#usageBytes.inc({ direction }, 0);
     for (const result of DELIVERY_RESULTS) this.#deliveries.inc({ result }, 0);
+    for (const budget of SIGN_IN_BUDGETS) this.#signInRefusals.inc({ budget }, 0);
   }
 
   httpRequest(method: string, route: string, statusCode: number, seconds: number): void {
@@ -163,6 +175,10 @@ class PanelGauges implements PanelObserver {
 
   webhookDelivery(result: DeliveryResult): void {
     this.#deliveries.inc({ result });
+  }
+
+  signInRefused(budget: SignInBudget): void {
+    this.#signInRefusals.inc({ budget });
   }
 
   fleetCounted(counts: FleetCounts): void {

@@ -6,6 +6,8 @@ import {
   REQUEST_RATE,
   type RatePolicy,
   SIGN_IN_ADDRESS_RATE,
+  SIGN_IN_NAME_RATE,
+  SIGN_IN_NETWORK_RATE,
   SIGN_IN_USER_RATE,
   UNAUTHENTICATED_RATE,
 } from '../domain/rate-limit.ts';
@@ -17,6 +19,8 @@ import {
   type RateLimiter,
   RedisRateLimiter,
 } from '../http/rate-limiter.ts';
+import type { SignInLimiters } from '../http/sign-in-gate.ts';
+import { SignInRefusals } from '../http/sign-in-refusals.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
 import { ChangePublisher } from '../services/changes.ts';
 import { ActivityLog } from '../services/activity.ts';
@@ -66,8 +70,7 @@ const MAIL_TIMEOUT_MS = 10_000;
 interface RateLimiters {
   requests: RateLimiter;
   unauthenticated: RateLimiter;
-  signInPerUser: RateLimiter;
-  signInPerAddress: RateLimiter;
+  signIn: Omit<SignInLimiters, 'refusals'>;
   close(): Promise<void>;
 }
 
@@ -80,8 +83,12 @@ async function makeRateLimiters(config: PanelConfig, clock: Clock): Promise<Rate
   return {
     requests: limiter(REQUEST_RATE),
     unauthenticated: limiter(UNAUTHENTICATED_RATE),
-    signInPerUser: limiter(SIGN_IN_USER_RATE),
-    signInPerAddress: limiter(SIGN_IN_ADDRESS_RATE),
+    signIn: {
+      perAddress: limiter(SIGN_IN_ADDRESS_RATE),
+      perNetwork: limiter(SIGN_IN_NETWORK_RATE),
+      perUserFrom: limiter(SIGN_IN_USER_RATE),
+      perUser: limiter(SIGN_IN_NAME_RATE),
+    },
     close: async () => {
       await redis?.quit();
     },
@@ -137,8 +144,11 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
   await servers.discardUnfinishedDeploys();
   const devices = new DeviceService(store, clock, usage, changes);
 
+  const signInRefusals = new SignInRefusals(log, clock, metrics?.observer);
   // One hasher for sign-ins and password changes, so its limit of hashes at once holds for both.
-  const passwords = new PasswordHasher();
+  const passwords = new PasswordHasher({
+    onQueueFull: (retryAfter) => signInRefusals.refused('hash_queue', {}, retryAfter),
+  });
   const app = await buildApp({
     events: new EventService(store.db),
     apiKeys: new ApiKeyService(store, clock),
@@ -147,7 +157,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     consoleSessions: new ConsoleSessionService(store.db, clock, passwords),
     consoleUsers: new ConsoleUserService(store.db, clock, passwords),
     activity: new ActivityLog(store.db),
-    signInLimiters: { perUser: rateLimiters.signInPerUser, perAddress: rateLimiters.signInPerAddress },
+    signInLimiters: { ...rateLimiters.signIn, refusals: signInRefusals },
     panelOrigin: config.panelOrigin,
     secureCookies: config.panelUrl.startsWith('https:'),
     idempotency: new IdempotencyService(store.db, clock),

@@ -9,6 +9,7 @@ import {
   sessionEndMs,
 } from '../domain/console-users.ts';
 import { AppError } from '../domain/errors.ts';
+import { isKnownDeviceShape, knownDeviceId, knownDeviceToken } from '../domain/known-devices.ts';
 import { generateSecretToken, hashSecretToken, isSecretTokenShape } from '../domain/secret-tokens.ts';
 import {
   type ConsoleSessionOfUser,
@@ -24,9 +25,11 @@ import { recordActivity } from './activity.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { ConsoleUserPrincipal } from './principals.ts';
 
-/** A session just made: the token goes into the cookie and nowhere else. */
+/** A session just made: the token goes into the cookie and nowhere else; `device`, the known-device token. */
 export interface SignedIn {
   token: string;
+  /** Proves this browser's success to later sign-ins as the user (src/domain/known-devices.ts). */
+  device: string;
   user: { name: string; role: ConsoleRole };
 }
 
@@ -74,13 +77,27 @@ export class ConsoleSessionService {
   }
 
   /**
-   * A new session for the user, or `unauthorized` with the same message whether the name or the password
-   * was wrong; an unknown name costs the same scrypt time as a known one. Sessions past their end are
-   * deleted here, so the table holds only live ones and the few that ended since the last sign-in.
+   * The id of the browser whose known-device token this is, when it was made for this user name and its
+   * current password (a new password forgets every device); else undefined. One indexed read.
    */
-  async signIn(name: string, password: string): Promise<SignedIn> {
+  async knownDevice(name: string, token: string): Promise<string | undefined> {
+    if (!isKnownDeviceShape(token)) return undefined;
     const user = await findConsoleUserByName(this.#db, name);
-    const matches = await this.#passwords.verify(password, user?.password_hash);
+    return user && knownDeviceId(token, user.password_hash, user.name);
+  }
+
+  /**
+   * A new session for the user, or `unauthorized` with the same message whether the name or the password
+   * was wrong; an unknown name costs the same scrypt time as a known one. `deviceId` (from `knownDevice`)
+   * puts the hash in the first queue and keeps the browser's id in the new known-device token. Sessions
+   * past their end are deleted here, so the table holds only live ones and the few that ended since the last
+   * sign-in. A new password or a removal while the hash ran also answers `unauthorized`: the session is
+   * made only if the user still has the hash that was checked.
+   */
+  async signIn(name: string, password: string, deviceId?: string): Promise<SignedIn> {
+    const user = await findConsoleUserByName(this.#db, name);
+    const priority = deviceId === undefined ? 'queued' : 'first';
+    const matches = await this.#passwords.verify(password, user?.password_hash, priority);
     if (user === undefined || !matches) throw new AppError('unauthorized', WRONG_CREDENTIALS);
     const token = generateSecretToken();
     const tokenHash = hashSecretToken(token);
@@ -88,14 +105,16 @@ export class ConsoleSessionService {
     const now = isoAt(nowMs);
     const actor = consoleUserActor(user.name);
     await write(this.#db, async (tx) => {
+      // A write first: on SQLite the transaction holds the write lock from here, so the check below holds.
       await pruneConsoleSessions(tx, now, isoAt(nowMs - SESSION_IDLE_MS));
+      const signedIn = await setConsoleUserSignedIn(tx, { id: user.id, passwordHash: user.password_hash }, now);
+      if (signedIn === undefined) throw new AppError('unauthorized', WRONG_CREDENTIALS);
       await insertConsoleSession(tx, {
         userId: user.id,
         tokenHash,
         createdAt: now,
         expiresAt: isoAt(nowMs + SESSION_LIFETIME_MS),
       });
-      const signedIn = await setConsoleUserSignedIn(tx, user.id, now);
       await recordActivity(tx, this.#clock, {
         resource: 'console_user',
         resourceId: user.id,
@@ -108,7 +127,8 @@ export class ConsoleSessionService {
     });
     // Made here, so known valid: its first request from a flooded address is not held back.
     this.#foundValid.add(tokenHash);
-    return { token, user: { name: user.name, role: user.role } };
+    const device = knownDeviceToken(user.password_hash, user.name, deviceId);
+    return { token, device, user: { name: user.name, role: user.role } };
   }
 
   /**

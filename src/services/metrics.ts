@@ -17,6 +17,21 @@ export const NODE_STATUSES: readonly NodeRow['status'][] = ['online', 'offline']
 export type DeliveryResult = 'delivered' | 'retry' | 'failed';
 export const DELIVERY_RESULTS: readonly DeliveryResult[] = ['delivered', 'retry', 'failed'];
 
+/**
+ * The console sign-in budgets a refusal names: per client `address` (IPv6: its /64), per IPv6 `network`
+ * (/48), per user name and address (`name_address`) or name and known browser (`name_device`), per user name
+ * from anywhere (`name`), and the password-hash queue (`hash_queue`), which refuses when too many wait.
+ */
+export type SignInBudget = 'address' | 'network' | 'name_address' | 'name_device' | 'name' | 'hash_queue';
+export const SIGN_IN_BUDGETS: readonly SignInBudget[] = [
+  'address',
+  'network',
+  'name_address',
+  'name_device',
+  'name',
+  'hash_queue',
+];
+
 /** The fleet as the API shows it, counted from the database (a status no row has is absent). */
 export interface FleetCounts {
   devices: ReadonlyMap<DeviceStatus, number>;
@@ -42,6 +57,8 @@ export interface PanelObserver {
   webhookDelivery(result: DeliveryResult): void;
   /** The fleet as FleetCensus last counted it. */
   fleetCounted(counts: FleetCounts): void;
+  /** A console sign-in refused before its password was checked: which budget was spent. */
+  signInRefused(budget: SignInBudget): void;
 }
 
 /** For a panel without a metrics listener, and the services and workers tests build. */
@@ -51,6 +68,7 @@ export const UNOBSERVED_PANEL: PanelObserver = {
   usageCollected: () => {},
   webhookDelivery: () => {},
   fleetCounted: () => {},
+  signInRefused: () => {},
 };
 
 /**

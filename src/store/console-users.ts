@@ -81,13 +81,24 @@ export function setConsoleUserPassword(
     .executeTakeFirstOrThrow();
 }
 
-export function setConsoleUserSignedIn(db: Queryable, id: number, signedInAt: string): Promise<ConsoleUserRow> {
+/**
+ * Records a sign-in, when the user is still there with the password hash the sign-in checked; undefined
+ * otherwise (removed, or given a new password since). On PostgreSQL the row stays locked until the
+ * transaction ends, so a new password or a removal that commits later waits for it, then ends the session
+ * the sign-in made (the new password deletes the user's sessions after its update; a removal cascades).
+ */
+export function setConsoleUserSignedIn(
+  db: Queryable,
+  user: { id: number; passwordHash: string },
+  signedInAt: string,
+): Promise<ConsoleUserRow | undefined> {
   return db
     .updateTable('console_users')
     .set({ last_sign_in_at: signedInAt })
-    .where('id', '=', id)
+    .where('id', '=', user.id)
+    .where('password_hash', '=', user.passwordHash)
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirst();
 }
 
 export async function deleteConsoleUser(db: Queryable, id: number): Promise<void> {

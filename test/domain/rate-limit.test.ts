@@ -2,6 +2,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../../src/domain/clock.ts';
 import {
+  addressBucket,
+  networkBucket,
   type RateDecision,
   type RatePolicy,
   REQUEST_RATE,
@@ -209,5 +211,27 @@ describe('IETF RateLimit header fields', () => {
     caller.burst(0, 58);
     assert.equal(rateLimitField(caller.take(0)), '"default";r=0;t=6');
     assert.equal(rateLimitField(caller.take(0)), '"default";r=0;t=6');
+  });
+});
+
+describe('the address buckets that per-address limits count', () => {
+  test('an IPv4 address (also IPv6-mapped) is its own bucket and has no network bucket', () => {
+    for (const address of ['203.0.113.7', '::ffff:203.0.113.7', '::FFFF:203.0.113.7']) {
+      assert.equal(addressBucket(address), '203.0.113.7', address);
+      assert.equal(networkBucket(address), undefined, address);
+    }
+  });
+
+  test('an IPv6 address counts by its /64 and, beside it, by its /48', () => {
+    const cases: Array<[address: string, slash64: string, slash48: string]> = [
+      ['2001:db8:1:2:3:4:5:6', '2001:db8:1:2::/64', '2001:db8:1::/48'],
+      ['2001:0db8:0001:00ff::1', '2001:db8:1:ff::/64', '2001:db8:1::/48'],
+      ['2001:db8::1', '2001:db8:0:0::/64', '2001:db8:0::/48'],
+      ['::1', '0:0:0:0::/64', '0:0:0::/48'],
+    ];
+    for (const [address, slash64, slash48] of cases) {
+      assert.equal(addressBucket(address), slash64, address);
+      assert.equal(networkBucket(address), slash48, address);
+    }
   });
 });

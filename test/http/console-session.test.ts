@@ -4,16 +4,18 @@
  * reach, the CSRF check on writes, idle timeout, and sessions ended by a removal or a new password.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { ADMIN_ACTOR } from '../../src/domain/activity.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { SESSION_IDLE_MS } from '../../src/domain/console-users.ts';
+import { addressBucket } from '../../src/domain/rate-limit.ts';
 import { ConsoleUserService } from '../../src/services/console-users.ts';
 import { PasswordHasher } from '../../src/services/passwords.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
+import { parseScrape, sampleValue } from '../support/metrics.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PASSWORD = 'correct horse battery';
@@ -59,12 +61,42 @@ function signIn(
   return call(t, 'POST', '/console/session', { body: { user, password }, address: someAddress(), ...options });
 }
 
+/** The `Set-Cookie` field of an answer that starts with `name=`. */
+function setCookie(response: LightMyRequestResponse, name: string): string {
+  const fields = [response.headers['set-cookie'] ?? []].flat();
+  const field = fields.find((f) => f.startsWith(`${name}=`));
+  assert.ok(field !== undefined, `no ${name} cookie in ${JSON.stringify(fields)}`);
+  return field;
+}
+
 /** `vpn_panel_session=<token>` of a sign-in's Set-Cookie, as the browser sends it back. */
 function cookieOf(response: LightMyRequestResponse): string {
   assert.equal(response.statusCode, 204, response.body);
-  const cookie = String(response.headers['set-cookie']).split(';')[0] ?? '';
+  const cookie = setCookie(response, 'vpn_panel_session').split(';')[0] ?? '';
   assert.match(cookie, /^vpn_panel_session=[A-Za-z0-9_-]{43}$/);
   return cookie;
+}
+
+/** `vpn_panel_device=<id>.<proof>` of a sign-in's Set-Cookie: the browser's known-device token. */
+function deviceOf(response: LightMyRequestResponse): string {
+  assert.equal(response.statusCode, 204, response.body);
+  const cookie = setCookie(response, 'vpn_panel_device').split(';')[0] ?? '';
+  assert.match(cookie, /^vpn_panel_device=[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}$/);
+  return cookie;
+}
+
+/** The digest of a user name that the limiters and the log show instead of the name. */
+function nameDigest(name: string): string {
+  return createHash('sha256').update(name.toLowerCase()).digest('hex').slice(0, 16);
+}
+
+/** The panel's `console sign-in refused` log lines. */
+function refusalLines(t: AppUnderTest): Record<string, unknown>[] {
+  return t
+    .output()
+    .split('\n')
+    .filter((line) => line.includes('console sign-in refused'))
+    .map((line) => JSON.parse(line));
 }
 
 async function session(t: AppUnderTest, user: string, password = PASSWORD): Promise<string> {
@@ -105,10 +137,13 @@ for (const kind of DATABASE_KINDS) {
         const response = await signIn(t, 'alice', PASSWORD);
         assert.equal(response.statusCode, 204);
         assert.equal(response.body, '');
-        const setCookie = String(response.headers['set-cookie']);
         assert.match(
-          setCookie,
+          setCookie(response, 'vpn_panel_session'),
           /^vpn_panel_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=604800$/,
+        );
+        assert.equal(
+          setCookie(response, 'vpn_panel_device').replace(/^vpn_panel_device=[\w-]{22}\.[\w-]{43};/, '<token>;'),
+          '<token>; HttpOnly; SameSite=Strict; Path=/console/session; Max-Age=31536000',
         );
         assert.equal(response.headers['cache-control'], 'no-store');
         const signedIn = await activity(t, 'console_user.signed_in');
@@ -368,11 +403,16 @@ for (const kind of DATABASE_KINDS) {
       );
     });
 
-    it('refuses a sign-in or sign-out from another origin (403 csrf_check_failed)', async () => {
+    it('refuses a sign-in, the session or a sign-out from another origin (403 csrf_check_failed)', async () => {
       const foreign = await signIn(t, 'alice', PASSWORD, { headers: { origin: 'https://evil.example' } });
       assert.equal(foreign.statusCode, 403);
       assert.equal(errorOf(foreign).code, 'csrf_check_failed');
       const cookie = await session(t, 'alice');
+      const read = await call(t, 'GET', '/console/session', { cookie, headers: { origin: 'https://evil.example' } });
+      assert.equal(read.statusCode, 403);
+      assert.equal(errorOf(read).code, 'csrf_check_failed');
+      const own = { host: 'panel.test', origin: 'http://panel.test' };
+      assert.equal((await call(t, 'GET', '/console/session', { cookie, headers: own })).statusCode, 200);
       const out = await call(t, 'DELETE', '/console/session', { cookie, headers: { origin: 'https://evil.example' } });
       assert.equal(out.statusCode, 403);
       assert.equal((await call(t, 'GET', '/console/session', { cookie })).statusCode, 200, 'still signed in');
@@ -397,9 +437,10 @@ describe('console cookies behind https (PANEL_URL https://…)', () => {
   it('marks the cookie Secure, also when clearing it', async () => {
     const response = await signIn(t, 'alice', PASSWORD);
     assert.match(
-      String(response.headers['set-cookie']),
+      setCookie(response, 'vpn_panel_session'),
       /; HttpOnly; SameSite=Strict; Path=\/; Max-Age=604800; Secure$/,
     );
+    assert.match(setCookie(response, 'vpn_panel_device'), /; Path=\/console\/session; Max-Age=31536000; Secure$/);
     const out = await call(t, 'DELETE', '/console/session', { cookie: cookieOf(response) });
     assert.equal(out.headers['set-cookie'], 'vpn_panel_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure');
   });
@@ -451,23 +492,64 @@ describe('console sessions on a clock', () => {
   });
 
   it(
-    'limits sign-in attempts per user name since its last ' + 'success: 10, then one a minute (429, Retry-After)',
+    'limits sign-in attempts per user name from one address: 10, then one a minute (429, Retry-After); ' +
+      'the user elsewhere is not held back, and each refusal is counted and logged at most once a minute',
     async () => {
-      const address = someAddress();
+      const refused = async () => {
+        assert.ok(t.metrics, 'metrics are on by default');
+        const scrape = parseScrape(await t.metrics.scrape());
+        return sampleValue(scrape, 'vpn_panel_console_sign_in_refusals_total', { budget: 'name_address' }) ?? 0;
+      };
+      const before = await refused();
+      const stranger = someAddress();
       for (let i = 0; i < 10; i++)
-        assert.equal((await signIn(t, 'alice', `wrong password ${i}`, { address })).statusCode, 401);
-      const refused = await signIn(t, 'ALICE', PASSWORD, { address: someAddress() });
-      assert.equal(refused.statusCode, 429);
-      assert.equal(errorOf(refused).code, 'rate_limited');
-      assert.match(errorOf(refused).message, /for this user name/);
-      assert.equal(refused.headers['retry-after'], '60');
+        assert.equal((await signIn(t, 'alice', `wrong password ${i}`, { address: stranger })).statusCode, 401);
+      const refusal = await signIn(t, 'ALICE', PASSWORD, { address: stranger });
+      assert.equal(refusal.statusCode, 429);
+      assert.equal(errorOf(refusal).code, 'rate_limited');
+      assert.match(errorOf(refusal).message, /for this user name from this address/);
+      assert.equal(refusal.headers['retry-after'], '60');
+      for (let i = 0; i < 2; i++)
+        assert.equal((await signIn(t, 'alice', PASSWORD, { address: stranger })).statusCode, 429);
+      const elsewhere = await signIn(t, 'alice', PASSWORD, { address: someAddress() });
+      assert.equal(elsewhere.statusCode, 204, 'a stranger spent only their own budget for the name');
       clock.advance(60_000);
-      assert.equal((await signIn(t, 'alice', PASSWORD, { address: someAddress() })).statusCode, 204, 'one a minute');
+      assert.equal((await signIn(t, 'alice', PASSWORD, { address: stranger })).statusCode, 204, 'one a minute');
       for (let i = 0; i < 10; i++) {
-        const again = await signIn(t, 'alice', `wrong again ${i}`, { address: someAddress() });
-        assert.equal(again.statusCode, 401, 'a success gave the name its 10 back');
+        const again = await signIn(t, 'alice', `wrong again ${i}`, { address: stranger });
+        assert.equal(again.statusCode, 401, 'a success gave the name its 10 back there');
       }
-      assert.equal((await signIn(t, 'alice', PASSWORD, { address: someAddress() })).statusCode, 429);
+      assert.equal((await signIn(t, 'alice', PASSWORD, { address: stranger })).statusCode, 429);
+
+      assert.equal((await refused()) - before, 4, 'every refusal counts');
+      const lines = refusalLines(t).filter((line) => line.budget === 'name_address');
+      assert.deepEqual(
+        lines.map(({ level, user, address, retryAfterSeconds, refusedSinceLastLine }) => ({
+          level,
+          user,
+          address,
+          retryAfterSeconds,
+          refusedSinceLastLine,
+        })),
+        [
+          {
+            level: 40,
+            user: nameDigest('alice'),
+            address: addressBucket(stranger),
+            retryAfterSeconds: 60,
+            refusedSinceLastLine: 0,
+          },
+          {
+            level: 40,
+            user: nameDigest('alice'),
+            address: addressBucket(stranger),
+            retryAfterSeconds: 60,
+            refusedSinceLastLine: 2,
+          },
+        ],
+        'a warn line at the first refusal, the next a minute later with the two between',
+      );
+      assert.doesNotMatch(JSON.stringify(lines), /alice|wrong|horse/i, 'neither the name nor a password');
     },
   );
 
@@ -484,6 +566,40 @@ describe('console sessions on a clock', () => {
     clock.advance(6_000);
     assert.equal((await signIn(t, 'alice', PASSWORD, { address })).statusCode, 204);
   });
+  it(
+    'a browser that signed in as the user before skips the budgets strangers can spend, ' +
+      'for one of its own, until the password changes',
+    async () => {
+      const spent = '203.0.113.7'; // by the test above: 30 attempts, then one more a while later
+      const strangers = await signIn(t, 'alice', PASSWORD, { address: spent });
+      assert.equal(strangers.statusCode, 429, 'the address has no budget left');
+      const device = deviceOf(await signIn(t, 'alice', PASSWORD, { address: '203.0.113.9' }));
+      const known = await signIn(t, 'alice', PASSWORD, { address: spent, headers: { cookie: device } });
+      assert.equal(known.statusCode, 204, known.body);
+      assert.equal(deviceOf(known), device, 'the browser keeps its id');
+      for (let i = 0; i < 10; i++) {
+        const guess = await signIn(t, 'alice', `wrong password ${i}`, { address: spent, headers: { cookie: device } });
+        assert.equal(guess.statusCode, 401);
+      }
+      const own = await signIn(t, 'alice', PASSWORD, { address: spent, headers: { cookie: device } });
+      assert.equal(own.statusCode, 429, 'its own budget: 10, then one a minute');
+      assert.match(errorOf(own).message, /for this user name from this browser/);
+
+      await t.createUser('bea', 'viewer', PASSWORD);
+      const otherName = await signIn(t, 'bea', PASSWORD, { address: spent, headers: { cookie: device } });
+      assert.match(errorOf(otherName).message, /from this address/, 'known for alice only');
+      const forged = `${device.slice(0, -4)}AAAA`;
+      const forgery = await signIn(t, 'alice', PASSWORD, { address: spent, headers: { cookie: forged } });
+      assert.match(errorOf(forgery).message, /from this address/, 'a token the panel did not make is no proof');
+      const users = new ConsoleUserService(t.store.db, clock, new PasswordHasher());
+      await users.setPassword('alice', 'another long password', ADMIN_ACTOR);
+      const forgotten = await signIn(t, 'alice', 'another long password', {
+        address: spent,
+        headers: { cookie: device },
+      });
+      assert.match(errorOf(forgotten).message, /from this address/, 'a new password forgets the devices');
+    },
+  );
 });
 
 describe('console sign-in limits shared through Redis by two panels', () => {
@@ -503,7 +619,8 @@ describe('console sign-in limits shared through Redis by two panels', () => {
   });
 
   it(
-    "a user name's attempts on one panel count on the other, and " + 'a session made on one works on the other',
+    "a user name's attempts from an address on one panel count on the other, and " +
+      'a session made on one works on the other',
     async () => {
       const [one, two] = panels;
       assert.ok(one && two);
@@ -512,8 +629,8 @@ describe('console sign-in limits shared through Redis by two panels', () => {
       await one.createUser(name, 'viewer', PASSWORD);
       const cookie = cookieOf(await signIn(two, name, PASSWORD, { address: someAddress() }));
       assert.equal((await call(one, 'GET', '/console/session', { cookie, address: someAddress() })).statusCode, 200);
-      const attempt = (panel: AppUnderTest, password: string) =>
-        signIn(panel, name, password, { address: someAddress() });
+      const address = someAddress();
+      const attempt = (panel: AppUnderTest, password: string) => signIn(panel, name, password, { address });
       for (let i = 0; i < 9; i++)
         assert.equal((await attempt(i % 2 === 0 ? one : two, 'wrong password!')).statusCode, 401);
       assert.equal(
@@ -526,8 +643,10 @@ describe('console sign-in limits shared through Redis by two panels', () => {
       assert.equal(
         (await attempt(one, PASSWORD)).statusCode,
         429,
-        'the 11th since the success, 5 of them on each panel',
+        'the 11th from that address since the success, 5 of them on each panel',
       );
+      const elsewhere = await signIn(two, name, PASSWORD, { address: someAddress() });
+      assert.equal(elsewhere.statusCode, 204, 'from another address the user is not held back');
       await call(two, 'DELETE', '/console/session', { cookie, address: someAddress() });
       const after = await call(one, 'GET', '/console/session', { cookie, address: someAddress() });
       assert.equal(after.statusCode, 401, 'signed out on both');

@@ -11,7 +11,7 @@ import { AppError } from '../../src/domain/errors.ts';
 import { hashSecretToken } from '../../src/domain/secret-tokens.ts';
 import { ConsoleSessionService } from '../../src/services/console-sessions.ts';
 import { ConsoleUserService } from '../../src/services/console-users.ts';
-import { PasswordHasher } from '../../src/services/passwords.ts';
+import { type HashPriority, PasswordHasher } from '../../src/services/passwords.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
 import { openTestStore, type TestStore } from '../support/stores.ts';
 
@@ -19,12 +19,35 @@ const PASSWORD = 'correct horse battery';
 const MINUTE_MS = 60_000;
 const HOUR_MS = 60 * MINUTE_MS;
 
-/** Keeps the stored hash each verify was given (undefined: no such user), as a sign-in passes it. */
+/** Keeps the stored hash each verify was given (undefined: no such user) and its queue, as a sign-in passes them. */
 class RecordingHasher extends PasswordHasher {
   readonly verified: (string | undefined)[] = [];
-  override verify(password: string, stored: string | undefined): Promise<boolean> {
+  readonly priorities: (HashPriority | undefined)[] = [];
+  override verify(password: string, stored: string | undefined, priority?: HashPriority): Promise<boolean> {
     this.verified.push(stored);
-    return super.verify(password, stored);
+    this.priorities.push(priority);
+    return super.verify(password, stored, priority);
+  }
+}
+
+/**
+ * Holds each sign-in between its password check and its session: the window in which a new password or a
+ * removal may land. `reached` resolves once a check is done; `release()` lets it go on.
+ */
+class HeldHasher extends PasswordHasher {
+  readonly #reached = Promise.withResolvers<void>();
+  readonly #released = Promise.withResolvers<void>();
+  readonly reached = this.#reached.promise;
+
+  release(): void {
+    this.#released.resolve();
+  }
+
+  override async verify(password: string, stored: string | undefined): Promise<boolean> {
+    const matches = await super.verify(password, stored);
+    this.#reached.resolve();
+    await this.#released.promise;
+    return matches;
   }
 }
 
@@ -137,6 +160,23 @@ for (const kind of DATABASE_KINDS) {
       const principal = await sessions.authenticate(signedIn.token, admit, undefined);
       assert.equal(principal.actor, 'via console user alice');
       assert.equal(principal.role, 'admin');
+    });
+
+    it('knows the browser of an earlier sign-in as the user, checks its password first and keeps its id', async () => {
+      const first = await sessions.signIn('alice', PASSWORD);
+      const deviceId = await sessions.knownDevice('ALICE', first.device);
+      assert.ok(deviceId !== undefined, 'known for the name, whatever its case');
+      assert.equal(await sessions.knownDevice('bob', first.device), undefined, 'for that name only');
+      assert.equal(
+        await sessions.knownDevice('alice', `${deviceId}.${'A'.repeat(43)}`),
+        undefined,
+        'made by the panel',
+      );
+      hasher.priorities.length = 0;
+      const again = await sessions.signIn('alice', PASSWORD, deviceId);
+      await sessions.signIn('alice', PASSWORD);
+      assert.deepEqual(hasher.priorities, ['first', 'queued']);
+      assert.equal(again.device, first.device, 'the same browser, the same token');
     });
 
     it('answers a wrong password and an unknown user alike, after hashing for both', async () => {
@@ -261,6 +301,31 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(log[0], 'console_user.created admin');
       assert.ok(log.includes('console_user.signed_in via console user bob'));
       assert.equal(log.at(-1), 'console_user.deleted admin');
+    });
+
+    it('a new password or a removal while a sign-in checks the old password leaves no session (401)', async () => {
+      const racer = await users.add({ name: 'racer', role: 'viewer', password: PASSWORD }, ADMIN_ACTOR);
+      const changes = [
+        { password: PASSWORD, change: () => users.setPassword('racer', 'a new password, long', ADMIN_ACTOR) },
+        { password: 'a new password, long', change: () => users.remove('racer', ADMIN_ACTOR) },
+      ];
+      for (const { password, change } of changes) {
+        const held = new HeldHasher();
+        const signIn = new ConsoleSessionService(t.store.db, clock, held).signIn('racer', password);
+        await held.reached;
+        await change();
+        held.release();
+        const error = await refusal(signIn);
+        assert.equal(error.code, 'unauthorized', error.message);
+        assert.equal(error.message, 'wrong user name or password');
+        const left = await t.store.db
+          .selectFrom('console_sessions')
+          .select('id')
+          .where('user_id', '=', racer.id)
+          .execute();
+        assert.deepEqual(left, [], 'no session made with the old password, nor for a removed user');
+      }
+      assert.ok(!(await actions(racer.id)).includes('console_user.signed_in via console user racer'));
     });
 
     it('signing out deletes the session and records it once', async () => {

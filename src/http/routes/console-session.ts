@@ -1,22 +1,13 @@
-import { createHash } from 'node:crypto';
 import Type from 'typebox';
-import { CONSOLE_ROLES, nameKey } from '../../domain/console-users.ts';
+import { CONSOLE_ROLES } from '../../domain/console-users.ts';
 import { AppError } from '../../domain/errors.ts';
 import { PASSWORD_MAX_CHARS } from '../../domain/passwords.ts';
-import { addressBucket, type RateDecision } from '../../domain/rate-limit.ts';
 import type { ConsoleSessionService } from '../../services/console-sessions.ts';
 import type { Api } from '../api.ts';
 import { type Authenticator, checkOrigin, sessionCookie, sessionTokenOf } from '../auth.ts';
-import type { RateLimiter } from '../rate-limiter.ts';
+import { cookieOf, DEVICE_COOKIE, deviceCookie, SignInGate, type SignInLimiters } from '../sign-in-gate.ts';
 
-/**
- * Sign-in attempts are counted per client address (SIGN_IN_ADDRESS_RATE), and per user name (SIGN_IN_USER_RATE)
- * since that name's last successful sign-in.
- */
-export interface SignInLimiters {
-  perUser: RateLimiter;
-  perAddress: RateLimiter;
-}
+export type { SignInLimiters } from '../sign-in-gate.ts';
 
 export interface ConsoleSessionDeps {
   authenticator: Authenticator;
@@ -47,30 +38,12 @@ const SessionSchema = Type.Object({
   time_zone: Type.String({ description: 'the panel time zone (PANEL_TIMEZONE), an IANA name' }),
 });
 
-function refuseAttempt(decision: RateDecision, whose: string): void {
-  if (!decision.allowed) {
-    const message = `too many sign-in attempts ${whose}; try again in ${decision.retryAfterSeconds} s`;
-    throw new AppError('rate_limited', message, {}, decision.retryAfterSeconds);
-  }
-}
-
 /**
  * The console's session: `POST` signs in (the cookie), `GET` says who is signed in, `DELETE` signs out.
  * Outside /api/v1: programs use API keys; the console (served at `/` of PANEL_URL) calls /api/v1 with the cookie.
  */
 export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
-  /** The limiter's id of a user name: hashed, as a name that is typed may be anything up to 256 characters. */
-  const userBucket = (user: string) =>
-    `sign-in:user:${createHash('sha256').update(nameKey(user)).digest('hex').slice(0, 32)}`;
-  /**
-   * Each attempt spends its address's budget and its user name's, before the password is hashed; a success
-   * gives the name its budget back, so a person who signs in often is never held back by it.
-   */
-  const admitSignIn = async (user: string, ip: string): Promise<void> => {
-    const perAddress = await deps.signInLimiters.perAddress.take(`sign-in:address:${addressBucket(ip)}`);
-    refuseAttempt(perAddress, 'from this address');
-    refuseAttempt(await deps.signInLimiters.perUser.take(userBucket(user)), 'for this user name');
-  };
+  const gate = new SignInGate(deps.signInLimiters, (name, token) => deps.consoleSessions.knownDevice(name, token));
 
   app.post(
     '/console/session',
@@ -78,10 +51,15 @@ export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
       schema: {
         summary: 'Sign in to the console',
         description:
-          'Answers 204 with the session cookie (HttpOnly, SameSite=Strict, Secure when PANEL_URL is https), or ' +
-          '401 `unauthorized` "wrong user name or password" whichever was wrong. Attempts are limited per user ' +
-          'name since its last success (10, then one a minute) and per client address (30, then ten a minute): ' +
-          '429 `rate_limited` with `Retry-After`.',
+          'Answers 204 with the session cookie (HttpOnly, SameSite=Strict, Secure when PANEL_URL is https) and ' +
+          'the known-device cookie `vpn_panel_device` (sent back to this route only), or 401 `unauthorized` ' +
+          '"wrong user name or password" whichever was wrong. Attempts are limited before the password is ' +
+          'checked: per client address (IPv6: its /64; 30, then ten a minute) and IPv6 /48 (60, then 20 a ' +
+          'minute); per user name from that address (10, then one a minute, given back by a success there); ' +
+          'per user name from anywhere (100, then one a minute). A browser with a known-device cookie of the ' +
+          'user skips all of these for its own per-name budget (10, then one a minute), and its password ' +
+          'check runs before those of other sign-ins. Beyond any budget, or when too many sign-ins wait for ' +
+          'their password check: 429 `rate_limited` with `Retry-After`.',
         tags: TAGS,
         security: [],
         body: SignInBody,
@@ -90,14 +68,15 @@ export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
     },
     async (request, reply) => {
       checkOrigin(request, deps.panelOrigin);
-      await admitSignIn(request.body.user, request.ip);
-      const signedIn = await deps.consoleSessions.signIn(request.body.user, request.body.password);
-      await deps.signInLimiters.perUser.reset(userBucket(request.body.user));
-      return reply
-        .header('set-cookie', sessionCookie(signedIn.token, deps.secureCookies))
-        .header('cache-control', 'no-store')
-        .code(204)
-        .send(null);
+      const { user, password } = request.body;
+      const admission = await gate.admit(user, request.ip, cookieOf(request, DEVICE_COOKIE));
+      const signedIn = await deps.consoleSessions.signIn(user, password, admission.deviceId);
+      await gate.succeeded(admission);
+      const cookies = [
+        sessionCookie(signedIn.token, deps.secureCookies),
+        deviceCookie(signedIn.device, deps.secureCookies),
+      ];
+      return reply.header('set-cookie', cookies).header('cache-control', 'no-store').code(204).send(null);
     },
   );
 
@@ -106,13 +85,16 @@ export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
     {
       schema: {
         summary: 'The signed-in console user',
-        description: 'Answers 401 `unauthorized` without a live session. Counts as a use of the session.',
+        description:
+          'Answers 401 `unauthorized` without a live session, 403 `csrf_check_failed` from another origin. ' +
+          'Counts as a use of the session.',
         tags: TAGS,
         security: [{ consoleSession: [] }],
         response: { 200: SessionSchema, '4xx': errorRef, '5xx': errorRef },
       },
     },
     async (request, reply) => {
+      checkOrigin(request, deps.panelOrigin);
       const principal = await deps.authenticator.sessionOf(request);
       reply.header('cache-control', 'no-store');
       return { user: { name: principal.name, role: principal.role }, time_zone: deps.timeZone };
