@@ -1,6 +1,7 @@
 /**
  * Imports run one way (issue 12): domain <- platform <- store/agent <- services <- http/workers <- main <- cli,
- * with no cycle between files, and the node agent (`vpn-panel node`) loads no module of the panel.
+ * with no cycle between files, and the node agent (`vpn-panel node`) loads no module of the panel. In the
+ * console, no page imports another page and no files import each other in a cycle.
  *
  * Every `import`, `export … from` and `import()` of src counts, type-only ones too: a type import is a
  * dependency of the source a reader follows, and a cycle through types is still a cycle to untangle.
@@ -84,6 +85,7 @@ function folderOf(file: string): string {
 
 const IMPORTS = importGraph(SRC, ['.ts']);
 const FILES = [...IMPORTS.keys()];
+const CONSOLE_SRC = join(ROOT, 'console/src');
 
 /** Every import that runs the wrong way, as `file:line imports 'specifier' (folder may not import folder)`. */
 export function wrongWayImports(imports: ReadonlyMap<string, readonly Import[]>): string[] {
@@ -100,6 +102,18 @@ export function wrongWayImports(imports: ReadonlyMap<string, readonly Import[]>)
     }
   }
   return wrong;
+}
+
+/** Every import of a console page from another page, as `pages/a.tsx:3 imports './b.tsx'`. */
+export function pageToPageImports(imports: ReadonlyMap<string, readonly Import[]>): string[] {
+  const isPage = (file: string) => file.startsWith('pages/');
+  return [...imports].flatMap(([file, list]) =>
+    isPage(file)
+      ? list
+          .filter((i) => i.target !== undefined && isPage(i.target))
+          .map((i) => `${file}:${i.line} imports '${i.specifier}'`)
+      : [],
+  );
 }
 
 /** Each cycle between files, once, as `a.ts -> b.ts -> a.ts`. */
@@ -197,6 +211,28 @@ describe('imports run one way (domain <- platform <- store/agent <- services <- 
       ['domain/errors.ts', [{ specifier: './clock.ts', target: 'domain/clock.ts', line: 1, lazy: false }]],
     ]);
     assert.deepEqual(cycles(cycle), ['domain/clock.ts -> domain/errors.ts -> domain/clock.ts']);
+  });
+});
+
+describe('the console: pages stand alone', () => {
+  const consoleImports = importGraph(CONSOLE_SRC, ['.ts', '.tsx']);
+
+  it('no page imports another page (what pages share lives beside them in console/src)', () => {
+    const found = pageToPageImports(consoleImports);
+    assert.deepEqual(found, [], `pages importing pages:\n  ${found.join('\n  ')}`);
+  });
+
+  it('no cycle between files', () => {
+    const found = cycles(consoleImports);
+    assert.deepEqual(found, [], `import cycles:\n  ${found.join('\n  ')}`);
+  });
+
+  it('finds a page that imports another page (the check can fail)', () => {
+    const imports = new Map<string, Import[]>([
+      ['pages/device.tsx', [{ specifier: './devices.tsx', target: 'pages/devices.tsx', line: 30, lazy: false }]],
+      ['pages/devices.tsx', [{ specifier: '../ui.tsx', target: 'ui.tsx', line: 2, lazy: false }]],
+    ]);
+    assert.deepEqual(pageToPageImports(imports), ["pages/device.tsx:30 imports './devices.tsx'"]);
   });
 });
 

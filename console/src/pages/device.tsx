@@ -27,8 +27,8 @@ import {
   useCanWrite,
   useLoad,
 } from '../ui.tsx';
-import { DataLimit, DEVICE_POLL_MS, LimitFields } from './devices.tsx';
-import { loadAllServers } from './servers.tsx';
+import { DataLimit, DEVICE_POLL_MS, LimitFields } from '../devices.tsx';
+import { loadAllServers } from '../servers.tsx';
 
 type DeviceChange = paths['/api/v1/devices/{id}']['patch']['requestBody']['content']['application/json'];
 type Share = paths['/api/v1/devices/{id}/share']['get']['responses'][200]['content']['application/json'];

@@ -1,34 +1,14 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, type Device, type Problem, read, type Server } from '../api.ts';
+import { api, read, type Server } from '../api.ts';
 import type { paths } from '../api-types.ts';
-import { formatBytes, fromLocalInput, gigabytesToBytes } from '../format.ts';
+import { fromLocalInput, gigabytesToBytes } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
-import {
-  Badge,
-  FormProblem,
-  Link,
-  Online,
-  Page,
-  FIRST_PAGE,
-  Pager,
-  SelectField,
-  Show,
-  Table,
-  TextField,
-  Time,
-  useAction,
-  useCanWrite,
-  useLoad,
-  SubmitOrCancel,
-} from '../ui.tsx';
-import { loadAllServers } from './servers.tsx';
+import { FormProblem, Page, SelectField, TextField, useAction, useCanWrite, useLoad, SubmitOrCancel } from '../ui.tsx';
+import { DeviceList, type DeviceFilter, LimitFields } from '../devices.tsx';
+import { loadAllServers } from '../servers.tsx';
 
-type DeviceQuery = NonNullable<paths['/api/v1/devices']['get']['parameters']['query']>;
 type NewDevice = paths['/api/v1/devices']['post']['requestBody']['content']['application/json'];
 
-/** Online state changes with every handshake: lists and the device page ask again this often. */
-export const DEVICE_POLL_MS = 10_000;
-const PAGE_SIZE = 50;
 const STATUSES: ReadonlyArray<{ value: string; label: string }> = [
   { value: '', label: 'Any status' },
   { value: 'active', label: 'Active' },
@@ -37,115 +17,10 @@ const STATUSES: ReadonlyArray<{ value: string; label: string }> = [
   { value: 'limit_reached', label: 'Limit reached' },
 ];
 
-function statusOf(value: string | null): DeviceQuery['status'] {
+function statusOf(value: string | null): DeviceFilter['status'] {
   return value === 'active' || value === 'disabled' || value === 'expired' || value === 'limit_reached'
     ? value
     : undefined;
-}
-
-export function DataLimit({ device }: { device: Device }) {
-  if (device.data_limit === 0) return <>{formatBytes(device.period_usage.total_bytes)} (no limit)</>;
-  const per = device.limit_period === 'monthly' ? 'a month' : 'in total';
-  return (
-    <>
-      {formatBytes(device.period_usage.total_bytes)} of {formatBytes(device.data_limit)} {per}
-    </>
-  );
-}
-
-export function DeviceRows({ devices, servers }: { devices: Device[]; servers: ReadonlyMap<number, string> }) {
-  if (devices.length === 0) return <p>No devices.</p>;
-  return (
-    <Table caption="Devices" head={['Device', 'Status', 'Online', 'Server', 'Data used', 'Expires']}>
-      {devices.map((device) => (
-        <tr key={device.id}>
-          <td>
-            <Link href={`/devices/${device.id}`}>{device.name}</Link>
-            {device.external_id !== null && <div class="muted small">{device.external_id}</div>}
-          </td>
-          <td>
-            <Badge status={device.status} />
-          </td>
-          <td>
-            <Online online={device.online} />
-          </td>
-          <td>{servers.get(device.server_id) ?? `#${device.server_id}`}</td>
-          <td>
-            <DataLimit device={device} />
-          </td>
-          <td>
-            <Time iso={device.expires_at} />
-          </td>
-        </tr>
-      ))}
-    </Table>
-  );
-}
-
-/** One page of devices matching `filter`, refreshed by itself, with cursor paging. */
-export function DeviceList({ filter }: { filter: Omit<DeviceQuery, 'after' | 'limit'> }) {
-  const [cursor, setCursor] = useState(FIRST_PAGE);
-  const { after } = cursor;
-  const key = JSON.stringify(filter);
-  // A new filter starts again at the first page.
-  useEffect(() => setCursor(FIRST_PAGE), [key]);
-  const [servers] = useLoad(loadAllServers, []);
-  const [page] = useLoad(
-    () =>
-      read(
-        api.GET('/api/v1/devices', {
-          params: { query: { ...filter, after: after === '' ? undefined : Number(after), limit: PAGE_SIZE } },
-        }),
-      ),
-    [key, after],
-    DEVICE_POLL_MS,
-  );
-  const names = new Map<number, string>(
-    servers.state === 'ready' ? servers.data.items.map((server) => [server.id, server.name]) : [],
-  );
-  return (
-    <Show loaded={page} what="devices">
-      {(data) => (
-        <>
-          <DeviceRows devices={data.data} servers={names} />
-          {(after !== '' || data.has_more) && (
-            <Pager cursor={cursor} lastId={data.data.at(-1)?.id} hasMore={data.has_more} onPage={setCursor} />
-          )}
-        </>
-      )}
-    </Show>
-  );
-}
-
-/** A device's data limit (typed in GB) and expiry (in the browser's zone): the new device's and the limits' form. */
-export function LimitFields(props: {
-  form: { dataLimit: string; expires: string };
-  set: (change: { dataLimit?: string; expires?: string }) => void;
-  problem: Problem | null;
-}) {
-  const { form, set, problem } = props;
-  return (
-    <>
-      <TextField
-        label="Data limit (GB)"
-        name="data_limit"
-        problem={problem}
-        inputMode="decimal"
-        hint="Downloads and uploads together; empty: no limit."
-        value={form.dataLimit}
-        onValue={(dataLimit) => set({ dataLimit })}
-      />
-      <TextField
-        label="Expires"
-        name="expires_at"
-        dateTime
-        problem={problem}
-        hint="Empty: never."
-        value={form.expires}
-        onValue={(expires) => set({ expires })}
-      />
-    </>
-  );
 }
 
 function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () => void }) {
@@ -224,7 +99,7 @@ export function DevicesPage({ query }: { query: URLSearchParams }) {
         replace: true,
       },
     );
-  const filter: Omit<DeviceQuery, 'after' | 'limit'> = {};
+  const filter: DeviceFilter = {};
   if (searched !== '') filter.search = searched;
   // A group is its external_id exactly (the search above finds parts of it).
   if (grouped !== '') filter.external_id = grouped;

@@ -3,8 +3,8 @@ import { act, api, read, type Schemas } from '../api.ts';
 import { formatBytes, formatCount, fromLocalInput } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
 import { ConfirmButton, FormProblem, Page, Pager, Show, TextField, useAction, useCanWrite, useLoad } from '../ui.tsx';
-import { DEVICE_POLL_MS, DeviceRows } from './devices.tsx';
-import { loadAllServers } from './servers.tsx';
+import { DEVICE_POLL_MS, DeviceRows } from '../devices.tsx';
+import { loadAllServers } from '../servers.tsx';
 
 type Group = Schemas['Group'];
 

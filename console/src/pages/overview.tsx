@@ -7,13 +7,13 @@ import {
   type Result,
   read,
   readPages,
-  type Server,
   type Usage,
 } from '../api.ts';
 import { useMemo } from 'preact/hooks';
 import { everyDay, todayIn, UsageChart } from '../chart.tsx';
 import { formatBytes, formatCount } from '../format.ts';
 import { Badge, Link, Page, Show, Table, Time, useCanWrite, useLoad } from '../ui.tsx';
+import { ServersTable } from '../servers.tsx';
 
 /** How often the overview asks again: online state and counts follow the data plane by themselves. */
 const POLL_MS = 15_000;
@@ -121,35 +121,6 @@ function NodesTable({ nodes }: { nodes: PanelNode[] }) {
           </td>
           <td>{formatCount(node.server_count)}</td>
           <td>{formatCount(node.device_count)}</td>
-        </tr>
-      ))}
-    </Table>
-  );
-}
-
-export function ServersTable({ servers }: { servers: Server[] }) {
-  if (servers.length === 0) return <p>No server yet.</p>;
-  return (
-    <Table caption="Servers" head={['Server', 'State', 'Devices', 'Location', 'Node']}>
-      {servers.map((server) => (
-        <tr key={server.id}>
-          <td>
-            <Link href={`/servers/${server.id}`}>{server.name}</Link>
-          </td>
-          <td>
-            <Badge status={server.status} />
-          </td>
-          <td>
-            <meter
-              min={0}
-              max={server.capacity}
-              value={server.device_count}
-              aria-label={`${server.name}: ${server.device_count} of ${server.capacity} devices`}
-            />{' '}
-            {formatCount(server.device_count)} / {formatCount(server.capacity)}
-          </td>
-          <td>{[server.city, server.country].filter((part) => part !== '').join(', ') || '—'}</td>
-          <td>{server.node.name}</td>
         </tr>
       ))}
     </Table>

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { act, api, type Problem, read, readPages, type Server } from '../api.ts';
+import { act, api, type Problem, read, type Server } from '../api.ts';
 import type { paths } from '../api-types.ts';
 import { formatCount } from '../format.ts';
 import { navigate } from '../router.ts';
@@ -18,8 +18,8 @@ import {
   useCanWrite,
   useLoad,
 } from '../ui.tsx';
-import { DeviceList } from './devices.tsx';
-import { ServersTable } from './overview.tsx';
+import { DeviceList } from '../devices.tsx';
+import { loadAllServers, ServersTable } from '../servers.tsx';
 
 type NewServer = paths['/api/v1/servers']['post']['requestBody']['content']['application/json'];
 type ServerChange = paths['/api/v1/servers/{id}']['patch']['requestBody']['content']['application/json'];
@@ -37,10 +37,6 @@ function listOf(text: string): string[] {
 /** A whole number typed by a person; empty gives undefined (leave it out), anything else is sent as typed. */
 function numberOf(text: string): number | undefined {
   return text.trim() === '' ? undefined : Number(text);
-}
-
-export function loadAllServers() {
-  return readPages((after) => api.GET('/api/v1/servers', { params: { query: { after, limit: 200 } } }), 10);
 }
 
 export function ServersPage() {
