@@ -26,6 +26,7 @@ import type { ServerService } from '../services/servers.ts';
 import type { UsageService } from '../services/usage.ts';
 import { withRequestId } from '../services/request-context.ts';
 import type { Api } from './api.ts';
+import { apiHeaders, setApiHeaders } from './api-headers.ts';
 import { Authenticator, checkConsoleWrite, SESSION_COOKIE } from './auth.ts';
 import { sendClientError, sendError } from './errors.ts';
 import { requestFingerprint, sendReplay } from './idempotency.ts';
@@ -198,7 +199,10 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     // A 255-character external_id, URL-encoded, is up to 9 bytes a character.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2400 },
     // The router's own refusals (a malformed %-escape, an over-long path parameter) get the error body too.
-    frameworkErrors: (error, request, reply) => sendError(error, request, reply),
+    frameworkErrors: (error, request, reply) => {
+      setApiHeaders(request, reply);
+      return sendError(error, request, reply);
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Node closes connections beyond this as they arrive (each costs a file descriptor and buffers); the
@@ -311,6 +315,9 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     if (admitted === undefined) return done();
     admitted.then(() => done(), refuse);
   };
+
+  // Before the hook below, which may refuse the request.
+  apiHeaders(app);
 
   // The requests with a scope that one turn of the event loop read are admitted together, once it read them all
   // (setImmediate: the check phase, after the poll phase read the sockets): requestBegins then runs once for all
