@@ -149,6 +149,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     activity: new ActivityLog(store.db),
     signInLimiters: { perUser: rateLimiters.signInPerUser, perAddress: rateLimiters.signInPerAddress },
     panelOrigin: config.panelOrigin,
+    consoleHostNames: config.consoleHostNames,
     secureCookies: config.panelUrl.startsWith('https:'),
     idempotency: new IdempotencyService(store.db, clock),
     servers,

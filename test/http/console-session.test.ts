@@ -59,11 +59,11 @@ function signIn(
   return call(t, 'POST', '/console/session', { body: { user, password }, address: someAddress(), ...options });
 }
 
-/** `vpn_panel_session=<token>` of a sign-in's Set-Cookie, as the browser sends it back. */
+/** The `vpn_panel_session=<token>` (`__Host-…` over https) a sign-in set, as the browser sends it back. */
 function cookieOf(response: LightMyRequestResponse): string {
   assert.equal(response.statusCode, 204, response.body);
   const cookie = String(response.headers['set-cookie']).split(';')[0] ?? '';
-  assert.match(cookie, /^vpn_panel_session=[A-Za-z0-9_-]{43}$/);
+  assert.match(cookie, /^(__Host-)?vpn_panel_session=[A-Za-z0-9_-]{43}$/);
   return cookie;
 }
 
@@ -251,7 +251,7 @@ for (const kind of DATABASE_KINDS) {
         }
         const own = await call(t, 'POST', '/api/v1/servers', {
           cookie,
-          headers: { ...WRITE, host: 'panel.test:8080', origin: 'http://panel.test:8080' },
+          headers: { ...WRITE, host: '127.0.0.1:8080', origin: 'http://127.0.0.1:8080' },
           body: { name: 'fra-1' },
         });
         assert.equal(own.statusCode, 201, own.body);
@@ -394,14 +394,17 @@ describe('console cookies behind https (PANEL_URL https://…)', () => {
     await db.drop();
   });
 
-  it('marks the cookie Secure, also when clearing it', async () => {
+  it('marks the cookie Secure and names it __Host-, also when clearing it', async () => {
     const response = await signIn(t, 'alice', PASSWORD);
     assert.match(
       String(response.headers['set-cookie']),
-      /; HttpOnly; SameSite=Strict; Path=\/; Max-Age=604800; Secure$/,
+      /^__Host-vpn_panel_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=604800; Secure$/,
     );
     const out = await call(t, 'DELETE', '/console/session', { cookie: cookieOf(response) });
-    assert.equal(out.headers['set-cookie'], 'vpn_panel_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure');
+    assert.equal(
+      out.headers['set-cookie'],
+      '__Host-vpn_panel_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure',
+    );
   });
 
   it("takes writes from PANEL_URL's origin only, whatever the Host says", async () => {
