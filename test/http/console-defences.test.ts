@@ -37,29 +37,56 @@ function someAddress(): string {
   return `2001:db8:${randomBytes(2).toString('hex')}:${randomBytes(2).toString('hex')}::1`;
 }
 
-function call(t: AppUnderTest, method: Method, url: string, options: Call = {}): Promise<LightMyRequestResponse> {
-  const headers: Record<string, string> = { ...options.headers };
-  if (options.cookie !== undefined) headers.cookie = options.cookie;
-  if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`;
-  if (options.body !== undefined) headers['content-type'] = 'application/json';
-  return t.app.inject({
-    method,
-    url,
-    headers,
-    ...(options.body === undefined ? {} : { payload: JSON.stringify(options.body) }),
-    remoteAddress: options.address ?? '127.0.0.1',
-  });
-}
+/** A panel on a SQLite database of its own, with the admin alice, made before the tests of the describe. */
+class PanelWithAlice {
+  #db: TestDatabase | undefined;
+  #t: AppUnderTest | undefined;
 
-function signIn(t: AppUnderTest, user: string, headers: Record<string, string> = {}, password = PASSWORD) {
-  return call(t, 'POST', '/console/session', { body: { user, password }, headers, address: someAddress() });
-}
+  constructor(env: Record<string, string> = {}) {
+    before(async () => {
+      this.#db = await createTestDatabase('sqlite');
+      this.#t = await buildTestApp(this.#db, env);
+      await this.#t.createUser('alice', 'admin', PASSWORD);
+    });
+    after(async () => {
+      await this.#t?.close();
+      await this.#db?.drop();
+    });
+  }
 
-/** The `name=token` a sign-in's Set-Cookie holds, as the browser sends it back. */
-async function session(t: AppUnderTest, user: string, headers: Record<string, string> = {}): Promise<string> {
-  const response = await signIn(t, user, headers);
-  assert.equal(response.statusCode, 204, response.body);
-  return String(response.headers['set-cookie']).split(';')[0] ?? '';
+  get t(): AppUnderTest {
+    assert.ok(this.#t !== undefined, 'the panel is made before the tests');
+    return this.#t;
+  }
+
+  call(method: Method, url: string, options: Call = {}): Promise<LightMyRequestResponse> {
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.cookie !== undefined) headers.cookie = options.cookie;
+    if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`;
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    return this.t.app.inject({
+      method,
+      url,
+      headers,
+      ...(options.body === undefined ? {} : { payload: JSON.stringify(options.body) }),
+      remoteAddress: options.address ?? '127.0.0.1',
+    });
+  }
+
+  signIn(user: string, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+    return this.call('POST', '/console/session', {
+      body: { user, password: PASSWORD },
+      headers,
+      address: someAddress(),
+    });
+  }
+
+  /** The `name=token` a sign-in's Set-Cookie holds, as the browser sends it back. */
+  async session(user: string): Promise<string> {
+    const response = await this.signIn(user);
+    assert.equal(response.statusCode, 204, response.body);
+    return String(response.headers['set-cookie']).split(';')[0] ?? '';
+  }
 }
 
 function errorOf(response: LightMyRequestResponse, status: number) {
@@ -68,70 +95,48 @@ function errorOf(response: LightMyRequestResponse, status: number) {
 }
 
 describe('the session cookie behind https (PANEL_URL https://…)', () => {
-  let db: TestDatabase;
-  let t: AppUnderTest;
-
-  before(async () => {
-    db = await createTestDatabase('sqlite');
-    t = await buildTestApp(db, { PANEL_URL: 'https://vpn.example.com/' });
-    await t.createUser('alice', 'admin', PASSWORD);
-  });
-  after(async () => {
-    await t.close();
-    await db.drop();
-  });
+  const panel = new PanelWithAlice({ PANEL_URL: 'https://vpn.example.com/' });
 
   it('is __Host-vpn_panel_session, the only name read; sign-out ends the session by it', async () => {
-    const cookie = await session(t, 'alice');
+    const cookie = await panel.session('alice');
     assert.match(cookie, /^__Host-vpn_panel_session=[A-Za-z0-9_-]{43}$/);
-    assert.equal((await call(t, 'GET', '/api/v1/servers', { cookie })).statusCode, 200);
-    assert.equal((await call(t, 'GET', '/console/session', { cookie })).statusCode, 200);
+    assert.equal((await panel.call('GET', '/api/v1/servers', { cookie })).statusCode, 200);
+    assert.equal((await panel.call('GET', '/console/session', { cookie })).statusCode, 200);
     // The same token under the name of plain http, as a neighbour over http could plant it: not read.
     const unprefixed = cookie.replace(/^__Host-/, '');
-    errorOf(await call(t, 'GET', '/api/v1/servers', { cookie: unprefixed }), 401);
-    assert.equal((await call(t, 'DELETE', '/console/session', { cookie })).statusCode, 204);
-    assert.equal(errorOf(await call(t, 'GET', '/console/session', { cookie }), 401).code, 'unauthorized');
+    errorOf(await panel.call('GET', '/api/v1/servers', { cookie: unprefixed }), 401);
+    assert.equal((await panel.call('DELETE', '/console/session', { cookie })).statusCode, 204);
+    assert.equal(errorOf(await panel.call('GET', '/console/session', { cookie }), 401).code, 'unauthorized');
   });
 
   it('refuses two of them (400), whichever is valid, also beside an unprefixed one', async () => {
-    const cookie = await session(t, 'alice');
+    const cookie = await panel.session('alice');
     const other = `__Host-vpn_panel_session=${'A'.repeat(43)}`;
     for (const both of [`${cookie}; ${other}`, `${other}; ${cookie}`, `${cookie};${cookie}`]) {
-      const error = errorOf(await call(t, 'GET', '/api/v1/servers', { cookie: both }), 400);
+      const error = errorOf(await panel.call('GET', '/api/v1/servers', { cookie: both }), 400);
       assert.equal(error.code, 'bad_request', both);
       assert.deepEqual(error.fields, { cookie: 'one __Host-vpn_panel_session at most' });
-      assert.equal(errorOf(await call(t, 'GET', '/console/session', { cookie: both }), 400).code, 'bad_request');
+      assert.equal(errorOf(await panel.call('GET', '/console/session', { cookie: both }), 400).code, 'bad_request');
     }
-    const beside = await call(t, 'GET', '/api/v1/servers', { cookie: `vpn_panel_session=x; ${cookie}` });
+    const beside = await panel.call('GET', '/api/v1/servers', { cookie: `vpn_panel_session=x; ${cookie}` });
     assert.equal(beside.statusCode, 200, beside.body);
   });
 
   it("answers the console at PANEL_URL's host, by X-Forwarded-Host only from a proxy TRUST_PROXY lists", async () => {
-    assert.equal((await signIn(t, 'alice', { host: 'vpn.example.com' })).statusCode, 204);
-    assert.deepEqual(errorOf(await signIn(t, 'alice', { host: 'vpn.example.net' }), 403), FOREIGN_HOST);
+    assert.equal((await panel.signIn('alice', { host: 'vpn.example.com' })).statusCode, 204);
+    assert.deepEqual(errorOf(await panel.signIn('alice', { host: 'vpn.example.net' }), 403), FOREIGN_HOST);
     // TRUST_PROXY is off here: the forwarded name is not read, the Host is.
     const forwarded = { host: 'localhost:8080', 'x-forwarded-host': 'evil.example' };
-    assert.equal((await signIn(t, 'alice', forwarded)).statusCode, 204);
+    assert.equal((await panel.signIn('alice', forwarded)).statusCode, 204);
   });
 });
 
 describe('the Host behind a proxy TRUST_PROXY lists', () => {
-  let db: TestDatabase;
-  let t: AppUnderTest;
-
-  before(async () => {
-    db = await createTestDatabase('sqlite');
-    t = await buildTestApp(db, { PANEL_URL: 'https://vpn.example.com', TRUST_PROXY: '127.0.0.1' });
-    await t.createUser('alice', 'admin', PASSWORD);
-  });
-  after(async () => {
-    await t.close();
-    await db.drop();
-  });
+  const panel = new PanelWithAlice({ PANEL_URL: 'https://vpn.example.com', TRUST_PROXY: '127.0.0.1' });
 
   it("is the proxy's X-Forwarded-Host", async () => {
     const viaProxy = (forwardedHost: string) =>
-      call(t, 'POST', '/console/session', {
+      panel.call('POST', '/console/session', {
         body: { user: 'alice', password: PASSWORD },
         headers: { host: '127.0.0.1:8080', 'x-forwarded-host': forwardedHost, 'x-forwarded-for': someAddress() },
       });
@@ -141,52 +146,44 @@ describe('the Host behind a proxy TRUST_PROXY lists', () => {
 });
 
 describe('the Host of console requests (PANEL_URL unset)', () => {
-  let db: TestDatabase;
-  let t: AppUnderTest;
+  const panel = new PanelWithAlice({ PUBLIC_HOST: 'VPN.Example.org' });
   let admin: string;
   let key: string;
 
   before(async () => {
-    db = await createTestDatabase('sqlite');
-    t = await buildTestApp(db, { PUBLIC_HOST: 'VPN.Example.org' });
-    await t.createUser('alice', 'admin', PASSWORD);
-    admin = await session(t, 'alice');
-    key = await t.createKey('anywhere', 'servers:read');
-  });
-  after(async () => {
-    await t.close();
-    await db.drop();
+    admin = await panel.session('alice');
+    key = await panel.t.createKey('anywhere', 'servers:read');
   });
 
   it('refuses a sign-in, the session, the pages and the files at a foreign Host, with the error body', async () => {
     const host = { host: 'rebound.example:8080' };
-    assert.deepEqual(errorOf(await signIn(t, 'alice', host), 403), FOREIGN_HOST);
+    assert.deepEqual(errorOf(await panel.signIn('alice', host), 403), FOREIGN_HOST);
     assert.deepEqual(
-      errorOf(await call(t, 'GET', '/console/session', { cookie: admin, headers: host }), 403),
+      errorOf(await panel.call('GET', '/console/session', { cookie: admin, headers: host }), 403),
       FOREIGN_HOST,
     );
     assert.deepEqual(
-      errorOf(await call(t, 'DELETE', '/console/session', { cookie: admin, headers: host }), 403),
+      errorOf(await panel.call('DELETE', '/console/session', { cookie: admin, headers: host }), 403),
       FOREIGN_HOST,
     );
     for (const page of ['/', '/sign-in', '/devices/12', '/assets/index.js']) {
-      assert.deepEqual(errorOf(await call(t, 'GET', page, { headers: host }), 403), FOREIGN_HOST, page);
+      assert.deepEqual(errorOf(await panel.call('GET', page, { headers: host }), 403), FOREIGN_HOST, page);
     }
-    assert.equal((await call(t, 'GET', '/console/session', { cookie: admin })).statusCode, 200, 'still signed in');
+    assert.equal((await panel.call('GET', '/console/session', { cookie: admin })).statusCode, 200, 'still signed in');
   });
 
   it('refuses a request made with a session at a foreign Host; an API key works at any', async () => {
     const host = { host: 'rebound.example' };
-    const read = await call(t, 'GET', '/api/v1/servers', { cookie: admin, headers: host });
+    const read = await panel.call('GET', '/api/v1/servers', { cookie: admin, headers: host });
     assert.deepEqual(errorOf(read, 403), FOREIGN_HOST);
-    const write = await call(t, 'POST', '/api/v1/servers', {
+    const write = await panel.call('POST', '/api/v1/servers', {
       cookie: admin,
       headers: { ...host, ...WRITE },
       body: { name: 'rebound' },
     });
     assert.deepEqual(errorOf(write, 403), FOREIGN_HOST);
-    assert.equal((await call(t, 'GET', '/api/v1/servers', { key, headers: host })).statusCode, 200);
-    assert.equal((await call(t, 'GET', '/healthz', { headers: host })).statusCode, 200);
+    assert.equal((await panel.call('GET', '/api/v1/servers', { key, headers: host })).statusCode, 200);
+    assert.equal((await panel.call('GET', '/healthz', { headers: host })).statusCode, 200);
   });
 
   it('answers at localhost, an IP address and PUBLIC_HOST, with any port and case', async () => {
@@ -200,14 +197,14 @@ describe('the Host of console requests (PANEL_URL unset)', () => {
       'vpn.example.org:443',
     ]) {
       assert.equal(
-        (await call(t, 'GET', '/console/session', { cookie: admin, headers: { host } })).statusCode,
+        (await panel.call('GET', '/console/session', { cookie: admin, headers: { host } })).statusCode,
         200,
         host,
       );
-      const page = await call(t, 'GET', '/', { headers: { host } });
+      const page = await panel.call('GET', '/', { headers: { host } });
       assert.ok([200, 503].includes(page.statusCode), `${host}: the console or the note that it is not built`);
     }
-    assert.equal((await signIn(t, 'alice', { host: '[2001:db8::1]:8080' })).statusCode, 204);
+    assert.equal((await panel.signIn('alice', { host: '[2001:db8::1]:8080' })).statusCode, 204);
   });
 });
 
@@ -233,22 +230,14 @@ describe('which Hosts name the panel', () => {
 });
 
 describe('console users made in the console', () => {
-  let db: TestDatabase;
-  let t: AppUnderTest;
+  const panel = new PanelWithAlice();
   let admin: string;
 
   before(async () => {
-    db = await createTestDatabase('sqlite');
-    t = await buildTestApp(db);
-    await t.createUser('alice', 'admin', PASSWORD);
-    admin = await session(t, 'alice');
-  });
-  after(async () => {
-    await t.close();
-    await db.drop();
+    admin = await panel.session('alice');
   });
 
-  const add = (body: unknown) => call(t, 'POST', '/api/v1/console-users', { cookie: admin, headers: WRITE, body });
+  const add = (body: unknown) => panel.call('POST', '/api/v1/console-users', { cookie: admin, headers: WRITE, body });
 
   it('are viewers unless the role is given', async () => {
     const made = await add({ name: 'bob', password: 'bob password 123' });
@@ -276,7 +265,7 @@ describe('console users made in the console', () => {
       assert.deepEqual(error.fields, { password: problem }, password);
     }
     const id = (await add({ name: 'erin', password: 'erin password 77' })).json().id;
-    const renewed = await call(t, 'PUT', `/api/v1/console-users/${id}/password`, {
+    const renewed = await panel.call('PUT', `/api/v1/console-users/${id}/password`, {
       cookie: admin,
       headers: WRITE,
       body: { password: 'Password123456' },
