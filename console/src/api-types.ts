@@ -2461,7 +2461,7 @@ export interface paths {
         };
         put?: never;
         /**
-         * Add a console user (role admin unless given)
+         * Add a console user (role viewer unless given)
          * @description Requires an admin's console session (`console:admin`); an API key, whatever its scopes, and a viewer get 403 `insufficient_scope`.
          */
         post: {

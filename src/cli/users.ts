@@ -78,7 +78,9 @@ export async function usersCommand(args: string[]): Promise<number> {
         if (values.name === undefined) throw new UsageError('users add needs --name');
         if (positionals.length > 0) throw new UsageError(`users add takes no argument '${positionals[0] ?? ''}'`);
         const password = await readPassword(values.name);
-        const user = await users.add({ name: values.name, role: values.role, password }, ADMIN_ACTOR);
+        // Whoever holds the panel's machine makes the first user, who must be able to do everything.
+        const role = values.role ?? 'admin';
+        const user = await users.add({ name: values.name, role, password }, ADMIN_ACTOR);
         console.log(`added console user ${user.id} '${user.name}' (${user.role})`);
         return 0;
       }

@@ -1,3 +1,4 @@
+import { isCommonPassword } from './common-passwords.ts';
 import { AppError } from './errors.ts';
 
 /** A console user's password: at least this many characters (Unicode code points, after NFC). */
@@ -13,15 +14,26 @@ export function normalisedPassword(password: string): string {
   return password.normalize('NFC');
 }
 
-/** A new password, checked against the rules; refused with `validation_failed` naming `password`. */
+function refused(message: string, problem: string): AppError {
+  return new AppError('validation_failed', message, { password: problem });
+}
+
+/**
+ * A new password, checked against the rules (for the CLI and the API alike): its length, not only whitespace, and
+ * not one of the most common passwords (`isCommonPassword`), which a guesser tries first. Refused with
+ * `validation_failed` naming `password`.
+ */
 export function newPassword(password: string): string {
   const text = normalisedPassword(password);
   const chars = [...text].length;
   if (chars < PASSWORD_MIN_CHARS || chars > PASSWORD_MAX_CHARS) {
     const rule = `${PASSWORD_MIN_CHARS} to ${PASSWORD_MAX_CHARS} characters`;
-    throw new AppError('validation_failed', `a console password is ${rule} (this one has ${chars})`, {
-      password: `${rule}`,
-    });
+    throw refused(`a console password is ${rule} (this one has ${chars})`, rule);
+  }
+  if (/^\s+$/u.test(text)) throw refused('a console password of only spaces is refused', 'not only spaces');
+  if (isCommonPassword(text)) {
+    const message = 'this password is among the most common ones, which are guessed first; choose another';
+    throw refused(message, 'too common');
   }
   return text;
 }

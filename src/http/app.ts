@@ -26,7 +26,9 @@ import type { ServerService } from '../services/servers.ts';
 import type { UsageService } from '../services/usage.ts';
 import { withRequestId } from '../services/request-context.ts';
 import type { Api } from './api.ts';
-import { Authenticator, checkConsoleWrite, SESSION_COOKIE } from './auth.ts';
+import { apiHeaders, setApiHeaders } from './api-headers.ts';
+import { Authenticator, checkConsoleWrite, sessionCookieName } from './auth.ts';
+import { checkConsoleHost, guardConsoleHosts } from './console-hosts.ts';
 import { sendClientError, sendError } from './errors.ts';
 import { requestFingerprint, sendReplay } from './idempotency.ts';
 import { meets, type Requirement } from './operation.ts';
@@ -81,6 +83,8 @@ export interface AppDeps {
    * request's own origin (its Host) counts.
    */
   panelOrigin: string | undefined;
+  /** The names (besides IP addresses) the console answers at (config `consoleHostNames`, src/http/console-hosts.ts). */
+  consoleHostNames: readonly string[];
   /** Session cookies carry `Secure`: `PANEL_URL` is https. */
   secureCookies: boolean;
   idempotency: IdempotencyService;
@@ -198,7 +202,10 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     // A 255-character external_id, URL-encoded, is up to 9 bytes a character.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2400 },
     // The router's own refusals (a malformed %-escape, an over-long path parameter) get the error body too.
-    frameworkErrors: (error, request, reply) => sendError(error, request, reply),
+    frameworkErrors: (error, request, reply) => {
+      setApiHeaders(request, reply);
+      return sendError(error, request, reply);
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Node closes connections beyond this as they arrive (each costs a file descriptor and buffers); the
@@ -251,6 +258,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   app.decorateRequest('principal', null);
   app.decorateRequest('idempotencyClaim', null);
   app.decorateRequest('routeTemplate', null);
+  app.decorateRequest('sessionCookieName', sessionCookieName(deps.secureCookies));
   for (const schema of [
     ErrorSchema,
     ServerSchema,
@@ -268,12 +276,13 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   ])
     app.addSchema(schema);
 
+  const consoleHosts: ReadonlySet<string> = new Set(deps.consoleHostNames);
   const authenticator = new Authenticator(deps.apiKeys, deps.consoleSessions, deps.unauthenticatedLimiter);
 
   /**
-   * Refuses a change made with a console session that fails the CSRF check, counts the request against its
-   * caller's limit (an API key's, or a console user's: REQUEST_RATE either way) and checks the scope; a
-   * promise only when the limiter answers later.
+   * Refuses a request made with a console session at a foreign Host, or a change made with one that fails the
+   * CSRF check; counts the request against its caller's limit (an API key's, or a console user's: REQUEST_RATE
+   * either way) and checks the scope; a promise only when the limiter answers later.
    */
   const admit = (
     request: FastifyRequest,
@@ -282,7 +291,10 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     principal: Principal,
   ): Promise<void> | undefined => {
     request.principal = principal;
-    if (principal.kind === 'console_user' && changesState(request.method)) checkConsoleWrite(request, deps.panelOrigin);
+    if (principal.kind === 'console_user') {
+      checkConsoleHost(request, consoleHosts);
+      if (changesState(request.method)) checkConsoleWrite(request, deps.panelOrigin);
+    }
     const decision = principal.rateLimitExempt ? undefined : deps.rateLimiter.take(principal.rateLimitId);
     if (decision instanceof Promise) return decision.then((d) => enforce(reply, principal, scope, d));
     enforce(reply, principal, scope, decision);
@@ -311,6 +323,9 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
     if (admitted === undefined) return done();
     admitted.then(() => done(), refuse);
   };
+
+  // Before the hook below, which may refuse the request.
+  apiHeaders(app);
 
   // The requests with a scope that one turn of the event loop read are admitted together, once it read them all
   // (setImmediate: the check phase, after the poll phase read the sockets): requestBegins then runs once for all
@@ -400,12 +415,15 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
           consoleSession: {
             type: 'apiKey',
             in: 'cookie',
-            name: SESSION_COOKIE,
+            name: sessionCookieName(deps.secureCookies),
             description:
-              'A console session, made by `POST /console/session`. An admin has every scope, a viewer the read ' +
-              'scopes (`devices:read`, `servers:read`, `events:read`). A change (POST, PUT, PATCH, DELETE) made ' +
-              'with it also needs the header `X-Console-Request: 1` and, when an `Origin` header is sent, the ' +
-              "panel's own origin; otherwise 403 `csrf_check_failed`. An `Authorization` header wins over it.",
+              'A console session, made by `POST /console/session` (the cookie is `__Host-vpn_panel_session` when ' +
+              '`PANEL_URL` is https; two of them in a request are refused 400 `bad_request`). An admin has every ' +
+              'scope, a viewer the read scopes (`devices:read`, `servers:read`, `events:read`). A change (POST, ' +
+              'PUT, PATCH, DELETE) made with it also needs the header `X-Console-Request: 1` and, when an `Origin` ' +
+              "header is sent, the panel's own origin; otherwise 403 `csrf_check_failed`, as at a Host that is not " +
+              "the panel's (an IP address, localhost, or PANEL_URL's, PUBLIC_HOST's or HOST's name). An " +
+              '`Authorization` header wins over it.',
           },
         },
       },
@@ -417,8 +435,12 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
 
   metaRoutes(app, deps);
   sharePageRoutes(app, deps);
-  consoleSessionRoutes(app, { ...deps, authenticator, timeZone: deps.usage.calendar.timeZone });
-  consoleRoutes(app);
+  // The console's pages and session answer only at the panel's own names (no DNS rebinding); the API at any.
+  await app.register(async (consoleContext) => {
+    guardConsoleHosts(consoleContext, consoleHosts);
+    consoleSessionRoutes(consoleContext, { ...deps, authenticator, timeZone: deps.usage.calendar.timeZone });
+    consoleRoutes(consoleContext);
+  });
   await app.register(
     async (api) => {
       openApiRoute(api);

@@ -7,21 +7,41 @@ import type { ConsoleSessionService } from '../services/console-sessions.ts';
 import type { ConsoleUserPrincipal, Principal } from '../services/principals.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
-/** The cookie that holds a console session's token. */
+/** The cookie that holds a console session's token, over plain http. */
 export const SESSION_COOKIE = 'vpn_panel_session';
+
+/**
+ * Its name: over https (`PANEL_URL`), with the `__Host-` prefix, which a browser only keeps when set `Secure`, for
+ * `Path=/`, without `Domain`, by this host over https: no neighbour on a sibling subdomain and no one on the
+ * network (over plain http) can plant a cookie of that name for the panel to read.
+ */
+export function sessionCookieName(secure: boolean): string {
+  return secure ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE;
+}
 
 /** The header a console request sends with every change: a page of another site cannot send it (CORS). */
 export const CONSOLE_REQUEST_HEADER = 'x-console-request';
 
-/** The session token in the request's Cookie header; undefined without one. */
+/**
+ * The session token in the request's Cookie header (the cookie named `request.sessionCookieName`); undefined
+ * without one. Two cookies of that name are refused (400): one was planted beside the panel's, and taking either
+ * could sign the browser in as someone else.
+ */
 export function sessionTokenOf(request: FastifyRequest): string | undefined {
   const header = request.headers.cookie;
   if (header === undefined) return undefined;
+  const name = request.sessionCookieName;
+  let token: string | undefined;
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim();
+    if (eq <= 0 || part.slice(0, eq).trim() !== name) continue;
+    if (token !== undefined) {
+      const message = `the request carries two ${name} cookies; clear this site's cookies, then sign in again`;
+      throw new AppError('bad_request', message, { cookie: `one ${name} at most` });
+    }
+    token = part.slice(eq + 1).trim();
   }
-  return undefined;
+  return token;
 }
 
 /**
@@ -32,7 +52,7 @@ export function sessionTokenOf(request: FastifyRequest): string | undefined {
 export function sessionCookie(token: string | null, secure: boolean): string {
   const maxAgeSeconds = token === null ? 0 : SESSION_LIFETIME_MS / 1000;
   const parts = [
-    `${SESSION_COOKIE}=${token ?? ''}`,
+    `${sessionCookieName(secure)}=${token ?? ''}`,
     'HttpOnly',
     'SameSite=Strict',
     'Path=/',

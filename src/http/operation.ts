@@ -30,6 +30,8 @@ declare module 'fastify' {
     idempotencyClaim: IdempotencyClaim | null;
     /** The matched route's template, taken once as the request arrives; null before that. */
     routeTemplate: string | null;
+    /** The session cookie's name in this panel (`sessionCookieName`): the same for every request. */
+    sessionCookieName: string;
   }
 }
 

@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { type Cidr, parseAllowCidrs } from '../agent/isolation.ts';
-import { isHost, unbracketed } from '../domain/addresses.ts';
+import { isHost, isHostName, unbracketed } from '../domain/addresses.ts';
 import { parseSecret } from '../domain/panel-secret.ts';
 import { isUtc } from '../domain/usage.ts';
 
@@ -28,6 +28,11 @@ export interface PanelConfig extends ProcessConfig {
   panelUrl: string;
   /** `PANEL_URL`'s origin when it was set: console changes must come from it; unset, the request's own counts. */
   panelOrigin: string | undefined;
+  /**
+   * The host names (not addresses: any of those is taken) the console answers at: `localhost`, and `PANEL_URL`'s,
+   * `PUBLIC_HOST`'s and `HOST`'s when they are names; lowercase.
+   */
+  consoleHostNames: string[];
   publicHost: string;
   timezone: string;
   nodeDriver: 'auto' | 'wireguard' | 'dry-run';
@@ -306,6 +311,14 @@ function firstPublicAddress(): string {
   return ipv4?.address ?? ipv6?.address ?? '127.0.0.1';
 }
 
+/** See PanelConfig `consoleHostNames`. */
+function consoleHostNames(panelUrl: string | undefined, host: string, publicHost: string): string[] {
+  const given = ['localhost', host, publicHost];
+  if (panelUrl !== undefined) given.push(new URL(panelUrl).hostname);
+  const names = given.map((name) => name.toLowerCase().replace(/\.$/, '')).filter((name) => isHostName(name));
+  return [...new Set(names)];
+}
+
 /** `PANEL_SECRET`: 32 random bytes in base64, the same text as `DATA_DIR/panel.secret` holds. */
 function panelSecret(env: Env): Buffer | undefined {
   const v = value(env, 'PANEL_SECRET');
@@ -372,13 +385,16 @@ export function loadPanelConfig(env: Env): PanelConfig {
   if (email !== undefined && !/^[^@\s]+@[^@\s]+$/.test(email))
     throw new ConfigError('NOTIFY_EMAIL', `is not an email address (got '${email}')`);
   const panelUrl = url(env, 'PANEL_URL', ['http:', 'https:']);
+  const host = value(env, 'HOST') ?? '0.0.0.0';
+  const endpointHost = publicHost(env);
   return {
     ...storeConfig(env),
     port: listenPort,
-    host: value(env, 'HOST') ?? '0.0.0.0',
+    host,
     panelUrl: (panelUrl ?? `http://localhost:${listenPort}`).replace(/\/+$/, ''),
     panelOrigin: panelUrl === undefined ? undefined : new URL(panelUrl).origin,
-    publicHost: publicHost(env),
+    consoleHostNames: consoleHostNames(panelUrl, host, endpointHost),
+    publicHost: endpointHost,
     timezone: timezone(env),
     ...nodeDriverConfig(env),
     localNode: flag(env, 'LOCAL_NODE', true),

@@ -159,6 +159,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     activity: new ActivityLog(store.db),
     signInLimiters: { ...rateLimiters.signIn, refusals: signInRefusals },
     panelOrigin: config.panelOrigin,
+    consoleHostNames: config.consoleHostNames,
     secureCookies: config.panelUrl.startsWith('https:'),
     idempotency: new IdempotencyService(store.db, clock),
     servers,

@@ -31,7 +31,7 @@ export interface ConsoleUserInfo {
 
 export interface AddConsoleUserInput {
   name: string;
-  /** `admin` (the default: the first user must be one) or `viewer`. */
+  /** `admin` or `viewer` (the default: an admin who leaves it out makes no admin by mistake). */
   role?: string;
   password: string;
 }
@@ -92,7 +92,7 @@ export class ConsoleUserService {
 
   async add(input: AddConsoleUserInput, actor: string): Promise<ConsoleUserInfo> {
     const name = consoleUserName(input.name);
-    const role = roleOf(input.role ?? 'admin');
+    const role = roleOf(input.role ?? 'viewer');
     const password = newPassword(input.password);
     if (await findConsoleUserByName(this.#db, name)) throw nameTaken(name);
     // Hashed before the transaction: a write lock is never held for the hash's ~200 ms.

@@ -48,7 +48,7 @@ const SUITE_TIMEOUT_MS = 240_000;
 const NAVIGATION = ['Overview', 'Servers', 'Devices', 'Groups', 'Webhooks', 'API keys', 'Activity', 'Users'];
 const ADMIN = 'console-admin';
 const VIEWER = 'console-viewer';
-const ADMIN_PASSWORD = 'correct horse battery staple';
+const ADMIN_PASSWORD = 'staple the battery, correct horse';
 const VIEWER_PASSWORD = 'viewer password 12345';
 /** The names of every control that changes something: none of them is drawn for a viewer. */
 const WRITE_CONTROLS = new RegExp(

@@ -240,7 +240,7 @@ for (const kind of DATABASE_KINDS) {
       const taken = errorOf(
         await call(t, 'POST', '/api/v1/console-users', {
           cookie: admin,
-          body: { name: 'BOB', password: 'x'.repeat(12) },
+          body: { name: 'BOB', password: 'bob password 456' },
         }),
         409,
       );

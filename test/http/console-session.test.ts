@@ -61,19 +61,19 @@ function signIn(
   return call(t, 'POST', '/console/session', { body: { user, password }, address: someAddress(), ...options });
 }
 
-/** The `Set-Cookie` field of an answer that starts with `name=`. */
+/** The `Set-Cookie` field of an answer that sets the cookie `name` (or `__Host-name`, over https). */
 function setCookie(response: LightMyRequestResponse, name: string): string {
   const fields = [response.headers['set-cookie'] ?? []].flat();
-  const field = fields.find((f) => f.startsWith(`${name}=`));
+  const field = fields.find((f) => f.startsWith(`${name}=`) || f.startsWith(`__Host-${name}=`));
   assert.ok(field !== undefined, `no ${name} cookie in ${JSON.stringify(fields)}`);
   return field;
 }
 
-/** `vpn_panel_session=<token>` of a sign-in's Set-Cookie, as the browser sends it back. */
+/** The `vpn_panel_session=<token>` (`__Host-…` over https) a sign-in set, as the browser sends it back. */
 function cookieOf(response: LightMyRequestResponse): string {
   assert.equal(response.statusCode, 204, response.body);
   const cookie = setCookie(response, 'vpn_panel_session').split(';')[0] ?? '';
-  assert.match(cookie, /^vpn_panel_session=[A-Za-z0-9_-]{43}$/);
+  assert.match(cookie, /^(__Host-)?vpn_panel_session=[A-Za-z0-9_-]{43}$/);
   return cookie;
 }
 
@@ -286,7 +286,7 @@ for (const kind of DATABASE_KINDS) {
         }
         const own = await call(t, 'POST', '/api/v1/servers', {
           cookie,
-          headers: { ...WRITE, host: 'panel.test:8080', origin: 'http://panel.test:8080' },
+          headers: { ...WRITE, host: '127.0.0.1:8080', origin: 'http://127.0.0.1:8080' },
           body: { name: 'fra-1' },
         });
         assert.equal(own.statusCode, 201, own.body);
@@ -434,15 +434,18 @@ describe('console cookies behind https (PANEL_URL https://…)', () => {
     await db.drop();
   });
 
-  it('marks the cookie Secure, also when clearing it', async () => {
+  it('marks the cookie Secure and names it __Host-, also when clearing it', async () => {
     const response = await signIn(t, 'alice', PASSWORD);
     assert.match(
       setCookie(response, 'vpn_panel_session'),
-      /; HttpOnly; SameSite=Strict; Path=\/; Max-Age=604800; Secure$/,
+      /^__Host-vpn_panel_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=604800; Secure$/,
     );
     assert.match(setCookie(response, 'vpn_panel_device'), /; Path=\/console\/session; Max-Age=31536000; Secure$/);
     const out = await call(t, 'DELETE', '/console/session', { cookie: cookieOf(response) });
-    assert.equal(out.headers['set-cookie'], 'vpn_panel_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure');
+    assert.equal(
+      out.headers['set-cookie'],
+      '__Host-vpn_panel_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure',
+    );
   });
 
   it("takes writes from PANEL_URL's origin only, whatever the Host says", async () => {

@@ -98,8 +98,8 @@ for (const kind of DATABASE_KINDS) {
     });
     after(() => t.close());
 
-    it('adds a user (admin by default) and keeps only a scrypt hash of the password', async () => {
-      const alice = await users.add({ name: 'alice', password: PASSWORD }, ADMIN_ACTOR);
+    it('adds a user and keeps only a scrypt hash of the password', async () => {
+      const alice = await users.add({ name: 'alice', role: 'admin', password: PASSWORD }, ADMIN_ACTOR);
       assert.equal(alice.role, 'admin');
       assert.equal(alice.lastSignInAt, null);
       const row = await t.store.db
@@ -119,7 +119,7 @@ for (const kind of DATABASE_KINDS) {
       assert.deepEqual(await actions(alice.id), ['console_user.created admin']);
     });
 
-    it('refuses a name taken in any case, a bad role, a short password, and names the field', async () => {
+    it('refuses a taken name (any case), a bad role, a short, blank or common password, naming the field', async () => {
       await users.add({ name: 'bob', role: 'viewer', password: PASSWORD }, ADMIN_ACTOR);
       const taken = await refusal(users.add({ name: 'BOB', password: PASSWORD }, ADMIN_ACTOR));
       assert.equal(taken.code, 'name_taken');
@@ -133,6 +133,18 @@ for (const kind of DATABASE_KINDS) {
       const short = await refusal(users.add({ name: 'carol', password: 'elevenchars' }, ADMIN_ACTOR));
       assert.equal(short.code, 'validation_failed');
       assert.ok(short.fields.password);
+      const weak: [string, string][] = [
+        [' '.repeat(12), 'not only spaces'],
+        ['Password1234', 'too common'],
+      ];
+      for (const [password, problem] of weak) {
+        assert.deepEqual((await refusal(users.add({ name: 'carol', password }, ADMIN_ACTOR))).fields, {
+          password: problem,
+        });
+        assert.deepEqual((await refusal(users.setPassword('bob', password, ADMIN_ACTOR))).fields, {
+          password: problem,
+        });
+      }
       assert.deepEqual(
         (await users.list()).map((u) => `${u.name} ${u.role}`),
         ['alice admin', 'bob viewer'],

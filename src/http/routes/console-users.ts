@@ -34,7 +34,7 @@ export function consoleUserRoutes(api: Api, users: ConsoleUserService): void {
   api.post(
     '/console-users',
     operation(CONSOLE_ADMIN, {
-      summary: 'Add a console user (role admin unless given)',
+      summary: 'Add a console user (role viewer unless given)',
       tags: ['console-users'],
       body: ConsoleUserCreateBody,
       response: { 201: ConsoleUserRef },
