@@ -411,7 +411,7 @@ for (const kind of DATABASE_KINDS) {
       const read = await call(t, 'GET', '/console/session', { cookie, headers: { origin: 'https://evil.example' } });
       assert.equal(read.statusCode, 403);
       assert.equal(errorOf(read).code, 'csrf_check_failed');
-      const own = { host: 'panel.test', origin: 'http://panel.test' };
+      const own = { host: '127.0.0.1:8080', origin: 'http://127.0.0.1:8080' };
       assert.equal((await call(t, 'GET', '/console/session', { cookie, headers: own })).statusCode, 200);
       const out = await call(t, 'DELETE', '/console/session', { cookie, headers: { origin: 'https://evil.example' } });
       assert.equal(out.statusCode, 403);
