@@ -15,6 +15,7 @@ import { systemClock } from '../src/domain/clock.ts';
 import { Calendar } from '../src/domain/usage.ts';
 import { openMigratedStore } from '../src/main/store.ts';
 import { desiredStateOfNode } from '../src/services/desired-state.ts';
+import { quietPublisher } from '../src/services/changes.ts';
 import { NodeConnections } from '../src/services/nodes.ts';
 import { UsageService } from '../src/services/usage.ts';
 import { DriftRepair } from '../src/workers/drift-repair.ts';
@@ -47,7 +48,9 @@ for (const kind of DATABASE_KINDS) {
     const connection = new LocalNodeConnection(agent);
     const connections = new NodeConnections(connection);
     const log = pino({ level: 'silent' });
-    const worker = new DriftRepair(store.db, systemClock, connections, usage, log, { intervalMs: 15_000 });
+    const worker = new DriftRepair(store.db, connections, quietPublisher(store.db, systemClock), usage, log, {
+      intervalMs: 15_000,
+    });
     const rounds: { wallMs: number; cpuMs: number }[] = [];
     const answers: { wallMs: number; cpuMs: number }[] = [];
     for (let run = 0; run < RUNS; run++) {

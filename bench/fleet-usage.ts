@@ -15,6 +15,7 @@ import { loadavg } from 'node:os';
 import { sql } from 'kysely';
 import { systemClock } from '../src/domain/clock.ts';
 import { Calendar } from '../src/domain/usage.ts';
+import { quietPublisher } from '../src/services/changes.ts';
 import { UsageService } from '../src/services/usage.ts';
 import { write } from '../src/store/db.ts';
 import { listDevices } from '../src/store/devices.ts';
@@ -72,13 +73,14 @@ async function benchKind(store: Store): Promise<string[]> {
   const ids = (await db.selectFrom('devices').select('id').orderBy('id').execute()).map((r) => r.id);
   const calendar = new Calendar(ZONE);
   const usage = new UsageService(db, systemClock, calendar);
+  const changes = quietPublisher(db, systemClock);
   const delta = (id: number, seq: number) => ({ deviceId: id, rxBytes: 1000, txBytes: 500, meter: seq * 1000 });
   let seq = 0;
   const seedStart = performance.now();
   for (let d = DAYS - 1; d >= 0; d--) {
     seq++;
     const batch = { seq, slotStartMs: now - d * DAY_MS, entries: ids.map((id) => delta(id, seq)) };
-    await usage.ingest(node, { journalId: 'bench', batches: [batch], handshakes: [] });
+    await usage.ingest(node, { journalId: 'bench', batches: [batch], handshakes: [] }, changes);
   }
   const seedMs = (performance.now() - seedStart) / DAYS;
   // The planner's statistics as autovacuum keeps them on a running panel (PostgreSQL; SQLite's ANALYZE too).

@@ -30,6 +30,7 @@ import type { AgentPeer, UsageReport } from '../src/agent/protocol.ts';
 import { JournalFile, UsageLedger } from '../src/agent/usage-ledger.ts';
 import { systemClock } from '../src/domain/clock.ts';
 import { Calendar } from '../src/domain/usage.ts';
+import { type ChangePublisher, quietPublisher } from '../src/services/changes.ts';
 import { UsageService } from '../src/services/usage.ts';
 import type { Db } from '../src/store/db.ts';
 import type { NodeRow } from '../src/store/nodes.ts';
@@ -130,6 +131,7 @@ async function withStore<T>(
 /** One in-process round: every node's batch, ingested concurrently. */
 async function round(
   usage: UsageService,
+  changes: ChangePublisher,
   fleet: readonly SeededNode[],
   seq: number,
   part: number,
@@ -137,7 +139,7 @@ async function round(
   const reports = fleet.map((n) => reportOf(n.deviceIds.slice(0, Math.ceil(n.deviceIds.length * part)), seq));
   const cpu = process.cpuUsage();
   const wall = performance.now();
-  await Promise.all(fleet.map((n, i) => usage.ingest(n.node, reports[i] as UsageReport)));
+  await Promise.all(fleet.map((n, i) => usage.ingest(n.node, reports[i] as UsageReport, changes)));
   return { wall: performance.now() - wall, cpu: cpuMs(cpu) };
 }
 
@@ -175,11 +177,12 @@ async function rounds(
     const devices = fleet.reduce((sum, n) => sum + n.deviceIds.length, 0);
     const over = `over ${nodes} node${nodes === 1 ? '' : 's'}`;
     const usage = new UsageService(store.db, systemClock, new Calendar('Europe/Berlin'));
+    const changes = quietPublisher(store.db, systemClock);
     const ingest: string[] = [];
     let seq = 1;
     for (const { label, part, times } of ROUNDS) {
       const runs: { wall: number; cpu: number }[] = [];
-      for (let i = 0; i < times; i++) runs.push(await round(usage, fleet, seq++, part));
+      for (let i = 0; i < times; i++) runs.push(await round(usage, changes, fleet, seq++, part));
       const wall = median(runs.map((r) => r.wall));
       const best = Math.min(...runs.map((r) => r.wall));
       const cpu = median(runs.map((r) => r.cpu));

@@ -3,6 +3,7 @@ import { openMigratedStore } from '../main/store.ts';
 import { ADMIN_ACTOR } from '../domain/activity.ts';
 import { systemClock } from '../domain/clock.ts';
 import { type ApiKeyInfo, ApiKeyService } from '../services/api-keys.ts';
+import { quietPublisher } from '../services/changes.ts';
 import { table } from './table.ts';
 import { parseCommandArgs, UsageError } from './usage.ts';
 
@@ -24,7 +25,7 @@ export async function keysCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
   const store = await openMigratedStore(storeConfig(process.env));
   try {
-    const keys = new ApiKeyService(store, systemClock);
+    const keys = new ApiKeyService(store, systemClock, quietPublisher(store.db, systemClock));
     switch (action) {
       case 'create': {
         const { values } = parseCommandArgs(rest, {

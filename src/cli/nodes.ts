@@ -4,6 +4,7 @@ import { ADMIN_ACTOR } from '../domain/activity.ts';
 import { systemClock } from '../domain/clock.ts';
 import { storeConfig } from '../main/config.ts';
 import { openMigratedStore } from '../main/store.ts';
+import { quietPublisher } from '../services/changes.ts';
 import { type NodeAdminView, NodeService } from '../services/nodes.ts';
 import { parseCommandArgs, UsageError } from './usage.ts';
 
@@ -12,7 +13,7 @@ export async function nodesCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
   const store = await openMigratedStore(storeConfig(process.env));
   try {
-    const nodes = new NodeService(store.db, systemClock);
+    const nodes = new NodeService(store.db, systemClock, quietPublisher(store.db, systemClock));
     switch (action) {
       case 'add': {
         const { values } = parseCommandArgs(rest, {

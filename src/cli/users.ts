@@ -6,6 +6,7 @@ import { systemClock } from '../domain/clock.ts';
 import { PASSWORD_MIN_CHARS } from '../domain/passwords.ts';
 import { storeConfig } from '../main/config.ts';
 import { openMigratedStore } from '../main/store.ts';
+import { quietPublisher } from '../services/changes.ts';
 import { type ConsoleUserInfo, ConsoleUserService } from '../services/console-users.ts';
 import { PasswordHasher } from '../services/passwords.ts';
 import { table } from './table.ts';
@@ -71,7 +72,12 @@ export async function usersCommand(args: string[]): Promise<number> {
   refusePasswordArgument(rest);
   const store = await openMigratedStore(storeConfig(process.env));
   try {
-    const users = new ConsoleUserService(store.db, systemClock, new PasswordHasher());
+    const users = new ConsoleUserService(
+      store.db,
+      systemClock,
+      new PasswordHasher(),
+      quietPublisher(store.db, systemClock),
+    );
     switch (action) {
       case 'add': {
         const { values, positionals } = parseCommandArgs(rest, { name: { type: 'string' }, role: { type: 'string' } });

@@ -127,10 +127,10 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
   const metrics = panelMetrics(config, store.db, clock, log);
   const localAgent = config.localNode ? await makeAgent(config, log, VERSION, metrics?.node) : undefined;
   const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
-  const nodes = new NodeService(store.db, clock);
-  if (config.localNode) await nodes.ensureLocal(config.publicHost);
-  const usage = new UsageService(store.db, clock, new Calendar(config.timezone), metrics?.observer);
-  const sender = new WebhookSender(store.db, clock, log, {
+  // Every change of state lands through this, the API's and the workers' alike: recorded in its transaction, then
+  // the sender nudged. The sender commits through it too (a webhook its receiver turned off), hence the late lookup.
+  const changes = new ChangePublisher(store.db, clock, connections, { nudgeWebhooks: () => sender.nudge() });
+  const sender = new WebhookSender(store.db, clock, changes, log, {
     scheduleMs: config.webhookRetryScheduleMs ?? RETRY_SCHEDULE_MS,
     timeoutMs: WEBHOOK_TIMEOUT_MS,
     concurrency: WEBHOOK_CONCURRENCY,
@@ -138,8 +138,9 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     allowPrivate: config.webhookAllowPrivate,
     observer: metrics?.observer,
   });
-  // Every API change lands through this: recorded in its transaction, then the sender nudged.
-  const changes = new ChangePublisher(store.db, clock, connections, { nudgeWebhooks: () => sender.nudge() });
+  const nodes = new NodeService(store.db, clock, changes);
+  if (config.localNode) await nodes.ensureLocal(config.publicHost);
+  const usage = new UsageService(store.db, clock, new Calendar(config.timezone), metrics?.observer);
   const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open(), usage, changes);
   await servers.discardUnfinishedDeploys();
   const devices = new DeviceService(store, clock, usage, changes);
@@ -151,11 +152,11 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
   });
   const app = await buildApp({
     events: new EventService(store.db),
-    apiKeys: new ApiKeyService(store, clock),
+    apiKeys: new ApiKeyService(store, clock, changes),
     rateLimiter: rateLimiters.requests,
     unauthenticatedLimiter: rateLimiters.unauthenticated,
-    consoleSessions: new ConsoleSessionService(store.db, clock, passwords),
-    consoleUsers: new ConsoleUserService(store.db, clock, passwords),
+    consoleSessions: new ConsoleSessionService(store.db, clock, passwords, changes),
+    consoleUsers: new ConsoleUserService(store.db, clock, passwords, changes),
     activity: new ActivityLog(store.db),
     signInLimiters: { ...rateLimiters.signIn, refusals: signInRefusals },
     panelOrigin: config.panelOrigin,
@@ -168,7 +169,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     groups: new GroupService(devices),
     usage,
     shareLinks: new ShareLinkService(store, clock, devices, config.panelUrl, changes),
-    webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, () => sender.nudge()),
+    webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, changes),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },
@@ -196,17 +197,18 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     store.db,
     clock,
     connections,
+    changes,
     usage,
     log,
     { ...NODE_MONITOR_DEFAULTS, lease: duties, slots: nodeWork },
     metrics?.observer,
   );
-  const expiry = new ExpiryWatch(store.db, clock, log, duties);
+  const expiry = new ExpiryWatch(store.db, clock, changes, log, duties);
   const driftOptions =
     config.driftCheckIntervalMs === null
       ? undefined
       : { intervalMs: config.driftCheckIntervalMs, lease: duties, slots: nodeWork };
-  const drift = driftOptions && new DriftRepair(store.db, clock, connections, usage, log, driftOptions);
+  const drift = driftOptions && new DriftRepair(store.db, connections, changes, usage, log, driftOptions);
   return {
     app,
     store,

@@ -31,15 +31,11 @@ export interface ActivityDraft {
 }
 
 /**
- * Records a change in the activity log inside the transaction that makes it, so the log holds
- * exactly the changes that landed. The request id comes from the API request running (if any).
- * Any change path calls this, system ones too (a device reaching its limit, a webhook turned off).
+ * Records changes in the activity log inside the transaction that makes them (`recordChange`, the publisher's),
+ * so the log holds exactly the changes that landed, system ones too (a device reaching its limit, a webhook
+ * turned off); a few hundred rows a statement, in order. The request id comes from the API request running (if
+ * any).
  */
-export async function recordActivity(tx: Tx, clock: Clock, draft: ActivityDraft): Promise<void> {
-  await recordActivities(tx, clock, [draft]);
-}
-
-/** Records several changes as recordActivity does each, in order, a few hundred rows a statement. */
 export async function recordActivities(tx: Tx, clock: Clock, drafts: readonly ActivityDraft[]): Promise<void> {
   const createdAt = isoAt(clock.nowMs());
   const requestId = currentRequestId();

@@ -20,9 +20,8 @@ import {
 } from '../store/api-keys.ts';
 import type { ChangeWatch } from '../store/change-watch.ts';
 import type { Store } from '../store/open.ts';
-import { write } from '../store/db.ts';
-import { recordActivity } from './activity.ts';
-import { notifyChange } from './notifications.ts';
+import { apiKeyCreated, apiKeyRevoked } from './change-kinds.ts';
+import { type ChangePublisher, change } from './changes.ts';
 import type { ApiKeyPrincipal as Principal } from './principals.ts';
 
 export interface ApiKeyInfo {
@@ -64,6 +63,7 @@ function toInfo(row: ApiKeyRow): ApiKeyInfo {
 export class ApiKeyService {
   readonly #store: Store;
   readonly #clock: Clock;
+  readonly #changes: ChangePublisher;
   readonly #touchedAtMs = new Map<number, number>();
   /**
    * Principals of live keys seen before, by key; emptied whenever another process may have changed a
@@ -88,9 +88,10 @@ export class ApiKeyService {
    */
   #revocations = 0;
 
-  constructor(store: Store, clock: Clock) {
+  constructor(store: Store, clock: Clock, changes: ChangePublisher) {
     this.#store = store;
     this.#clock = clock;
+    this.#changes = changes;
   }
 
   get #db() {
@@ -114,7 +115,7 @@ export class ApiKeyService {
       throw new AppError('name_taken', `a live API key named ${name} exists already`, { name: 'taken' });
     }
     const key = generateApiKey();
-    const row = await write(this.#db, async (tx) => {
+    const row = await this.#changes.commit(async (tx) => {
       await this.#store.announce(tx, 'api_keys');
       const created = await insertApiKey(tx, {
         name,
@@ -123,22 +124,7 @@ export class ApiKeyService {
         rateLimitExempt: input.rateLimitExempt ?? false,
         createdAt: isoAt(this.#clock.nowMs()),
       });
-      await recordActivity(tx, this.#clock, {
-        resource: 'api_key',
-        resourceId: created.id,
-        verb: 'created',
-        summary: `API key ${name} created`,
-        actor,
-        before: null,
-        after: created,
-      });
-      const limit = created.rate_limit_exempt === 1 ? 'no rate limit' : 'rate limited';
-      await notifyChange(tx, this.#clock, {
-        headline: `API key ${name} created`,
-        details: [`Scopes: ${created.scopes.split(',').join(', ')}; ${limit}.`],
-        actor,
-      });
-      return created;
+      return { result: created, change: apiKeyCreated(created, actor) };
     });
     return { key, info: toInfo(row) };
   }
@@ -148,26 +134,10 @@ export class ApiKeyService {
   }
 
   async revoke(idOrName: string, actor: string): Promise<ApiKeyInfo> {
-    const row = await write(this.#db, async (tx) => {
+    const row = await this.#changes.commit(async (tx) => {
       await this.#store.announce(tx, 'api_keys');
       const revoked = await revokeApiKey(tx, idOrName, isoAt(this.#clock.nowMs()));
-      if (revoked) {
-        await recordActivity(tx, this.#clock, {
-          resource: 'api_key',
-          resourceId: revoked.id,
-          verb: 'revoked',
-          summary: `API key ${revoked.name} revoked`,
-          actor,
-          before: { ...revoked, revoked_at: null },
-          after: revoked,
-        });
-        await notifyChange(tx, this.#clock, {
-          headline: `API key ${revoked.name} revoked`,
-          details: ['Requests with it are refused from now on.'],
-          actor,
-        });
-      }
-      return revoked;
+      return { result: revoked, change: revoked ? apiKeyRevoked(revoked, actor) : change({}) };
     });
     if (!row) throw new AppError('not_found', `no live API key with id or name ${idOrName}`);
     this.#forget(row.id);

@@ -1,16 +1,20 @@
+import type { NodeConnection } from '../agent/connection.ts';
 import type { PeerChange } from '../agent/protocol.ts';
 import type { Clock } from '../domain/clock.ts';
+import { AppError, messageOf } from '../domain/errors.ts';
 import type { ChangeNotice } from '../domain/notifications.ts';
-import type { EventDraft } from '../domain/events.ts';
+import type { EventDraft, PanelEvent } from '../domain/events.ts';
 import { type Db, type Tx, write } from '../store/db.ts';
 import type { NodeRow } from '../store/nodes.ts';
 import { type ActivityDraft, recordActivities } from './activity.ts';
 import { recordEvents } from './events.ts';
 import { notifyChange } from './notifications.ts';
-import { applyOrFail, type NodeConnections } from './nodes.ts';
 
 /** Runs inside the transaction that commits a change, with its result (e.g. to store an idempotent reply). */
 export type CommitHook<T> = (tx: Tx, result: T) => Promise<void>;
+
+/** A CommitHook that is also given the events the change recorded, in order (to queue a ping's one delivery). */
+export type RecordedHook<T> = (tx: Tx, result: T, events: readonly PanelEvent[]) => Promise<void>;
 
 /** One server's peers to change on its node. */
 export interface PeerPush {
@@ -66,11 +70,13 @@ export function appendChange(target: Change, more: Change): void {
 /**
  * Records a change inside its transaction: each event with its webhook outbox rows and mail, then
  * each activity row, then the change mails. The change and its records all land, or none do.
+ * Returns the events as recorded, in order.
  */
-export async function recordChange(tx: Tx, clock: Clock, change: Change): Promise<void> {
-  await recordEvents(tx, clock, change.events);
+export async function recordChange(tx: Tx, clock: Clock, change: Change): Promise<PanelEvent[]> {
+  const events = await recordEvents(tx, clock, change.events);
   await recordActivities(tx, clock, change.activity);
   for (const mail of change.mail) await notifyChange(tx, clock, mail);
+  return events;
 }
 
 /** Merges per-device pushes into one per server, in the order servers first appear. */
@@ -94,18 +100,44 @@ export interface Senders {
   nudgeWebhooks(): void;
 }
 
+/** The connection to each node (NodeConnections, src/services/nodes.ts): all the publisher needs of it. */
+export interface Connections {
+  for(node: NodeRow): NodeConnection;
+}
+
 /**
- * The one path by which a mutation's change lands: recorded in its transaction, the peers it needs
- * before commit applied there, then published after commit (the senders nudged, peers pushed per
- * server).
+ * Applies a peer change on a node. `apply_failed`: the change is saved and converges at the next
+ * resync; `deploy_failed`: the caller rolls back, nothing is saved.
+ */
+async function applyOrFail(
+  connections: Connections,
+  node: NodeRow,
+  serverId: number,
+  change: PeerChange,
+  code: 'apply_failed' | 'deploy_failed',
+): Promise<void> {
+  try {
+    await connections.for(node).changePeers(serverId, change);
+  } catch (error) {
+    const what = code === 'apply_failed' ? 'the change was saved, but' : 'nothing was saved:';
+    const message = `${what} node '${node.name}' could not apply it: ${messageOf(error)}`;
+    throw new AppError(code, message, {}, undefined, error);
+  }
+}
+
+/**
+ * The one path by which a change of state lands, whoever makes it (API, CLI, console, workers): recorded
+ * in its transaction, the peers it needs before commit applied there, then published after commit (the
+ * senders nudged, peers pushed per server). What a change records is built by the intent-named
+ * constructors of src/services/change-kinds.ts (and the device paths' builders).
  */
 export class ChangePublisher {
   readonly #db: Db;
   readonly #clock: Clock;
-  readonly #connections: NodeConnections;
+  readonly #connections: Connections;
   readonly #senders: Senders;
 
-  constructor(db: Db, clock: Clock, connections: NodeConnections, senders: Senders) {
+  constructor(db: Db, clock: Clock, connections: Connections, senders: Senders) {
     this.#db = db;
     this.#clock = clock;
     this.#connections = connections;
@@ -116,7 +148,7 @@ export class ChangePublisher {
    * Runs `work` in a transaction and commits what it changed: records it, applies its `deploy`
    * peers before commit, runs `onCommit` in the same transaction, and publishes after commit.
    */
-  async commit<T>(work: (tx: Tx) => Promise<{ result: T; change: Change }>, onCommit?: CommitHook<T>): Promise<T> {
+  async commit<T>(work: (tx: Tx) => Promise<{ result: T; change: Change }>, onCommit?: RecordedHook<T>): Promise<T> {
     const { result, change } = await this.record(work, onCommit);
     await this.publish(change);
     return result;
@@ -128,13 +160,13 @@ export class ChangePublisher {
    */
   async record<T>(
     work: (tx: Tx) => Promise<{ result: T; change: Change }>,
-    onCommit?: CommitHook<T>,
+    onCommit?: RecordedHook<T>,
   ): Promise<{ result: T; change: Change }> {
     return write(this.#db, async (tx) => {
       const done = await work(tx);
-      await recordChange(tx, this.#clock, done.change);
+      const events = await recordChange(tx, this.#clock, done.change);
       await this.applyBeforeCommit(done.change);
-      await onCommit?.(tx, done.result);
+      await onCommit?.(tx, done.result, events);
       return done;
     });
   }
@@ -166,4 +198,19 @@ export class ChangePublisher {
       await applyOrFail(this.#connections, push.node, push.serverId, push.change, 'apply_failed');
     }
   }
+}
+
+/** A process that reaches no node: its changes push no peers (the CLI's: keys, users, nodes). */
+const NO_NODES: Connections = {
+  for(node) {
+    throw new Error(`this process reaches no node (node ${node.name})`);
+  },
+};
+
+/**
+ * The publisher of a process that runs no sender and reaches no node (the CLI): what it records is sent
+ * by the panels, at their next poll.
+ */
+export function quietPublisher(db: Db, clock: Clock): ChangePublisher {
+  return new ChangePublisher(db, clock, NO_NODES, { nudgeWebhooks: () => undefined });
 }

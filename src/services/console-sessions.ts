@@ -20,8 +20,9 @@ import {
   touchConsoleSession,
 } from '../store/console-sessions.ts';
 import { findConsoleUserByName, setConsoleUserSignedIn } from '../store/console-users.ts';
-import { type Db, write } from '../store/db.ts';
-import { recordActivity } from './activity.ts';
+import type { Db } from '../store/db.ts';
+import { consoleUserSignedIn, consoleUserSignedOut } from './change-kinds.ts';
+import { type ChangePublisher, change } from './changes.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { ConsoleUserPrincipal } from './principals.ts';
 
@@ -69,11 +70,13 @@ export class ConsoleSessionService {
    * budget, which is for guesses, so a signed-in user keeps working from an address others flood.
    */
   readonly #foundValid = new Set<string>();
+  readonly #changes: ChangePublisher;
 
-  constructor(db: Db, clock: Clock, passwords: PasswordHasher) {
+  constructor(db: Db, clock: Clock, passwords: PasswordHasher, changes: ChangePublisher) {
     this.#db = db;
     this.#clock = clock;
     this.#passwords = passwords;
+    this.#changes = changes;
   }
 
   /**
@@ -103,8 +106,7 @@ export class ConsoleSessionService {
     const tokenHash = hashSecretToken(token);
     const nowMs = this.#clock.nowMs();
     const now = isoAt(nowMs);
-    const actor = consoleUserActor(user.name);
-    await write(this.#db, async (tx) => {
+    await this.#changes.commit(async (tx) => {
       // A write first: on SQLite the transaction holds the write lock from here, so the check below holds.
       await pruneConsoleSessions(tx, now, isoAt(nowMs - SESSION_IDLE_MS));
       const signedIn = await setConsoleUserSignedIn(tx, { id: user.id, passwordHash: user.password_hash }, now);
@@ -115,15 +117,7 @@ export class ConsoleSessionService {
         createdAt: now,
         expiresAt: isoAt(nowMs + SESSION_LIFETIME_MS),
       });
-      await recordActivity(tx, this.#clock, {
-        resource: 'console_user',
-        resourceId: user.id,
-        verb: 'signed_in',
-        summary: `console user ${user.name} signed in`,
-        actor,
-        before: user,
-        after: signedIn,
-      });
+      return { result: undefined, change: consoleUserSignedIn(user, signedIn) };
     });
     // Made here, so known valid: its first request from a flooded address is not held back.
     this.#foundValid.add(tokenHash);
@@ -161,17 +155,9 @@ export class ConsoleSessionService {
 
   /** Ends the principal's session (the row is deleted); recorded when it was still there. */
   async signOut(principal: ConsoleUserPrincipal): Promise<void> {
-    await write(this.#db, async (tx) => {
-      if (!(await deleteConsoleSession(tx, principal.sessionId))) return;
-      await recordActivity(tx, this.#clock, {
-        resource: 'console_user',
-        resourceId: principal.userId,
-        verb: 'signed_out',
-        summary: `console user ${principal.name} signed out`,
-        actor: principal.actor,
-        before: null,
-        after: null,
-      });
+    await this.#changes.commit(async (tx) => {
+      const ended = await deleteConsoleSession(tx, principal.sessionId);
+      return { result: undefined, change: ended ? consoleUserSignedOut(principal) : change({}) };
     });
   }
 }

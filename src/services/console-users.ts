@@ -15,9 +15,14 @@ import {
   setConsoleUserPassword,
   setConsoleUserRole,
 } from '../store/console-users.ts';
-import { type Db, type Tx, write } from '../store/db.ts';
-import { recordActivity } from './activity.ts';
-import { notifyChange } from './notifications.ts';
+import type { Db, Tx } from '../store/db.ts';
+import {
+  consoleUserAdded,
+  consoleUserPasswordChanged,
+  consoleUserRemoved,
+  consoleUserRoleChanged,
+} from './change-kinds.ts';
+import { type Change, type ChangePublisher, change } from './changes.ts';
 import type { PasswordHasher } from './passwords.ts';
 
 /** A console user as `users list` shows it; never the password hash. */
@@ -83,11 +88,13 @@ export class ConsoleUserService {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly #passwords: PasswordHasher;
+  readonly #changes: ChangePublisher;
 
-  constructor(db: Db, clock: Clock, passwords: PasswordHasher) {
+  constructor(db: Db, clock: Clock, passwords: PasswordHasher, changes: ChangePublisher) {
     this.#db = db;
     this.#clock = clock;
     this.#passwords = passwords;
+    this.#changes = changes;
   }
 
   async add(input: AddConsoleUserInput, actor: string): Promise<ConsoleUserInfo> {
@@ -97,27 +104,15 @@ export class ConsoleUserService {
     if (await findConsoleUserByName(this.#db, name)) throw nameTaken(name);
     // Hashed before the transaction: a write lock is never held for the hash's ~200 ms.
     const passwordHash = await this.#passwords.hash(password);
-    const row = await write(this.#db, async (tx) => {
-      const created = await insertConsoleUser(tx, { name, role, passwordHash, createdAt: this.#now() });
-      await recordActivity(tx, this.#clock, {
-        resource: 'console_user',
-        resourceId: created.id,
-        verb: 'created',
-        summary: `console user ${name} (${role}) created`,
-        actor,
-        before: null,
-        after: created,
+    const row = await this.#changes
+      .commit(async (tx) => {
+        const created = await insertConsoleUser(tx, { name, role, passwordHash, createdAt: this.#now() });
+        return { result: created, change: consoleUserAdded(created, actor) };
+      })
+      .catch((error: unknown) => {
+        // Another process added the same name since the check above.
+        throw isUniqueViolation(error) ? nameTaken(name) : error;
       });
-      await notifyChange(tx, this.#clock, {
-        headline: `Console user ${name} created`,
-        details: [`Role: ${role}.`],
-        actor,
-      });
-      return created;
-    }).catch((error: unknown) => {
-      // Another process added the same name since the check above.
-      throw isUniqueViolation(error) ? nameTaken(name) : error;
-    });
     return toInfo(row);
   }
 
@@ -132,21 +127,7 @@ export class ConsoleUserService {
     return this.#change(ref, async (tx, user) => {
       const changed = await setConsoleUserPassword(tx, user.id, passwordHash, this.#now());
       const ended = await deleteConsoleSessionsOf(tx, user.id);
-      await recordActivity(tx, this.#clock, {
-        resource: 'console_user',
-        resourceId: user.id,
-        verb: 'password_changed',
-        summary: `console user ${user.name}: password changed, ${ended} session(s) ended`,
-        actor,
-        before: user,
-        after: changed,
-      });
-      await notifyChange(tx, this.#clock, {
-        headline: `Password of console user ${user.name} changed`,
-        details: [`Sessions ended: ${ended}.`],
-        actor,
-      });
-      return changed;
+      return { result: changed, change: consoleUserPasswordChanged(user, changed, ended, actor) };
     });
   }
 
@@ -157,24 +138,10 @@ export class ConsoleUserService {
   async setRole(ref: ConsoleUserRef, role: string, actor: string): Promise<ConsoleUserInfo> {
     const next = roleOf(role);
     return this.#change(ref, async (tx, user) => {
-      if (user.role === next) return user;
+      if (user.role === next) return { result: user, change: change({}) };
       if (next !== 'admin') await keepAnAdmin(tx, user);
       const changed = await setConsoleUserRole(tx, user.id, next, this.#now());
-      await recordActivity(tx, this.#clock, {
-        resource: 'console_user',
-        resourceId: user.id,
-        verb: 'role_changed',
-        summary: `console user ${user.name}: role ${user.role} -> ${next}`,
-        actor,
-        before: user,
-        after: changed,
-      });
-      await notifyChange(tx, this.#clock, {
-        headline: `Role of console user ${user.name} changed`,
-        details: [`Role: ${user.role} -> ${next}.`],
-        actor,
-      });
-      return changed;
+      return { result: changed, change: consoleUserRoleChanged(user, changed, actor) };
     });
   }
 
@@ -184,29 +151,18 @@ export class ConsoleUserService {
       await keepAnAdmin(tx, user);
       const ended = await deleteConsoleSessionsOf(tx, user.id);
       await deleteConsoleUser(tx, user.id);
-      await recordActivity(tx, this.#clock, {
-        resource: 'console_user',
-        resourceId: user.id,
-        verb: 'deleted',
-        summary: `console user ${user.name} removed, ${ended} session(s) ended`,
-        actor,
-        before: user,
-        after: null,
-      });
-      await notifyChange(tx, this.#clock, {
-        headline: `Console user ${user.name} removed`,
-        details: [`Sessions ended: ${ended}.`],
-        actor,
-      });
-      return user;
+      return { result: user, change: consoleUserRemoved(user, ended, actor) };
     });
   }
 
-  /** Runs `change` on the user in one transaction; `not_found` when there is none. */
-  async #change(ref: ConsoleUserRef, change: (tx: Tx, user: ConsoleUserRow) => Promise<ConsoleUserRow>) {
-    const row = await write(this.#db, async (tx) => {
+  /** Commits `alter` of the user in one transaction; `not_found` when there is none. */
+  async #change(
+    ref: ConsoleUserRef,
+    alter: (tx: Tx, user: ConsoleUserRow) => Promise<{ result: ConsoleUserRow; change: Change }>,
+  ) {
+    const row = await this.#changes.commit(async (tx) => {
       const user = await findUser(tx, ref);
-      return user && (await change(tx, user));
+      return user === undefined ? { result: undefined, change: change({}) } : await alter(tx, user);
     });
     if (row === undefined) {
       throw new AppError(

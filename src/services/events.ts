@@ -19,20 +19,11 @@ import { notifyEvent } from './notifications.ts';
 import { keptPages } from './row-views.ts';
 
 /**
- * Records an event inside the transaction of the change that causes it, and with it one outbox
- * delivery for every enabled webhook subscribed to its kind and the notification mail it calls for:
- * the change, the event, its deliveries and its mail all land, or none do.
- */
-export async function recordEvent(tx: Tx, clock: Clock, draft: EventDraft): Promise<PanelEvent> {
-  const [event] = await recordEvents(tx, clock, [draft]);
-  if (event === undefined) throw new Error('an event recorded gave no row');
-  return event;
-}
-
-/**
- * Records several events as recordEvent does each, in order, with set statements: the events a few hundred
- * a statement, the webhooks read once, every event's deliveries inserted together (a webhook's in event
- * order), then each event's mail.
+ * Records events inside the transaction of the change that causes them (`recordChange`, the publisher's), each
+ * with one outbox delivery for every enabled webhook subscribed to its kind and the notification mail it calls
+ * for: the change, the events, their deliveries and their mail all land, or none do. Set statements: the events
+ * a few hundred a statement, the webhooks read once, every event's deliveries inserted together (a webhook's in
+ * event order), then each event's mail.
  */
 export async function recordEvents(tx: Tx, clock: Clock, drafts: readonly EventDraft[]): Promise<PanelEvent[]> {
   if (drafts.length === 0) return [];
@@ -132,18 +123,4 @@ export function deviceEventDraft(
     detail,
     actor,
   });
-}
-
-/** Records an event about a device (see deviceEventDraft). */
-export function recordDeviceEvent(
-  tx: Tx,
-  clock: Clock,
-  kind: EventKind,
-  row: DeviceRow,
-  server: Pick<ServerRow, 'id' | 'name' | 'country'>,
-  node: Pick<NodeRow, 'name'>,
-  actor: string,
-  detail: string,
-): Promise<PanelEvent> {
-  return recordEvent(tx, clock, deviceEventDraft(kind, row, server, node, actor, detail));
 }

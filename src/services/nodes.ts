@@ -1,14 +1,14 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { isHost, unbracketed } from '../domain/addresses.ts';
-import { AppError, messageOf } from '../domain/errors.ts';
+import { AppError } from '../domain/errors.ts';
 import { requirePlainText } from '../domain/text.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { parseCertSha256 } from '../agent/certificate.ts';
 import { HttpNodeConnection, type NodeConnection } from '../agent/connection.ts';
-import type { PeerChange } from '../agent/protocol.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
-import { type Db, write } from '../store/db.ts';
-import { recordActivity } from './activity.ts';
+import type { Db } from '../store/db.ts';
+import { localNodeHostChanged, nodeAdded, nodeRemoved } from './change-kinds.ts';
+import type { ChangePublisher } from './changes.ts';
 import { keptPages, keptPerRow } from './row-views.ts';
 import {
   deleteNode,
@@ -76,26 +76,6 @@ export class NodeConnections {
   }
 }
 
-/**
- * Applies a peer change on a node. `apply_failed`: the change is saved and converges at the next
- * resync; `deploy_failed`: the caller rolls back, nothing is saved.
- */
-export async function applyOrFail(
-  connections: NodeConnections,
-  node: NodeRow,
-  serverId: number,
-  change: PeerChange,
-  code: 'apply_failed' | 'deploy_failed',
-): Promise<void> {
-  try {
-    await connections.for(node).changePeers(serverId, change);
-  } catch (error) {
-    const what = code === 'apply_failed' ? 'the change was saved, but' : 'nothing was saved:';
-    const message = `${what} node '${node.name}' could not apply it: ${messageOf(error)}`;
-    throw new AppError(code, message, {}, undefined, error);
-  }
-}
-
 type NewNode = Pick<NodeRow, 'name' | 'url' | 'token' | 'cert_sha256' | 'public_host'>;
 
 /** Node names show in `nodes list`, events, mails and client-facing server views: short plain text. */
@@ -121,10 +101,12 @@ export interface AddNodeInput {
 export class NodeService {
   readonly #db: Db;
   readonly #clock: Clock;
+  readonly #changes: ChangePublisher;
 
-  constructor(db: Db, clock: Clock) {
+  constructor(db: Db, clock: Clock, changes: ChangePublisher) {
     this.#db = db;
     this.#clock = clock;
+    this.#changes = changes;
   }
 
   /** The row of the panel's embedded node, made on first start; its public host follows the configuration. */
@@ -133,17 +115,9 @@ export class NodeService {
     if (existing) {
       if (existing.public_host === publicHost) return existing;
       const changed = { ...existing, public_host: publicHost };
-      await write(this.#db, async (tx) => {
+      await this.#changes.commit(async (tx) => {
         await updateNode(tx, existing.id, { public_host: publicHost });
-        await recordActivity(tx, this.#clock, {
-          resource: 'node',
-          resourceId: existing.id,
-          verb: 'updated',
-          summary: `local node now reached at ${publicHost} (PUBLIC_HOST)`,
-          actor: SYSTEM_ACTOR,
-          before: existing,
-          after: changed,
-        });
+        return { result: undefined, change: localNodeHostChanged(existing, changed) };
       });
       return changed;
     }
@@ -152,18 +126,9 @@ export class NodeService {
   }
 
   #insert(node: NewNode, actor: string): Promise<NodeRow> {
-    return write(this.#db, async (tx) => {
+    return this.#changes.commit(async (tx) => {
       const row = await insertNode(tx, { ...node, status: 'offline', created_at: isoAt(this.#clock.nowMs()) });
-      await recordActivity(tx, this.#clock, {
-        resource: 'node',
-        resourceId: row.id,
-        verb: 'added',
-        summary: `node ${row.name} added${row.url === null ? ' (the local node)' : ''}`,
-        actor,
-        before: null,
-        after: row,
-      });
-      return row;
+      return { result: row, change: nodeAdded(row, actor) };
     });
   }
 
@@ -209,17 +174,9 @@ export class NodeService {
       throw new AppError('validation_failed', `node ${node.name} still runs ${servers} server(s); delete them first`, {
         node: 'has servers',
       });
-    await write(this.#db, async (tx) => {
+    await this.#changes.commit(async (tx) => {
       await deleteNode(tx, node.id);
-      await recordActivity(tx, this.#clock, {
-        resource: 'node',
-        resourceId: node.id,
-        verb: 'removed',
-        summary: `node ${node.name} removed`,
-        actor,
-        before: node,
-        after: null,
-      });
+      return { result: undefined, change: nodeRemoved(node, actor) };
     });
     return node;
   }

@@ -11,20 +11,13 @@ import {
   type ShareLinkRow,
 } from '../store/share-links.ts';
 import type { DeviceService, PlacedDevice } from './devices.ts';
+import { shareLinkCreated, shareLinkDeleted } from './change-kinds.ts';
 import { type ChangePublisher, change } from './changes.ts';
-import { deviceEventDraft } from './events.ts';
 
 /** A share link as spec §2.5 shows it. */
 export interface ShareLinkView {
   url: string;
   expires_at: string | null;
-}
-
-/** A device's share link as the activity log shows it: never the token, which is the whole secret. */
-function shareFields(
-  link: ShareLinkRow | undefined,
-): { share_link: { created_at: string; expires_at: string | null } } | null {
-  return link ? { share_link: { created_at: link.created_at, expires_at: link.expires_at } } : null;
 }
 
 /**
@@ -69,24 +62,7 @@ export class ShareLinkService {
     await this.#changes.commit(async (tx) => {
       const replaced = await findShareLinkOfDevice(tx, deviceId);
       await replaceShareLink(tx, link);
-      const detail = `share link for device ${placed.row.name} created`;
-      return {
-        result: undefined,
-        change: change({
-          events: [deviceEventDraft('device.share_created', placed.row, placed.server, placed.node, actor, detail)],
-          activity: [
-            {
-              resource: 'device',
-              resourceId: deviceId,
-              verb: 'share_created',
-              summary: `share link for device ${placed.row.name} ${replaced ? 'replaced' : 'created'}`,
-              actor,
-              before: shareFields(replaced),
-              after: shareFields(link),
-            },
-          ],
-        }),
-      };
+      return { result: undefined, change: shareLinkCreated(placed, link, replaced, actor) };
     });
     return this.#view(token, link);
   }
@@ -104,24 +80,7 @@ export class ShareLinkService {
     await this.#changes.commit(async (tx) => {
       const link = await findShareLinkOfDevice(tx, deviceId);
       if (!link || !(await deleteShareLink(tx, deviceId))) return { result: undefined, change: change({}) };
-      const detail = `share link for device ${placed.row.name} deleted`;
-      return {
-        result: undefined,
-        change: change({
-          events: [deviceEventDraft('device.share_deleted', placed.row, placed.server, placed.node, actor, detail)],
-          activity: [
-            {
-              resource: 'device',
-              resourceId: deviceId,
-              verb: 'share_deleted',
-              summary: detail,
-              actor,
-              before: shareFields(link),
-              after: null,
-            },
-          ],
-        }),
-      };
+      return { result: undefined, change: shareLinkDeleted(placed, link, actor) };
     });
   }
 

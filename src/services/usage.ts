@@ -29,8 +29,8 @@ import {
   type UsageBucket,
   type UsageDelta,
 } from '../store/usage.ts';
-import { type Change, change, recordChange } from './changes.ts';
-import { deviceEventDraft } from './events.ts';
+import { deviceLimitReached } from './change-kinds.ts';
+import { type Change, type ChangePublisher, appendChange, change } from './changes.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type PanelObserver, UNOBSERVED_PANEL } from './metrics.ts';
 
@@ -150,21 +150,24 @@ export class UsageService {
 
   /**
    * Stores a node's report: each new batch in one transaction with its sequence number, so a batch
-   * sent again is skipped. Returns what to acknowledge at the next collection.
+   * sent again is skipped, committed through `changes` (the devices it takes over their limits are its
+   * change). Returns what to acknowledge at the next collection.
    */
-  async ingest(node: Pick<NodeRow, 'id'>, report: UsageReport): Promise<UsageAck | null> {
+  async ingest(node: Pick<NodeRow, 'id'>, report: UsageReport, changes: ChangePublisher): Promise<UsageAck | null> {
     let ack: UsageAck | null = null;
     for (const batch of report.batches) {
-      const booked = await write(this.#db, async (tx) => {
+      const month = this.calendar.month(batch.slotStartMs);
+      const day = this.calendar.day(batch.slotStartMs);
+      const work = async (tx: Tx) => {
         const nowMs = this.#clock.nowMs();
-        if (!(await claimBatch(tx, node.id, report.journalId, batch.seq, isoAt(nowMs)))) return [];
+        if (!(await claimBatch(tx, node.id, report.journalId, batch.seq, isoAt(nowMs)))) {
+          return { result: [], change: change({}) };
+        }
         // A device that moved no bytes has nothing to add, and its meter is the one its journal sent
         // with its last bytes: leaving its row alone keeps the counts and the meter they are counted to.
         const deltas: UsageDelta[] = batch.entries
           .filter((e) => e.rxBytes + e.txBytes > 0)
           .map((e) => ({ deviceId: e.deviceId, rx: e.rxBytes, tx: e.txBytes, meter: e.meter }));
-        const month = this.calendar.month(batch.slotStartMs);
-        const day = this.calendar.day(batch.slotStartMs);
         const currentMonth = this.calendar.month(nowMs);
         const counted = await addToDeviceCounts(tx, deltas, { month, day, journalId: report.journalId, currentMonth });
         const existing = new Set(counted.stored);
@@ -173,14 +176,15 @@ export class UsageService {
         await addToDayBuckets(tx, day, late.size === 0 ? [] : stored.filter((d) => late.has(d.deviceId)));
         await fileRolledDays(tx, counted.rolled);
         const marked = await markLimitReached(tx, counted.overLimit, currentMonth, isoAt(nowMs));
-        await recordChange(tx, this.#clock, await this.#limitReached(tx, marked));
-        // Last: every node's batches write these two rows, which stay locked until the commit (PostgreSQL),
-        // so concurrent ingests wait on each other only for the commit, in one order (no deadlock).
+        return { result: stored, change: await this.#limitReached(tx, marked) };
+      };
+      // Last, after the change is recorded: every node's batches write these two rows, which stay locked until the
+      // commit (PostgreSQL), so concurrent ingests wait on each other only for the commit, in one order (no deadlock).
+      const booked = await changes.commit(work, async (tx, stored) => {
         const rx = stored.reduce((sum, d) => sum + d.rx, 0);
         const txBytes = stored.reduce((sum, d) => sum + d.tx, 0);
         await addToFleet(tx, 'usage_fleet_daily', day, rx, txBytes);
         await addToFleet(tx, 'usage_fleet_monthly', `${month}-01`, rx, txBytes);
-        return stored;
       });
       this.#observer.usageStored(
         booked.reduce((sum, d) => sum + d.rx, 0),
@@ -230,17 +234,7 @@ export class UsageService {
       const node = server && (await findNode(tx, server.node_id));
       if (!server || !node) continue;
       const used = periodUsage(usageState(row), this.currentMonth()).total_bytes;
-      const detail = `device ${row.name} used ${used} of its ${row.data_limit} bytes`;
-      reached.events.push(deviceEventDraft('device.limit_reached', row, server, node, actor, detail));
-      reached.activity.push({
-        resource: 'device',
-        resourceId: row.id,
-        verb: 'limit_reached',
-        summary: detail,
-        actor,
-        before: { limit_reached_at: null },
-        after: { limit_reached_at: row.limit_reached_at },
-      });
+      appendChange(reached, deviceLimitReached({ row, server, node }, used, actor));
     }
     return reached;
   }

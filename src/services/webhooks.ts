@@ -1,9 +1,9 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
-import { type EventKind, type PanelEvent, SYSTEM_ACTOR, isEventKind } from '../domain/events.ts';
+import { type EventKind, type PanelEvent, isEventKind } from '../domain/events.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
-import { generateWebhookSecret, webhookName } from '../domain/webhooks.ts';
-import { type Db, write } from '../store/db.ts';
+import { generateWebhookSecret } from '../domain/webhooks.ts';
+import type { Db } from '../store/db.ts';
 import type { DeliveryState } from '../store/schema.ts';
 import {
   deleteWebhook,
@@ -16,9 +16,10 @@ import {
   type WebhookRow,
   webhookExists,
 } from '../store/webhooks.ts';
-import { recordActivity } from './activity.ts';
+import { webhookCreated, webhookDeleted, webhookPinged, webhookUpdated } from './change-kinds.ts';
+import type { ChangePublisher } from './changes.ts';
 import { keptPages, keptPerRow } from './row-views.ts';
-import { enqueueDelivery, eventDraft, recordEvent, subscribedKinds } from './events.ts';
+import { enqueueDelivery, subscribedKinds } from './events.ts';
 import { checkWebhookUrl } from './webhook-targets.ts';
 
 /** A webhook as spec §2.7 shows it; `secret` only in the answer that creates it. */
@@ -78,14 +79,13 @@ export class WebhookService {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly #allowPrivate: boolean;
-  /** Called once a delivery is committed, so the sender need not wait for its next round. */
-  readonly #onEnqueued: () => void;
+  readonly #changes: ChangePublisher;
 
-  constructor(db: Db, clock: Clock, allowPrivate: boolean, onEnqueued: () => void) {
+  constructor(db: Db, clock: Clock, allowPrivate: boolean, changes: ChangePublisher) {
     this.#db = db;
     this.#clock = clock;
     this.#allowPrivate = allowPrivate;
-    this.#onEnqueued = onEnqueued;
+    this.#changes = changes;
   }
 
   view(row: WebhookRow): WebhookView {
@@ -135,7 +135,7 @@ export class WebhookService {
     const events = eventKinds(input.events);
     await checkWebhookUrl(input.url, this.#allowPrivate);
     const now = isoAt(this.#clock.nowMs());
-    const row = await write(this.#db, async (tx) => {
+    const row = await this.#changes.commit(async (tx) => {
       const created = await insertWebhook(tx, {
         url: input.url,
         events: JSON.stringify(events),
@@ -146,16 +146,7 @@ export class WebhookService {
         created_at: now,
         updated_at: now,
       });
-      await recordActivity(tx, this.#clock, {
-        resource: 'webhook',
-        resourceId: created.id,
-        verb: 'created',
-        summary: `${webhookName(created.id, created.url)} created`,
-        actor,
-        before: null,
-        after: created,
-      });
-      return created;
+      return { result: created, change: webhookCreated(created, actor) };
     });
     return { ...this.view(row), secret: row.secret };
   }
@@ -175,7 +166,7 @@ export class WebhookService {
     await this.#get(id);
     const events = patch.events === undefined ? undefined : eventKinds(patch.events);
     if (patch.url !== undefined) await checkWebhookUrl(patch.url, this.#allowPrivate);
-    const row = await write(this.#db, async (tx) => {
+    const row = await this.#changes.commit(async (tx) => {
       const before = await findWebhook(tx, id);
       const after = await updateWebhook(tx, id, {
         url: patch.url,
@@ -185,33 +176,16 @@ export class WebhookService {
         updated_at: isoAt(this.#clock.nowMs()),
       });
       if (!before || !after) throw new AppError('not_found', `webhook ${id} not found`);
-      await recordActivity(tx, this.#clock, {
-        resource: 'webhook',
-        resourceId: id,
-        verb: 'updated',
-        summary: `${webhookName(id, after.url)} updated`,
-        actor,
-        before,
-        after,
-      });
-      return after;
+      return { result: after, change: webhookUpdated(before, after, actor) };
     });
     return this.view(row);
   }
 
   async delete(id: number, actor: string): Promise<void> {
-    await write(this.#db, async (tx) => {
+    await this.#changes.commit(async (tx) => {
       const before = await findWebhook(tx, id);
       if (!before || !(await deleteWebhook(tx, id))) throw new AppError('not_found', `webhook ${id} not found`);
-      await recordActivity(tx, this.#clock, {
-        resource: 'webhook',
-        resourceId: id,
-        verb: 'deleted',
-        summary: `${webhookName(id, before.url)} deleted`,
-        actor,
-        before,
-        after: null,
-      });
+      return { result: undefined, change: webhookDeleted(before, actor) };
     });
   }
 
@@ -223,15 +197,16 @@ export class WebhookService {
   /** A `ping` event sent to this webhook alone, whatever it subscribes to (spec §4.6). */
   async ping(id: number, actor: string): Promise<DeliveryView> {
     const webhook = await this.#get(id);
-    const delivery = await write(this.#db, async (tx) => {
-      const event = await recordEvent(
-        tx,
-        this.#clock,
-        eventDraft({ kind: 'ping', detail: `ping to webhook ${webhook.id}`, actor: actor || SYSTEM_ACTOR }),
-      );
-      return enqueueDelivery(tx, webhook.id, event, event.created_at);
-    });
-    this.#onEnqueued();
+    // The hook runs once, in the transaction that records the ping: its delivery is committed with it.
+    const sent: DeliveryRow[] = [];
+    await this.#changes.commit(
+      async () => ({ result: undefined, change: webhookPinged(webhook.id, actor) }),
+      async (tx, _none, [event]) => {
+        if (event !== undefined) sent.push(await enqueueDelivery(tx, webhook.id, event, event.created_at));
+      },
+    );
+    const [delivery] = sent;
+    if (delivery === undefined) throw new Error('a ping recorded gave no delivery');
     return this.deliveryView(delivery);
   }
 }

@@ -1,14 +1,13 @@
 import { messageOf } from '../domain/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
 import { type DesiredServer, desiredDigest, digestWithoutIpv6, type NodeDigest } from '../agent/protocol.ts';
-import type { Clock } from '../domain/clock.ts';
-import { SYSTEM_ACTOR } from '../domain/events.ts';
-import { recordActivity } from '../services/activity.ts';
+import { driftRepaired } from '../services/change-kinds.ts';
+import type { ChangePublisher } from '../services/changes.ts';
 import { desiredStateOfServer } from '../services/desired-state.ts';
 import type { NodeConnections } from '../services/nodes.ts';
 import { ipv6Of } from '../services/servers.ts';
 import type { UsageService } from '../services/usage.ts';
-import { type Db, write } from '../store/db.ts';
+import type { Db } from '../store/db.ts';
 import { listNodes, type NodeRow } from '../store/nodes.ts';
 import { listServersOfNode, setServerIpv6 } from '../store/servers.ts';
 import { type Lease, WorkerLoop } from './loop.ts';
@@ -78,8 +77,8 @@ export function compareServer(serverId: number, reported: Reported, desired: Des
  */
 export class DriftRepair {
   readonly #db: Db;
-  readonly #clock: Clock;
   readonly #connections: NodeConnections;
+  readonly #changes: ChangePublisher;
   readonly #usage: UsageService;
   readonly #log: FastifyBaseLogger;
   /** Per node, the observation of each server that differed last round and was not repaired. */
@@ -89,15 +88,15 @@ export class DriftRepair {
 
   constructor(
     db: Db,
-    clock: Clock,
     connections: NodeConnections,
+    changes: ChangePublisher,
     usage: UsageService,
     log: FastifyBaseLogger,
     options: DriftRepairOptions,
   ) {
     this.#db = db;
-    this.#clock = clock;
     this.#connections = connections;
+    this.#changes = changes;
     this.#usage = usage;
     this.#log = log;
     this.#slots = options.slots ?? new Slots(NODE_WORK_SLOTS);
@@ -175,17 +174,8 @@ export class DriftRepair {
     }
     const done = want === undefined ? 'removed from the node' : 'applied again';
     this.#log.warn({ node: node.name, server: serverId, differences }, `drift repaired: ${server} ${done}`);
-    await write(this.#db, (tx) =>
-      recordActivity(tx, this.#clock, {
-        resource: 'server',
-        resourceId: serverId,
-        verb: 'drift_repaired',
-        summary: `${server} on node ${node.name} differed from the database and was ${done}: ${differences.join('; ')}`,
-        actor: SYSTEM_ACTOR,
-        before: { drift: differences },
-        after: { drift: [] },
-      }),
-    );
+    const repaired = driftRepaired({ node, serverId, server, done, differences });
+    await this.#changes.commit(async () => ({ result: undefined, change: repaired }));
   }
 
   start(): void {

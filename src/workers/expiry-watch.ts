@@ -1,9 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { SYSTEM_ACTOR } from '../domain/events.ts';
-import { recordActivity } from '../services/activity.ts';
-import { recordDeviceEvent } from '../services/events.ts';
-import { type Db, write } from '../store/db.ts';
+import { deviceExpired } from '../services/change-kinds.ts';
+import { type ChangePublisher, change } from '../services/changes.ts';
+import type { Db } from '../store/db.ts';
 import { clearExpiryDue, listExpiryDue } from '../store/devices.ts';
 import { findNode } from '../store/nodes.ts';
 import { findServer } from '../store/servers.ts';
@@ -20,13 +19,15 @@ const BATCH = 200;
 export class ExpiryWatch {
   readonly #db: Db;
   readonly #clock: Clock;
+  readonly #changes: ChangePublisher;
   readonly #log: FastifyBaseLogger;
   readonly #loop: WorkerLoop<number>;
 
   /** `lease`: several panels on one database, the rounds run on the panel that holds it. */
-  constructor(db: Db, clock: Clock, log: FastifyBaseLogger, lease?: Lease) {
+  constructor(db: Db, clock: Clock, changes: ChangePublisher, log: FastifyBaseLogger, lease?: Lease) {
     this.#db = db;
     this.#clock = clock;
+    this.#changes = changes;
     this.#log = log;
     this.#loop = new WorkerLoop(() => this.#postDue(), {
       intervalMs: INTERVAL_MS,
@@ -47,24 +48,15 @@ export class ExpiryWatch {
       for (const row of due) {
         const dueAt = row.expiry_due_at;
         if (dueAt === null) continue;
-        await write(this.#db, async (tx) => {
-          if (!(await clearExpiryDue(tx, row.id, dueAt))) return;
+        const expired = await this.#changes.commit(async (tx) => {
+          const none = { result: false, change: change({}) };
+          if (!(await clearExpiryDue(tx, row.id, dueAt))) return none;
           const server = await findServer(tx, row.server_id);
           const node = server && (await findNode(tx, server.node_id));
-          if (!server || !node) return;
-          const detail = `device ${row.name} expired at ${dueAt}`;
-          await recordDeviceEvent(tx, this.#clock, 'device.expired', row, server, node, SYSTEM_ACTOR, detail);
-          await recordActivity(tx, this.#clock, {
-            resource: 'device',
-            resourceId: row.id,
-            verb: 'expired',
-            summary: detail,
-            actor: SYSTEM_ACTOR,
-            before: { status: 'active' },
-            after: { status: 'expired' },
-          });
-          posted++;
+          if (!server || !node) return none;
+          return { result: true, change: deviceExpired({ row, server, node }, dueAt) };
         });
+        if (expired) posted++;
       }
       if (due.length < BATCH) return posted;
     }

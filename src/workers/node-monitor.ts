@@ -2,10 +2,9 @@ import { messageOf } from '../domain/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
 import { errorDetail } from '../platform/error-detail.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { nodeWentOffline, nodeWentOnline } from '../services/change-kinds.ts';
+import { type ChangePublisher, change } from '../services/changes.ts';
 import { desiredStateOfNode } from '../services/desired-state.ts';
-import { recordActivity } from '../services/activity.ts';
-import { eventDraft, recordEvent } from '../services/events.ts';
 import type { NodeConnections } from '../services/nodes.ts';
 import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
@@ -39,6 +38,7 @@ export class NodeMonitor {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly #connections: NodeConnections;
+  readonly #changes: ChangePublisher;
   readonly #log: FastifyBaseLogger;
   readonly #options: NodeMonitorOptions;
   readonly #usage: UsageService;
@@ -54,12 +54,14 @@ export class NodeMonitor {
     db: Db,
     clock: Clock,
     connections: NodeConnections,
+    changes: ChangePublisher,
     usage: UsageService,
     log: FastifyBaseLogger,
     options: NodeMonitorOptions,
     observer: PanelObserver = UNOBSERVED_PANEL,
   ) {
     this.#db = db;
+    this.#changes = changes;
     this.#observer = observer;
     this.#usage = usage;
     this.#clock = clock;
@@ -105,30 +107,10 @@ export class NodeMonitor {
         });
         this.#syncedBootIds.set(node.id, status.bootId);
       }
-      await write(this.#db, async (tx) => {
+      await this.#changes.commit(async (tx) => {
         const seen = { last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version };
         await updateNode(tx, node.id, { status: 'online', ...seen, last_error: null });
-        if (node.status === 'offline') {
-          await recordEvent(
-            tx,
-            this.#clock,
-            eventDraft({
-              kind: 'node.online',
-              node_name: node.name,
-              detail: `node ${node.name} is online`,
-              actor: SYSTEM_ACTOR,
-            }),
-          );
-          await recordActivity(tx, this.#clock, {
-            resource: 'node',
-            resourceId: node.id,
-            verb: 'online',
-            summary: `node ${node.name} is online`,
-            actor: SYSTEM_ACTOR,
-            before: { status: 'offline' },
-            after: { status: 'online' },
-          });
-        }
+        return { result: undefined, change: node.status === 'offline' ? nodeWentOnline(node) : change({}) };
       });
     } catch (error) {
       const lastSeenMs = node.last_seen_at === null ? 0 : Date.parse(node.last_seen_at);
@@ -137,28 +119,9 @@ export class NodeMonitor {
       this.#log.warn({ node: node.name, err: detail }, 'node check failed');
       if (node.last_error !== detail) await write(this.#db, (tx) => updateNode(tx, node.id, { last_error: detail }));
       if (node.status === 'online' && nowMs - lastSeenMs >= this.#options.offlineAfterMs) {
-        await write(this.#db, async (tx) => {
+        await this.#changes.commit(async (tx) => {
           await updateNode(tx, node.id, { status: 'offline' });
-          await recordEvent(
-            tx,
-            this.#clock,
-            eventDraft({
-              kind: 'node.offline',
-              node_name: node.name,
-              detail: `node ${node.name} is offline: ${messageOf(error)}`,
-              actor: SYSTEM_ACTOR,
-            }),
-          );
-          await recordActivity(tx, this.#clock, {
-            resource: 'node',
-            resourceId: node.id,
-            verb: 'offline',
-            // Not why: the error may name the pin, which `GET /nodes` hides (the event and `nodes list` say why).
-            summary: `node ${node.name} is offline`,
-            actor: SYSTEM_ACTOR,
-            before: { status: 'online' },
-            after: { status: 'offline' },
-          });
+          return { result: undefined, change: nodeWentOffline(node, messageOf(error)) };
         });
       }
       return;
@@ -175,7 +138,7 @@ export class NodeMonitor {
   async #collectUsage(node: NodeRow): Promise<void> {
     const startedMs = performance.now();
     const report = await this.#connections.for(node).collectUsage(this.#acks.get(node.id) ?? null);
-    const ack = await this.#usage.ingest(node, report);
+    const ack = await this.#usage.ingest(node, report, this.#changes);
     if (ack) this.#acks.set(node.id, ack);
     this.#observer.usageCollected((performance.now() - startedMs) / 1000);
   }

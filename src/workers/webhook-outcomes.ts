@@ -1,10 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { SYSTEM_ACTOR } from '../domain/events.ts';
-import { type AttemptReply, attemptVerdict, webhookName } from '../domain/webhooks.ts';
-import { recordActivity } from '../services/activity.ts';
+import { type AttemptReply, attemptVerdict } from '../domain/webhooks.ts';
+import { webhookDisabled } from '../services/change-kinds.ts';
+import { appendChange, type Change, type ChangePublisher, change } from '../services/changes.ts';
 import { type PanelObserver, UNOBSERVED_PANEL } from '../services/metrics.ts';
-import { type Db, type Tx, write } from '../store/db.ts';
+import type { Tx } from '../store/db.ts';
 import {
   type AttemptRecord,
   type DeliveryRow,
@@ -34,7 +34,7 @@ export interface AttemptTiming {
  * written in one transaction, the next ones as soon as that one is done.
  */
 export class DeliveryOutcomes {
-  readonly #db: Db;
+  readonly #changes: ChangePublisher;
   readonly #clock: Clock;
   readonly #log: FastifyBaseLogger;
   readonly #scheduleMs: readonly number[];
@@ -43,13 +43,13 @@ export class DeliveryOutcomes {
   #flushing: Promise<void> | undefined;
 
   constructor(
-    db: Db,
+    changes: ChangePublisher,
     clock: Clock,
     log: FastifyBaseLogger,
     scheduleMs: readonly number[],
     observer: PanelObserver = UNOBSERVED_PANEL,
   ) {
-    this.#db = db;
+    this.#changes = changes;
     this.#clock = clock;
     this.#log = log;
     this.#scheduleMs = scheduleMs;
@@ -115,11 +115,14 @@ export class DeliveryOutcomes {
       this.#outcomes = [];
       const updatedAt = isoAt(this.#clock.nowMs());
       try {
-        await write(this.#db, async (tx) => {
+        await this.#changes.commit(async (tx) => {
+          const disabled = change({});
           for (const outcome of batch) {
             await recordAttempt(tx, outcome.deliveryId, outcome.record);
-            if (outcome.disableWebhookId !== undefined) await this.#disable(tx, outcome.disableWebhookId, updatedAt);
+            if (outcome.disableWebhookId === undefined) continue;
+            appendChange(disabled, await this.#disable(tx, outcome.disableWebhookId, updatedAt));
           }
+          return { result: undefined, change: disabled };
         });
       } catch (err) {
         this.#log.error({ err, deliveries: batch.length }, 'recording webhook attempts failed');
@@ -131,18 +134,9 @@ export class DeliveryOutcomes {
    * Turns a webhook off after its receiver answered 410 Gone: a change the panel makes itself, so it is in
    * the activity log.
    */
-  async #disable(tx: Tx, webhookId: number, updatedAt: string): Promise<void> {
+  async #disable(tx: Tx, webhookId: number, updatedAt: string): Promise<Change> {
     const before = await findWebhook(tx, webhookId);
-    if (before?.enabled !== 1) return;
-    const after = await updateWebhook(tx, webhookId, { enabled: 0, updated_at: updatedAt });
-    await recordActivity(tx, this.#clock, {
-      resource: 'webhook',
-      resourceId: webhookId,
-      verb: 'disabled',
-      summary: `${webhookName(webhookId, before.url)} turned off: its receiver answered 410 Gone`,
-      actor: SYSTEM_ACTOR,
-      before,
-      after: after ?? null,
-    });
+    if (before?.enabled !== 1) return change({});
+    return webhookDisabled(before, await updateWebhook(tx, webhookId, { enabled: 0, updated_at: updatedAt }));
   }
 }

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Clock, isoAt } from '../domain/clock.ts';
+import type { ChangePublisher } from '../services/changes.ts';
 import { outsideRequest } from '../services/request-context.ts';
 import type { Db } from '../store/db.ts';
 import { claimDueDeliveries, type DeliveryRow, listEnabledWebhooks, type WebhookRow } from '../store/webhooks.ts';
@@ -72,7 +73,15 @@ export class WebhookSender {
   readonly #heldIds = new Set<number>();
   #attemptsMade = 0;
 
-  constructor(db: Db, clock: Clock, log: FastifyBaseLogger, options: WebhookSenderOptions, attempt?: WebhookAttempt) {
+  /** `changes`: how the webhooks a 410 Gone turns off are committed (its nudge may come back here). */
+  constructor(
+    db: Db,
+    clock: Clock,
+    changes: ChangePublisher,
+    log: FastifyBaseLogger,
+    options: WebhookSenderOptions,
+    attempt?: WebhookAttempt,
+  ) {
     this.#db = db;
     this.#clock = clock;
     this.#log = log;
@@ -83,7 +92,7 @@ export class WebhookSender {
     } else {
       this.#attempt = attempt;
     }
-    this.#outcomes = new DeliveryOutcomes(db, clock, log, options.scheduleMs, options.observer);
+    this.#outcomes = new DeliveryOutcomes(changes, clock, log, options.scheduleMs, options.observer);
     this.#perWebhookCap = Math.max(1, Math.floor(options.concurrency / 4));
     this.#pump = new WorkerLoop(() => this.#fill(), {
       intervalMs: options.pollIntervalMs,

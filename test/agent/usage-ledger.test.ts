@@ -15,6 +15,7 @@ import type { DesiredServer, UsageAck, UsageReport } from '../../src/agent/proto
 import { JournalFile, MemoryJournal, UsageLedger } from '../../src/agent/usage-ledger.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { listDayBuckets, listMonthBuckets } from '../../src/store/usage.ts';
 import { listDevicesOfServer } from '../../src/store/devices.ts';
@@ -93,7 +94,7 @@ for (const kind of DATABASE_KINDS) {
         let previous = new Map<number, { rx: number; tx: number }>();
         const stats = { kills: 0, recreates: 0, readds: 0, duplicates: 0, reorders: 0, lost: 0, stopped: 0 };
         const ingest = async (report: UsageReport) => {
-          const stored = await usage.ingest(node, report);
+          const stored = await usage.ingest(node, report, quietPublisher(suite.store.db, clock));
           if (stored) ack = stored;
         };
 

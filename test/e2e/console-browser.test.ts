@@ -28,6 +28,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { components } from '../../console/src/api-types.ts';
 import { systemClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { openStore } from '../../src/store/open.ts';
 import { chromiumSkip, launchChromium } from '../support/chromium.ts';
@@ -860,7 +861,7 @@ describe('the overview usage and the device search in headless Chromium (sqlite)
         })),
       });
       const now = Date.now();
-      await usage.ingest(node, {
+      const report = {
         journalId: 'console-usage',
         batches: [
           batch(1, now - 2 * 86_400_000, [['router 100%', 2 * GB, 0]]),
@@ -870,7 +871,8 @@ describe('the overview usage and the device search in headless Chromium (sqlite)
           ]),
         ],
         handshakes: [],
-      });
+      };
+      await usage.ingest(node, report, quietPublisher(store.db, systemClock));
     } finally {
       await store.close();
     }

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { ADMIN_ACTOR } from '../../src/domain/activity.ts';
 import { systemClock } from '../../src/domain/clock.ts';
 import { ApiKeyService } from '../../src/services/api-keys.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { openStore, type Store } from '../../src/store/open.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
@@ -51,7 +52,7 @@ describe("a burst of requests sees another connection's commits made before it (
     const burst = await Promise.all(Array.from({ length: 20 }, serverNames));
     for (const names of burst) assert.deepEqual(names, ['renamed']);
 
-    await new ApiKeyService(other, systemClock).revoke('burst', ADMIN_ACTOR);
+    await new ApiKeyService(other, systemClock, quietPublisher(other.db, systemClock)).revoke('burst', ADMIN_ACTOR);
     const refused = await Promise.all(Array.from({ length: 5 }, () => get('/servers')));
     assert.deepEqual(
       refused.map((answer) => answer.statusCode),

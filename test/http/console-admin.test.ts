@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { ADMIN_ACTOR } from '../../src/domain/activity.ts';
 import { systemClock } from '../../src/domain/clock.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { NodeService } from '../../src/services/nodes.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
@@ -330,7 +331,7 @@ for (const kind of DATABASE_KINDS) {
       const moved = { url: 'https://1.1.1.1:8443/services/T1/B2/CHAT-SECRET-456' };
       expect(await call(t, 'PATCH', `/api/v1/webhooks/${hookId}`, { cookie: admin, body: moved }), 200);
       const edge = { name: 'edge', url: 'https://10.20.30.40:7000', token: 'edge-token-0123456789' };
-      await new NodeService(t.store.db, systemClock).add(
+      await new NodeService(t.store.db, systemClock, quietPublisher(t.store.db, systemClock)).add(
         { ...edge, publicHost: 'edge.example.net', certSha256: PIN },
         ADMIN_ACTOR,
       );

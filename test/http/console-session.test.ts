@@ -11,6 +11,7 @@ import { ADMIN_ACTOR } from '../../src/domain/activity.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { SESSION_IDLE_MS } from '../../src/domain/console-users.ts';
 import { addressBucket } from '../../src/domain/rate-limit.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { ConsoleUserService } from '../../src/services/console-users.ts';
 import { PasswordHasher } from '../../src/services/passwords.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
@@ -369,7 +370,8 @@ for (const kind of DATABASE_KINDS) {
     });
 
     it('removing a user or changing their password ends their sessions at the next request', async () => {
-      const users = new ConsoleUserService(t.store.db, { nowMs: () => Date.now() }, new PasswordHasher());
+      const now = { nowMs: () => Date.now() };
+      const users = new ConsoleUserService(t.store.db, now, new PasswordHasher(), quietPublisher(t.store.db, now));
       await t.createUser('temp', 'admin', PASSWORD);
       const first = await session(t, 'temp');
       assert.equal((await call(t, 'GET', '/api/v1/servers', { cookie: first })).statusCode, 200);
@@ -594,7 +596,7 @@ describe('console sessions on a clock', () => {
       const forged = `${device.slice(0, -4)}AAAA`;
       const forgery = await signIn(t, 'alice', PASSWORD, { address: spent, headers: { cookie: forged } });
       assert.match(errorOf(forgery).message, /from this address/, 'a token the panel did not make is no proof');
-      const users = new ConsoleUserService(t.store.db, clock, new PasswordHasher());
+      const users = new ConsoleUserService(t.store.db, clock, new PasswordHasher(), quietPublisher(t.store.db, clock));
       await users.setPassword('alice', 'another long password', ADMIN_ACTOR);
       const forgotten = await signIn(t, 'alice', 'another long password', {
         address: spent,

@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import type { UsageReport } from '../../src/agent/protocol.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
+import { type ChangePublisher, quietPublisher } from '../../src/services/changes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
@@ -25,6 +26,7 @@ for (const kind of DATABASE_KINDS) {
     let panel: AppUnderTest;
     let key: string;
     let usage: UsageService;
+    let changes: ChangePublisher;
     let nodeId: number;
     const devices: number[] = [];
     let seq = 0;
@@ -73,7 +75,7 @@ for (const kind of DATABASE_KINDS) {
         ],
         handshakes: [],
       };
-      return usage.ingest({ id: nodeId }, report);
+      return usage.ingest({ id: nodeId }, report, changes);
     }
 
     before(async () => {
@@ -82,6 +84,7 @@ for (const kind of DATABASE_KINDS) {
       panel = await buildTestApp(db, { PANEL_TIMEZONE: ZONE }, clock);
       key = await panel.createKey('overview', 'devices:read,devices:write,servers:write', { rateLimitExempt: true });
       usage = new UsageService(panel.store.db, clock, new Calendar(ZONE));
+      changes = quietPublisher(panel.store.db, clock);
       const server = await api().POST('/api/v1/servers', { body: { name: 'fra-1', country: 'DE' } });
       assert.ok(server.data);
       const serverId = server.data.id;

@@ -107,19 +107,19 @@ for (const kind of DATABASE_KINDS) {
       await agent.resync(await collectAll(desiredStateOfNode(db, node.id, usage)));
       connection = new RecordingConnection(agent);
       const connections = new NodeConnections(connection satisfies NodeConnection);
-      sender = new WebhookSender(db, clock, pino({ level: 'silent' }), {
-        scheduleMs: [100],
-        timeoutMs: 5_000,
-        concurrency: 8,
-        pollIntervalMs: HOUR_MS,
-        allowPrivate: true,
-      });
       nudges = 0;
       const changes = new ChangePublisher(db, clock, connections, {
         nudgeWebhooks: () => {
           nudges++;
           sender.nudge();
         },
+      });
+      sender = new WebhookSender(db, clock, changes, pino({ level: 'silent' }), {
+        scheduleMs: [100],
+        timeoutMs: 5_000,
+        concurrency: 8,
+        pollIntervalMs: HOUR_MS,
+        allowPrivate: true,
       });
       devices = new DeviceService(suite.store, clock, usage, changes);
       groups = new GroupService(devices);

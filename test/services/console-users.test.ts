@@ -9,6 +9,7 @@ import { ManualClock } from '../../src/domain/clock.ts';
 import { SESSION_IDLE_MS, SESSION_LIFETIME_MS } from '../../src/domain/console-users.ts';
 import { AppError } from '../../src/domain/errors.ts';
 import { hashSecretToken } from '../../src/domain/secret-tokens.ts';
+import { type ChangePublisher, quietPublisher } from '../../src/services/changes.ts';
 import { ConsoleSessionService } from '../../src/services/console-sessions.ts';
 import { ConsoleUserService } from '../../src/services/console-users.ts';
 import { type HashPriority, PasswordHasher } from '../../src/services/passwords.ts';
@@ -67,6 +68,7 @@ for (const kind of DATABASE_KINDS) {
     const hasher = new RecordingHasher();
     let users: ConsoleUserService;
     let sessions: ConsoleSessionService;
+    let changes: ChangePublisher;
     let admitted = 0;
     const admit = () => {
       admitted++;
@@ -93,8 +95,9 @@ for (const kind of DATABASE_KINDS) {
 
     before(async () => {
       t = await openTestStore(kind);
-      users = new ConsoleUserService(t.store.db, clock, hasher);
-      sessions = new ConsoleSessionService(t.store.db, clock, hasher);
+      changes = quietPublisher(t.store.db, clock);
+      users = new ConsoleUserService(t.store.db, clock, hasher, changes);
+      sessions = new ConsoleSessionService(t.store.db, clock, hasher, changes);
     });
     after(() => t.close());
 
@@ -263,7 +266,7 @@ for (const kind of DATABASE_KINDS) {
 
     it('spends the budget for guesses on a token not found valid before, never on one that was', async () => {
       const { token } = await sessions.signIn('alice', PASSWORD);
-      const other = new ConsoleSessionService(t.store.db, clock, hasher);
+      const other = new ConsoleSessionService(t.store.db, clock, hasher, changes);
       admitted = 0;
       await other.authenticate(token, admit, undefined);
       assert.equal(admitted, 1, 'a panel that had not seen it counts it once');
@@ -317,13 +320,13 @@ for (const kind of DATABASE_KINDS) {
 
     it('a new password or a removal while a sign-in checks the old password leaves no session (401)', async () => {
       const racer = await users.add({ name: 'racer', role: 'viewer', password: PASSWORD }, ADMIN_ACTOR);
-      const changes = [
+      const races = [
         { password: PASSWORD, change: () => users.setPassword('racer', 'a new password, long', ADMIN_ACTOR) },
         { password: 'a new password, long', change: () => users.remove('racer', ADMIN_ACTOR) },
       ];
-      for (const { password, change } of changes) {
+      for (const { password, change } of races) {
         const held = new HeldHasher();
-        const signIn = new ConsoleSessionService(t.store.db, clock, held).signIn('racer', password);
+        const signIn = new ConsoleSessionService(t.store.db, clock, held, changes).signIn('racer', password);
         await held.reached;
         await change();
         held.release();

@@ -14,7 +14,7 @@ import type { DesiredServer, PeerChange } from '../../src/agent/protocol.ts';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import type { Ipv6Status } from '../../src/domain/servers.ts';
 import { Calendar } from '../../src/domain/usage.ts';
-import { ChangePublisher } from '../../src/services/changes.ts';
+import { ChangePublisher, quietPublisher } from '../../src/services/changes.ts';
 import { desiredStateOfNode } from '../../src/services/desired-state.ts';
 import { DeviceService } from '../../src/services/devices.ts';
 import { NodeConnections, NodeService } from '../../src/services/nodes.ts';
@@ -136,7 +136,7 @@ for (const kind of DATABASE_KINDS) {
     });
 
     it('keeps the host of an IPv6 node URL without its brackets, as clients are given it', async () => {
-      const nodes = new NodeService(suite.store.db, clock);
+      const nodes = new NodeService(suite.store.db, clock, quietPublisher(suite.store.db, clock));
       const token = 'a-node-token-of-16+';
       const implied = await nodes.add(
         { name: `v6-${round}`, url: 'http://[2001:db8::2]:7000', token, publicHost: undefined, certSha256: undefined },

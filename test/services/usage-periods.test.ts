@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import type { UsageReport } from '../../src/agent/protocol.ts';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { type DeviceRow, findDevice, listDevices } from '../../src/store/devices.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
@@ -63,7 +64,7 @@ for (const kind of DATABASE_KINDS) {
             ],
             handshakes: [],
           };
-          return usage.ingest(node, report);
+          return usage.ingest(node, report, quietPublisher(suite.store.db, clock));
         };
         const row = async (id: number): Promise<DeviceRow> => {
           const found = await findDevice(suite.store.db, id);

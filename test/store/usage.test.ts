@@ -11,6 +11,7 @@ import { sql } from 'kysely';
 import type { UsageReport } from '../../src/agent/protocol.ts';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { type Db, write } from '../../src/store/db.ts';
 import {
@@ -243,10 +244,11 @@ for (const kind of DATABASE_KINDS) {
         ],
         handshakes: [],
       });
-      await usage.ingest(node, report('j1', 1, '2026-11-20T10:00:00Z', 500, 500));
+      const changes = quietPublisher(db, clock);
+      await usage.ingest(node, report('j1', 1, '2026-11-20T10:00:00Z', 500, 500), changes);
       const before = await db.selectFrom('devices').selectAll().where('id', '=', quiet).executeTakeFirstOrThrow();
       // Another journal (the node lost its own) sends the quiet device with no bytes, on another day.
-      await usage.ingest(node, report('j2', 1, '2026-11-21T07:45:00Z', 0, 0));
+      await usage.ingest(node, report('j2', 1, '2026-11-21T07:45:00Z', 0, 0), changes);
       assert.deepEqual(
         await db.selectFrom('devices').selectAll().where('id', '=', quiet).executeTakeFirstOrThrow(),
         before,

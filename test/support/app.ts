@@ -6,6 +6,7 @@ import { loadPanelConfig } from '../../src/main/config.ts';
 import { assemblePanel, type Panel } from '../../src/main/panel.ts';
 import type { PanelMetrics } from '../../src/main/panel-metrics.ts';
 import { ApiKeyService } from '../../src/services/api-keys.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { ConsoleUserService } from '../../src/services/console-users.ts';
 import { PasswordHasher } from '../../src/services/passwords.ts';
 import type { Store } from '../../src/store/open.ts';
@@ -80,12 +81,13 @@ export async function buildTestApp(
     store,
     metrics,
     async createKey(name, scopes, options = {}) {
-      const keys = new ApiKeyService(store, systemClock);
+      const keys = new ApiKeyService(store, systemClock, quietPublisher(store.db, systemClock));
       const input = { name, scopes, rateLimitExempt: options.rateLimitExempt ?? false };
       return (await keys.create(input, ADMIN_ACTOR)).key;
     },
     async createUser(name, role, password) {
-      await new ConsoleUserService(store.db, clock, new PasswordHasher()).add({ name, role, password }, ADMIN_ACTOR);
+      const users = new ConsoleUserService(store.db, clock, new PasswordHasher(), quietPublisher(store.db, clock));
+      await users.add({ name, role, password }, ADMIN_ACTOR);
     },
     client: (key) =>
       createClient<paths>({

@@ -17,6 +17,7 @@ import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { desiredStateOfNode } from '../../src/services/desired-state.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { NodeConnections } from '../../src/services/nodes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import type { NodeRow } from '../../src/store/nodes.ts';
@@ -103,7 +104,7 @@ for (const kind of DATABASE_KINDS) {
       logged = [];
       const log = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
       const connections = new NodeConnections(connection satisfies NodeConnection);
-      worker = new DriftRepair(db, clock, connections, usage, log, { intervalMs: 15_000 });
+      worker = new DriftRepair(db, connections, quietPublisher(db, clock), usage, log, { intervalMs: 15_000 });
     });
 
     const server = (i: number): ServerRow => {

@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
-import { eventDraft, recordEvent } from '../../src/services/events.ts';
+import { eventDraft, recordEvents } from '../../src/services/events.ts';
 import type { Store } from '../../src/store/open.ts';
 import { write } from '../../src/store/db.ts';
 import { listEvents } from '../../src/store/events.ts';
 import { Housekeeping } from '../../src/workers/housekeeping.ts';
-import { recordActivity } from '../../src/services/activity.ts';
+import { recordActivities } from '../../src/services/activity.ts';
 import { notifyChange } from '../../src/services/notifications.ts';
 import { listActivity } from '../../src/store/activity.ts';
 import { listMails, recordMailAttempt } from '../../src/store/mail.ts';
@@ -29,7 +29,9 @@ describe('housekeeping with a fake clock', () => {
   it('prunes events older than 90 days and keeps the rest', async () => {
     const clock = new ManualClock(Date.parse('2026-01-01T00:00:00Z'));
     const record = (detail: string) =>
-      write(store.db, (tx) => recordEvent(tx, clock, eventDraft({ kind: 'server.created', detail, actor: 'system' })));
+      write(store.db, (tx) =>
+        recordEvents(tx, clock, [eventDraft({ kind: 'server.created', detail, actor: 'system' })]),
+      );
     await record('old');
     clock.advance(30 * DAY_MS);
     await record('younger');
@@ -54,15 +56,9 @@ describe('housekeeping with a fake clock', () => {
     const clock = new ManualClock(Date.parse('2027-01-01T00:00:00Z'));
     const change = (summary: string) =>
       write(store.db, async (tx) => {
-        await recordActivity(tx, clock, {
-          resource: 'node',
-          resourceId: 1,
-          verb: 'updated',
-          summary,
-          actor: 'admin',
-          before: null,
-          after: null,
-        });
+        await recordActivities(tx, clock, [
+          { resource: 'node', resourceId: 1, verb: 'updated', summary, actor: 'admin', before: null, after: null },
+        ]);
         await notifyChange(tx, clock, { headline: summary, details: [], actor: 'admin' });
       });
     await change('old');

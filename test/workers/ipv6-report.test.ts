@@ -14,6 +14,7 @@ import type { DesiredServer, ResyncReport } from '../../src/agent/protocol.ts';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import type { Ipv6Status } from '../../src/domain/servers.ts';
 import { Calendar } from '../../src/domain/usage.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { NodeConnections } from '../../src/services/nodes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import type { Db } from '../../src/store/db.ts';
@@ -82,7 +83,7 @@ for (const kind of DATABASE_KINDS) {
       const rows = await seedServers(db, node, now);
       const connection = new RecordingConnection(new Agent(new DryRunDriver(), 'test'));
       const connections = new NodeConnections(connection satisfies NodeConnection);
-      await new NodeMonitor(db, clock, connections, usage, silent, {
+      await new NodeMonitor(db, clock, connections, quietPublisher(db, clock), usage, silent, {
         intervalMs: 5000,
         offlineAfterMs: 15_000,
       }).checkAll();
@@ -100,7 +101,7 @@ for (const kind of DATABASE_KINDS) {
         .set({ ipv6: 'off' })
         .where('id', '=', rows[0]?.id ?? 0)
         .execute();
-      const drift = new DriftRepair(db, clock, connections, usage, silent, { intervalMs: 15_000 });
+      const drift = new DriftRepair(db, connections, quietPublisher(db, clock), usage, silent, { intervalMs: 15_000 });
       await drift.checkAll();
       await drift.checkAll();
       assert.deepEqual(await modes(), ['nat66', 'routed', 'off']);
@@ -119,7 +120,9 @@ for (const kind of DATABASE_KINDS) {
         const rows = await seedServers(db, node, now);
         await db.updateTable('servers').set({ ipv6: 'nat66' }).execute();
         const connections = new NodeConnections(undefined);
-        const monitor = new NodeMonitor(db, clock, connections, usage, silent, { intervalMs: 5000, offlineAfterMs: 1 });
+        const changes = quietPublisher(db, clock);
+        const options = { intervalMs: 5000, offlineAfterMs: 1 };
+        const monitor = new NodeMonitor(db, clock, connections, changes, usage, silent, options);
         await monitor.checkAll();
         const seen = await db.selectFrom('nodes').select(['status', 'last_error']).where('id', '=', node.id).execute();
         assert.deepEqual(seen, [{ status: 'online', last_error: null }]);
@@ -131,7 +134,7 @@ for (const kind of DATABASE_KINDS) {
         assert.deepEqual(await modes(), ['off', 'off', 'off'], 'it runs no IPv6');
 
         // Its digest hashes no IPv6 field: compared with the full digest it would differ every round.
-        const drift = new DriftRepair(db, clock, connections, usage, silent, { intervalMs: 15_000 });
+        const drift = new DriftRepair(db, connections, changes, usage, silent, { intervalMs: 15_000 });
         for (let round = 0; round < 3; round++) await drift.checkAll();
         assert.deepEqual(fake.applied, [], 'nothing applied again');
         assert.equal(await repairs(), 0);

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, test } from 'node:test';
 import pino from 'pino';
 import { ManualClock } from '../../src/domain/clock.ts';
 import type { EventKind } from '../../src/domain/events.ts';
-import { eventDraft, recordEvent } from '../../src/services/events.ts';
+import { eventDraft, recordEvents } from '../../src/services/events.ts';
 import { notifyChange } from '../../src/services/notifications.ts';
 import type { Store } from '../../src/store/open.ts';
 import { write } from '../../src/store/db.ts';
@@ -56,12 +56,10 @@ for (const kind of DATABASE_KINDS) {
       return made;
     }
 
-    /** A device event as the usage accounting records it: through recordEvent, by the system. */
+    /** A device event as the usage accounting records it: through recordEvents, by the system. */
     function deviceEvent(kindOfEvent: EventKind, deviceName: string): Promise<unknown> {
       return write(store.db, (tx) =>
-        recordEvent(
-          tx,
-          clock,
+        recordEvents(tx, clock, [
           eventDraft({
             kind: kindOfEvent,
             device_id: 1,
@@ -70,7 +68,7 @@ for (const kind of DATABASE_KINDS) {
             detail: `device ${deviceName}`,
             actor: 'system',
           }),
-        ),
+        ]),
       );
     }
 

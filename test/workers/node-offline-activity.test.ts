@@ -12,6 +12,7 @@ import { DryRunDriver } from '../../src/agent/dry-run-driver.ts';
 import type { AgentStatus } from '../../src/agent/protocol.ts';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { NodeConnections } from '../../src/services/nodes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { NodeMonitor } from '../../src/workers/node-monitor.ts';
@@ -40,7 +41,8 @@ for (const kind of DATABASE_KINDS) {
       const connections = new NodeConnections(new WrongPinConnection(new Agent(new DryRunDriver(), 'test')));
       const usage = new UsageService(db, clock, new Calendar('UTC'));
       const options = { intervalMs: 5000, offlineAfterMs: 1 };
-      await new NodeMonitor(db, clock, connections, usage, pino({ level: 'silent' }), options).checkAll();
+      const changes = quietPublisher(db, clock);
+      await new NodeMonitor(db, clock, connections, changes, usage, pino({ level: 'silent' }), options).checkAll();
 
       const logged = await db.selectFrom('activity').select(['action', 'summary', 'before', 'after']).execute();
       assert.deepEqual(logged, [

@@ -8,6 +8,7 @@ import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import type { PanelEvent } from '../../src/domain/events.ts';
 import { AppError } from '../../src/domain/errors.ts';
 import { type AttemptReply, generateWebhookSecret } from '../../src/domain/webhooks.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
 import { checkWebhookUrl } from '../../src/services/webhook-targets.ts';
 import type { Store } from '../../src/store/open.ts';
 import {
@@ -166,7 +167,8 @@ for (const kind of DATABASE_KINDS) {
     }
 
     function sender(options: Partial<WebhookSenderOptions> = {}, attempt?: WebhookAttempt): WebhookSender {
-      const made = new WebhookSender(store.db, clock, silentLog, { ...FAST_OPTIONS, ...options }, attempt);
+      const changes = quietPublisher(store.db, clock);
+      const made = new WebhookSender(store.db, clock, changes, silentLog, { ...FAST_OPTIONS, ...options }, attempt);
       senders.push(made);
       return made;
     }
@@ -510,7 +512,8 @@ for (const kind of DATABASE_KINDS) {
           return result;
         },
       });
-      const worker = new WebhookSender(gated, clock, silentLog, { ...FAST_OPTIONS, pollIntervalMs: 3_600_000 });
+      const options = { ...FAST_OPTIONS, pollIntervalMs: 3_600_000 };
+      const worker = new WebhookSender(gated, clock, quietPublisher(gated, clock), silentLog, options);
       senders.push(worker);
       worker.start();
       await held;
