@@ -1,8 +1,9 @@
 /**
  * The one path of a change (services/changes.ts), in process on SQLite and PostgreSQL with an
  * in-process node (Agent + dry-run driver): a device's event reaches its webhook without waiting
- * for the sender's poll (the publisher nudges it after commit), and a group's change is one peer
- * change per server, made by the device paths.
+ * for the sender's poll (the publisher nudges it after commit), the events the workers make too
+ * (expiry watch, node monitor, usage ingest), and a group's change is one peer change per server,
+ * made by the device paths.
  */
 import { collectAll } from '../../src/domain/async-iterables.ts';
 import assert from 'node:assert/strict';
@@ -12,7 +13,7 @@ import { pino } from 'pino';
 import { Agent } from '../../src/agent/agent.ts';
 import { LocalNodeConnection, type NodeConnection } from '../../src/agent/connection.ts';
 import { DryRunDriver } from '../../src/agent/dry-run-driver.ts';
-import type { PeerChange } from '../../src/agent/protocol.ts';
+import type { AgentStatus, PeerChange } from '../../src/agent/protocol.ts';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import type { PanelEvent } from '../../src/domain/events.ts';
 import { Calendar } from '../../src/domain/usage.ts';
@@ -25,6 +26,8 @@ import { NodeConnections } from '../../src/services/nodes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import type { ServerRow } from '../../src/store/servers.ts';
 import { insertWebhook } from '../../src/store/webhooks.ts';
+import { ExpiryWatch } from '../../src/workers/expiry-watch.ts';
+import { NodeMonitor } from '../../src/workers/node-monitor.ts';
 import { WebhookSender } from '../../src/workers/webhook-sender.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
 import { migratedStoreForSuite, seedNode, seedServer } from '../support/usage-fixtures.ts';
@@ -35,6 +38,13 @@ class RecordingConnection extends LocalNodeConnection {
   override changePeers(serverId: number, change: PeerChange): Promise<void> {
     this.peerChanges.push({ serverId, change });
     return super.changePeers(serverId, change);
+  }
+}
+
+/** A node that does not answer: the node monitor finds it offline. */
+class SilentConnection extends LocalNodeConnection {
+  override status(): Promise<AgentStatus> {
+    return Promise.reject(new Error('connect ECONNREFUSED'));
   }
 }
 
@@ -51,6 +61,7 @@ async function eventually<T>(check: () => T | undefined, what: string): Promise<
 
 /** So long that a delivery seen during a test was not found by the poll. */
 const HOUR_MS = 3_600_000;
+const silent = pino({ level: 'silent' });
 
 for (const kind of DATABASE_KINDS) {
   describe(`one path for a change (${kind})`, () => {
@@ -62,6 +73,9 @@ for (const kind of DATABASE_KINDS) {
     let sender: WebhookSender;
     let nudges: number;
     let connection: RecordingConnection;
+    let agent: Agent;
+    let usage: UsageService;
+    let changes: ChangePublisher;
     let devices: DeviceService;
     let groups: GroupService;
     let servers: ServerRow[];
@@ -102,19 +116,19 @@ for (const kind of DATABASE_KINDS) {
         const fields = { name: `s${i}`, listenPort: 51820 + i, subnet: `10.${i}.0.0/24`, capacity: 253 };
         servers.push(await seedServer(db, node, fields, now));
       }
-      const usage = new UsageService(db, clock, new Calendar('UTC'));
-      const agent = new Agent(new DryRunDriver(), 'test');
+      usage = new UsageService(db, clock, new Calendar('UTC'));
+      agent = new Agent(new DryRunDriver(), 'test');
       await agent.resync(await collectAll(desiredStateOfNode(db, node.id, usage)));
       connection = new RecordingConnection(agent);
       const connections = new NodeConnections(connection satisfies NodeConnection);
       nudges = 0;
-      const changes = new ChangePublisher(db, clock, connections, {
+      changes = new ChangePublisher(db, clock, connections, {
         nudgeWebhooks: () => {
           nudges++;
           sender.nudge();
         },
       });
-      sender = new WebhookSender(db, clock, changes, pino({ level: 'silent' }), {
+      sender = new WebhookSender(db, clock, changes, silent, {
         scheduleMs: [100],
         timeoutMs: 5_000,
         concurrency: 8,
@@ -125,7 +139,13 @@ for (const kind of DATABASE_KINDS) {
       groups = new GroupService(devices);
       await insertWebhook(db, {
         url: receiverUrl,
-        events: JSON.stringify(['device.created', 'device.deleted']),
+        events: JSON.stringify([
+          'device.created',
+          'device.deleted',
+          'device.expired',
+          'device.limit_reached',
+          'node.offline',
+        ]),
         description: '',
         enabled: 1,
         secret: generateWebhookSecret(),
@@ -165,6 +185,40 @@ for (const kind of DATABASE_KINDS) {
       }, 'three device.deleted deliveries');
       assert.deepEqual(deleted.map((e) => e.device_id).sort(), made.map((m) => m.device.id).sort());
       assert.ok(deleted.every((e) => e.detail === 'group fleet deleted'));
+    });
+
+    it('attempts a device.expired delivery at once after the expiry watch commits it, not at the next poll', async () => {
+      const expiresAt = isoAt(clock.nowMs() + 60_000);
+      const { device } = await devices.create({ serverId: servers[0]?.id ?? 0, name: 'lease', expiresAt }, 'test');
+      clock.advance(61_000);
+      nudges = 0;
+      assert.equal(await new ExpiryWatch(suite.store.db, clock, changes, silent).runOnce(), 1);
+      assert.equal(nudges, 1, 'one nudge for the commit');
+      const event = await eventually(() => received.find((e) => e.kind === 'device.expired'), 'its delivery');
+      assert.equal(event.device_id, device.id);
+    });
+
+    it('attempts a node.offline delivery at once after the node monitor commits it', async () => {
+      const unreachable = new NodeConnections(new SilentConnection(agent));
+      const options = { intervalMs: HOUR_MS, offlineAfterMs: 0 };
+      nudges = 0;
+      await new NodeMonitor(suite.store.db, clock, unreachable, changes, usage, silent, options).checkAll();
+      assert.equal(nudges, 1, 'one nudge for the commit');
+      const event = await eventually(() => received.find((e) => e.kind === 'node.offline'), 'its delivery');
+      assert.equal(event.node_name, `n${round}`);
+    });
+
+    it('attempts a device.limit_reached delivery at once after a usage batch over the limit is stored', async () => {
+      const server = servers[0];
+      assert.ok(server);
+      const { device } = await devices.create({ serverId: server.id, name: 'metered', dataLimit: 1000 }, 'test');
+      const entries = [{ deviceId: device.id, rxBytes: 700, txBytes: 600, meter: 1300 }];
+      const report = { journalId: 'j', batches: [{ seq: 1, slotStartMs: clock.nowMs(), entries }], handshakes: [] };
+      nudges = 0;
+      await usage.ingest({ id: server.node_id }, report, changes);
+      assert.equal(nudges, 1, 'one nudge for the commit');
+      const event = await eventually(() => received.find((e) => e.kind === 'device.limit_reached'), 'its delivery');
+      assert.equal(event.device_id, device.id);
     });
   });
 }
