@@ -1,11 +1,11 @@
 /**
  * What each kind of change the panel makes records, named by its intent (as headscale's `change` package
  * does): the events, activity rows and change mails of one change, for `ChangePublisher.commit` to record
- * in the change's transaction and publish after it. The device and server paths build theirs beside their
- * services (src/services/device-changes.ts, devices.ts, servers.ts, usage.ts's limit marks use these).
+ * in the change's transaction and publish after it. The device and server paths (device-changes.ts,
+ * devices.ts, servers.ts) build theirs beside their services.
  */
 import { consoleUserActor } from '../domain/console-users.ts';
-import { SYSTEM_ACTOR } from '../domain/events.ts';
+import { type EventKind, SYSTEM_ACTOR } from '../domain/events.ts';
 import { webhookName } from '../domain/webhooks.ts';
 import type { ApiKeyRow } from '../store/api-keys.ts';
 import type { ConsoleUserRow } from '../store/console-users.ts';
@@ -26,45 +26,29 @@ interface DevicePlace {
   node: Pick<NodeRow, 'name'>;
 }
 
-export function apiKeyCreated(key: ApiKeyRow, actor: string): Change {
-  const limit = key.rate_limit_exempt === 1 ? 'no rate limit' : 'rate limited';
+/** An API key's change: one activity row and a change mail, both headed `API key NAME <verb>`. */
+function apiKeyChange(
+  key: ApiKeyRow,
+  verb: 'created' | 'revoked',
+  entry: Pick<ActivityDraft, 'actor' | 'before' | 'after'>,
+  details: string[],
+): Change {
+  const summary = `API key ${key.name} ${verb}`;
   return change({
-    activity: [
-      {
-        resource: 'api_key',
-        resourceId: key.id,
-        verb: 'created',
-        summary: `API key ${key.name} created`,
-        actor,
-        before: null,
-        after: key,
-      },
-    ],
-    mail: [
-      {
-        headline: `API key ${key.name} created`,
-        details: [`Scopes: ${key.scopes.split(',').join(', ')}; ${limit}.`],
-        actor,
-      },
-    ],
+    activity: [{ resource: 'api_key', resourceId: key.id, verb, summary, ...entry }],
+    mail: [{ headline: summary, details, actor: entry.actor }],
   });
 }
 
+export function apiKeyCreated(key: ApiKeyRow, actor: string): Change {
+  const limit = key.rate_limit_exempt === 1 ? 'no rate limit' : 'rate limited';
+  const details = [`Scopes: ${key.scopes.split(',').join(', ')}; ${limit}.`];
+  return apiKeyChange(key, 'created', { actor, before: null, after: key }, details);
+}
+
 export function apiKeyRevoked(key: ApiKeyRow, actor: string): Change {
-  return change({
-    activity: [
-      {
-        resource: 'api_key',
-        resourceId: key.id,
-        verb: 'revoked',
-        summary: `API key ${key.name} revoked`,
-        actor,
-        before: { ...key, revoked_at: null },
-        after: key,
-      },
-    ],
-    mail: [{ headline: `API key ${key.name} revoked`, details: ['Requests with it are refused from now on.'], actor }],
-  });
+  const entry = { actor, before: { ...key, revoked_at: null }, after: key };
+  return apiKeyChange(key, 'revoked', entry, ['Requests with it are refused from now on.']);
 }
 
 /** A console user's change: one activity row and, unless `mail` is undefined, a change mail. */
@@ -215,42 +199,33 @@ export function nodeWentOffline(node: Pick<NodeRow, 'id' | 'name'>, reason: stri
   return nodeChange(node, 'offline', `node ${node.name} is offline`, entry, [offline]);
 }
 
-/** A device's expiry (`dueAt`) passed: posted once per expiry by the expiry watch. */
-export function deviceExpired({ row, server, node }: DevicePlace, dueAt: string): Change {
-  const detail = `device ${row.name} expired at ${dueAt}`;
+/** A change of one device: its event (worded `detail`) and its activity row, whose verb is the event's. */
+function deviceChange(
+  { row, server, node }: DevicePlace,
+  kind: EventKind,
+  detail: string,
+  entry: Pick<ActivityDraft, 'summary' | 'actor' | 'before' | 'after'>,
+): Change {
   return change({
-    events: [deviceEventDraft('device.expired', row, server, node, SYSTEM_ACTOR, detail)],
-    activity: [
-      {
-        resource: 'device',
-        resourceId: row.id,
-        verb: 'expired',
-        summary: detail,
-        actor: SYSTEM_ACTOR,
-        before: { status: 'active' },
-        after: { status: 'expired' },
-      },
-    ],
+    events: [deviceEventDraft(kind, row, server, node, entry.actor, detail)],
+    activity: [{ resource: 'device', resourceId: row.id, verb: kind.slice('device.'.length), ...entry }],
   });
 }
 
+/** A device's expiry (`dueAt`) passed: posted once per expiry by the expiry watch. */
+export function deviceExpired(device: DevicePlace, dueAt: string): Change {
+  const detail = `device ${device.row.name} expired at ${dueAt}`;
+  const entry = { summary: detail, actor: SYSTEM_ACTOR, before: { status: 'active' }, after: { status: 'expired' } };
+  return deviceChange(device, 'device.expired', detail, entry);
+}
+
 /** A device marked over its data limit (`row` as marked), having used `usedBytes` this period. */
-export function deviceLimitReached({ row, server, node }: DevicePlace, usedBytes: number, actor: string): Change {
+export function deviceLimitReached(device: DevicePlace, usedBytes: number, actor: string): Change {
+  const { row } = device;
   const detail = `device ${row.name} used ${usedBytes} of its ${row.data_limit} bytes`;
-  return change({
-    events: [deviceEventDraft('device.limit_reached', row, server, node, actor, detail)],
-    activity: [
-      {
-        resource: 'device',
-        resourceId: row.id,
-        verb: 'limit_reached',
-        summary: detail,
-        actor,
-        before: { limit_reached_at: null },
-        after: { limit_reached_at: row.limit_reached_at },
-      },
-    ],
-  });
+  const after = { limit_reached_at: row.limit_reached_at };
+  const entry = { summary: detail, actor, before: { limit_reached_at: null }, after };
+  return deviceChange(device, 'device.limit_reached', detail, entry);
 }
 
 /** A device's share link as the activity log shows it: never the token, which is the whole secret. */
@@ -267,41 +242,16 @@ export function shareLinkCreated(
   replaced: ShareLinkRow | undefined,
   actor: string,
 ): Change {
-  const { row, server, node } = device;
-  const detail = `share link for device ${row.name} created`;
-  return change({
-    events: [deviceEventDraft('device.share_created', row, server, node, actor, detail)],
-    activity: [
-      {
-        resource: 'device',
-        resourceId: row.id,
-        verb: 'share_created',
-        summary: `share link for device ${row.name} ${replaced ? 'replaced' : 'created'}`,
-        actor,
-        before: shareFields(replaced),
-        after: shareFields(link),
-      },
-    ],
-  });
+  const name = device.row.name;
+  const summary = `share link for device ${name} ${replaced ? 'replaced' : 'created'}`;
+  const entry = { summary, actor, before: shareFields(replaced), after: shareFields(link) };
+  return deviceChange(device, 'device.share_created', `share link for device ${name} created`, entry);
 }
 
 export function shareLinkDeleted(device: DevicePlace, link: ShareLinkRow, actor: string): Change {
-  const { row, server, node } = device;
-  const detail = `share link for device ${row.name} deleted`;
-  return change({
-    events: [deviceEventDraft('device.share_deleted', row, server, node, actor, detail)],
-    activity: [
-      {
-        resource: 'device',
-        resourceId: row.id,
-        verb: 'share_deleted',
-        summary: detail,
-        actor,
-        before: shareFields(link),
-        after: null,
-      },
-    ],
-  });
+  const detail = `share link for device ${device.row.name} deleted`;
+  const entry = { summary: detail, actor, before: shareFields(link), after: null };
+  return deviceChange(device, 'device.share_deleted', detail, entry);
 }
 
 /** What the drift repair did to one server of a node: `server` names it, `done` says what was done. */

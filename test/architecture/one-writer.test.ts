@@ -112,7 +112,7 @@ describe('one writer: a change records its events, activity and mail through Cha
       "import { recordActivity } from '../services/activity.ts';",
       'await recordActivity(tx, clock, draft);',
       "await tx.insertInto('events').values(row).execute();",
-      'await sql`INSERT INTO mail_outbox (subject) VALUES (${subject})`.execute(tx);',
+      `await sql\`INSERT INTO mail_outbox (subject) VALUES (\${subject})\`.execute(tx);`,
       'await notifications.notifyChange(tx, clock, mail);',
       "await insertRows(tx, 'activity', rows, columns);",
       'await recordChange(tx, clock, change);',
