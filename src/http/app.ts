@@ -51,7 +51,8 @@ import { consoleUserRoutes } from './routes/console-users.ts';
 import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
 import { groupRoutes } from './routes/groups.ts';
-import { consoleSessionRoutes, type SignInLimiters } from './routes/console-session.ts';
+import { consoleSessionRoutes } from './routes/console-session.ts';
+import type { SignInLimiters } from './sign-in-gate.ts';
 import { metaRoutes, openApiRoute } from './routes/meta.ts';
 import { serverRoutes } from './routes/servers.ts';
 import { shareLinkRoutes } from './routes/share-links.ts';
@@ -76,7 +77,7 @@ export interface AppDeps {
   consoleSessions: ConsoleSessionService;
   consoleUsers: ConsoleUserService;
   activity: ActivityLog;
-  /** Console sign-in attempts, per user name and per client address. */
+  /** Console sign-in budgets (per address, IPv6 network, user name from an address and from anywhere). */
   signInLimiters: SignInLimiters;
   /**
    * The origin of `PANEL_URL` when it was set: cookie-authenticated changes must come from it. Unset, the
