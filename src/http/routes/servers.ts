@@ -1,5 +1,6 @@
 import Type from 'typebox';
-import type { ServerService, ServerView } from '../../services/servers.ts';
+import type { ServerView } from '../../services/server-views.ts';
+import type { ServerService } from '../../services/servers.ts';
 import type { NodeService, NodeView } from '../../services/nodes.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
