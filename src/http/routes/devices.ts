@@ -1,7 +1,9 @@
 import Type from 'typebox';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
-import type { DevicePatch, DeviceService, DeviceView, PlacedDevice } from '../../services/devices.ts';
+import type { DevicePatch } from '../../services/device-changes.ts';
+import type { DeviceView, PlacedDevice } from '../../services/device-views.ts';
+import type { DeviceService } from '../../services/devices.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
