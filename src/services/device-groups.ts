@@ -94,8 +94,8 @@ export class DeviceGroups {
   }
 
   /**
-   * Sets the fields on every device of the group as `DeviceService.update` does each, with set statements; the values were
-   * checked before (a value wrong for one device changes none). Gives every row after it, in id order.
+   * Sets the fields on every device of the group as `DeviceService.update` does each, with set statements; the
+   * values were checked before (a value wrong for one device changes none). Gives every row after it, in id order.
    */
   update(
     externalId: string,
