@@ -93,6 +93,7 @@ function checkRoom(server: ServerRow, maxDevices: number): void {
   }
 }
 
+/** A patched boolean as its 0/1 column; undefined, a field the patch leaves as it is. */
 function flagColumn(value: boolean | undefined): 0 | 1 | undefined {
   return value === undefined ? undefined : value ? 1 : 0;
 }
