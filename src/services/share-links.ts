@@ -10,7 +10,8 @@ import {
   replaceShareLink,
   type ShareLinkRow,
 } from '../store/share-links.ts';
-import type { DeviceService, PlacedDevice } from './devices.ts';
+import type { PlacedDevice } from './device-views.ts';
+import type { DeviceService } from './devices.ts';
 import { type ChangePublisher, change } from './changes.ts';
 import { deviceEventDraft } from './events.ts';
 

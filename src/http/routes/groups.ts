@@ -1,5 +1,6 @@
 import Type from 'typebox';
-import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
+import type { PlacedDevice } from '../../services/device-views.ts';
+import type { DeviceService } from '../../services/devices.ts';
 import type { GroupService, GroupView } from '../../services/groups.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
