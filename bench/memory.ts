@@ -43,7 +43,10 @@ const TARGET_MB = new Map([
 const DRIFT_INTERVAL_MS = 15_000;
 const AS_STARTED = { name: 'as Node starts it', env: {} };
 const SHIPPED = { name: 'MEMORY_ENV', env: MEMORY_ENV };
-/** The shipped settings with V8's own heap growth instead of the panel's `HEAP_GROWING_PERCENT` (README "Memory"). */
+/**
+ * The shipped settings with V8's own heap growth instead of the panel's `HEAP_GROWING_PERCENT`
+ * (docs/operating.md "Memory").
+ */
 const V8_GROWTH = { name: 'MEMORY_ENV, HEAP_GROWING_PERCENT=0', env: { ...MEMORY_ENV, HEAP_GROWING_PERCENT: '0' } };
 const SETTINGS = [AS_STARTED, SHIPPED, V8_GROWTH];
 /** The quick start's panel with its local node in process, and a panel whose node is a `vpn-panel node` process. */

@@ -13,7 +13,7 @@ import type { ChangedDevices, DeviceChanges, DevicePatch, Placement } from './de
 import type { DeviceViews, PlacedDevice } from './device-views.ts';
 import type { UsageService } from './usage.ts';
 
-/** How many devices and what they moved this month, of a group (spec §2.2). */
+/** How many devices and what they moved this month, of a group (docs/api.md "Groups"). */
 export interface GroupTotals {
   devices: number;
   monthUsage: Usage;
@@ -30,8 +30,8 @@ function groupNotFound(externalId: string): AppError {
 
 /**
  * The devices of a group (every device sharing an external_id) read, and changed as `DeviceService` changes
- * one device, with set statements: what `GroupService` runs for a group (spec §4.3). It shares the device
- * service's views and its cache of free addresses.
+ * one device, with set statements: what `GroupService` runs for a group (docs/api.md "Groups"). It shares the
+ * device service's views and its cache of free addresses.
  */
 export class DeviceGroups {
   readonly #store: Store;
@@ -60,7 +60,7 @@ export class DeviceGroups {
     this.#addresses = addresses;
   }
 
-  /** A page of the devices of a group (spec §2.2), oldest first. */
+  /** A page of the devices of a group (docs/api.md "Groups"), oldest first. */
   async page(externalId: string, page: PageRequest): Promise<Page<PlacedDevice>> {
     // The device list's reused page (same query, rows shared while nothing is committed), so views are kept.
     const filter = { externalId, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() };
@@ -153,8 +153,8 @@ export class DeviceGroups {
    * loop go between chunks, so no run of JavaScript handles a whole group. On PostgreSQL every chunk is in one
    * transaction. On SQLite, whose one connection and synchronous driver would hold every other request
    * (`/healthz` too) for a whole group's transaction, each chunk of SQLITE_GROUP_BATCH is its own transaction:
-   * the spec's all-or-nothing for a group (§4.3) is about its values, all checked before the first; a failure
-   * of the database midway leaves the chunks before it done, and repeating the request finishes the rest. The
+   * a group's all-or-nothing (docs/decisions.md "Groups") is about its values, all checked before the first; a
+   * failure of the database midway leaves the chunks before it done, and repeating the request finishes the rest. The
    * nodes get one peer change per server after the last commit. `last` adds what the last transaction records
    * besides. Not found when the group has no device.
    */

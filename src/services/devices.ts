@@ -63,8 +63,8 @@ function onServerAlready(id: number, serverId: number): AppError {
 }
 
 /**
- * The device use cases of spec §4.2 (create, read, update, usage reset, move, delete); `groups` makes the
- * same changes to every device of a group (spec §4.3).
+ * The device use cases of docs/api.md "Devices" (create, read, update, usage reset, move, delete); `groups`
+ * makes the same changes to every device of a group (docs/api.md "Groups").
  */
 export class DeviceService {
   readonly #store: Store;
@@ -74,7 +74,7 @@ export class DeviceService {
   readonly #views: DeviceViews;
   readonly #deviceChanges: DeviceChanges;
   readonly #addresses = new AddressAllocator();
-  /** The same changes for every device of a group, which `GroupService` runs (spec §4.3). */
+  /** The same changes for every device of a group, which `GroupService` runs (docs/api.md "Groups"). */
   readonly groups: DeviceGroups;
 
   constructor(store: Store, clock: Clock, usage: UsageService, changes: ChangePublisher) {
@@ -112,7 +112,7 @@ export class DeviceService {
     return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
   }
 
-  /** Spec §2.4 for the device. */
+  /** The device's docs/api.md "Usage report". */
   async usageReport(id: number): Promise<UsageReportView> {
     const row = await findDevice(this.#db, id);
     if (!row) throw new AppError('not_found', `device ${id} not found`);
@@ -307,7 +307,10 @@ export class DeviceService {
     }
   }
 
-  /** Restarts the count toward the data limit from now (spec §4.2); the history stays. */
+  /**
+   * Restarts the count toward the data limit from now; the history stays
+   * (docs/api.md "Changing, moving and deleting").
+   */
   async resetUsage(id: number, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
     const before = await this.get(id);
     return this.#changes.commit(async (tx) => {
@@ -317,9 +320,9 @@ export class DeviceService {
   }
 
   /**
-   * Moves a device to another server (spec §4.2): same id, keys, name, limits and usage history; a
-   * new address there. The peer joins the new server before the move commits, then leaves the old
-   * one (a node that misses the removal drops it at its next resync).
+   * Moves a device to another server (docs/api.md "Changing, moving and deleting"): same id, keys, name, limits
+   * and usage history; a new address there. The peer joins the new server before the move commits, then leaves
+   * the old one (a node that misses the removal drops it at its next resync).
    */
   async move(
     id: number,

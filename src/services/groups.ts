@@ -8,8 +8,8 @@ import type { PlacedDevice } from './device-views.ts';
 import type { DeviceService } from './devices.ts';
 
 /**
- * A group as spec §2.2 shows it: `device_count` and `month_usage` over all its devices, `devices` one page
- * of them (oldest first) with `has_more` as the devices list has it (spec §4.1).
+ * A group as docs/api.md "Groups" shows it: `device_count` and `month_usage` over all its devices, `devices`
+ * one page of them (oldest first) with `has_more` as the devices list has it (docs/api.md "Paging").
  */
 export interface GroupView {
   external_id: string;
@@ -19,7 +19,7 @@ export interface GroupView {
   has_more: boolean;
 }
 
-/** Fields a group PATCH sets on every device (DESIGN §3). */
+/** Fields a group PATCH sets on every device (docs/decisions.md "Groups"). */
 export type GroupPatch = Pick<
   DevicePatch,
   'enabled' | 'expiresAt' | 'dataLimit' | 'limitPeriod' | 'speedLimit' | 'metadata'
@@ -39,7 +39,7 @@ function groupView(externalId: string, totals: GroupTotals, page: Page<PlacedDev
 }
 
 /**
- * Every device sharing an external_id, read and changed as one (spec §4.3): each operation is the
+ * Every device sharing an external_id, read and changed as one (docs/api.md "Groups"): each operation is the
  * `DeviceService` operation for all members with set statements (`DeviceGroups`: `update`, `resetUsage`,
  * `delete`); the group adds its own words and, on delete, its mail. A change answers the group after it
  * with the first page of its devices.

@@ -2,7 +2,7 @@ import { effectiveServerStatus, type Ipv6Status, type ServerStatus } from '../do
 import type { NodeRow } from '../store/nodes.ts';
 import { type ServerRow, type ServerWithNode, stringArray } from '../store/servers.ts';
 
-/** A server as spec §2.3 shows it. */
+/** A server as docs/api.md "Servers" shows it. */
 export interface ServerView {
   id: number;
   name: string;

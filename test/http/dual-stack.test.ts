@@ -1,6 +1,6 @@
 /**
  * Dual stack through the API (issue 15), in process on SQLite and PostgreSQL: subnet6/address6 of servers,
- * address6 of devices, configs with both addresses, IPv6 endpoints, and the spec's errors naming the field.
+ * address6 of devices, configs with both addresses, IPv6 endpoints, and errors naming the field (docs/api.md "Errors").
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

@@ -29,7 +29,7 @@ function deviceSettings(b: DeviceSettingsBody): DevicePatch {
   };
 }
 
-/** A device as the API answers it: spec §2.1 with its current config. */
+/** A device as the API answers it: docs/api.md "Devices" with its current config. */
 export type DeviceBody = DeviceView & { config: string };
 
 /** The device's body with its config as it is now (after a move too). */

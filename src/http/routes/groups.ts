@@ -12,7 +12,7 @@ import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
 
 const GroupRef = Type.Ref('Group');
 
-/** Groups (spec §4.3). */
+/** Groups (docs/api.md "Groups"). */
 export function groupRoutes(api: Api, services: { groups: GroupService; devices: DeviceService }): void {
   const { groups, devices } = services;
   const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
