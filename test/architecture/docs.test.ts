@@ -2,11 +2,12 @@
  * The docs hold together for a reader of the repository alone (issue 25 item 4): README.md stays a page or two,
  * every relative link of a tracked .md file reaches a file (and its heading, when the link names one), and no .md
  * cites a paper outside the repository (`../shared`, "DESIGN §3", "spec §4.2"): docs/decisions.md and docs/api.md
- * hold what those papers decided.
+ * hold what those papers decided. Nor does any other tracked file (code, scripts, units, JSON): its comments cite
+ * those docs by heading instead.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -15,11 +16,15 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const README_MAX_LINES = 220;
 /** Citations of papers a reader of the repository does not have. */
 const OUTSIDE_PAPERS = /\.\.\/shared\/|\/work\/shared\/|\bDESIGN ?§|\bspec ?§/i;
+/** The same in code, where `../shared/` may be a module path; a bare "(§4.3)" is the spec's too, unlike an RFC's. */
+const OUTSIDE_PAPERS_IN_CODE = /\/work\/shared\/|\bDESIGN ?§|\bspec ?§|(?<!\bRFC \d+ )§ ?\d/i;
+/** Holds the citations above as its test data. */
+const THIS_FILE = 'test/architecture/docs.test.ts';
 const LINK = /!?\[[^\]]*\]\(([^()\s]+)(?:\s+"[^"]*")?\)/g;
 const FENCE = /^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm;
 
-function trackedMarkdown(): string[] {
-  const out = execFileSync('git', ['ls-files', '-z', '*.md'], { cwd: ROOT, encoding: 'utf8' });
+function tracked(): string[] {
+  const out = execFileSync('git', ['ls-files', '-z'], { cwd: ROOT, encoding: 'utf8' });
   return out.split('\0').filter((file) => file !== '');
 }
 
@@ -58,9 +63,9 @@ export function brokenLinks(file: string, markdown: string, read: (path: string)
   });
 }
 
-/** The lines of a .md that cite a paper outside the repository. */
-export function outsideCitations(file: string, markdown: string): string[] {
-  return markdown.split('\n').flatMap((line, i) => (OUTSIDE_PAPERS.test(line) ? [`${file}:${i + 1}: ${line}`] : []));
+/** The lines of a file that cite a paper outside the repository (of a .md; of code with OUTSIDE_PAPERS_IN_CODE). */
+export function outsideCitations(file: string, text: string, papers = OUTSIDE_PAPERS): string[] {
+  return text.split('\n').flatMap((line, i) => (papers.test(line) ? [`${file}:${i + 1}: ${line}`] : []));
 }
 
 function readFromRoot(path: string): string | undefined {
@@ -70,7 +75,8 @@ function readFromRoot(path: string): string | undefined {
 }
 
 describe('the docs', () => {
-  const files = trackedMarkdown();
+  const all = tracked();
+  const files = all.filter((file) => file.endsWith('.md'));
 
   it(`keep README.md within ${README_MAX_LINES} lines`, () => {
     const lines = readFileSync(join(ROOT, 'README.md'), 'utf8').trimEnd().split('\n').length;
@@ -86,6 +92,19 @@ describe('the docs', () => {
   it('cite no paper outside the repository', () => {
     const cited = files.flatMap((file) => outsideCitations(file, readFileSync(join(ROOT, file), 'utf8')));
     assert.deepEqual(cited, [], 'cite docs/decisions.md or docs/api.md by heading instead');
+  });
+
+  it('are what code, scripts and settings cite too, not a paper outside the repository', () => {
+    const texts = all
+      .filter((file) => !file.endsWith('.md') && file !== THIS_FILE && lstatSync(join(ROOT, file)).isFile())
+      .map((file) => ({ file, text: readFileSync(join(ROOT, file), 'utf8') }))
+      .filter(({ text }) => !text.includes('\0'));
+    assert.ok(
+      texts.some(({ file }) => file === 'src/domain/devices.ts'),
+      'git ls-files found no src/domain/devices.ts',
+    );
+    const cited = texts.flatMap(({ file, text }) => outsideCitations(file, text, OUTSIDE_PAPERS_IN_CODE));
+    assert.deepEqual(cited, [], 'cite docs/decisions.md or docs/api.md by heading, e.g. docs/api.md "Paging"');
   });
 
   it('find a broken link or an outside citation where there is one (the checks can fail)', () => {
@@ -109,5 +128,17 @@ describe('the docs', () => {
     ]);
     const cited = outsideCitations('x.md', 'as spec §4.2 says\nDESIGN §3\nsee ../shared/DESIGN.md\nspecial §');
     assert.equal(cited.length, 3);
+    const code = [
+      '/** Paging of spec §4.1. */',
+      "it('has every field of Spec §2.1')",
+      '# defaults of DESIGN §3',
+      '// all-or-nothing (§4.3)',
+      '// the anycast address of RFC 4291 §2.6.1, and docs/api.md "Paging"',
+      "import { x } from '../shared/x.ts';",
+    ].join('\n');
+    assert.deepEqual(
+      outsideCitations('x.ts', code, OUTSIDE_PAPERS_IN_CODE).map((line) => line.slice(0, 6)),
+      ['x.ts:1', 'x.ts:2', 'x.ts:3', 'x.ts:4'],
+    );
   });
 });
