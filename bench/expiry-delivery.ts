@@ -127,7 +127,8 @@ for (const kind of KINDS) {
 }
 const loadEnd = loadAverage();
 const rows = runs.map((f) => `| ${f.kind} | ${f.label} | ${f.median} | ${f.p90} | ${f.p99} | ${f.max} |`);
-const settings = `SAMPLES=${SAMPLES}, SPACING_MS=${SPACING_MS}, KINDS=${KINDS.join(',')}${process.env.BASE_CLI === undefined ? '' : ', BASE_CLI set'}`;
+const base = process.env.BASE_CLI === undefined ? '' : ', BASE_CLI set';
+const settings = `SAMPLES=${SAMPLES}, SPACING_MS=${SPACING_MS}, KINDS=${KINDS.join(',')}${base}`;
 const body = `Command: \`node bench/expiry-delivery.ts\` (${settings}). Machine: ${machine()}. \
 Load average (1/5/15 min) at the start: ${loadStart}; at the end: ${loadEnd}.
 

@@ -43,7 +43,10 @@ const TARGET_MB = new Map([
 const DRIFT_INTERVAL_MS = 15_000;
 const AS_STARTED = { name: 'as Node starts it', env: {} };
 const SHIPPED = { name: 'MEMORY_ENV', env: MEMORY_ENV };
-/** The shipped settings with V8's own heap growth instead of the panel's `HEAP_GROWING_PERCENT` (README "Memory"). */
+/**
+ * The shipped settings with V8's own heap growth instead of the panel's `HEAP_GROWING_PERCENT`
+ * (docs/operating.md "Memory").
+ */
 const V8_GROWTH = { name: 'MEMORY_ENV, HEAP_GROWING_PERCENT=0', env: { ...MEMORY_ENV, HEAP_GROWING_PERCENT: '0' } };
 const SETTINGS = [AS_STARTED, SHIPPED, V8_GROWTH];
 /** The quick start's panel with its local node in process, and a panel whose node is a `vpn-panel node` process. */
@@ -243,9 +246,10 @@ const body = [
   'node": its node in process on the dry-run driver (the quick start without root), so the node\'s state of every peer',
   'is in the panel\'s figures; "remote node": the node is a `vpn-panel node` process (dry-run, no TLS), its RSS in the',
   'last column. MEMORY_ENV is',
-  `\`${memoryEnv}\`: what scripts/start and deploy/*.service set (README "Memory").`,
-  '"MEMORY_ENV, HEAP_GROWING_PERCENT=0": the same, with V8\'s own heap growth instead of the panel\'s 20 % (README',
-  '"Memory"). Panel CPU: its CPU time (user and system) from its start to the reading.',
+  `\`${memoryEnv}\`: what scripts/start and deploy/*.service set ([operating.md "Memory"](operating.md#memory)).`,
+  '"MEMORY_ENV, HEAP_GROWING_PERCENT=0": the same, with V8\'s own heap growth instead of the panel\'s 20 %',
+  '([operating.md "Memory"](operating.md#memory)). Panel CPU: its CPU time (user and system) from its start to the',
+  'reading.',
   'Targets (issue 16): under 150 MB at 10,000 devices, under 250 MB at 100,000.',
   '',
   '| database | devices | node | settings | RSS after start | RSS after walk and rounds | peak RSS | panel CPU |' +

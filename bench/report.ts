@@ -78,8 +78,9 @@ export function percentile(values: readonly number[], p: number): number {
 }
 
 /**
- * The memory settings scripts/start and the systemd units in deploy/ give the panel and the node (README "Memory"):
- * 2 MB semi-spaces of Node's young generation (it sizes them from the machine's memory) and two glibc arenas.
+ * The memory settings scripts/start and the systemd units in deploy/ give the panel and the node
+ * (docs/operating.md "Memory"): 2 MB semi-spaces of Node's young generation (it sizes them from the machine's
+ * memory) and two glibc arenas.
  */
 export const MEMORY_ENV = {
   NODE_OPTIONS: '--max-semi-space-size=2',

@@ -9,6 +9,7 @@ if (major < 22 || (major === 22 && minor < 18)) {
   process.exit(1);
 }
 // Each module's stripped TypeScript and compiled code kept on disk (NODE_COMPILE_CACHE, else the temp dir): a start
-// that finds them runs no type stripper, about 15 MB less resident memory and a faster start (README "Memory").
+// that finds them runs no type stripper, about 15 MB less resident memory and a faster start
+// (docs/operating.md "Memory").
 module.enableCompileCache();
 await import('../src/cli/main.ts');

@@ -104,7 +104,7 @@ mkdir -p /etc/vpn-panel
 (
   umask 077
   cat >"$env_file.new" <<EOF
-# vpn-panel node agent settings (deploy/install-node.sh; README "Configuration"). Root only: the token
+# vpn-panel node agent settings (deploy/install-node.sh; docs/configuration.md). Root only: the token
 # is the key to this node's data plane.
 AGENT_TOKEN=$token
 AGENT_PORT=$port

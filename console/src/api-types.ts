@@ -2292,7 +2292,7 @@ export interface paths {
                     "application/json": {
                         /** @description letters, digits, spaces, dots, dashes, underscores */
                         name: string;
-                        /** @description the scopes of spec §5, or all */
+                        /** @description the scopes (docs/api.md "Keys and scopes"), or all */
                         scopes: ("devices:read" | "devices:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write" | "all")[];
                         /** @default false */
                         rate_limit_exempt?: boolean;

@@ -1,7 +1,7 @@
 /**
- * The `dry-run` driver, for hosts that cannot run WireGuard (DESIGN §4, NODE_DRIVER=auto without
- * root): servers and peers live in memory, so the whole API works and configs are issued, but no
- * tunnel carries traffic and every counter stays 0.
+ * The `dry-run` driver (docs/decisions.md "The dry-run driver"), for hosts that cannot run WireGuard
+ * (NODE_DRIVER=auto without root): servers and peers live in memory, so the whole API works and configs are
+ * issued, but no tunnel carries traffic and every counter stays 0.
  */
 import { networkInterfaces } from 'node:os';
 import { DriverError } from './driver.ts';

@@ -1,4 +1,7 @@
-/** Why a node took a peer off its interface on its own (Agent#enforce): the device statuses of spec §3. */
+/**
+ * Why a node took a peer off its interface on its own (Agent#enforce): the device statuses of
+ * docs/api.md "Device status".
+ */
 export type CutoffReason = 'expired' | 'limit_reached';
 export const CUTOFF_REASONS: readonly CutoffReason[] = ['expired', 'limit_reached'];
 

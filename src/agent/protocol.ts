@@ -109,7 +109,10 @@ export const ResyncReportSchema = Type.Object({
   ipv6: Type.Optional(Type.Array(Type.Object({ serverId: Type.Integer(), mode: Ipv6ModeSchema }))),
 });
 
-/** One device's usage in a batch, as the device sees it (DESIGN §3): rx downloaded, tx uploaded. */
+/**
+ * One device's usage in a batch, as the device sees it (docs/decisions.md "Usage accounting"): rx downloaded,
+ * tx uploaded.
+ */
 export const UsageEntrySchema = Type.Object({
   deviceId: Type.Integer({ minimum: 1 }),
   rxBytes: Type.Integer({ minimum: 0 }),

@@ -26,7 +26,7 @@ const USAGE = `usage: vpn-panel <command>
   backup FILE                             a consistent snapshot of the whole state, while panels run
   restore FILE [--replace]                load a backup into an empty database (--replace: overwrite one)
 
-Configuration comes from the environment; see README.md.`;
+Configuration comes from the environment; see docs/configuration.md.`;
 
 /**
  * Each command's module is loaded when it runs, so a command loads only what it uses: `node` (the agent

@@ -35,7 +35,7 @@ export function readableResources(meets: (requirement: Requirement) => boolean):
   return ACTIVITY_RESOURCES.filter((resource) => meets(READ_REQUIREMENT[resource]));
 }
 
-/** The actor of changes made with the CLI on the panel's machine (DESIGN §3). */
+/** The actor of changes made with the CLI on the panel's machine (docs/decisions.md "Actors"). */
 export const ADMIN_ACTOR = 'admin';
 
 /** Field values as the log keeps them: JSON values. */
@@ -148,8 +148,8 @@ export function fieldChanges(
 }
 
 /**
- * Activity entries are kept this long, then pruned (DESIGN leaves it open; an audit trail outlives the
- * 90 days of events).
+ * Activity entries are kept this long, then pruned (docs/api.md "Activity log"): an audit trail outlives the
+ * 90 days of events.
  */
 export const ACTIVITY_RETENTION_MS = 365 * 24 * 60 * 60 * 1000;
 

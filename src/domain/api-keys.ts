@@ -1,7 +1,7 @@
 import { createHash, randomInt } from 'node:crypto';
 import { AppError } from './errors.ts';
 
-/** The scopes of spec §5. */
+/** The scopes of docs/api.md "Keys and scopes". */
 export const SCOPES = [
   'devices:read',
   'devices:write',

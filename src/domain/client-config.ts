@@ -1,6 +1,6 @@
 /**
- * The wg-quick config of a device (spec §2.1 `config`, §4.2 Config). Pure: the caller reads the device
- * and its server; src/http/qr.ts turns the same text into a QR code.
+ * The wg-quick config of a device (docs/api.md "Configs"). Pure: the caller reads the device and its
+ * server; src/http/qr.ts turns the same text into a QR code.
  */
 import { createHash } from 'node:crypto';
 import { AppError } from './errors.ts';

@@ -10,15 +10,17 @@ export function isConsoleRole(value: string): value is ConsoleRole {
 }
 
 /**
- * A viewer's scopes: the read scopes of spec §5. Webhooks are left out although a viewer sees everything
- * else: reading them takes `webhooks:write`, since their URLs often hold the receiver's own secret.
+ * A viewer's scopes: the read scopes of docs/api.md "Keys and scopes". Webhooks are left out although a
+ * viewer sees everything else: reading them takes `webhooks:write`, since their URLs often hold the
+ * receiver's own secret.
  */
 const VIEWER_SCOPES: ReadonlySet<Scope> = new Set(['devices:read', 'servers:read', 'events:read']);
 const ADMIN_SCOPES: ReadonlySet<Scope> = new Set(SCOPES);
 
 /**
- * Beyond the API key scopes of spec §5: managing API keys and console users takes an admin's console session.
- * No API key reaches it, whatever its scopes, so a leaked key cannot mint keys or users for itself.
+ * Beyond the API key scopes (docs/api.md "Keys and scopes"): managing API keys and console users takes an
+ * admin's console session. No API key reaches it, whatever its scopes, so a leaked key cannot mint keys or users
+ * for itself.
  */
 export const CONSOLE_ADMIN = 'console:admin';
 

@@ -3,7 +3,10 @@ import { pathBeyondDepth } from './json-depth.ts';
 import { type Subnet, deviceRoom, size } from './subnets.ts';
 import { type Subnet6, size6 } from './subnets6.ts';
 
-/** Status of spec §3; precedence of DESIGN §3: disabled > expired > limit_reached > active. */
+/**
+ * Status of docs/api.md "Device status", by precedence (docs/decisions.md "Device status and online"):
+ * disabled > expired > limit_reached > active.
+ */
 export type DeviceStatus = 'active' | 'disabled' | 'expired' | 'limit_reached';
 export type LimitPeriod = 'monthly' | 'total';
 
@@ -14,7 +17,9 @@ export const METADATA_MAX_BYTES = 4096;
 /** Objects and arrays nested in metadata, itself counted: plenty for any record, far from a stack's limit. */
 export const METADATA_MAX_DEPTH = 32;
 export const SPEED_LIMIT_MAX_KBPS = 10_000_000;
-/** A device is online while its latest handshake is younger than this (DESIGN §3). */
+/**
+ * A device is online while its latest handshake is younger than this (docs/decisions.md "Device status and online").
+ */
 export const ONLINE_WINDOW_MS = 3 * 60 * 1000;
 
 export interface DeviceState {
@@ -35,8 +40,9 @@ export function isOnline(lastHandshakeMs: number | null, nowMs: number): boolean
 }
 
 /**
- * Spec §8: any JSON object up to 4 KB (as UTF-8 JSON text), stored exactly as given, nested at most
- * METADATA_MAX_DEPTH deep: the depth is checked first, without recursion, so serialising it cannot overflow.
+ * docs/decisions.md "Metadata": any JSON object up to 4 KB (as UTF-8 JSON text), stored exactly as given,
+ * nested at most METADATA_MAX_DEPTH deep: the depth is checked first, without recursion, so serialising it
+ * cannot overflow.
  */
 export function metadataText(metadata: object | null): string | null {
   if (metadata === null) return null;
@@ -55,8 +61,9 @@ export function metadataText(metadata: object | null): string | null {
 }
 
 /**
- * The name of a device created without one (DESIGN §3): its external_id, made unique on the server
- * with -2, -3…, cut to fit 64 characters; without an external_id the caller names it device-<id>.
+ * The name of a device created without one (docs/decisions.md "Device names and addresses"): its
+ * external_id, made unique on the server with -2, -3…, cut to fit 64 characters; without an external_id the
+ * caller names it device-<id>.
  */
 export function nameFromExternalId(externalId: string, taken: ReadonlySet<string>): string {
   for (let n = 1; ; n++) {

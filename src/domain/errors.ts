@@ -1,6 +1,7 @@
 /**
  * The one error type of the service. Every failure a client may see is an AppError with a code of
- * DESIGN §3; src/http/errors.ts maps each code to its HTTP status and the spec's error body.
+ * docs/decisions.md "Error codes"; src/http/errors.ts maps each code to its HTTP status and the error
+ * body of docs/api.md "Errors".
  */
 export type ErrorCode =
   | 'bad_request'

@@ -1,4 +1,4 @@
-/** Event kinds of DESIGN §3. */
+/** Event kinds of docs/decisions.md "Event kinds". */
 export const EVENT_KINDS = [
   'device.created',
   'device.updated',
@@ -24,7 +24,7 @@ export function isEventKind(value: string): value is EventKind {
   return (EVENT_KINDS as readonly string[]).includes(value);
 }
 
-/** An event as spec §2.6 shows it; fields that do not apply are null. */
+/** An event as docs/api.md "Events" shows it; fields that do not apply are null. */
 export interface PanelEvent {
   id: number;
   kind: EventKind;
@@ -45,5 +45,5 @@ export type EventDraft = Omit<PanelEvent, 'id' | 'created_at'>;
 /** The actor of changes the panel makes by itself (heartbeats, enforcement). */
 export const SYSTEM_ACTOR = 'system';
 
-/** Spec §2.6: events are kept 90 days. */
+/** docs/api.md "Events": events are kept 90 days. */
 export const EVENT_RETENTION_MS = 90 * 24 * 60 * 60 * 1000;

@@ -1,2 +1,2 @@
-/** Spec §8: a key is remembered 24 hours, per API key. */
+/** docs/api.md "Idempotency": a key is remembered 24 hours, per API key. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;

@@ -57,7 +57,10 @@ export interface DigestLine {
 
 const SUBJECT_PREFIX = '[vpn-panel] ';
 
-/** Who made a change, as mails say it: `via API key <name>` (spec §1), the CLI's admin, or the panel itself. */
+/**
+ * Who made a change, as mails say it: `via API key <name>` (docs/decisions.md "Actors"), the CLI's admin, or the
+ * panel itself.
+ */
 export function actorPhrase(actor: string): string {
   if (actor === ADMIN_ACTOR) return 'by admin (CLI)';
   if (actor === SYSTEM_ACTOR) return 'by the panel (system)';

@@ -1,4 +1,4 @@
-/** Keyset paging of spec §4.1: items in id order after a cursor, `{data, has_more}`. */
+/** Keyset paging (docs/api.md "Paging"): items in id order after a cursor, `{data, has_more}`. */
 export const MAX_PAGE_SIZE = 200;
 export const DEFAULT_PAGE_SIZE = 50;
 

@@ -22,14 +22,14 @@ export interface PlacementRequest {
   country?: string;
   /** Any case. */
   city?: string;
-  /** The server a moved device is on: never picked (spec §4.2, Move). */
+  /** The server a moved device is on: never picked (docs/api.md "Changing, moving and deleting"). */
   current?: number;
 }
 
 /**
- * `server_id: auto` (spec §4.2): the running server with the fewest devices that still has room (its
- * capacity, within its subnet), narrowed by country and city; on a tie the oldest (lowest id). None
- * is `no_server_available`.
+ * `server_id: auto` (docs/api.md "Creating a device", docs/decisions.md "Automatic placement"): the running
+ * server with the fewest devices that still has room (its capacity, within its subnet), narrowed by country
+ * and city; on a tie the oldest (lowest id). None is `no_server_available`.
  */
 export function pickServer<S extends PlacementServer>(servers: readonly S[], request: PlacementRequest): S {
   const { country, city, current } = request;

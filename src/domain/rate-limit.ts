@@ -1,6 +1,6 @@
 /**
- * The request rate of spec §8 (10 a second per key, bursts up to 60) as a GCRA: each key has a
- * theoretical arrival time (TAT); a request is let through while it stays within the burst window.
+ * The request rate of docs/api.md "Rate limits" (10 a second per key, bursts up to 60) as a GCRA: each key
+ * has a theoretical arrival time (TAT); a request is let through while it stays within the burst window.
  * Unlike a fixed window, no two adjacent windows can together pass twice the limit.
  * The Redis script in src/http/rate-limiter.ts is this same function in Lua; change both together.
  */

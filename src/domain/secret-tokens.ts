@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 
 /**
- * Bearer secrets the panel makes for a browser (share links, console sessions): 256 random bits (the spec
- * asks at least 128 for share links), 43 base64url characters.
+ * Bearer secrets the panel makes for a browser (share links, console sessions): 256 random bits
+ * (docs/decisions.md "Share links"; a share link needs at least 128), 43 base64url characters.
  */
 const TOKEN_BYTES = 32;
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;

@@ -25,7 +25,7 @@ import {
   serverAddress6Of,
 } from './subnets6.ts';
 
-/** Defaults of DESIGN §3 for fields a server is created without. */
+/** Defaults of docs/decisions.md "Server fields and defaults" for fields a server is created without. */
 export const SERVER_DEFAULTS = {
   dns: ['1.1.1.1'],
   mtu: 1420,
@@ -46,7 +46,7 @@ export const SERVER_STATUSES: readonly ServerStatus[] = ['deploying', 'running',
 export type Ipv6Status = 'off' | 'nat66' | 'routed' | 'tunnel_only';
 export const IPV6_STATUSES: readonly Ipv6Status[] = ['off', 'nat66', 'routed', 'tunnel_only'];
 
-/** What a caller may give when creating a server (DESIGN §3). */
+/** What a caller may give when creating a server (docs/decisions.md "Server fields and defaults"). */
 export interface ServerCreateInput {
   name: string;
   nodeId?: number;

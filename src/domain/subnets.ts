@@ -10,7 +10,7 @@ export interface Subnet {
   prefix: number;
 }
 
-/** Where default server subnets come from (DESIGN §3): /24s of 10.128.0.0/9. */
+/** Where default server subnets come from (docs/decisions.md "Server subnets"): /24s of 10.128.0.0/9. */
 export const DEFAULT_POOL: Subnet = { network: ipToInt('10.128.0.0'), prefix: 9 };
 export const DEFAULT_PREFIX = 24;
 /** Addresses of a subnet no device can have: network, broadcast and the server's own. */

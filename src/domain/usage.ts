@@ -134,7 +134,10 @@ export function periodUsage(state: DeviceUsageState, currentMonth: string): Usag
   return usageOf(state.periodRx, state.periodTx);
 }
 
-/** Spec §3: the limit applies when data_limit > 0 and is reached when the period's usage gets to it. */
+/**
+ * docs/decisions.md "Device status and online": the limit applies when data_limit > 0 and is reached when the
+ * period's usage gets to it.
+ */
 export function isLimitReached(state: DeviceUsageState, currentMonth: string): boolean {
   return state.dataLimit > 0 && periodUsage(state, currentMonth).total_bytes >= state.dataLimit;
 }

@@ -1,7 +1,10 @@
 import { createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
 import { isoAt } from './clock.ts';
 
-/** Waits before the 2nd…8th attempt (DESIGN §3); after the 8th failure a delivery is failed. */
+/**
+ * Waits before the 2nd…8th attempt (docs/decisions.md "Webhooks: delivery, signing and retries"); after the
+ * 8th failure a delivery is failed.
+ */
 export const RETRY_SCHEDULE_MS: readonly number[] = [
   5_000,
   5 * 60_000,
@@ -51,9 +54,10 @@ export interface AttemptVerdict {
 }
 
 /**
- * What an attempt's reply makes of its delivery (DESIGN §3): any 2xx delivers it; 410 Gone fails it and
- * disables its webhook; anything else (another status, a redirect, no answer) is retried after
- * nextAttemptDelayMs, or failed once the schedule is used up. `attemptsSoFar` counts the attempt just made.
+ * What an attempt's reply makes of its delivery (docs/decisions.md "Webhooks: delivery, signing and retries"):
+ * any 2xx delivers it; 410 Gone fails it and disables its webhook; anything else (another status, a redirect,
+ * no answer) is retried after nextAttemptDelayMs, or failed once the schedule is used up. `attemptsSoFar`
+ * counts the attempt just made.
  */
 export function attemptVerdict(
   reply: AttemptReply,

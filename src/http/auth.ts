@@ -5,6 +5,7 @@ import { addressBucket, type RateDecision } from '../domain/rate-limit.ts';
 import type { ApiKeyService } from '../services/api-keys.ts';
 import type { ConsoleSessionService } from '../services/console-sessions.ts';
 import type { ConsoleUserPrincipal, Principal } from '../services/principals.ts';
+import { cookieValues, setCookieValue } from './cookies.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
 /** The cookie that holds a console session's token, over plain http. */
@@ -28,18 +29,11 @@ export const CONSOLE_REQUEST_HEADER = 'x-console-request';
  * could sign the browser in as someone else.
  */
 export function sessionTokenOf(request: FastifyRequest): string | undefined {
-  const header = request.headers.cookie;
-  if (header === undefined) return undefined;
   const name = request.sessionCookieName;
-  let token: string | undefined;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq <= 0 || part.slice(0, eq).trim() !== name) continue;
-    if (token !== undefined) {
-      const message = `the request carries two ${name} cookies; clear this site's cookies, then sign in again`;
-      throw new AppError('bad_request', message, { cookie: `one ${name} at most` });
-    }
-    token = part.slice(eq + 1).trim();
+  const [token, twin] = cookieValues(request.headers.cookie, name);
+  if (twin !== undefined) {
+    const message = `the request carries two ${name} cookies; clear this site's cookies, then sign in again`;
+    throw new AppError('bad_request', message, { cookie: `one ${name} at most` });
   }
   return token;
 }
@@ -47,19 +41,11 @@ export function sessionTokenOf(request: FastifyRequest): string | undefined {
 /**
  * The `Set-Cookie` value that holds a session's token, or with `null` clears it. The browser keeps it
  * for the session's whole lifetime (a phone that closes its browser stays signed in); the panel ends it
- * sooner when idle. No script reads it (HttpOnly); no other site's request carries it (SameSite=Strict).
+ * sooner when idle.
  */
 export function sessionCookie(token: string | null, secure: boolean): string {
   const maxAgeSeconds = token === null ? 0 : SESSION_LIFETIME_MS / 1000;
-  const parts = [
-    `${sessionCookieName(secure)}=${token ?? ''}`,
-    'HttpOnly',
-    'SameSite=Strict',
-    'Path=/',
-    `Max-Age=${maxAgeSeconds}`,
-  ];
-  if (secure) parts.push('Secure');
-  return parts.join('; ');
+  return setCookieValue(sessionCookieName(secure), token ?? '', { path: '/', maxAgeSeconds, secure });
 }
 
 /** Refuses a request of an address that spent its budget of requests without valid credentials. */

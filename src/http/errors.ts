@@ -129,7 +129,8 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
 
 /**
  * What Node could not make a request of (a timeout while headers or body trickle in, malformed HTTP),
- * answered on the raw socket with the spec's error body, as Node's own handler would, then closed.
+ * answered on the raw socket with the error body of docs/api.md "Errors", as Node's own handler would, then
+ * closed.
  */
 export function sendClientError(error: ConnectionError, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;

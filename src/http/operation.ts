@@ -22,7 +22,7 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** What the route asks of its caller (an API key's scope, or CONSOLE_ADMIN); routes without one are public. */
     scope?: Requirement;
-    /** The route honours the Idempotency-Key header (spec §4.1). */
+    /** The route honours the Idempotency-Key header (docs/api.md "Idempotency"). */
     idempotent?: boolean;
   }
   interface FastifyRequest {

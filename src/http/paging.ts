@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type PageRequest } from '../domain/paging.ts';
 
-/** The query fields every paged list takes (spec §4.1); spread into a route's querystring schema. */
+/** The query fields every paged list takes (docs/api.md "Paging"); spread into a route's querystring schema. */
 export const PageQueryFields = {
   after: Type.Optional(
     Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'the last id of the previous page' }),

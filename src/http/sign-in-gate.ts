@@ -4,6 +4,7 @@ import { nameKey } from '../domain/console-users.ts';
 import { AppError } from '../domain/errors.ts';
 import { addressBucket, networkBucket } from '../domain/rate-limit.ts';
 import type { SignInBudget } from '../services/metrics.ts';
+import { cookieValues, setCookieValue } from './cookies.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import type { RefusedSubject, SignInRefusals } from './sign-in-refusals.ts';
 
@@ -37,29 +38,18 @@ type RateBudget = Exclude<SignInBudget, 'hash_queue'>;
 /** The id of a browser whose known-device token proves an earlier sign-in as `name`; else undefined. */
 export type KnownDevice = (name: string, token: string) => Promise<string | undefined>;
 
-/** The value of one cookie of the request's Cookie header; undefined without it. */
+/** The value of one cookie of the request's Cookie header (the first of that name); undefined without it. */
 export function cookieOf(request: FastifyRequest, name: string): string | undefined {
-  for (const part of request.headers.cookie?.split(';') ?? []) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
+  return cookieValues(request.headers.cookie, name)[0];
 }
 
-/**
- * The `Set-Cookie` value of a known-device token. Sent back only to the sign-in (its Path), read by no
- * script (HttpOnly), sent with no other site's request (SameSite=Strict).
- */
+/** The `Set-Cookie` value of a known-device token, sent back only to the sign-in (its Path). */
 export function deviceCookie(token: string, secure: boolean): string {
-  const parts = [
-    `${DEVICE_COOKIE}=${token}`,
-    'HttpOnly',
-    'SameSite=Strict',
-    'Path=/console/session',
-    `Max-Age=${DEVICE_COOKIE_MAX_AGE_SECONDS}`,
-  ];
-  if (secure) parts.push('Secure');
-  return parts.join('; ');
+  return setCookieValue(DEVICE_COOKIE, token, {
+    path: '/console/session',
+    maxAgeSeconds: DEVICE_COOKIE_MAX_AGE_SECONDS,
+    secure,
+  });
 }
 
 /** The limiters' id of a user name: a digest, as a name that is typed may be anything up to 256 characters. */

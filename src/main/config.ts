@@ -12,12 +12,15 @@ interface ProcessConfig {
   logLevel: LogLevel;
   /**
    * `HEAP_GROWING_PERCENT`: how far V8 lets the heap grow past what the last full collection kept, before the next;
-   * 0 = V8's own rule (README "Memory").
+   * 0 = V8's own rule (docs/operating.md "Memory").
    */
   heapGrowingPercent: number;
 }
 
-/** The environment contract of DESIGN §4; README "Configuration" documents each variable. */
+/**
+ * The environment contract of docs/decisions.md "CLI and environment contract"; docs/configuration.md
+ * documents each variable.
+ */
 export interface PanelConfig extends ProcessConfig {
   port: number;
   host: string;
@@ -47,7 +50,10 @@ export interface PanelConfig extends ProcessConfig {
   smtpUrl: string | undefined;
   notifyEmail: string | undefined;
   webhookAllowPrivate: boolean;
-  /** Delays before each retry of a webhook delivery; unset = the production schedule of DESIGN §3. */
+  /**
+   * Delays before each retry of a webhook delivery; unset = the production schedule
+   * (docs/decisions.md "Webhooks: delivery, signing and retries").
+   */
   webhookRetryScheduleMs: number[] | undefined;
   /** Delays before each retry of a notification mail; unset = MAIL_RETRY_SCHEDULE_MS. */
   mailRetryScheduleMs: number[] | undefined;
@@ -274,7 +280,10 @@ function allowCidrs(env: Env): Cidr[] {
 /** Each command's own default port, so a panel and a node on one host both start with their defaults. */
 const DEFAULT_METRICS_PORT = { serve: 9464, node: 9465 } as const;
 
-/** The metrics listener of `serve` and `node` alike (README "Metrics"): loopback unless told, off with port 0. */
+/**
+ * The metrics listener of `serve` and `node` alike (docs/operating.md "Metrics"): loopback unless told, off
+ * with port 0.
+ */
 function metricsListener(env: Env, defaultPort: number): MetricsListenerConfig | undefined {
   if (value(env, 'METRICS_PORT') === '0') return undefined;
   return { host: value(env, 'METRICS_HOST') ?? '127.0.0.1', port: port(env, 'METRICS_PORT', defaultPort) };

@@ -57,7 +57,10 @@ import { ExpiryWatch } from '../workers/expiry-watch.ts';
 import { DatabaseLease, DUTY_LEASE } from '../workers/lease.ts';
 import { type PanelMetrics, panelMetrics } from './panel-metrics.ts';
 
-/** DESIGN §3: an attempt may take 15 s; a dead receiver holds one slot that long, never the API. */
+/**
+ * docs/decisions.md "Webhooks: delivery, signing and retries": an attempt may take 15 s; a dead receiver holds
+ * one slot that long, never the API.
+ */
 const WEBHOOK_TIMEOUT_MS = 15_000;
 const WEBHOOK_CONCURRENCY = 64;
 /** Deliveries recorded by this panel start at once (nudge); others' within this. */

@@ -13,7 +13,10 @@ import type { PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
 import type { UsageService } from './usage.ts';
 
-/** The settings of a device a PATCH may change (spec §4.2); a group PATCH sets some of them on every member. */
+/**
+ * The settings of a device a PATCH may change (docs/api.md "Changing, moving and deleting"); a group PATCH sets
+ * some of them on every member.
+ */
 export interface DevicePatch {
   name?: string;
   externalId?: string;
@@ -129,8 +132,9 @@ export class DeviceChanges {
   }
 
   /**
-   * Restarts the count toward the data limit from now (spec §4.2); the history stays. The node gets
-   * the whole allowance back after commit, so a device cut off at its limit may connect again.
+   * Restarts the count toward the data limit from now (docs/api.md "Changing, moving and deleting"); the
+   * history stays. The node gets the whole allowance back after commit, so a device cut off at its limit may
+   * connect again.
    */
   async resetUsage(tx: Tx, placed: Placement, actor: string, detail: string): Promise<DeviceChange> {
     const { rows, change } = await this.resetUsageMany(tx, [placed], actor, () => detail);

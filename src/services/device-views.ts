@@ -8,7 +8,7 @@ import { findNode, findNodeShared, type NodeRow } from '../store/nodes.ts';
 import { findServer, findServerShared, type ServerRow, stringArray } from '../store/servers.ts';
 import type { UsageService } from './usage.ts';
 
-/** A device as spec §2.1 shows it, without its config (routes add it). */
+/** A device as docs/api.md "Devices" shows it, without its config (routes add it). */
 export interface DeviceView {
   id: number;
   server_id: number;

@@ -1,9 +1,7 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type DeviceStatus, NAME_MAX, metadataText, nameFromExternalId, serverRoom } from '../domain/devices.ts';
 import { AppError } from '../domain/errors.ts';
-import { DEFAULT_PAGE_SIZE, type Page, type PageRequest, toPage } from '../domain/paging.ts';
-import { type Usage, usageOf } from '../domain/usage.ts';
-import { setImmediate } from 'node:timers/promises';
+import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
 import { effectiveServerStatus } from '../domain/servers.ts';
 import { parseSubnet } from '../domain/subnets.ts';
@@ -22,18 +20,15 @@ import {
   namesStartingWith,
   updateDevice,
 } from '../store/devices.ts';
-import { groupTotals, listGroupDevices } from '../store/groups.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
 import { findServer, listRunningServers, lockServers, type ServerRow } from '../store/servers.ts';
 import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
-import { type Change, type ChangePublisher, type CommitHook, change, mergeChanges, recordChange } from './changes.ts';
-import { type ChangedDevices, DeviceChanges, type DevicePatch, type Placement } from './device-changes.ts';
+import { type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
+import { DeviceChanges, type DevicePatch, type Placement } from './device-changes.ts';
+import { DeviceGroups } from './device-groups.ts';
 import { DeviceViews, type PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
-
-export type { DevicePatch, Placement } from './device-changes.ts';
-export type { DeviceView, PlacedDevice } from './device-views.ts';
 
 export interface DeviceCreateInput extends DevicePatch {
   serverId: number | 'auto';
@@ -57,17 +52,6 @@ interface NewDevicePlan {
   fresh: boolean;
 }
 
-/** How many devices and what they moved this month, of a group (spec §2.2). */
-export interface GroupTotals {
-  devices: number;
-  monthUsage: Usage;
-}
-
-/** Devices per transaction of a group change on SQLite: a few ms each (see #changeGroup; docs/benchmarks.md). */
-const SQLITE_GROUP_BATCH = 100;
-/** Devices a group change handles between two turns of the event loop on PostgreSQL (see #changeGroup). */
-const GROUP_CHUNK = 1_000;
-
 /** Room left for a `-N` suffix when a name is made from a long external id. */
 const SUFFIX_ROOM = 8;
 
@@ -79,8 +63,8 @@ function onServerAlready(id: number, serverId: number): AppError {
 }
 
 /**
- * The device use cases of spec §4.2 (create, read, update, usage reset, move, delete), and the same
- * changes for several devices in one transaction, which `GroupService` runs for a group (spec §4.3).
+ * The device use cases of docs/api.md "Devices" (create, read, update, usage reset, move, delete); `groups`
+ * makes the same changes to every device of a group (docs/api.md "Groups").
  */
 export class DeviceService {
   readonly #store: Store;
@@ -90,6 +74,8 @@ export class DeviceService {
   readonly #views: DeviceViews;
   readonly #deviceChanges: DeviceChanges;
   readonly #addresses = new AddressAllocator();
+  /** The same changes for every device of a group, which `GroupService` runs (docs/api.md "Groups"). */
+  readonly groups: DeviceGroups;
 
   constructor(store: Store, clock: Clock, usage: UsageService, changes: ChangePublisher) {
     this.#store = store;
@@ -98,6 +84,7 @@ export class DeviceService {
     this.#changes = changes;
     this.#views = new DeviceViews(store.db, clock, usage);
     this.#deviceChanges = new DeviceChanges(clock, usage, store.dialect);
+    this.groups = new DeviceGroups(store, clock, usage, changes, this.#views, this.#deviceChanges, this.#addresses);
   }
 
   get #db(): Db {
@@ -125,7 +112,7 @@ export class DeviceService {
     return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
   }
 
-  /** Spec §2.4 for the device. */
+  /** The device's docs/api.md "Usage report". */
   async usageReport(id: number): Promise<UsageReportView> {
     const row = await findDevice(this.#db, id);
     if (!row) throw new AppError('not_found', `device ${id} not found`);
@@ -320,7 +307,10 @@ export class DeviceService {
     }
   }
 
-  /** Restarts the count toward the data limit from now (spec §4.2); the history stays. */
+  /**
+   * Restarts the count toward the data limit from now; the history stays
+   * (docs/api.md "Changing, moving and deleting").
+   */
   async resetUsage(id: number, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
     const before = await this.get(id);
     return this.#changes.commit(async (tx) => {
@@ -330,9 +320,9 @@ export class DeviceService {
   }
 
   /**
-   * Moves a device to another server (spec §4.2): same id, keys, name, limits and usage history; a
-   * new address there. The peer joins the new server before the move commits, then leaves the old
-   * one (a node that misses the removal drops it at its next resync).
+   * Moves a device to another server (docs/api.md "Changing, moving and deleting"): same id, keys, name, limits
+   * and usage history; a new address there. The peer joins the new server before the move commits, then leaves
+   * the old one (a node that misses the removal drops it at its next resync).
    */
   async move(
     id: number,
@@ -417,157 +407,4 @@ export class DeviceService {
     }));
     this.#addresses.forget(placed.server.id);
   }
-
-  /** A page of the devices of a group (spec §2.2), oldest first. */
-  async groupPage(externalId: string, page: PageRequest): Promise<Page<PlacedDevice>> {
-    // The device list's reused page (same query, rows shared while nothing is committed), so views are kept.
-    const filter = { externalId, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() };
-    const rows = toPage(await listDevices(this.#db, filter, page), page);
-    return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
-  }
-
-  /** How many devices a group has and their usage this month; not_found when no device has the external id. */
-  async groupTotals(externalId: string): Promise<GroupTotals> {
-    const totals = await groupTotals(this.#db, externalId, this.#usage.currentMonth());
-    if (totals.devices === 0) throw groupNotFound(externalId);
-    return { devices: totals.devices, monthUsage: usageOf(totals.monthRx, totals.monthTx) };
-  }
-
-  /** The totals and first page of a group's devices after a change gave every row (in id order). */
-  groupAfter(changed: readonly Placement[]): { totals: GroupTotals; page: Page<PlacedDevice> } {
-    let rx = 0;
-    let tx = 0;
-    for (const { row } of changed) {
-      const month = this.#usage.monthUsage(row);
-      rx += month.rx_bytes;
-      tx += month.tx_bytes;
-    }
-    const first = changed
-      .slice(0, DEFAULT_PAGE_SIZE)
-      .map((placed) => ({ ...placed, device: this.#views.view(placed.row) }));
-    return {
-      totals: { devices: changed.length, monthUsage: usageOf(rx, tx) },
-      page: { data: first, has_more: changed.length > DEFAULT_PAGE_SIZE },
-    };
-  }
-
-  /**
-   * Sets the fields on every device of the group as `update` does each, with set statements; the values were
-   * checked before (a value wrong for one device changes none). Gives every row after it, in id order.
-   */
-  updateGroup(
-    externalId: string,
-    patch: DevicePatch,
-    actor: string,
-    detail: (row: DeviceRow, kind: string) => string,
-  ): Promise<Placement[]> {
-    return this.#changeGroup(externalId, (tx, members) =>
-      this.#deviceChanges.updateMany(tx, members, patch, actor, detail),
-    );
-  }
-
-  /** Resets the usage of every device of the group; `last` runs in the last transaction with every row after it. */
-  resetGroupUsage(
-    externalId: string,
-    actor: string,
-    detail: (member: Placement) => string,
-    last?: (tx: Tx, changed: Placement[]) => Promise<void>,
-  ): Promise<Placement[]> {
-    return this.#changeGroup(
-      externalId,
-      (tx, members) => this.#deviceChanges.resetUsageMany(tx, members, actor, detail),
-      async (tx, changed) => {
-        await last?.(tx, changed);
-        return change({});
-      },
-    );
-  }
-
-  /**
-   * Deletes every device of the group with set statements; `words` gives each device's event detail and
-   * activity summary, `along` what the last transaction records besides (the group's mail, naming the devices).
-   * Their peers leave the nodes after commit, best effort.
-   */
-  async deleteGroup(
-    externalId: string,
-    actor: string,
-    words: (member: Placement) => { detail: string; summary: string },
-    along: (deleted: readonly Placement[]) => Change,
-  ): Promise<void> {
-    const deleted = await this.#changeGroup(
-      externalId,
-      async (tx, members) => ({
-        rows: members.map((m) => m.row),
-        change: await this.#deviceChanges.delete(tx, members, actor, words),
-      }),
-      async (_tx, all) => along(all),
-    );
-    for (const serverId of new Set(deleted.map((m) => m.server.id))) this.#addresses.forget(serverId);
-  }
-
-  /**
-   * Runs a change over every device of a group, oldest first, and gives each row after it with its place. It
-   * goes GROUP_CHUNK devices at a time (read, changed, their events and activity recorded), letting the event
-   * loop go between chunks, so no run of JavaScript handles a whole group. On PostgreSQL every chunk is in one
-   * transaction. On SQLite, whose one connection and synchronous driver would hold every other request
-   * (`/healthz` too) for a whole group's transaction, each chunk of SQLITE_GROUP_BATCH is its own transaction:
-   * the spec's all-or-nothing for a group (§4.3) is about its values, all checked before the first; a failure
-   * of the database midway leaves the chunks before it done, and repeating the request finishes the rest. The
-   * nodes get one peer change per server after the last commit. `last` adds what the last transaction records
-   * besides. Not found when the group has no device.
-   */
-  async #changeGroup(
-    externalId: string,
-    changeOf: (tx: Tx, members: Placement[]) => Promise<ChangedDevices>,
-    last?: (tx: Tx, changed: Placement[]) => Promise<Change>,
-  ): Promise<Placement[]> {
-    const sqlite = this.#store.dialect === 'sqlite';
-    const chunk = sqlite ? SQLITE_GROUP_BATCH : GROUP_CHUNK;
-    const changed: Placement[] = [];
-    const committed: Change[] = [];
-    let afterId = 0;
-    let done = false;
-    let recordedEvents = false;
-    try {
-      while (!done) {
-        if (afterId > 0) await setImmediate();
-        const { change: peers } = await this.#changes.record(async (tx) => {
-          const pushes: Change[] = [];
-          for (let chunks = 0; !done && (chunks === 0 || !sqlite); chunks++) {
-            if (chunks > 0) await setImmediate();
-            const rows = await listGroupDevices(tx, externalId, afterId, chunk + 1);
-            if (rows.length === 0 && afterId === 0) throw groupNotFound(externalId);
-            done = rows.length <= chunk;
-            const mine = rows.slice(0, chunk);
-            afterId = mine.at(-1)?.id ?? afterId;
-            const places = await this.#views.placesIn(tx, mine);
-            const members = mine.flatMap((row) => {
-              const place = places.get(row.server_id);
-              return place ? [{ row, ...place }] : [];
-            });
-            const result = await changeOf(tx, members);
-            for (const row of result.rows) {
-              const place = places.get(row.server_id);
-              if (place) changed.push({ ...place, row });
-            }
-            // The records now, chunk by chunk; the peers are merged and go to the nodes after the last commit.
-            const { deploy, apply, remove, ...records } = result.change;
-            await recordChange(tx, this.#clock, { ...records, deploy: [], apply: [], remove: [] });
-            recordedEvents ||= records.events.length > 0;
-            pushes.push(change({ deploy, apply, remove }));
-          }
-          const extra = done && last ? [await last(tx, changed)] : [];
-          return { result: undefined, change: mergeChanges([...pushes, ...extra]) };
-        });
-        committed.push(peers);
-      }
-    } finally {
-      await this.#changes.publish(mergeChanges(committed), recordedEvents);
-    }
-    return changed;
-  }
-}
-
-function groupNotFound(externalId: string): AppError {
-  return new AppError('not_found', `no device has external_id ${externalId}`);
 }

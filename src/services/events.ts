@@ -124,3 +124,23 @@ export function deviceEventDraft(
     actor,
   });
 }
+
+/** An event about a server, with its node filled in; `ip` is the server's endpoint. */
+export function serverEventDraft(
+  kind: EventKind,
+  server: Pick<ServerRow, 'id' | 'name' | 'endpoint' | 'country'>,
+  node: Pick<NodeRow, 'name'>,
+  actor: string,
+  detail: string,
+): EventDraft {
+  return eventDraft({
+    kind,
+    server_id: server.id,
+    server_name: server.name,
+    node_name: node.name,
+    ip: server.endpoint,
+    country: server.country,
+    detail,
+    actor,
+  });
+}

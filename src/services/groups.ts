@@ -2,13 +2,14 @@ import { metadataText } from '../domain/devices.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import type { Usage } from '../domain/usage.ts';
 import { change, type CommitHook } from './changes.ts';
-import type { DevicePatch } from './device-changes.ts';
+import type { DevicePatch, Placement } from './device-changes.ts';
+import type { DeviceGroups, GroupTotals } from './device-groups.ts';
 import type { PlacedDevice } from './device-views.ts';
-import type { DeviceService, GroupTotals, Placement } from './devices.ts';
+import type { DeviceService } from './devices.ts';
 
 /**
- * A group as spec §2.2 shows it: `device_count` and `month_usage` over all its devices, `devices` one page
- * of them (oldest first) with `has_more` as the devices list has it (spec §4.1).
+ * A group as docs/api.md "Groups" shows it: `device_count` and `month_usage` over all its devices, `devices`
+ * one page of them (oldest first) with `has_more` as the devices list has it (docs/api.md "Paging").
  */
 export interface GroupView {
   external_id: string;
@@ -18,7 +19,7 @@ export interface GroupView {
   has_more: boolean;
 }
 
-/** Fields a group PATCH sets on every device (DESIGN §3). */
+/** Fields a group PATCH sets on every device (docs/decisions.md "Groups"). */
 export type GroupPatch = Pick<
   DevicePatch,
   'enabled' | 'expiresAt' | 'dataLimit' | 'limitPeriod' | 'speedLimit' | 'metadata'
@@ -38,25 +39,25 @@ function groupView(externalId: string, totals: GroupTotals, page: Page<PlacedDev
 }
 
 /**
- * Every device sharing an external_id, read and changed as one (spec §4.3): each operation is the
- * `DeviceService` operation for all members with set statements (`updateGroup`, `resetGroupUsage`,
- * `deleteGroup`); the group adds its own words and, on delete, its mail. A change answers the group after it
+ * Every device sharing an external_id, read and changed as one (docs/api.md "Groups"): each operation is the
+ * `DeviceService` operation for all members with set statements (`DeviceGroups`: `update`, `resetUsage`,
+ * `delete`); the group adds its own words and, on delete, its mail. A change answers the group after it
  * with the first page of its devices.
  */
 export class GroupService {
-  readonly #devices: DeviceService;
+  readonly #devices: DeviceGroups;
 
   constructor(devices: DeviceService) {
-    this.#devices = devices;
+    this.#devices = devices.groups;
   }
 
   async get(externalId: string, page: PageRequest): Promise<GroupView> {
-    const totals = await this.#devices.groupTotals(externalId);
-    return groupView(externalId, totals, await this.#devices.groupPage(externalId, page));
+    const totals = await this.#devices.totals(externalId);
+    return groupView(externalId, totals, await this.#devices.page(externalId, page));
   }
 
   #after(externalId: string, changed: readonly Placement[]): GroupView {
-    const { totals, page } = this.#devices.groupAfter(changed);
+    const { totals, page } = this.#devices.after(changed);
     return groupView(externalId, totals, page);
   }
 
@@ -68,12 +69,12 @@ export class GroupService {
   async update(externalId: string, patch: GroupPatch, actor: string): Promise<GroupView> {
     if (patch.metadata !== undefined) metadataText(patch.metadata);
     const detail = (row: { name: string }, kind: string) => `group ${externalId}: device ${row.name} ${kind}`;
-    return this.#after(externalId, await this.#devices.updateGroup(externalId, patch, actor, detail));
+    return this.#after(externalId, await this.#devices.update(externalId, patch, actor, detail));
   }
 
   async resetUsage(externalId: string, actor: string, onCommit?: CommitHook<GroupView>): Promise<GroupView> {
     const detail = (member: Placement) => `group ${externalId}: usage of device ${member.row.name} reset`;
-    const changed = await this.#devices.resetGroupUsage(
+    const changed = await this.#devices.resetUsage(
       externalId,
       actor,
       detail,
@@ -95,6 +96,6 @@ export class GroupService {
       const headline = `group ${externalId} deleted with ${members.length} device(s)`;
       return change({ mail: [{ headline, details: [`Devices: ${named.join(', ')}${more}`], actor }] });
     };
-    await this.#devices.deleteGroup(externalId, actor, words, mail);
+    await this.#devices.delete(externalId, actor, words, mail);
   }
 }

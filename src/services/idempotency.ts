@@ -43,8 +43,8 @@ export type Begin =
   | { kind: 'replay'; statusCode: number; body: unknown };
 
 /**
- * Spec §4.1 and §8: a request under an Idempotency-Key runs once; a retry with the same request gets the
- * stored reply, one with another request is refused. `fingerprint` identifies the request (src/http makes it).
+ * docs/api.md "Idempotency": a request under an Idempotency-Key runs once; a retry with the same request gets
+ * the stored reply, one with another request is refused. `fingerprint` identifies the request (src/http makes it).
  */
 export class IdempotencyService {
   readonly #db: Db;

@@ -24,7 +24,7 @@ import {
 } from '../store/nodes.ts';
 import { listServerAllocations } from '../store/servers.ts';
 
-/** A node as `GET /nodes` shows it (DESIGN §3). */
+/** A node as `GET /nodes` shows it (docs/decisions.md "Nodes"). */
 export interface NodeView {
   id: number;
   name: string;

@@ -2,10 +2,10 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import { AppError, messageOf } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import {
+  type Ipv6Plan,
   type Ipv6Status,
   type ServerCreateInput,
-  type ServerStatus,
-  effectiveServerStatus,
+  type ServerPlan,
   planServer,
   planSubnet6,
   SERVER_DEFAULTS,
@@ -31,44 +31,16 @@ import {
   listServerAllocations,
   listServers,
   type ServerRow,
-  type ServerWithNode,
   setServerIpv6,
-  stringArray,
   updateServer,
 } from '../store/servers.ts';
 import { type ChangePublisher, type CommitHook, change } from './changes.ts';
 import { desiredServer, desiredStateOfServer } from './desired-state.ts';
-import { eventDraft } from './events.ts';
+import { deviceEventDraft, serverEventDraft } from './events.ts';
 import type { CountryLookup } from './geo.ts';
 import type { NodeConnections } from './nodes.ts';
 import { keptPages, keptPerRow } from './row-views.ts';
-
-/** A server as spec §2.3 shows it. */
-export interface ServerView {
-  id: number;
-  name: string;
-  node: { id: number; name: string };
-  country: string;
-  city: string;
-  status: ServerStatus;
-  endpoint: string;
-  listen_port: number;
-  public_key: string;
-  address: string;
-  subnet: string;
-  address6: string | null;
-  subnet6: string | null;
-  ipv6: Ipv6Status;
-  dns: string[];
-  dns_on_server: boolean;
-  client_to_client: boolean;
-  mtu: number;
-  persistent_keepalive: number;
-  client_allowed_ips: string[];
-  device_count: number;
-  capacity: number;
-  created_at: string;
-}
+import { listedServerView, serverView, type ServerView } from './server-views.ts';
 
 export interface ServerPatch {
   name?: string;
@@ -93,6 +65,48 @@ export function ipv6Of(state: ServerState): Ipv6Status {
 export function ipv6OfResync(report: ResyncReport): Map<number, Ipv6Status> {
   const modes = new Map((report.ipv6 ?? []).map((s) => [s.serverId, s.mode]));
   return new Map(report.applied.map((id) => [id, modes.get(id) ?? 'off']));
+}
+
+/** A new server's place on its node (planServer) and its IPv6 subnet (planSubnet6). */
+interface NewServerPlan {
+  plan: ServerPlan;
+  plan6: Ipv6Plan;
+}
+
+function listenPortInUse(listenPort: number | undefined): AppError {
+  return new AppError('validation_failed', `listen port ${listenPort} is used by another server on this node`, {
+    listen_port: 'in use on this node',
+  });
+}
+
+/** A server's capacity fits in its subnet and subnet6. */
+function checkRoom(server: ServerRow, maxDevices: number): void {
+  const room = Math.min(
+    deviceRoom(parseSubnet(server.subnet)),
+    server.subnet6 === null ? Number.POSITIVE_INFINITY : deviceRoom6(parseNetwork6(server.subnet6)),
+  );
+  if (maxDevices > room) {
+    const subnets = server.subnet6 === null ? server.subnet : `${server.subnet} and ${server.subnet6}`;
+    throw new AppError('validation_failed', `max_devices ${maxDevices} does not fit in ${subnets} (room for ${room})`, {
+      max_devices: `at most ${room}`,
+    });
+  }
+}
+
+/** A patched boolean as its 0/1 column; undefined, a field the patch leaves as it is. */
+function flagColumn(value: boolean | undefined): 0 | 1 | undefined {
+  return value === undefined ? undefined : value ? 1 : 0;
+}
+
+/**
+ * Whether the node applies a patch now: a new listen port or MTU recreates the interface, a new
+ * client_to_client changes its rules in place; other fields only go into configs issued from then on.
+ */
+function appliesOnNode(current: ServerRow, patch: ServerPatch): boolean {
+  const recreate =
+    (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
+  const clientToClient = flagColumn(patch.clientToClient);
+  return recreate || (clientToClient !== undefined && clientToClient !== current.client_to_client);
 }
 
 function normaliseCountry(country: string): string {
@@ -126,34 +140,6 @@ export class ServerService {
     this.#countries = countries;
     this.#usage = usage;
     this.#changes = changes;
-  }
-
-  view(row: ServerRow, node: Pick<NodeRow, 'id' | 'name' | 'status'>, deviceCount: number | null): ServerView {
-    return {
-      id: row.id,
-      name: row.name,
-      node: { id: node.id, name: node.name },
-      country: row.country,
-      city: row.city,
-      status: effectiveServerStatus(row.status, node.status === 'online'),
-      endpoint: row.endpoint,
-      listen_port: row.listen_port,
-      public_key: row.public_key,
-      address: row.address,
-      subnet: row.subnet,
-      address6: row.address6,
-      subnet6: row.subnet6,
-      ipv6: row.ipv6,
-      dns: stringArray(row.dns),
-      dns_on_server: row.dns_on_server === 1,
-      client_to_client: row.client_to_client === 1,
-      mtu: row.mtu,
-      persistent_keepalive: row.persistent_keepalive,
-      client_allowed_ips: stringArray(row.client_allowed_ips),
-      device_count: Number(deviceCount ?? 0),
-      capacity: row.capacity,
-      created_at: row.created_at,
-    };
   }
 
   async #nodeFor(nodeId: number | undefined): Promise<NodeRow> {
@@ -195,15 +181,11 @@ export class ServerService {
   async get(id: number): Promise<ServerView> {
     const row = await findServerWithNode(this.#db, id);
     if (!row) throw new AppError('not_found', `server ${id} not found`);
-    return this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count);
+    return listedServerView(row);
   }
 
   /** Pages of listed servers' views, each kept per row (listServers reuses its rows). */
-  readonly #listedPage = keptPages(
-    keptPerRow((row: Readonly<ServerWithNode>) =>
-      this.view(row, { id: row.node_id, name: row.node_name, status: row.node_status }, row.device_count),
-    ),
-  );
+  readonly #listedPage = keptPages(keptPerRow(listedServerView));
 
   async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
     return this.#listedPage(await listServers(this.#db, filter, page), page);
@@ -216,6 +198,25 @@ export class ServerService {
    */
   async create(input: ServerCreateInput, actor: string, onCommit?: CommitHook<ServerView>): Promise<ServerView> {
     const node = await this.#nodeFor(input.nodeId);
+    const row = await this.#insert(input, node, await this.#plan(input, node));
+    const ipv6 = await this.#deploy(row, node);
+    return this.#changes.commit(async (tx) => {
+      const running = await updateServer(tx, row.id, { status: 'running', ipv6 });
+      const summary = `server ${row.name} created on node ${node.name}`;
+      return {
+        result: serverView(running, node, 0),
+        change: change({
+          events: [serverEventDraft('server.created', row, node, actor, summary)],
+          activity: [
+            { resource: 'server', resourceId: row.id, verb: 'created', summary, actor, before: null, after: running },
+          ],
+        }),
+      };
+    }, onCommit);
+  }
+
+  /** Where a new server goes on the node: its subnet, port and capacity, and its subnet6. */
+  async #plan(input: ServerCreateInput, node: NodeRow): Promise<NewServerPlan> {
     const hostNetworks = await this.#hostNetworksOf(node);
     const allocations = await listServerAllocations(this.#db);
     const onNode = allocations.filter((a) => a.node_id === node.id);
@@ -233,6 +234,11 @@ export class ServerService {
       panelSubnets: allocations.flatMap((a) => (a.subnet6 === null ? [] : [parseNetwork6(a.subnet6)])),
       hostNetworks: ipv6Networks(hostNetworks),
     });
+    return { plan, plan6 };
+  }
+
+  /** The new server's row, `deploying`, with fresh keys: its unique indexes claim the planned port and subnet6. */
+  async #insert(input: ServerCreateInput, node: NodeRow, { plan, plan6 }: NewServerPlan): Promise<ServerRow> {
     const endpoint = input.endpoint ?? node.public_host;
     const country =
       input.country !== undefined
@@ -240,9 +246,8 @@ export class ServerService {
         : ((await this.#countries.countryOf(endpoint)) ?? '');
     const keys = generateKeyPair();
     const now = isoAt(this.#clock.nowMs());
-    let row: ServerRow;
     try {
-      row = await insertServer(this.#db, {
+      return await insertServer(this.#db, {
         node_id: node.id,
         name: input.name,
         country,
@@ -278,48 +283,22 @@ export class ServerService {
         listen_port: 'in use on this node',
       });
     }
+  }
+
+  /**
+   * The node makes the new server and says what it did with its IPv6. A node that cannot: whatever it made
+   * and the row are removed, deploy_failed.
+   */
+  async #deploy(row: ServerRow, node: NodeRow): Promise<Ipv6Status> {
     const connection = this.#connections.for(node);
-    let ipv6: Ipv6Status;
     try {
-      ipv6 = ipv6Of(await connection.applyServer(desiredServer(row, [], this.#usage)));
+      return ipv6Of(await connection.applyServer(desiredServer(row, [], this.#usage)));
     } catch (error) {
       await connection.removeServer(row.id).catch(() => undefined);
       await deleteServer(this.#db, row.id);
-      const message = `deploying server ${input.name} on node '${node.name}' failed: ${messageOf(error)}`;
+      const message = `deploying server ${row.name} on node '${node.name}' failed: ${messageOf(error)}`;
       throw new AppError('deploy_failed', message, {}, undefined, error);
     }
-    return this.#changes.commit(async (tx) => {
-      const running = await updateServer(tx, row.id, { status: 'running', ipv6 });
-      const summary = `server ${row.name} created on node ${node.name}`;
-      return {
-        result: this.view(running, node, 0),
-        change: change({
-          events: [
-            eventDraft({
-              kind: 'server.created',
-              server_id: row.id,
-              server_name: row.name,
-              node_name: node.name,
-              ip: endpoint,
-              country,
-              detail: summary,
-              actor,
-            }),
-          ],
-          activity: [
-            {
-              resource: 'server',
-              resourceId: row.id,
-              verb: 'created',
-              summary,
-              actor,
-              before: null,
-              after: running,
-            },
-          ],
-        }),
-      };
-    }, onCommit);
   }
 
   /**
@@ -337,32 +316,18 @@ export class ServerService {
       const taken = (await listServerAllocations(this.#db)).some(
         (a) => a.node_id === node.id && a.listen_port === patch.listenPort,
       );
-      if (taken)
-        throw new AppError(
-          'validation_failed',
-          `listen port ${patch.listenPort} is used by another server on this node`,
-          { listen_port: 'in use on this node' },
-        );
+      if (taken) throw listenPortInUse(patch.listenPort);
     }
-    if (patch.maxDevices !== undefined) {
-      const room = Math.min(
-        deviceRoom(parseSubnet(current.subnet)),
-        current.subnet6 === null ? Number.POSITIVE_INFINITY : deviceRoom6(parseNetwork6(current.subnet6)),
-      );
-      if (patch.maxDevices > room) {
-        const subnets = current.subnet6 === null ? current.subnet : `${current.subnet} and ${current.subnet6}`;
-        throw new AppError(
-          'validation_failed',
-          `max_devices ${patch.maxDevices} does not fit in ${subnets} (room for ${room})`,
-          { max_devices: `at most ${room}` },
-        );
-      }
-    }
-    const recreate =
-      (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
-    const clientToClient = patch.clientToClient === undefined ? undefined : patch.clientToClient ? 1 : 0;
-    const apply = recreate || (clientToClient !== undefined && clientToClient !== current.client_to_client);
-    const updated = await this.#changes.commit(async (tx) => {
+    if (patch.maxDevices !== undefined) checkRoom(current, patch.maxDevices);
+    const updated = await this.#save(current, node, patch, actor);
+    if (appliesOnNode(current, patch)) await this.#applyOnNode(node, updated);
+    return this.get(updated.id);
+  }
+
+  /** The patch saved, with its event and activity row. */
+  #save(current: ServerRow, node: NodeRow, patch: ServerPatch, actor: string): Promise<ServerRow> {
+    const id = current.id;
+    return this.#changes.commit(async (tx) => {
       let row: ServerRow;
       try {
         row = await updateServer(tx, id, {
@@ -373,7 +338,7 @@ export class ServerService {
           dns: patch.dns === undefined ? undefined : JSON.stringify(patch.dns),
           persistent_keepalive: patch.persistentKeepalive,
           client_allowed_ips: patch.clientAllowedIps === undefined ? undefined : JSON.stringify(patch.clientAllowedIps),
-          client_to_client: clientToClient,
+          client_to_client: flagColumn(patch.clientToClient),
           capacity: patch.maxDevices,
           country: patch.country === undefined ? undefined : normaliseCountry(patch.country),
           city: patch.city,
@@ -381,53 +346,32 @@ export class ServerService {
         });
       } catch (error) {
         if (!isUniqueViolation(error)) throw error;
-        throw new AppError(
-          'validation_failed',
-          `listen port ${patch.listenPort} is used by another server on this node`,
-          { listen_port: 'in use on this node' },
-        );
+        throw listenPortInUse(patch.listenPort);
       }
+      const summary = `server ${row.name} updated`;
       return {
         result: row,
         change: change({
-          events: [
-            eventDraft({
-              kind: 'server.updated',
-              server_id: id,
-              server_name: row.name,
-              node_name: node.name,
-              ip: row.endpoint,
-              country: row.country,
-              detail: `server ${row.name} changed`,
-              actor,
-            }),
-          ],
+          events: [serverEventDraft('server.updated', row, node, actor, `server ${row.name} changed`)],
           activity: [
-            {
-              resource: 'server',
-              resourceId: id,
-              verb: 'updated',
-              summary: `server ${row.name} updated`,
-              actor,
-              before: current,
-              after: row,
-            },
+            { resource: 'server', resourceId: id, verb: 'updated', summary, actor, before: current, after: row },
           ],
         }),
       };
     });
-    if (apply) {
-      try {
-        const state = await this.#connections
-          .for(node)
-          .applyServer(await desiredStateOfServer(this.#db, updated, this.#usage));
-        await setServerIpv6(this.#db, id, ipv6Of(state));
-      } catch (error) {
-        const message = `the change was saved, but node '${node.name}' could not apply it yet: ${messageOf(error)}`;
-        throw new AppError('apply_failed', message, {}, undefined, error);
-      }
+  }
+
+  /** The node applies a saved change now, or the caller hears apply_failed (the reconcile loop converges it). */
+  async #applyOnNode(node: NodeRow, server: ServerRow): Promise<void> {
+    try {
+      const state = await this.#connections
+        .for(node)
+        .applyServer(await desiredStateOfServer(this.#db, server, this.#usage));
+      await setServerIpv6(this.#db, server.id, ipv6Of(state));
+    } catch (error) {
+      const message = `the change was saved, but node '${node.name}' could not apply it yet: ${messageOf(error)}`;
+      throw new AppError('apply_failed', message, {}, undefined, error);
     }
-    return this.get(updated.id);
   }
 
   /** Deletes a server and (with `force`) its devices; the node removes its namespace and interface. */
@@ -446,20 +390,7 @@ export class ServerService {
       const deleted = change({});
       for (const device of devices) {
         const summary = `device ${device.name} deleted with server ${server.name}`;
-        deleted.events.push(
-          eventDraft({
-            kind: 'device.deleted',
-            device_id: device.id,
-            device_name: device.name,
-            server_id: id,
-            server_name: server.name,
-            node_name: server.node.name,
-            ip: device.address,
-            country: server.country,
-            detail: summary,
-            actor,
-          }),
-        );
+        deleted.events.push(deviceEventDraft('device.deleted', device, server, server.node, actor, summary));
         deleted.activity.push({
           resource: 'device',
           resourceId: device.id,
@@ -476,23 +407,13 @@ export class ServerService {
       );
       await deleteDevicesOfServer(tx, id);
       await deleteServer(tx, id);
-      deleted.events.push(
-        eventDraft({
-          kind: 'server.deleted',
-          server_id: id,
-          server_name: server.name,
-          node_name: server.node.name,
-          ip: server.endpoint,
-          country: server.country,
-          detail: `server ${server.name} deleted`,
-          actor,
-        }),
-      );
+      const summary = `server ${server.name} deleted`;
+      deleted.events.push(serverEventDraft('server.deleted', server, server.node, actor, summary));
       deleted.activity.push({
         resource: 'server',
         resourceId: id,
         verb: 'deleted',
-        summary: `server ${server.name} deleted`,
+        summary,
         actor,
         before: row ?? null,
         after: null,

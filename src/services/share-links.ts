@@ -10,21 +10,22 @@ import {
   replaceShareLink,
   type ShareLinkRow,
 } from '../store/share-links.ts';
-import type { DeviceService, PlacedDevice } from './devices.ts';
+import type { PlacedDevice } from './device-views.ts';
+import type { DeviceService } from './devices.ts';
 import { shareLinkCreated, shareLinkDeleted } from './change-kinds.ts';
 import { type ChangePublisher, change } from './changes.ts';
 
-/** A share link as spec §2.5 shows it. */
+/** A share link as docs/api.md "Share links" shows it. */
 export interface ShareLinkView {
   url: string;
   expires_at: string | null;
 }
 
 /**
- * Share links (spec §2.5, DESIGN §3): one per device, a public page that always shows the device's
- * current config. A deleted, replaced or expired link answers 404 at once. The page finds its link
- * by the token's SHA-256; the token itself is kept sealed with the panel secret, only to show the
- * URL again (`GET /devices/{id}/share`).
+ * Share links (docs/api.md "Share links", docs/decisions.md "Share links"): one per device, a public page
+ * that always shows the device's current config. A deleted, replaced or expired link answers 404 at once. The
+ * page finds its link by the token's SHA-256; the token itself is kept sealed with the panel secret, only to
+ * show the URL again (`GET /devices/{id}/share`).
  */
 export class ShareLinkService {
   readonly #store: Store;
@@ -74,7 +75,7 @@ export class ShareLinkService {
     return this.#view(link.token, link);
   }
 
-  /** Removing a missing link also succeeds (spec §4.2). */
+  /** Removing a missing link also succeeds (docs/api.md "Share links"). */
   async delete(deviceId: number, actor: string): Promise<void> {
     const placed = await this.#devices.get(deviceId);
     await this.#changes.commit(async (tx) => {

@@ -34,7 +34,7 @@ import { type Change, type ChangePublisher, appendChange, change } from './chang
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type PanelObserver, UNOBSERVED_PANEL } from './metrics.ts';
 
-/** Spec §2.4. */
+/** docs/api.md "Usage report". */
 export interface UsageReportView {
   month_usage: Usage;
   period_usage: Usage;
@@ -262,7 +262,7 @@ export class UsageService {
     };
   }
 
-  /** Spec §2.4: the counts, and the daily and monthly history (kept across resets). */
+  /** docs/api.md "Usage report": the counts, and the daily and monthly history (kept across resets). */
   async report(row: DeviceRow): Promise<UsageReportView> {
     const nowMs = this.#clock.nowMs();
     const since = this.calendar.day(nowMs - DAILY_DAYS * 86_400_000);

@@ -22,7 +22,7 @@ import { keptPages, keptPerRow } from './row-views.ts';
 import { enqueueDelivery, subscribedKinds } from './events.ts';
 import { checkWebhookUrl } from './webhook-targets.ts';
 
-/** A webhook as spec §2.7 shows it; `secret` only in the answer that creates it. */
+/** A webhook as docs/api.md "Webhooks" shows it; `secret` only in the answer that creates it. */
 export interface WebhookView {
   id: number;
   url: string;
@@ -34,7 +34,7 @@ export interface WebhookView {
   updated_at: string;
 }
 
-/** A delivery as spec §2.8 shows it. */
+/** A delivery as docs/api.md "Webhooks" shows it. */
 export interface DeliveryView {
   id: number;
   webhook_id: number;
@@ -74,7 +74,10 @@ function webhookNotFound(id: number): AppError {
   return new AppError('not_found', `webhook ${id} not found`);
 }
 
-/** Webhooks (DESIGN §3): endpoints that receive the events they subscribe to, signed, at least once. */
+/**
+ * Webhooks (docs/decisions.md "Webhooks: delivery, signing and retries"): endpoints that receive the events
+ * they subscribe to, signed, at least once.
+ */
 export class WebhookService {
   readonly #db: Db;
   readonly #clock: Clock;
@@ -194,7 +197,7 @@ export class WebhookService {
     return this.#deliveryPage(await listDeliveries(this.#db, id, state, page), page);
   }
 
-  /** A `ping` event sent to this webhook alone, whatever it subscribes to (spec §4.6). */
+  /** A `ping` event sent to this webhook alone, whatever it subscribes to (docs/api.md "Webhooks"). */
   async ping(id: number, actor: string): Promise<DeliveryView> {
     const webhook = await this.#get(id);
     // The hook runs once, in the transaction that records the ping: its delivery is committed with it.

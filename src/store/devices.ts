@@ -286,7 +286,7 @@ export async function countDevices(
   };
 }
 
-/** A group (spec §2.2): every device sharing the external id, oldest first. */
+/** A group (docs/api.md "Groups"): every device sharing the external id, oldest first. */
 export function listDevicesOfGroup(db: Queryable, externalId: string): Promise<DeviceRow[]> {
   return db.selectFrom('devices').selectAll().where('external_id', '=', externalId).orderBy('id').execute();
 }

@@ -3,8 +3,8 @@ import type { DeviceRow } from './devices.ts';
 import { CompiledShape, rowLimit } from './query-shapes.ts';
 
 /**
- * The devices of a group (spec §2.2: every device sharing the external id) after `afterId`, oldest first,
- * `limit` of them (every one when undefined); the (external_id, id) index serves it.
+ * The devices of a group (docs/api.md "Groups": every device sharing the external id) after `afterId`, oldest
+ * first, `limit` of them (every one when undefined); the (external_id, id) index serves it.
  */
 export function listGroupDevices(
   db: Queryable,

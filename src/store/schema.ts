@@ -9,7 +9,7 @@ export interface ApiKeyTable {
   id: Generated<number>;
   name: string;
   key_hash: string;
-  /** Comma-separated scopes of spec §5. */
+  /** Comma-separated scopes of docs/api.md "Keys and scopes". */
   scopes: string;
   /** 1 exempts the key from the request rate limit (benchmarks, trusted internal callers). */
   rate_limit_exempt: number;
@@ -202,7 +202,7 @@ export interface WebhookDeliveryTable {
   webhook_id: number;
   event_id: number;
   kind: string;
-  /** The Event object (spec §2.6) as JSON: the request body of every attempt. */
+  /** The event (docs/api.md "Events") as JSON: the request body of every attempt. */
   payload: string;
   /** `webhook-id` header: the same on every attempt, so receivers de-duplicate on it. */
   message_id: string;

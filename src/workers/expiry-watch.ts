@@ -13,8 +13,8 @@ const INTERVAL_MS = 1000;
 const BATCH = 200;
 
 /**
- * Posts device.expired once for each expiry that passes (spec §3). The status needs no job: it is
- * read from expires_at and the clock. A new expires_at (a renewal) is due for its own event.
+ * Posts device.expired once for each expiry that passes (docs/decisions.md "Data limits and expiry"). The
+ * status needs no job: it is read from expires_at and the clock. A new expires_at (a renewal) is due for its own event.
  */
 export class ExpiryWatch {
   readonly #db: Db;

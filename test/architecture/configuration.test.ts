@@ -78,7 +78,7 @@ describe('docs/configuration.md', () => {
   it('finds a variable however it is read (the check can fail)', () => {
     const code = "port(env, 'AGENT_PORT', 7000); env.TZ; env['PANEL_URL']; value(env, 'NEW_SETTING')";
     assert.deepEqual(variablesIn(code, TS_READS).sort(), ['AGENT_PORT', 'NEW_SETTING', 'PANEL_URL', 'TZ']);
-    assert.deepEqual(variablesIn('x="${VPN_PANEL_TOOLS:-~}" $LOCAL_NODE', SHELL_READS), [
+    assert.deepEqual(variablesIn('x="$' + '{VPN_PANEL_TOOLS:-~}" $LOCAL_NODE', SHELL_READS), [
       'VPN_PANEL_TOOLS',
       'LOCAL_NODE',
     ]);

@@ -48,7 +48,7 @@ const PUBLISHER_FILES = [
  * Calls allowed elsewhere, each with its reason. A group's change is recorded chunk by chunk, one transaction
  * each on SQLite, through `ChangePublisher.record`, and published once, merged, by `ChangePublisher.publish`.
  */
-const ALLOWED: Record<string, readonly string[]> = { 'services/devices.ts': ['recordChange'] };
+const ALLOWED: Record<string, readonly string[]> = { 'services/device-groups.ts': ['recordChange'] };
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -119,7 +119,7 @@ describe('one writer: a change records its events, activity and mail through Cha
     ].join('\n');
     const files = new Map([
       ['workers/expiry-watch.ts', byHand],
-      ['services/devices.ts', 'await recordChange(tx, clock, records);\nawait recordEvents(tx, clock, drafts);'],
+      ['services/device-groups.ts', 'await recordChange(tx, clock, records);\nawait recordEvents(tx, clock, drafts);'],
       ['services/changes.ts', byHand],
       ['store/activity.ts', "await insertRows(db, 'activity', entries, ACTIVITY_COLUMNS);"],
       ['services/nodes.ts', "await tx.insertInto('nodes').values(row).execute();"],
@@ -131,7 +131,7 @@ describe('one writer: a change records its events, activity and mail through Cha
       'src/workers/expiry-watch.ts:5 calls notifyChange',
       'src/workers/expiry-watch.ts:6 inserts into activity',
       'src/workers/expiry-watch.ts:7 calls recordChange',
-      'src/services/devices.ts:2 calls recordEvents',
+      'src/services/device-groups.ts:2 calls recordEvents',
     ]);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * deploy/install-node.sh for real, as README "Installing a node on a VPS" has an operator run it: on a
- * fresh Debian 12 root (debian-root.ts), chrooted, in a mount namespace and a network namespace of its
+ * deploy/install-node.sh for real, as docs/operating.md "Installing a node on a VPS" has an operator run it:
+ * on a fresh Debian 12 root (debian-root.ts), chrooted, in a mount namespace and a network namespace of its
  * own, whose only way out is a proxy to the package registries. systemd is not running there, so the
  * script starts the agent itself, with the unit's capability bounding set. The line it prints then
  * registers the node on a real panel (token on standard input), which deploys a WireGuard server on it.
@@ -260,7 +260,8 @@ describe('deploy/install-node.sh on a fresh Debian 12 root', { skip }, () => {
     assert.equal(caps.effective, UNIT_CAPABILITIES);
     assert.equal(caps.noNewPrivs, '1');
 
-    // The printed line, run on a panel as README says, with the token on standard input.
+    // The printed line, run on a panel as docs/operating.md "Installing a node on a VPS" says, with the token on
+    // standard input.
     database = await createTestDatabase('sqlite');
     panel = await startPanel({ database, env: { LOCAL_NODE: 'off' } });
     const key = await panel.createKey('deploy', 'all', ['--no-rate-limit']);

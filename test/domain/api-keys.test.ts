@@ -24,7 +24,7 @@ const KNOWN_KEY = 'vpnk_abcdefghijklmnopqrstuvwxyzABCDEF1mVgZW';
 const withChar = (key: string, index: number, char: string): string =>
   key.slice(0, index) + char + key.slice(index + 1);
 
-describe('generated API keys (DESIGN §3: vpnk_ + 32 base62 + 6-char checksum)', () => {
+describe('generated API keys (docs/decisions.md "API keys": vpnk_ + 32 base62 + 6-char checksum)', () => {
   test('have the key shape and are well formed', () => {
     for (let i = 0; i < 200; i++) {
       const key = generateApiKey();
@@ -105,7 +105,7 @@ describe('isWellFormedApiKey: one changed character is caught', () => {
   }
 });
 
-describe('parseScopes (spec §5 scopes; `all` is every scope)', () => {
+describe('parseScopes (docs/api.md "Keys and scopes"; `all` is every scope)', () => {
   const accepted: Array<[intent: string, text: string, scopes: readonly Scope[]]> = [
     ['all', 'all', SCOPES],
     ['all with spaces around', '  all ', SCOPES],
@@ -126,7 +126,7 @@ describe('parseScopes (spec §5 scopes; `all` is every scope)', () => {
     test(`accepts ${intent}`, () => assert.deepEqual(parseScopes(text), [...scopes]));
   }
 
-  test('the six scopes are those of spec §5', () => {
+  test('the six scopes are those of docs/api.md "Keys and scopes"', () => {
     assert.deepEqual([...SCOPES].sort(), [
       'devices:read',
       'devices:write',
@@ -163,7 +163,7 @@ describe('parseScopes (spec §5 scopes; `all` is every scope)', () => {
   }
 });
 
-describe('hashApiKey: only the hash is stored (spec §5)', () => {
+describe('hashApiKey: only the hash is stored (docs/decisions.md "API keys")', () => {
   test('is the SHA-256 of the key in lower-case hex', () => {
     // Known SHA-256 test vector (FIPS 180-2): "abc".
     assert.equal(hashApiKey('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
@@ -178,6 +178,6 @@ describe('hashApiKey: only the hash is stored (spec §5)', () => {
   });
 });
 
-test('the actor of a change made with a key is "via API key <name>" (spec §1)', () => {
+test('the actor of a change made with a key is "via API key <name>" (docs/decisions.md "Actors")', () => {
   assert.equal(apiKeyActor('billing bot'), 'via API key billing bot');
 });

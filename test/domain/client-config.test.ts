@@ -25,7 +25,7 @@ const VERIFIED_PRE_DOWN =
   'iptables -D OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT' +
   ' && ip6tables -D OUTPUT ! -o %i -m mark ! --mark $(wg show %i fwmark) -m addrtype ! --dst-type LOCAL -j REJECT';
 
-/** A device on a server created with the defaults (DESIGN §3). */
+/** A device on a server created with the defaults (docs/decisions.md "Server fields and defaults"). */
 const typical: ClientConfigInput = {
   privateKey: DEVICE_PRIVATE_KEY,
   address: '10.128.0.2',

@@ -32,7 +32,7 @@ function refusal(work: () => unknown): AppError {
 }
 
 describe('console roles', () => {
-  it('an admin has every scope of spec §5', () => {
+  it('an admin has every scope of docs/api.md "Keys and scopes"', () => {
     assert.deepEqual([...scopesOfRole('admin')].sort(), [...SCOPES].sort());
   });
 

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { actorPhrase, renderChangeMail, renderDigestMail } from '../../src/domain/notifications.ts';
 
 describe('notification mail text', () => {
-  it('says who made a change: via API key <name> (spec §1), the CLI admin, or the panel', () => {
+  it('says who made a change: via API key <name> (docs/decisions.md "Actors"), the CLI admin, or the panel', () => {
     assert.equal(actorPhrase('via API key shop'), 'via API key shop');
     assert.equal(actorPhrase('admin'), 'by admin (CLI)');
     assert.equal(actorPhrase('system'), 'by the panel (system)');

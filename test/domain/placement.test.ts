@@ -1,7 +1,7 @@
 /**
- * `server_id: auto` (spec §4.2): "picks the running server with the fewest devices that still has room,
- * narrowed by country and city"; on a move "the server the device is on now is never picked"; none found
- * is 409 `no_server_available` (spec §7).
+ * `server_id: auto` (docs/decisions.md "Automatic placement"): "picks the running server with the fewest
+ * devices that still has room"; narrowed by country and city; on a move "never the device's own server"; none
+ * found is 409 `no_server_available` (docs/api.md "Errors").
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';

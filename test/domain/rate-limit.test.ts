@@ -34,7 +34,7 @@ const passed = (decisions: RateDecision[]): number => decisions.filter((d) => d.
 /** 59, 58, … 0: what `remaining` reads over n allowed requests starting from n − 1. */
 const countdown = (n: number): number[] => Array.from({ length: n }, (_, i) => n - 1 - i);
 
-describe('request rate of spec §8: 10 a second per key, bursts up to 60', () => {
+describe('request rate of docs/api.md "Rate limits": 10 a second per key, bursts up to 60', () => {
   test('the policy is 60 at once, 10 a second', () => {
     assert.deepEqual(REQUEST_RATE, { burst: 60, perSecond: 10 });
   });

@@ -646,7 +646,8 @@ describe('the operator console in headless Chromium (sqlite)', {
           data: { name: 'viewer-made' },
         });
         assert.equal(refused.status(), 403, 'the API refuses a viewer');
-        // Webhooks need webhooks:write even to list (spec §5), which a viewer lacks (README "Operator console").
+        // Webhooks need webhooks:write even to list (docs/api.md "Keys and scopes"), which a viewer lacks
+        // (docs/operating.md "Operator console").
         const webhooks = await seen.request.get(`${origin}/api/v1/webhooks`);
         assert.equal(webhooks.status(), 403, 'a viewer does not read webhooks');
         for (const path of ['/api/v1/api-keys', '/api/v1/console-users']) {

@@ -1,10 +1,11 @@
 /**
- * End to end, as root: two `vpn-panel serve` processes on one PostgreSQL and one Redis (README "Several
- * panels"), with a remote `vpn-panel node` driving real WireGuard (wireguard-go) in a lab namespace and
- * a client in another. Either panel serves the API and the share page; every webhook is delivered once;
- * a key's rate limit is one budget across both; the device's usage equals the server interface's own
- * counters byte for byte although the panel holding the duty lease (the one collecting usage) is
- * SIGKILLed mid-download; and a SIGKILLed lease holder is replaced within 15 s, measured from the kill.
+ * End to end, as root: two `vpn-panel serve` processes on one PostgreSQL and one Redis
+ * (docs/operating.md "Several panels (high availability)"), with a remote `vpn-panel node` driving real
+ * WireGuard (wireguard-go) in a lab namespace and a client in another. Either panel serves the API and the
+ * share page; every webhook is delivered once; a key's rate limit is one budget across both; the device's usage
+ * equals the server interface's own counters byte for byte although the panel holding the duty lease (the one
+ * collecting usage) is SIGKILLed mid-download; and a SIGKILLed lease holder is replaced within 15 s, measured
+ * from the kill.
  *
  *   client ns PREFIX-c (wireguard-go) ── veth ── host ns PREFIX-h: the agent's server PREFIXn
  *                                                  └─ uplink ── internet ns PREFIX-i: iperf3 on 198.51.100.7

@@ -308,7 +308,7 @@ for (const kind of ['sqlite', 'postgres'] as const satisfies readonly DatabaseKi
         const interfacesBefore = await lab.serverInterfaces();
         const held = await api.POST('/api/v1/servers', { body: { name: 'port-held', listen_port: port } });
         t.diagnostic(`answer: ${held.response.status} ${JSON.stringify(held.error)}`);
-        // Spec §2.3/§4.4: "a failed deploy leaves nothing behind"; DESIGN §3: 502 deploy_failed (a 422
+        // docs/decisions.md "Server status": a failed deploy leaves nothing behind, 502 deploy_failed (a 422
         // naming listen_port would serve a caller as well).
         const code = held.error?.error.code;
         assert.ok(

@@ -4,9 +4,9 @@
  * config the API returned, downloads from iperf3 beyond the node's uplink (the lab's internet namespace:
  * client isolation keeps clients off the server's own ports) until the node
  * cuts it off. The test reads the server's own counters (`wg show IF transfer`) every 50 ms: the time
- * from the counter crossing the limit to the peer leaving the interface must be under 10 s (spec §8;
- * the goal is 2 s). Status and event follow; usage reset brings the peer back. Then the same with the
- * panel stopped after the allowance was handed over, and an expiry a few seconds ahead.
+ * from the counter crossing the limit to the peer leaving the interface must be under 10 s
+ * (docs/api.md "Limits"; the goal is 2 s). Status and event follow; usage reset brings the peer back. Then
+ * the same with the panel stopped after the allowance was handed over, and an expiry a few seconds ahead.
  * Everything lives in namespaces this file makes (test/support/netns.ts), removed in `after()`.
  */
 import assert from 'node:assert/strict';
@@ -24,7 +24,7 @@ type Device = components['schemas']['Device'];
 
 const skip = requireRoot();
 const SUITE_TIMEOUT_MS = 150_000;
-/** Spec §8: a device is cut off within ten seconds of reaching its limit. */
+/** docs/api.md "Limits": a device is cut off within ten seconds of reaching its limit. */
 const CUT_OFF_LIMIT_MS = 10_000;
 const DATA_LIMIT = 3_000_000;
 /** TEST-NET-2, in the lab's internet namespace beyond the host's uplink: where the clients download from. */

@@ -12,7 +12,7 @@ import {
   startPanel,
 } from '../support/panel.ts';
 
-/** Every guarded operation and the scope spec §5 gives it; each issue adds its routes here. */
+/** Every guarded operation and the scope docs/api.md "Keys and scopes" gives it; each issue adds its routes here. */
 const OPERATIONS: { method: ApiMethod; path: string; scope: Scope; body?: unknown }[] = [
   { method: 'GET', path: '/servers', scope: 'servers:read' },
   { method: 'GET', path: '/servers/1', scope: 'servers:read' },

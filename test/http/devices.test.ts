@@ -35,7 +35,7 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it('creates a device with every field of spec §2.1 and its config', async () => {
+    it('creates a device with every field of docs/api.md "Devices" and its config', async () => {
       const created = await call('POST', '/devices', {
         server_id: serverId,
         external_id: 'cust-1',

@@ -1,13 +1,13 @@
 /**
  * Dual stack through the API (issue 15), in process on SQLite and PostgreSQL: subnet6/address6 of servers,
- * address6 of devices, configs with both addresses, IPv6 endpoints, and the spec's errors naming the field.
+ * address6 of devices, configs with both addresses, IPv6 endpoints, and errors naming the field (docs/api.md "Errors").
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { IPV6_STATUSES } from '../../src/domain/servers.ts';
 import { bigIntToIpv6, ipv6ToBigInt, parseNetwork6 } from '../../src/domain/subnets6.ts';
 import type { DeviceView } from '../../src/services/device-views.ts';
-import type { ServerView } from '../../src/services/servers.ts';
+import type { ServerView } from '../../src/services/server-views.ts';
 import { setServerIpv6 } from '../../src/store/servers.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';

@@ -55,7 +55,7 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it('lists every field of spec §2.6 oldest first, and pages with after/limit', async () => {
+    it('lists every field of docs/api.md "Events" oldest first, and pages with after/limit', async () => {
       const all = await events('?limit=200');
       const ids = all.data.map((e) => e.id);
       assert.deepEqual(

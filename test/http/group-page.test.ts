@@ -1,7 +1,7 @@
 /**
- * GET /groups/{external_id} (spec §4.3) as the group page serves it again and again: its bytes are what the
- * Group response schema serialises (each device's JSON is kept and spliced in), and its totals (spec §2.2:
- * every device of the group counted, usage of the current month only) are never those before a commit,
+ * GET /groups/{external_id} (docs/api.md "Groups") as the group page serves it again and again: its bytes are
+ * what the Group response schema serialises (each device's JSON is kept and spliced in), and its totals (every
+ * device of the group counted, usage of the current month only) are never those before a commit,
  * nor of a month that has ended.
  */
 import assert from 'node:assert/strict';

@@ -8,13 +8,13 @@ import { logged, type PanelProcess, startPanel } from '../support/panel.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
-/** README "HTTP conventions": headers within 20 s, a whole request within 30 s, checked every 5 s. */
+/** docs/api.md "HTTP conventions": headers within 20 s, a whole request within 30 s, checked every 5 s. */
 const HEADERS_TIMEOUT_S = 20;
 const REQUEST_TIMEOUT_S = 30;
 const CHECK_S = 5;
 /** Scheduling slack of a loaded 2-core machine. */
 const MARGIN_S = 10;
-/** README: 30 requests without a valid key from one address, then one a second. */
+/** docs/api.md "Rate limits": 30 requests without a valid key from one address, then one a second. */
 const UNAUTHENTICATED_BURST = 30;
 
 interface Answer {

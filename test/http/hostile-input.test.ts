@@ -3,7 +3,7 @@
  * every operation, every body field, query parameter and path parameter gets values of the wrong type,
  * out of range, huge, nested 5,000 deep, with control characters, and impossible date-times, with a
  * key of every scope and the ids of real resources (a server on the dry-run driver, a device, a
- * webhook). No answer may be a 5xx or carry a stack trace; every 4xx carries the spec's error body;
+ * webhook). No answer may be a 5xx or carry a stack trace; every 4xx carries the error body (docs/api.md "Errors");
  * a value that no rule may let through (see `mustFail`) must be a 4xx; and /healthz answers after
  * each operation's batch. A value that happens to be valid may succeed (2xx).
  */

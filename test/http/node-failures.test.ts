@@ -4,7 +4,10 @@ import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../suppor
 import { FakeAgent } from '../support/fake-agent.ts';
 import { type ApiCall, callApi, freePort, logged, type PanelProcess, startPanel } from '../support/panel.ts';
 
-/** What the API answers when the node cannot apply a device change (spec §4.2, DESIGN §1). */
+/**
+ * What the API answers when the node cannot apply a device change
+ * (docs/decisions.md "Device changes and the node", "The panel owns the desired state").
+ */
 for (const kind of DATABASE_KINDS) {
   describe(`device changes a node cannot apply (${kind})`, () => {
     let db: TestDatabase;

@@ -1,4 +1,6 @@
-/** PUBLIC_HOST (README "Configuration"): a host name, an IPv4 or an IPv6 address, for the panel and the node. */
+/**
+ * PUBLIC_HOST (docs/configuration.md): a host name, an IPv4 or an IPv6 address, for the panel and the node.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, loadAgentConfig, loadPanelConfig } from '../../src/main/config.ts';

@@ -187,7 +187,7 @@ for (const kind of DATABASE_KINDS) {
       assert.ok(deleted.every((e) => e.detail === 'group fleet deleted'));
     });
 
-    it('attempts a device.expired delivery at once after the expiry watch commits it, not at the next poll', async () => {
+    it('attempts a device.expired delivery at once after the expiry watch commits it', async () => {
       const expiresAt = isoAt(clock.nowMs() + 60_000);
       const { device } = await devices.create({ serverId: servers[0]?.id ?? 0, name: 'lease', expiresAt }, 'test');
       clock.advance(61_000);

@@ -1,7 +1,7 @@
 /**
- * `server_id: auto` through DeviceService (spec §4.2: the running server with the fewest devices), with
- * the status the API shows: a server whose node is offline is `node_offline`, so it is never chosen,
- * even when it has fewer devices or the lower id.
+ * `server_id: auto` through DeviceService (docs/api.md "Creating a device": the running server with the
+ * fewest devices), with the status the API shows: a server whose node is offline is `node_offline`, so it is
+ * never chosen, even when it has fewer devices or the lower id.
  */
 import { collectAll } from '../../src/domain/async-iterables.ts';
 import assert from 'node:assert/strict';

@@ -1,7 +1,7 @@
 import { collectAll } from '../../src/domain/async-iterables.ts';
 /**
- * Groups at scale (spec §4.3, issue 16): a group larger than one SQLite batch is paged by GET (`after`,
- * `limit`, `has_more`, totals over every device), and PATCH, usage reset and DELETE reach every device with
+ * Groups at scale (docs/decisions.md "Groups", issue 16): a group larger than one SQLite batch is paged by GET
+ * (`after`, `limit`, `has_more`, totals over every device), and PATCH, usage reset and DELETE reach every device with
  * each device's own event, webhook delivery and activity entry, the node's peers changed and the servers'
  * counts kept.
  */

@@ -121,7 +121,7 @@ type ResponsesOf<O> = O extends { responses: infer R } ? R : never;
 type ResponseJson<R> = R extends { content: { 'application/json': infer Body } } ? Body : undefined;
 /** The statuses the document lists for an operation's success (`4XX`, `5XX` are its error bodies). */
 export type SuccessStatus<O> = Extract<keyof ResponsesOf<O>, number>;
-/** The spec's error: `{ error: { code, message, fields } }` holds it. */
+/** The error of docs/api.md "Errors": `{ error: { code, message, fields } }` holds it. */
 export type ApiError = components['schemas']['Error']['error'];
 
 /** An answer of the API as black-box tests read it, typed by the document's operation O. */
@@ -130,7 +130,7 @@ export interface ApiAnswer<O> {
   readonly headers: Headers;
   /** The JSON body: one of those the document gives O (success or error); undefined when it sent none. */
   readonly json: { [S in keyof ResponsesOf<O>]: ResponseJson<ResponsesOf<O>[S]> }[keyof ResponsesOf<O>];
-  /** The spec's error of a refused request (a 4xx or 5xx with the error body); else undefined. */
+  /** The error of a refused request (a 4xx or 5xx with the error body); else undefined. */
   readonly error: ApiError | undefined;
   /** Asserts the status (a failure shows the body) and returns the body the document gives it. */
   expect<S extends SuccessStatus<O>>(status: S): ResponseJson<ResponsesOf<O>[S]>;
@@ -200,7 +200,7 @@ async function send(
   return { status: response.status, headers: response.headers, json, error };
 }
 
-/** The error of a body that is the spec's error body, checked field by field; else undefined. */
+/** The error of a body that is the API's error body, checked field by field; else undefined. */
 function errorOf(body: unknown): ApiError | undefined {
   if (typeof body !== 'object' || body === null || !('error' in body)) return undefined;
   const { error } = body;

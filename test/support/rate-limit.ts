@@ -32,7 +32,10 @@ export async function burst(
   return { answers, seconds: (performance.now() - started) / 1000 };
 }
 
-/** Spec §8: bursts up to 60, then 10 a second; what a GCRA lets through in `seconds` after a full bucket. */
+/**
+ * docs/api.md "Rate limits": bursts up to 60, then 10 a second; what a GCRA lets through in `seconds` after a
+ * full bucket.
+ */
 export function allowedWithin(seconds: number): number {
   return 60 + Math.ceil(seconds * 10);
 }

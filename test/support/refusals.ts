@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { AppError } from '../../src/domain/errors.ts';
 
-/** Asserts a 422 `validation_failed` whose `fields` names `field` (spec §7: fields names the inputs). */
+/** Asserts a 422 `validation_failed` whose `fields` names `field` (docs/api.md "Errors": fields names the inputs). */
 export function assertRefused(fn: () => unknown, field: string): void {
   assert.throws(fn, (error: unknown) => {
     assert.ok(error instanceof AppError, `expected an AppError, got ${String(error)}`);

@@ -20,7 +20,7 @@ import {
 type ApiKey = Schemas['ApiKey'];
 type Scope = ApiKey['scopes'][number];
 
-/** The scopes of spec §5, in its order; the generated types keep this list to the API's. */
+/** The scopes of docs/api.md "Keys and scopes", in its order; the generated types keep this list to the API's. */
 const SCOPES: readonly Scope[] = [
   'devices:read',
   'devices:write',

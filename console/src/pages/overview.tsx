@@ -127,7 +127,7 @@ function NodesTable({ nodes }: { nodes: PanelNode[] }) {
   );
 }
 
-/** Webhooks need webhooks:write even to be read (spec §5): an admin's tile, not a viewer's. */
+/** Webhooks need webhooks:write even to be read (docs/api.md "Keys and scopes"): an admin's tile, not a viewer's. */
 function DeliveriesTile() {
   const [deliveries] = useLoad(deliveryCounts, [], POLL_MS * 2);
   return (

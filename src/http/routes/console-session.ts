@@ -7,8 +7,6 @@ import type { Api } from '../api.ts';
 import { type Authenticator, checkOrigin, sessionCookie, sessionTokenOf } from '../auth.ts';
 import { cookieOf, DEVICE_COOKIE, deviceCookie, SignInGate, type SignInLimiters } from '../sign-in-gate.ts';
 
-export type { SignInLimiters } from '../sign-in-gate.ts';
-
 export interface ConsoleSessionDeps {
   authenticator: Authenticator;
   consoleSessions: ConsoleSessionService;

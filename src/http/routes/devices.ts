@@ -1,7 +1,9 @@
 import Type from 'typebox';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
-import type { DevicePatch, DeviceService, DeviceView, PlacedDevice } from '../../services/devices.ts';
+import type { DevicePatch } from '../../services/device-changes.ts';
+import type { DeviceView, PlacedDevice } from '../../services/device-views.ts';
+import type { DeviceService } from '../../services/devices.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
@@ -27,7 +29,7 @@ function deviceSettings(b: DeviceSettingsBody): DevicePatch {
   };
 }
 
-/** A device as the API answers it: spec §2.1 with its current config. */
+/** A device as the API answers it: docs/api.md "Devices" with its current config. */
 export type DeviceBody = DeviceView & { config: string };
 
 /** The device's body with its config as it is now (after a move too). */
@@ -51,8 +53,19 @@ export function listedDeviceBodies(devices: DeviceService): (placed: PlacedDevic
   };
 }
 
+/** A device's body with its config, for the routes that answer one device. */
+type WithConfig = (placed: PlacedDevice) => DeviceBody;
+
 export function deviceRoutes(api: Api, devices: DeviceService): void {
   const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
+  deviceCollectionRoutes(api, devices, withConfig);
+  deviceItemRoutes(api, devices, withConfig);
+  deviceActionRoutes(api, devices, withConfig);
+  deviceConfigRoutes(api, devices);
+}
+
+/** The device list and create. */
+function deviceCollectionRoutes(api: Api, devices: DeviceService, withConfig: WithConfig): void {
   const listedBody = listedDeviceBodies(devices);
   const pages = new PageWriter<DeviceBody>('Device');
 
@@ -101,7 +114,10 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       return reply.code(201).send(withConfig(placed));
     },
   );
+}
 
+/** One device: read, its usage report, change, delete. */
+function deviceItemRoutes(api: Api, devices: DeviceService, withConfig: WithConfig): void {
   api.get(
     '/devices/:id',
     operation('devices:read', {
@@ -144,6 +160,23 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
     },
   );
 
+  api.delete(
+    '/devices/:id',
+    operation('devices:write', {
+      summary: 'Delete a device',
+      tags: ['devices'],
+      params: IdParams,
+      response: { 204: Type.Null() },
+    }),
+    async (request, reply) => {
+      await devices.delete(request.params.id, actorOf(request));
+      return reply.code(204).send(null);
+    },
+  );
+}
+
+/** What is done to a device besides its settings: a move, a usage reset (both idempotent). */
+function deviceActionRoutes(api: Api, devices: DeviceService, withConfig: WithConfig): void {
   api.post(
     '/devices/:id/move',
     operation(
@@ -194,21 +227,10 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
       return withConfig(placed);
     },
   );
+}
 
-  api.delete(
-    '/devices/:id',
-    operation('devices:write', {
-      summary: 'Delete a device',
-      tags: ['devices'],
-      params: IdParams,
-      response: { 204: Type.Null() },
-    }),
-    async (request, reply) => {
-      await devices.delete(request.params.id, actorOf(request));
-      return reply.code(204).send(null);
-    },
-  );
-
+/** The device's client config, as wg-quick text or a QR code of it. */
+function deviceConfigRoutes(api: Api, devices: DeviceService): void {
   api.get(
     '/devices/:id/config',
     operation('devices:read', {

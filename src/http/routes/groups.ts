@@ -1,5 +1,6 @@
 import Type from 'typebox';
-import type { DeviceService, PlacedDevice } from '../../services/devices.ts';
+import type { PlacedDevice } from '../../services/device-views.ts';
+import type { DeviceService } from '../../services/devices.ts';
 import type { GroupService, GroupView } from '../../services/groups.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
@@ -11,7 +12,7 @@ import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
 
 const GroupRef = Type.Ref('Group');
 
-/** Groups (spec §4.3). */
+/** Groups (docs/api.md "Groups"). */
 export function groupRoutes(api: Api, services: { groups: GroupService; devices: DeviceService }): void {
   const { groups, devices } = services;
   const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);

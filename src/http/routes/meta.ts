@@ -2,7 +2,7 @@ import Type from 'typebox';
 import type { Api } from '../api.ts';
 import { publicOperation } from '../operation.ts';
 
-/** The API description (spec §4.7), served under /api/v1 without a key. */
+/** The API description (docs/api.md "Base URL and the OpenAPI document"), served under /api/v1 without a key. */
 export function openApiRoute(api: Api): void {
   let document: unknown;
   api.get(

@@ -1,5 +1,6 @@
 import Type from 'typebox';
-import type { ServerService, ServerView } from '../../services/servers.ts';
+import type { ServerView } from '../../services/server-views.ts';
+import type { ServerService } from '../../services/servers.ts';
 import type { NodeService, NodeView } from '../../services/nodes.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
@@ -11,13 +12,16 @@ import { ServerCreateBody, ServerPatchBody } from '../schemas/servers.ts';
 
 const ServerRef = Type.Ref('Server');
 const NodeRef = Type.Ref('Node');
-
 export function serverRoutes(api: Api, services: { servers: ServerService; nodes: NodeService }): void {
-  const { servers, nodes } = services;
-  // Server and node pages are views kept per reused row (ServerService.list, NodeService.list): each is serialised
-  // once.
+  serverCollectionRoutes(api, services.servers);
+  serverItemRoutes(api, services.servers);
+  nodeRoutes(api, services.nodes);
+}
+
+/** The server list and create. */
+function serverCollectionRoutes(api: Api, servers: ServerService): void {
+  // Server pages are views kept per reused row (ServerService.list): each is serialised once.
   const serverPages = new PageWriter<ServerView>('Server');
-  const nodePages = new PageWriter<NodeView>('Node');
 
   api.get(
     '/servers',
@@ -74,7 +78,10 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
       return reply.code(201).send(server);
     },
   );
+}
 
+/** One server: read, change, delete. */
+function serverItemRoutes(api: Api, servers: ServerService): void {
   api.get(
     '/servers/:id',
     operation('servers:read', {
@@ -139,6 +146,11 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
       return reply.code(204).send(null);
     },
   );
+}
+
+function nodeRoutes(api: Api, nodes: NodeService): void {
+  // Node pages are views kept per reused row (NodeService.list): each is serialised once.
+  const nodePages = new PageWriter<NodeView>('Node');
 
   api.get(
     '/nodes',

@@ -13,7 +13,7 @@ const ShareLinkSchema = Type.Object(
   { title: 'ShareLink' },
 );
 
-/** `POST|GET|DELETE /devices/{id}/share` (spec §4.2, DESIGN §3). */
+/** `POST|GET|DELETE /devices/{id}/share` (docs/api.md "Share links", docs/decisions.md "Share links"). */
 export function shareLinkRoutes(api: Api, links: ShareLinkService): void {
   api.post(
     '/devices/:id/share',

@@ -29,7 +29,7 @@ export function PlainText(options: { minLength?: number; maxLength: number; desc
   return Type.String({ ...options, pattern: PLAIN_TEXT_PATTERN });
 }
 
-/** `{data, has_more}` of spec §2.9. */
+/** `{data, has_more}` of docs/api.md "Paging". */
 export function Page<T extends TSchema>(item: T) {
   return Type.Object({ data: Type.Array(item), has_more: Type.Boolean() });
 }

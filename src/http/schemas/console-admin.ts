@@ -39,7 +39,7 @@ export const ApiKeyCreateBody = Type.Object(
     scopes: Type.Array(Type.Enum([...SCOPES, 'all']), {
       minItems: 1,
       maxItems: SCOPES.length + 1,
-      description: 'the scopes of spec §5, or all',
+      description: 'the scopes (docs/api.md "Keys and scopes"), or all',
     }),
     rate_limit_exempt: Type.Optional(Type.Boolean({ default: false })),
   },

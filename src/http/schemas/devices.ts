@@ -76,7 +76,7 @@ const DataLimit = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
 const SpeedLimit = Type.Integer({ minimum: 0, maximum: SPEED_LIMIT_MAX_KBPS });
 const ExpiresAt = Type.Union([DateTime, Type.Null()]);
 
-/** What a client may set on a device at creation and change later (spec §4.2 body tables). */
+/** What a client may set on a device at creation and change later (docs/api.md "Creating a device"). */
 const DeviceSettings = {
   name: Type.Optional(Name),
   external_id: Type.Optional(ExternalId),

@@ -22,7 +22,8 @@ export async function up(db: Kysely<unknown>, { idType, id }: MigrationContext):
     .addColumn('created_at', 'text', (c) => c.notNull())
     .addColumn('updated_at', 'text', (c) => c.notNull())
     .execute();
-  // The rules of spec §2.1 held by the database too, so concurrent creates cannot break them.
+  // The rules of docs/decisions.md "Device names and addresses" held by the database too, so concurrent
+  // creates cannot break them.
   await db.schema.createIndex('devices_server_name').on('devices').columns(['server_id', 'name']).unique().execute();
   await db.schema
     .createIndex('devices_server_address')

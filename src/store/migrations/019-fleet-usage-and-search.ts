@@ -32,10 +32,10 @@ export async function up(db: Kysely<unknown>, { dialect }: MigrationContext): Pr
 /**
  * PostgreSQL: trigram indexes turn a device search (ILIKE '%text%', src/store/text-search.ts) of three
  * characters or more into an index lookup instead of a pass over the table (at 100,000 devices 10-16 ms
- * instead of about 150 ms, under 1 ms once vacuumed: docs/benchmarks.md, README). pg_trgm comes with
- * PostgreSQL's contrib and is a trusted extension (PostgreSQL 13 on): a user who may create in the database
- * may add it. Where it cannot be added (no contrib, no right), the search still works by reading the table,
- * so that failure is undone and the migration goes on.
+ * instead of about 150 ms, under 1 ms once vacuumed: docs/benchmarks.md, docs/decisions.md "Device search").
+ * pg_trgm comes with PostgreSQL's contrib and is a trusted extension (PostgreSQL 13 on): a user who may create
+ * in the database may add it. Where it cannot be added (no contrib, no right), the search still works by
+ * reading the table, so that failure is undone and the migration goes on.
  * Usage rounds do not change these columns, so their updates stay HOT (see 016).
  */
 async function trigramIndexes(db: Kysely<unknown>): Promise<void> {
