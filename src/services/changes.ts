@@ -72,7 +72,7 @@ export function appendChange(target: Change, more: Change): void {
  * each activity row, then the change mails. The change and its records all land, or none do.
  * Returns the events as recorded, in order.
  */
-export async function recordChange(tx: Tx, clock: Clock, change: Change): Promise<PanelEvent[]> {
+async function recordChange(tx: Tx, clock: Clock, change: Change): Promise<PanelEvent[]> {
   const events = await recordEvents(tx, clock, change.events);
   await recordActivities(tx, clock, change.activity);
   for (const mail of change.mail) await notifyChange(tx, clock, mail);
@@ -94,6 +94,12 @@ function perServer(pushes: readonly PeerPush[]): PeerPush[] {
   }
   return [...byServer.values()];
 }
+
+/**
+ * Records the events, activity rows and mails of part of a change at once, inside the transaction of `record`
+ * (a group's chunk, so a group's records are never all held); returns the part's peers, still to publish.
+ */
+export type RecordPart = (part: Change) => Promise<Change>;
 
 /** Whom to tell that new outbox rows are committed, so they go out at once rather than at the next poll. */
 export interface Senders {
@@ -146,7 +152,8 @@ export class ChangePublisher {
 
   /**
    * Runs `work` in a transaction and commits what it changed: records it, applies its `deploy`
-   * peers before commit, runs `onCommit` in the same transaction, and publishes after commit.
+   * peers before commit, runs `onCommit` in the same transaction, nudges the senders after commit
+   * when it recorded events, and publishes its peers.
    */
   async commit<T>(work: (tx: Tx) => Promise<{ result: T; change: Change }>, onCommit?: RecordedHook<T>): Promise<T> {
     const { result, change } = await this.record(work, onCommit);
@@ -155,20 +162,31 @@ export class ChangePublisher {
   }
 
   /**
-   * `commit` without the publishing: the caller publishes the change after commit, maybe merged with those
-   * of further transactions (a group changed in several, whose nodes get one peer change per server).
+   * `commit` without publishing the peers: the caller publishes them after commit, maybe merged with those
+   * of further transactions (a group changed in several, whose nodes get one peer change per server). `work`
+   * may record parts of its change as it goes (`recordPart`); the senders are nudged after commit when any
+   * events were recorded.
    */
   async record<T>(
-    work: (tx: Tx) => Promise<{ result: T; change: Change }>,
+    work: (tx: Tx, recordPart: RecordPart) => Promise<{ result: T; change: Change }>,
     onCommit?: RecordedHook<T>,
   ): Promise<{ result: T; change: Change }> {
-    return write(this.#db, async (tx) => {
-      const done = await work(tx);
-      const events = await recordChange(tx, this.#clock, done.change);
-      await this.applyBeforeCommit(done.change);
-      await onCommit?.(tx, done.result, events);
-      return done;
+    let recordedEvents = false;
+    const done = await write(this.#db, async (tx) => {
+      const recordPart: RecordPart = async (part) => {
+        const events = await recordChange(tx, this.#clock, part);
+        if (events.length > 0) recordedEvents = true;
+        return change({ deploy: part.deploy, apply: part.apply, remove: part.remove });
+      };
+      const made = await work(tx, recordPart);
+      const events = await recordChange(tx, this.#clock, made.change);
+      if (events.length > 0) recordedEvents = true;
+      await this.applyBeforeCommit(made.change);
+      await onCommit?.(tx, made.result, events);
+      return made;
     });
+    if (recordedEvents) this.#senders.nudgeWebhooks();
+    return done;
   }
 
   /**
@@ -182,12 +200,10 @@ export class ChangePublisher {
   }
 
   /**
-   * After commit: the senders are nudged (deliveries start at once), then each server's node gets
-   * one peer change; the first that cannot apply is apply_failed (saved), removals are best effort.
-   * `recordedEvents` says whether events were committed when the caller recorded them apart (a group's chunks).
+   * After commit (and its nudge, in `record`): each server's node gets one peer change; the first that cannot
+   * apply is apply_failed (saved), removals are best effort.
    */
-  async publish(change: Change, recordedEvents = change.events.length > 0): Promise<void> {
-    if (recordedEvents) this.#senders.nudgeWebhooks();
+  async publish(change: Change): Promise<void> {
     for (const push of perServer(change.remove)) {
       await this.#connections
         .for(push.node)

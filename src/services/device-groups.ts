@@ -8,7 +8,7 @@ import { type DeviceRow, listDevices } from '../store/devices.ts';
 import { groupTotals, listGroupDevices } from '../store/groups.ts';
 import type { Store } from '../store/open.ts';
 import type { AddressAllocator } from './address-allocator.ts';
-import { type Change, type ChangePublisher, change, mergeChanges, recordChange } from './changes.ts';
+import { type Change, type ChangePublisher, change, mergeChanges } from './changes.ts';
 import type { ChangedDevices, DeviceChanges, DevicePatch, Placement } from './device-changes.ts';
 import type { DeviceViews, PlacedDevice } from './device-views.ts';
 import type { UsageService } from './usage.ts';
@@ -169,11 +169,10 @@ export class DeviceGroups {
     const committed: Change[] = [];
     let afterId = 0;
     let done = false;
-    let recordedEvents = false;
     try {
       while (!done) {
         if (afterId > 0) await setImmediate();
-        const { change: peers } = await this.#changes.record(async (tx) => {
+        const { change: peers } = await this.#changes.record(async (tx, recordPart) => {
           const pushes: Change[] = [];
           for (let chunks = 0; !done && (chunks === 0 || !sqlite); chunks++) {
             if (chunks > 0) await setImmediate();
@@ -193,10 +192,7 @@ export class DeviceGroups {
               if (place) changed.push({ ...place, row });
             }
             // The records now, chunk by chunk; the peers are merged and go to the nodes after the last commit.
-            const { deploy, apply, remove, ...records } = result.change;
-            await recordChange(tx, this.#clock, { ...records, deploy: [], apply: [], remove: [] });
-            recordedEvents ||= records.events.length > 0;
-            pushes.push(change({ deploy, apply, remove }));
+            pushes.push(await recordPart(result.change));
           }
           const extra = done && last ? [await last(tx, changed)] : [];
           return { result: undefined, change: mergeChanges([...pushes, ...extra]) };
@@ -204,7 +200,7 @@ export class DeviceGroups {
         committed.push(peers);
       }
     } finally {
-      await this.#changes.publish(mergeChanges(committed), recordedEvents);
+      await this.#changes.publish(mergeChanges(committed));
     }
     return changed;
   }
