@@ -1,5 +1,5 @@
 import { serverRoom } from './devices.ts';
-import { AppError } from './errors.ts';
+import { noServerAvailable } from './error-cases.ts';
 import type { ServerStatus } from './servers.ts';
 import { parseSubnet } from './subnets.ts';
 
@@ -44,9 +44,6 @@ export function pickServer<S extends PlacementServer>(servers: readonly S[], req
   );
   candidates.sort((a, b) => devicesOn(a) - devicesOn(b) || a.id - b.id);
   const [best] = candidates;
-  if (!best) {
-    const why = 'no running server with room matches; add a server or widen country/city';
-    throw new AppError('no_server_available', why);
-  }
+  if (!best) throw noServerAvailable();
   return best;
 }

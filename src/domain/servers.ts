@@ -1,3 +1,11 @@
+import {
+  listenPortInUse,
+  maxDevicesDoNotFit,
+  subnet6OverlapsNode,
+  subnet6OverlapsServer,
+  subnetOverlapsNode,
+  subnetOverlapsServer,
+} from './error-cases.ts';
 import { AppError } from './errors.ts';
 import {
   DEFAULT_POOL,
@@ -100,29 +108,10 @@ export function planServer(input: ServerCreateInput, node: NodeOccupancy, panelS
       });
     }
     const hostNetwork = node.hostNetworks.find((n) => overlaps(n, subnet));
-    if (hostNetwork !== undefined) {
-      const overlap = `${formatSubnet(subnet)} overlaps ${formatSubnet(hostNetwork)}, a network of the node itself`;
-      throw new AppError('validation_failed', `subnet ${overlap}`, {
-        address: "overlaps a network of the node's own interfaces",
-      });
-    }
-    if (node.subnets.some((s) => overlaps(s, subnet))) {
-      throw new AppError(
-        'validation_failed',
-        `subnet ${formatSubnet(subnet)} overlaps a subnet of another server on this node`,
-        {
-          address: 'overlaps another server',
-        },
-      );
-    }
+    if (hostNetwork !== undefined) throw subnetOverlapsNode(formatSubnet(subnet), formatSubnet(hostNetwork));
+    if (node.subnets.some((s) => overlaps(s, subnet))) throw subnetOverlapsServer(formatSubnet(subnet));
     if (input.maxDevices !== undefined && input.maxDevices > deviceRoom(subnet)) {
-      throw new AppError(
-        'validation_failed',
-        `max_devices ${input.maxDevices} does not fit in ${formatSubnet(subnet)} (room for ${deviceRoom(subnet)})`,
-        {
-          max_devices: `at most ${deviceRoom(subnet)} for this address`,
-        },
-      );
+      throw maxDevicesDoNotFit(input.maxDevices, formatSubnet(subnet), deviceRoom(subnet), 'address');
     }
   } else {
     const prefix =
@@ -138,11 +127,7 @@ export function planServer(input: ServerCreateInput, node: NodeOccupancy, panelS
     address = serverAddressOf(free);
   }
   const listenPort = input.listenPort ?? firstFreePort(node.listenPorts);
-  if (node.listenPorts.includes(listenPort)) {
-    throw new AppError('validation_failed', `listen port ${listenPort} is used by another server on this node`, {
-      listen_port: 'in use on this node',
-    });
-  }
+  if (node.listenPorts.includes(listenPort)) throw listenPortInUse(listenPort);
   return {
     address: `${intToIp(address)}/${subnet.prefix}`,
     subnet: formatSubnet(subnet),
@@ -180,23 +165,11 @@ export function planSubnet6(input: Pick<ServerCreateInput, 'address6' | 'maxDevi
   if (input.address6 !== undefined) {
     ({ subnet, address } = parseServerAddress6(input.address6));
     const hostNetwork = taken.hostNetworks.find((n) => overlaps6(n, subnet));
-    if (hostNetwork !== undefined) {
-      const overlap = `${formatSubnet6(subnet)} overlaps ${formatSubnet6(hostNetwork)}, a network of the node itself`;
-      throw new AppError('validation_failed', `subnet6 ${overlap}`, {
-        address6: "overlaps a network of the node's own interfaces",
-      });
-    }
+    if (hostNetwork !== undefined) throw subnet6OverlapsNode(formatSubnet6(subnet), formatSubnet6(hostNetwork));
     const server = taken.panelSubnets.find((s) => overlaps6(s, subnet));
-    if (server !== undefined) {
-      const overlap = `${formatSubnet6(subnet)} overlaps ${formatSubnet6(server)}, the subnet6 of another server`;
-      throw new AppError('validation_failed', `subnet6 ${overlap}`, { address6: 'overlaps another server' });
-    }
+    if (server !== undefined) throw subnet6OverlapsServer(formatSubnet6(subnet), formatSubnet6(server));
     if (input.maxDevices !== undefined && input.maxDevices > deviceRoom6(subnet)) {
-      throw new AppError(
-        'validation_failed',
-        `max_devices ${input.maxDevices} does not fit in ${formatSubnet6(subnet)} (room for ${deviceRoom6(subnet)})`,
-        { max_devices: `at most ${deviceRoom6(subnet)} for this address6` },
-      );
+      throw maxDevicesDoNotFit(input.maxDevices, formatSubnet6(subnet), deviceRoom6(subnet), 'address6');
     }
   } else {
     const free = firstFreeSubnet6(taken.ulaPrefix, DEFAULT_PREFIX6, [...taken.panelSubnets, ...taken.hostNetworks]);

@@ -1,6 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
-import { AppError } from '../domain/errors.ts';
+import { routeNotFound } from '../domain/error-cases.ts';
 import type { ApiKeyService } from '../services/api-keys.ts';
 import type { ActivityLog } from '../services/activity.ts';
 import type { ConsoleSessionService } from '../services/console-sessions.ts';
@@ -121,7 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   app.setValidatorCompiler(validatorCompiler);
   app.setErrorHandler((error, request, reply) => sendError(error, request, reply));
   app.setNotFoundHandler((request, reply) =>
-    sendError(new AppError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`), request, reply),
+    sendError(routeNotFound(request.method, request.url.split('?')[0] ?? ''), request, reply),
   );
   countAnswers(app, deps.observer);
   acceptJsonBodies(app);

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { noSuchResource } from '../domain/error-cases.ts';
 import { AppError, type ErrorCode, type ErrorFields } from '../domain/errors.ts';
 
 /** The one table from error code to HTTP status. */
@@ -84,7 +85,7 @@ export function toAppError(error: unknown): AppError {
       if (context === 'body')
         return new AppError('validation_failed', `invalid request body: ${describe(fields)}`, fields);
       // A path id that is not an integer >= 1 names no resource.
-      if (context === 'params') return new AppError('not_found', `no such resource: ${describe(fields)}`, fields);
+      if (context === 'params') return noSuchResource(describe(fields), fields);
       return new AppError(
         'bad_request',
         `invalid ${context === 'headers' ? 'header' : 'query parameter'}: ${describe(fields)}`,
@@ -95,7 +96,7 @@ export function toAppError(error: unknown): AppError {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return new AppError('payload_too_large', 'the request body is too large');
       case 'FST_ERR_MAX_PARAM_LENGTH':
-        return new AppError('not_found', 'no such resource: a path parameter is too long');
+        return noSuchResource('a path parameter is too long');
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
         return new AppError('bad_request', 'send the request body as application/json', {
           'content-type': 'must be application/json',

@@ -1,5 +1,5 @@
 import { deviceAddress6, lowestFreeAddress } from '../domain/devices.ts';
-import { AppError } from '../domain/errors.ts';
+import { noFreeAddress } from '../domain/error-cases.ts';
 import { intToIp, parseCidr, parseSubnet, size, type Subnet } from '../domain/subnets.ts';
 import { bigIntToIpv6, ipv6ToBigInt, parseStoredCidr6, type Subnet6 } from '../domain/subnets6.ts';
 import type { Queryable } from '../store/db.ts';
@@ -76,7 +76,7 @@ export class AddressAllocator {
       (ip) => used.ipv4[ip - space.subnet.network] === 1,
       space.subnet.network + used.takenBelow,
     );
-    if (address === undefined) throw new AppError('server_full', `server ${server.name} has no free address left`);
+    if (address === undefined) throw noFreeAddress(server.name, 'ipv4');
     // Every address below the lowest free one is taken (the server's own counts as taken too).
     used.takenBelow = address - space.subnet.network;
     if (space.ipv6 === undefined) return { address: intToIp(address), address6: null };
@@ -86,9 +86,7 @@ export class AddressAllocator {
       space.ipv6.serverAddress,
       (ip) => used.ipv6.has(ip),
     );
-    if (address6 === undefined) {
-      throw new AppError('server_full', `server ${server.name} has no free IPv6 address left`);
-    }
+    if (address6 === undefined) throw noFreeAddress(server.name, 'ipv6');
     return { address: intToIp(address), address6: bigIntToIpv6(address6) };
   }
 

@@ -8,6 +8,7 @@ import {
   parseScopes,
 } from '../domain/api-keys.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
+import { apiKeyMissing, apiKeyNameTaken, apiKeyNotFound, invalidApiKey } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
 import {
   type ApiKeyRow,
@@ -111,9 +112,7 @@ export class ApiKeyService {
       );
     }
     const scopes = parseScopes(input.scopes);
-    if (await findLiveApiKeyByName(this.#db, name)) {
-      throw new AppError('name_taken', `a live API key named ${name} exists already`, { name: 'taken' });
-    }
+    if (await findLiveApiKeyByName(this.#db, name)) throw apiKeyNameTaken(name);
     const key = generateApiKey();
     const row = await this.#changes.commit(async (tx) => {
       await this.#store.announce(tx, 'api_keys');
@@ -139,7 +138,7 @@ export class ApiKeyService {
       const revoked = await revokeApiKey(tx, idOrName, isoAt(this.#clock.nowMs()));
       return { result: revoked, change: revoked ? apiKeyRevoked(revoked, actor) : change({}) };
     });
-    if (!row) throw new AppError('not_found', `no live API key with id or name ${idOrName}`);
+    if (!row) throw apiKeyNotFound(idOrName);
     this.#forget(row.id);
     return toInfo(row);
   }
@@ -200,7 +199,7 @@ export class ApiKeyService {
   }
 
   async #lookUp(key: string | undefined): Promise<Principal> {
-    if (key === undefined) throw new AppError('unauthorized', 'send an API key as Authorization: Bearer <key>');
+    if (key === undefined) throw apiKeyMissing();
     const revocations = this.#revocations;
     const principal = await this.#principalOf(key).catch((error: unknown) => {
       this.#foundValid.delete(key);
@@ -219,9 +218,9 @@ export class ApiKeyService {
 
   /** Looks a key up in the database; only keys that exist and are live become principals (and are kept). */
   async #principalOf(key: string): Promise<Principal> {
-    if (!isWellFormedApiKey(key)) throw new AppError('unauthorized', 'the API key is not valid');
+    if (!isWellFormedApiKey(key)) throw invalidApiKey();
     const row = await findApiKeyByHash(this.#db, hashApiKey(key));
-    if (!row || row.revoked_at !== null) throw new AppError('unauthorized', 'the API key is not valid');
+    if (!row || row.revoked_at !== null) throw invalidApiKey();
     const info = toInfo(row);
     return {
       kind: 'api_key',

@@ -8,7 +8,7 @@ import {
   scopesOfRole,
   sessionEndMs,
 } from '../domain/console-users.ts';
-import { AppError } from '../domain/errors.ts';
+import { sessionEnded, signInRequired, wrongCredentials } from '../domain/error-cases.ts';
 import { isKnownDeviceShape, knownDeviceId, knownDeviceToken } from '../domain/known-devices.ts';
 import { generateSecretToken, hashSecretToken, isSecretTokenShape } from '../domain/secret-tokens.ts';
 import {
@@ -37,8 +37,6 @@ export interface SignedIn {
 /** Lets a request with a session not known valid go on to the lookup, or refuses it (throws or rejects). */
 type AdmitUnknown<C> = (context: C) => void | Promise<void>;
 
-/** The one answer to a failed sign-in, whichever part was wrong. */
-const WRONG_CREDENTIALS = 'wrong user name or password';
 /** Sessions found valid by this panel that are kept in memory, at most (they only spare a budget; see #foundValid). */
 const FOUND_VALID_MAX = 10_000;
 
@@ -101,7 +99,7 @@ export class ConsoleSessionService {
     const user = await findConsoleUserByName(this.#db, name);
     const priority = deviceId === undefined ? 'queued' : 'first';
     const matches = await this.#passwords.verify(password, user?.password_hash, priority);
-    if (user === undefined || !matches) throw new AppError('unauthorized', WRONG_CREDENTIALS);
+    if (user === undefined || !matches) throw wrongCredentials();
     const token = generateSecretToken();
     const tokenHash = hashSecretToken(token);
     const nowMs = this.#clock.nowMs();
@@ -110,7 +108,7 @@ export class ConsoleSessionService {
       // A write first: on SQLite the transaction holds the write lock from here, so the check below holds.
       await pruneConsoleSessions(tx, now, isoAt(nowMs - SESSION_IDLE_MS));
       const signedIn = await setConsoleUserSignedIn(tx, { id: user.id, passwordHash: user.password_hash }, now);
-      if (signedIn === undefined) throw new AppError('unauthorized', WRONG_CREDENTIALS);
+      if (signedIn === undefined) throw wrongCredentials();
       await insertConsoleSession(tx, {
         userId: user.id,
         tokenHash,
@@ -138,14 +136,14 @@ export class ConsoleSessionService {
   ): Promise<ConsoleUserPrincipal> {
     const tokenHash = token !== undefined && isSecretTokenShape(token) ? hashSecretToken(token) : undefined;
     if (tokenHash === undefined || !this.#foundValid.has(tokenHash)) await admitUnknown(context);
-    if (tokenHash === undefined) throw new AppError('unauthorized', 'sign in to the console first');
+    if (tokenHash === undefined) throw signInRequired();
     const session = await findConsoleSession(this.#db, tokenHash);
     const nowMs = this.#clock.nowMs();
     const lastUsedMs = Date.parse(session?.last_used_at ?? '');
     if (session === undefined || nowMs >= sessionEndMs(lastUsedMs, Date.parse(session.expires_at))) {
       this.#foundValid.delete(tokenHash);
       if (session !== undefined) await deleteConsoleSession(this.#db, session.id);
-      throw new AppError('unauthorized', 'the console session has ended; sign in again');
+      throw sessionEnded();
     }
     if (this.#foundValid.size >= FOUND_VALID_MAX) this.#foundValid.clear();
     this.#foundValid.add(tokenHash);

@@ -1,5 +1,6 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { type ConsoleRole, consoleUserName, isConsoleRole } from '../domain/console-users.ts';
+import { consoleUserNameTaken, consoleUserNotFound, lastAdmin } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
 import { newPassword } from '../domain/passwords.ts';
 import { isUniqueViolation } from '../store/constraint-violations.ts';
@@ -68,16 +69,7 @@ function findUser(tx: Tx, ref: ConsoleUserRef): Promise<ConsoleUserRow | undefin
 async function keepAnAdmin(tx: Tx, user: ConsoleUserRow): Promise<void> {
   if (user.role !== 'admin') return;
   const others = (await lockAdminIds(tx)).filter((id) => id !== user.id);
-  if (others.length === 0) {
-    const message = `${user.name} is the last admin; make another user an admin first`;
-    throw new AppError('last_admin', message, { role: 'the last admin stays an admin' });
-  }
-}
-
-function nameTaken(name: string): AppError {
-  return new AppError('name_taken', `a console user named ${name} exists already (names ignore case)`, {
-    name: 'taken',
-  });
+  if (others.length === 0) throw lastAdmin(user.name);
 }
 
 /**
@@ -101,7 +93,7 @@ export class ConsoleUserService {
     const name = consoleUserName(input.name);
     const role = roleOf(input.role ?? 'viewer');
     const password = newPassword(input.password);
-    if (await findConsoleUserByName(this.#db, name)) throw nameTaken(name);
+    if (await findConsoleUserByName(this.#db, name)) throw consoleUserNameTaken(name);
     // Hashed before the transaction: a write lock is never held for the hash's ~200 ms.
     const passwordHash = await this.#passwords.hash(password);
     const row = await this.#changes
@@ -111,7 +103,7 @@ export class ConsoleUserService {
       })
       .catch((error: unknown) => {
         // Another process added the same name since the check above.
-        throw isUniqueViolation(error) ? nameTaken(name) : error;
+        throw isUniqueViolation(error) ? consoleUserNameTaken(name) : error;
       });
     return toInfo(row);
   }
@@ -164,12 +156,7 @@ export class ConsoleUserService {
       const user = await findUser(tx, ref);
       return user === undefined ? { result: undefined, change: change({}) } : await alter(tx, user);
     });
-    if (row === undefined) {
-      throw new AppError(
-        'not_found',
-        typeof ref === 'number' ? `no console user ${ref}` : `no console user named ${ref}`,
-      );
-    }
+    if (row === undefined) throw consoleUserNotFound(ref);
     return toInfo(row);
   }
 

@@ -1,6 +1,6 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type LimitPeriod, metadataText } from '../domain/devices.ts';
-import { AppError } from '../domain/errors.ts';
+import { deviceNotFound } from '../domain/error-cases.ts';
 import type { EventKind } from '../domain/events.ts';
 import type { Dialect, Tx } from '../store/db.ts';
 import { deleteDevices, type DeviceRow, updateDevices } from '../store/devices.ts';
@@ -73,7 +73,7 @@ export class DeviceChanges {
   ): Promise<DeviceChange> {
     const { rows, change } = await this.updateMany(tx, [before], patch, actor, detail);
     const [row] = rows;
-    if (row === undefined) throw new AppError('not_found', `device ${before.row.id} not found`);
+    if (row === undefined) throw deviceNotFound(before.row.id);
     return { row, change };
   }
 
@@ -139,7 +139,7 @@ export class DeviceChanges {
   async resetUsage(tx: Tx, placed: Placement, actor: string, detail: string): Promise<DeviceChange> {
     const { rows, change } = await this.resetUsageMany(tx, [placed], actor, () => detail);
     const [row] = rows;
-    if (row === undefined) throw new AppError('not_found', `device ${placed.row.id} not found`);
+    if (row === undefined) throw deviceNotFound(placed.row.id);
     return { row, change };
   }
 

@@ -1,6 +1,6 @@
 import { setImmediate } from 'node:timers/promises';
 import { type Clock, isoAt } from '../domain/clock.ts';
-import { AppError } from '../domain/errors.ts';
+import { groupNotFound } from '../domain/error-cases.ts';
 import { DEFAULT_PAGE_SIZE, type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { type Usage, usageOf } from '../domain/usage.ts';
 import type { Tx } from '../store/db.ts';
@@ -23,10 +23,6 @@ export interface GroupTotals {
 const SQLITE_GROUP_BATCH = 100;
 /** Devices a group change handles between two turns of the event loop on PostgreSQL (see #changeGroup). */
 const GROUP_CHUNK = 1_000;
-
-function groupNotFound(externalId: string): AppError {
-  return new AppError('not_found', `no device has external_id ${externalId}`);
-}
 
 /**
  * The devices of a group (every device sharing an external_id) read, and changed as `DeviceService` changes

@@ -1,5 +1,14 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type DeviceStatus, NAME_MAX, metadataText, nameFromExternalId, serverRoom } from '../domain/devices.ts';
+import {
+  deviceMovedMeanwhile,
+  deviceNameTaken,
+  deviceNotFound,
+  deviceOnServerAlready,
+  noSuchServer,
+  publicKeyInUse,
+  serverFull,
+} from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
@@ -55,13 +64,6 @@ interface NewDevicePlan {
 /** Room left for a `-N` suffix when a name is made from a long external id. */
 const SUFFIX_ROOM = 8;
 
-/** A move to the server the device is on: the answer alike before and under the servers' locks. */
-function onServerAlready(id: number, serverId: number): AppError {
-  return new AppError('validation_failed', `device ${id} is on server ${serverId} already`, {
-    server_id: 'the current server',
-  });
-}
-
 /**
  * The device use cases of docs/api.md "Devices" (create, read, update, usage reset, move, delete); `groups`
  * makes the same changes to every device of a group (docs/api.md "Groups").
@@ -93,7 +95,7 @@ export class DeviceService {
 
   async get(id: number): Promise<PlacedDevice> {
     const row = await findDevice(this.#db, id);
-    if (!row) throw new AppError('not_found', `device ${id} not found`);
+    if (!row) throw deviceNotFound(id);
     return this.#views.place(row);
   }
 
@@ -115,7 +117,7 @@ export class DeviceService {
   /** The device's docs/api.md "Usage report". */
   async usageReport(id: number): Promise<UsageReportView> {
     const row = await findDevice(this.#db, id);
-    if (!row) throw new AppError('not_found', `device ${id} not found`);
+    if (!row) throw deviceNotFound(id);
     return this.#usage.report(row);
   }
 
@@ -146,10 +148,7 @@ export class DeviceService {
       });
     }
     const server = await findServer(this.#db, input.serverId);
-    if (!server || server.status === 'deploying')
-      throw new AppError('validation_failed', `server ${input.serverId} does not exist`, {
-        server_id: 'no such server',
-      });
+    if (!server || server.status === 'deploying') throw noSuchServer(input.serverId);
     return server;
   }
 
@@ -189,13 +188,8 @@ export class DeviceService {
         if (!isUniqueViolation(error)) throw error;
         const violated = violationText(error);
         if (/address/.test(violated) && attempt < 3) continue;
-        if (/public_key|server_key/.test(violated))
-          throw new AppError('validation_failed', 'public_key is used by another device on this server', {
-            public_key: 'in use on this server',
-          });
-        throw new AppError('name_taken', `a device named ${input.name ?? ''} is on this server already`, {
-          name: 'taken on this server',
-        });
+        if (/public_key|server_key/.test(violated)) throw publicKeyInUse();
+        throw deviceNameTaken(input.name ?? '');
       }
     }
   }
@@ -268,21 +262,13 @@ export class DeviceService {
     fresh: boolean,
   ): Promise<DeviceAddresses> {
     const devicesOn = counts.get(server.id);
-    if (devicesOn === undefined) {
-      throw new AppError('validation_failed', `server ${server.id} does not exist`, { server_id: 'no such server' });
-    }
+    if (devicesOn === undefined) throw noSuchServer(server.id);
     if (devicesOn >= serverRoom(server.capacity, parseSubnet(server.subnet)))
-      throw new AppError('server_full', `server ${server.name} is full (${server.capacity} devices)`);
+      throw serverFull(server.name, server.capacity);
     if (device.name !== undefined && (await isNameTaken(tx, server.id, device.name))) {
-      throw new AppError('name_taken', `a device named ${device.name} is on server ${server.name} already`, {
-        name: 'taken on this server',
-      });
+      throw deviceNameTaken(device.name, server.name);
     }
-    if (await isKeyTaken(tx, server.id, device.publicKey)) {
-      throw new AppError('validation_failed', `the public key is used by another device on server ${server.name}`, {
-        public_key: 'in use on this server',
-      });
-    }
+    if (await isKeyTaken(tx, server.id, device.publicKey)) throw publicKeyInUse(server.name);
     if (fresh) this.#addresses.forget(server.id);
     return this.#addresses.claim(tx, server);
   }
@@ -301,9 +287,7 @@ export class DeviceService {
       });
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
-      throw new AppError('name_taken', `a device named ${patch.name ?? ''} is on this server already`, {
-        name: 'taken on this server',
-      });
+      throw deviceNameTaken(patch.name ?? '');
     }
   }
 
@@ -333,11 +317,8 @@ export class DeviceService {
     const before = await this.get(id);
     const server =
       target === 'auto' ? await this.#pickServer({ current: before.server.id }) : await findServer(this.#db, target);
-    if (!server || server.status === 'deploying')
-      throw new AppError('validation_failed', `server ${String(target)} does not exist`, {
-        server_id: 'no such server',
-      });
-    if (server.id === before.server.id) throw onServerAlready(id, server.id);
+    if (!server || server.status === 'deploying') throw noSuchServer(target);
+    if (server.id === before.server.id) throw deviceOnServerAlready(id, server.id);
     const node = await findNode(this.#db, server.node_id);
     if (!node) throw new Error(`server ${server.id} refers to missing node ${server.node_id}`);
     const moved = await this.#changes
@@ -347,7 +328,7 @@ export class DeviceService {
         // A move of this device that committed since `before` was read: a second move to the same server gets
         // the answer it would get after the first (not name_taken, its own name found there).
         const now = await findDevice(tx, id);
-        if (now?.server_id === server.id) throw onServerAlready(id, server.id);
+        if (now?.server_id === server.id) throw deviceOnServerAlready(id, server.id);
         // Read anew: a move has no retry, and another panel may have taken addresses there.
         const device = { name: before.row.name, publicKey: before.row.public_key };
         const addresses = await this.#claimSlot(tx, server, counts, device, true);
@@ -356,7 +337,7 @@ export class DeviceService {
           ...addresses,
           updated_at: isoAt(this.#clock.nowMs()),
         });
-        if (row === undefined) throw new AppError('not_found', `device ${id} was moved or deleted meanwhile`);
+        if (row === undefined) throw deviceMovedMeanwhile(id);
         this.#addresses.taken(server, addresses);
         const summary = `device ${row.name} moved from server ${before.server.name} to ${server.name}`;
         const result: PlacedDevice = { device: this.#views.view(row), row, server, node };

@@ -1,4 +1,5 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
+import { idempotencyKeyInUse, idempotencyKeyReused } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
 import { IDEMPOTENCY_TTL_MS } from '../domain/idempotency.ts';
 import type { Db, Queryable } from '../store/db.ts';
@@ -76,15 +77,14 @@ export class IdempotencyService {
         continue;
       }
       if (row.fingerprint !== fingerprint) {
-        const message = 'this Idempotency-Key was used with another request; use a new key';
-        throw new AppError('idempotency_key_reused', message, { 'Idempotency-Key': 'used with another request' });
+        throw idempotencyKeyReused();
       }
       if (row.state === 'running' || row.status_code === null || row.response_body === null) {
-        throw new AppError('idempotency_key_in_use', 'a request with this Idempotency-Key is still running', {}, 1);
+        throw idempotencyKeyInUse();
       }
       return { kind: 'replay', statusCode: row.status_code, body: JSON.parse(row.response_body) };
     }
-    throw new AppError('idempotency_key_in_use', 'a request with this Idempotency-Key is still running', {}, 1);
+    throw idempotencyKeyInUse();
   }
 
   /** After the reply: keep it for replays, or forget the key when the server failed (5xx). */

@@ -1,5 +1,6 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { isHost, unbracketed } from '../domain/addresses.ts';
+import { nodeNameTaken, nodeNotFound } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
 import { requirePlainText } from '../domain/text.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
@@ -158,8 +159,7 @@ export class NodeService {
       const what = 'the public host must be a host name or an IP address, without scheme or port';
       throw new AppError('validation_failed', what, { public_host: 'not a host name or address' });
     }
-    if (await findNodeByName(this.#db, input.name))
-      throw new AppError('name_taken', `a node named ${input.name} exists already`, { name: 'taken' });
+    if (await findNodeByName(this.#db, input.name)) throw nodeNameTaken(input.name);
     const row = { name: input.name, url: url.toString().replace(/\/+$/, ''), token: input.token, cert_sha256: pin };
     return this.#insert({ ...row, public_host: publicHost }, actor);
   }
@@ -168,7 +168,7 @@ export class NodeService {
     const node = /^[1-9][0-9]*$/.test(idOrName)
       ? await findNode(this.#db, Number(idOrName))
       : await findNodeByName(this.#db, idOrName);
-    if (!node) throw new AppError('not_found', `no node with id or name ${idOrName}`);
+    if (!node) throw nodeNotFound(idOrName);
     const servers = (await listServerAllocations(this.#db)).filter((s) => s.node_id === node.id).length;
     if (servers > 0)
       throw new AppError('validation_failed', `node ${node.name} still runs ${servers} server(s); delete them first`, {
@@ -195,7 +195,7 @@ export class NodeService {
   /** One node, read by its id (not the list filtered). */
   async get(id: number): Promise<NodeView> {
     const found = await findNodeSummary(this.#db, id);
-    if (!found) throw new AppError('not_found', `node ${id} not found`);
+    if (!found) throw nodeNotFound(id);
     return publicView(found);
   }
 }

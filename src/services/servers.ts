@@ -1,4 +1,13 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
+import {
+  listenPortInUse,
+  listenPortTakenMeanwhile,
+  maxDevicesDoNotFit,
+  noSuchNode,
+  serverHasDevices,
+  serverNotFound,
+  subnet6TakenMeanwhile,
+} from '../domain/error-cases.ts';
 import { AppError, messageOf } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import {
@@ -73,12 +82,6 @@ interface NewServerPlan {
   plan6: Ipv6Plan;
 }
 
-function listenPortInUse(listenPort: number | undefined): AppError {
-  return new AppError('validation_failed', `listen port ${listenPort} is used by another server on this node`, {
-    listen_port: 'in use on this node',
-  });
-}
-
 /** A server's capacity fits in its subnet and subnet6. */
 function checkRoom(server: ServerRow, maxDevices: number): void {
   const room = Math.min(
@@ -87,9 +90,7 @@ function checkRoom(server: ServerRow, maxDevices: number): void {
   );
   if (maxDevices > room) {
     const subnets = server.subnet6 === null ? server.subnet : `${server.subnet} and ${server.subnet6}`;
-    throw new AppError('validation_failed', `max_devices ${maxDevices} does not fit in ${subnets} (room for ${room})`, {
-      max_devices: `at most ${room}`,
-    });
+    throw maxDevicesDoNotFit(maxDevices, subnets, room);
   }
 }
 
@@ -145,7 +146,7 @@ export class ServerService {
   async #nodeFor(nodeId: number | undefined): Promise<NodeRow> {
     if (nodeId !== undefined) {
       const node = await findNode(this.#db, nodeId);
-      if (!node) throw new AppError('validation_failed', `node ${nodeId} does not exist`, { node_id: 'no such node' });
+      if (!node) throw noSuchNode(nodeId);
       return node;
     }
     const local = await findLocalNode(this.#db);
@@ -180,7 +181,7 @@ export class ServerService {
 
   async get(id: number): Promise<ServerView> {
     const row = await findServerWithNode(this.#db, id);
-    if (!row) throw new AppError('not_found', `server ${id} not found`);
+    if (!row) throw serverNotFound(id);
     return listedServerView(row);
   }
 
@@ -275,13 +276,9 @@ export class ServerService {
       // The unique indexes: another create took the port or the subnet6 between the plan and the insert.
       if (!isUniqueViolation(error)) throw error;
       if (/subnet6/.test(violationText(error))) {
-        throw new AppError('validation_failed', `subnet6 ${plan6.subnet6} was taken meanwhile; try again`, {
-          address6: 'overlaps another server',
-        });
+        throw subnet6TakenMeanwhile(plan6.subnet6);
       }
-      throw new AppError('validation_failed', `listen port ${plan.listenPort} was taken meanwhile; try again`, {
-        listen_port: 'in use on this node',
-      });
+      throw listenPortTakenMeanwhile(plan.listenPort);
     }
   }
 
@@ -309,7 +306,7 @@ export class ServerService {
    */
   async update(id: number, patch: ServerPatch, actor: string): Promise<ServerView> {
     const current = await findServer(this.#db, id);
-    if (!current) throw new AppError('not_found', `server ${id} not found`);
+    if (!current) throw serverNotFound(id);
     const node = await findNode(this.#db, current.node_id);
     if (!node) throw new Error(`server ${id} refers to missing node ${current.node_id}`);
     if (patch.listenPort !== undefined && patch.listenPort !== current.listen_port) {
@@ -345,8 +342,9 @@ export class ServerService {
           updated_at: isoAt(this.#clock.nowMs()),
         });
       } catch (error) {
+        // Only the node's listen port is unique among what a patch changes.
         if (!isUniqueViolation(error)) throw error;
-        throw listenPortInUse(patch.listenPort);
+        throw listenPortInUse(patch.listenPort ?? current.listen_port);
       }
       const summary = `server ${row.name} updated`;
       return {
@@ -378,10 +376,7 @@ export class ServerService {
   async delete(id: number, force: boolean, actor: string): Promise<void> {
     const server = await this.get(id);
     if (server.device_count > 0 && !force) {
-      throw new AppError(
-        'server_has_devices',
-        `server ${id} has ${server.device_count} device(s); move them or delete with force=true`,
-      );
+      throw serverHasDevices(id, server.device_count);
     }
     const node = await findNode(this.#db, server.node.id);
     await this.#changes.commit(async (tx) => {

@@ -1,4 +1,5 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
+import { deviceNotFound, shareLinkGone, shareLinkNotFound } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
 import { generateShareToken, hashShareToken, isShareTokenShape } from '../domain/share-links.ts';
 import type { Store } from '../store/open.ts';
@@ -69,9 +70,9 @@ export class ShareLinkService {
   }
 
   async get(deviceId: number): Promise<ShareLinkView> {
-    if (!(await findDevice(this.#store.db, deviceId))) throw new AppError('not_found', `device ${deviceId} not found`);
+    if (!(await findDevice(this.#store.db, deviceId))) throw deviceNotFound(deviceId);
     const link = await findShareLinkOfDevice(this.#store.db, deviceId);
-    if (!link) throw new AppError('not_found', `device ${deviceId} has no share link`);
+    if (!link) throw shareLinkNotFound(deviceId);
     return this.#view(link.token, link);
   }
 
@@ -91,7 +92,7 @@ export class ShareLinkService {
       ? await findShareLinkByTokenHash(this.#store.db, hashShareToken(token))
       : undefined;
     if (!link || (link.expires_at !== null && Date.parse(link.expires_at) <= this.#clock.nowMs())) {
-      throw new AppError('not_found', 'this share link does not exist or has expired');
+      throw shareLinkGone();
     }
     return { placed: await this.#devices.get(link.device_id), link: this.#view(token, link) };
   }

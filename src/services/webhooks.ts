@@ -1,4 +1,5 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
+import { webhookNotFound } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
 import { type EventKind, type PanelEvent, isEventKind } from '../domain/events.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
@@ -68,10 +69,6 @@ function eventKinds(events: readonly string[]): EventKind[] {
     );
   }
   return [...new Set(events.filter(isEventKind))];
-}
-
-function webhookNotFound(id: number): AppError {
-  return new AppError('not_found', `webhook ${id} not found`);
 }
 
 /**
@@ -178,7 +175,7 @@ export class WebhookService {
         enabled: patch.enabled === undefined ? undefined : patch.enabled ? 1 : 0,
         updated_at: isoAt(this.#clock.nowMs()),
       });
-      if (!before || !after) throw new AppError('not_found', `webhook ${id} not found`);
+      if (!before || !after) throw webhookNotFound(id);
       return { result: after, change: webhookUpdated(before, after, actor) };
     });
     return this.view(row);
@@ -187,7 +184,7 @@ export class WebhookService {
   async delete(id: number, actor: string): Promise<void> {
     await this.#changes.commit(async (tx) => {
       const before = await findWebhook(tx, id);
-      if (!before || !(await deleteWebhook(tx, id))) throw new AppError('not_found', `webhook ${id} not found`);
+      if (!before || !(await deleteWebhook(tx, id))) throw webhookNotFound(id);
       return { result: undefined, change: webhookDeleted(before, actor) };
     });
   }

@@ -3,7 +3,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../../domain/errors.ts';
+import { consoleFileNotFound } from '../../domain/error-cases.ts';
 import type { Api } from '../api.ts';
 
 /** Where `npm run build:console` writes the operator console (console/vite.config.ts). */
@@ -148,7 +148,7 @@ export function consoleRoutes(app: Api, root: string = BUILT_CONSOLE): void {
   app.get<{ Params: { '*': string } }>('/assets/*', hidden, async (request, reply) => {
     const name = `assets/${request.params['*']}`;
     const file = (await current())?.files.get(name);
-    if (file === undefined) throw new AppError('not_found', `no console file /${name}`);
+    if (file === undefined) throw consoleFileNotFound(name);
     reply.header('cache-control', 'public, max-age=31536000, immutable');
     return send(request, reply, file);
   });
