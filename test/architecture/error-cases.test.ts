@@ -4,14 +4,11 @@
  * error is one of its cases, so no other file builds an AppError with those codes.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import ts from 'typescript';
 import { ERROR_STATUS } from '../../src/http/errors.ts';
+import { srcFiles } from '../support/source-files.ts';
 
-const SRC = fileURLToPath(new URL('../../src', import.meta.url));
 const CATALOGUE = 'domain/error-cases.ts';
 
 /** Codes whose every error is a named case: not found, unauthorized, and the conflicts. */
@@ -21,19 +18,11 @@ const NAMED_CODES = new Set(
     .map(([code]) => code),
 );
 
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [relative(SRC, path)] : [];
-  });
-}
-
-/** A literal's text with each substitution as `${}`: `device ${id} not found` and `device ${n} not found` alike. */
+/** A literal's text with each substitution as `{}`: `device ${id} not found` and `device ${n} not found` alike. */
 function shapeOf(node: ts.Node): string | undefined {
   if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) return node.text;
   if (ts.isTemplateExpression(node))
-    return node.head.text + node.templateSpans.map((s) => `\${}${s.literal.text}`).join('');
+    return node.head.text + node.templateSpans.map((s) => `{}${s.literal.text}`).join('');
   return undefined;
 }
 
@@ -105,10 +94,11 @@ export function handBuiltCases(files: ReadonlyMap<string, string>, messages: Rea
 }
 
 describe('error cases: each message is written once, in src/domain/error-cases.ts', () => {
-  const messages = factoryMessages(readFileSync(join(SRC, CATALOGUE), 'utf8'));
+  const files = srcFiles();
+  const messages = factoryMessages(files.get(CATALOGUE) ?? '');
 
   it('reads every factory message of the catalogue', () => {
-    for (const message of ['device ${} not found', 'wrong user name or password', 'no console user named ${}']) {
+    for (const message of ['device {} not found', 'wrong user name or password', 'no console user named {}']) {
       assert.ok(messages.has(message), `${message} is among ${[...messages].join(' | ')}`);
     }
     assert.deepEqual([...NAMED_CODES].sort(), [
@@ -124,31 +114,33 @@ describe('error cases: each message is written once, in src/domain/error-cases.t
   });
 
   it('no other file of src writes a factory message or builds a not_found, unauthorized or conflict error', () => {
-    const files = new Map(sourceFiles(SRC).map((file) => [file, readFileSync(join(SRC, file), 'utf8')]));
     assert.ok(files.has(CATALOGUE) && files.has('services/devices.ts'), 'src was read');
     const found = handBuiltCases(files, messages);
     assert.deepEqual(found, [], `use the factories of src/${CATALOGUE}:\n  ${found.join('\n  ')}`);
   });
 
   it('finds a message or a named error built by hand again (the check can fail)', () => {
-    const files = new Map([
-      ['services/devices.ts', "if (!row) throw new AppError('not_found', `device ${row.id} not found`);"],
+    const byHand = new Map([
+      ['services/devices.ts', `if (!row) throw new AppError('not_found', \`device \${row.id} not found\`);`],
       [
         'domain/servers.ts',
         [
           "const why = 'the listen port is fine';",
-          "throw new AppError('validation_failed', `listen port ${port} is used by another server on this node`);",
+          `throw new AppError('validation_failed', \`listen port \${port} is used by another server on this node\`);`,
         ].join('\n'),
       ],
       ['services/console-sessions.ts', "const WRONG_CREDENTIALS = 'wrong user name or password';"],
       ['http/app.ts', "throw new AppError('name_taken', message, { name: 'taken' });"],
-      ['services/nodes.ts', "throw nodeNotFound(id);\nthrow new AppError('validation_failed', `node ${id} is odd`);"],
-      [CATALOGUE, "return new AppError('not_found', `device ${id} not found`);"],
+      [
+        'services/nodes.ts',
+        `throw nodeNotFound(id);\nthrow new AppError('validation_failed', \`node \${id} is odd\`);`,
+      ],
+      [CATALOGUE, `return new AppError('not_found', \`device \${id} not found\`);`],
     ]);
-    assert.deepEqual(handBuiltCases(files, messages), [
+    assert.deepEqual(handBuiltCases(byHand, messages), [
       'src/services/devices.ts:1 builds a not_found error',
-      'src/services/devices.ts:1 writes "device ${} not found"',
-      'src/domain/servers.ts:2 writes "listen port ${} is used by another server on this node"',
+      'src/services/devices.ts:1 writes "device {} not found"',
+      'src/domain/servers.ts:2 writes "listen port {} is used by another server on this node"',
       'src/services/console-sessions.ts:1 writes "wrong user name or password"',
       'src/http/app.ts:1 builds a name_taken error',
     ]);

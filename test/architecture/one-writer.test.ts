@@ -6,13 +6,9 @@
  * tables.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import ts from 'typescript';
-
-const SRC = fileURLToPath(new URL('../../src', import.meta.url));
+import { srcFiles } from '../support/source-files.ts';
 
 /** What records a change's parts: the publisher's own path, from `recordChange` down to the rows. */
 const RECORDERS = [
@@ -43,14 +39,6 @@ const PUBLISHER_FILES = [
   'store/activity.ts',
   'store/mail.ts',
 ];
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [relative(SRC, path)] : [];
-  });
-}
 
 function calleeName(call: ts.CallExpression): string | undefined {
   const callee = call.expression;
@@ -95,7 +83,7 @@ export function ownWriters(files: ReadonlyMap<string, string>): string[] {
 
 describe('one writer: a change records its events, activity and mail through ChangePublisher only', () => {
   it('no file of src outside the publisher records an event, an activity row or a mail itself', () => {
-    const files = new Map(sourceFiles(SRC).map((file) => [file, readFileSync(join(SRC, file), 'utf8')]));
+    const files = srcFiles();
     assert.ok(files.has('workers/expiry-watch.ts') && files.has('services/changes.ts'), 'src was read');
     const found = ownWriters(files);
     assert.deepEqual(found, [], `records made outside ChangePublisher:\n  ${found.join('\n  ')}`);
