@@ -1,25 +1,9 @@
 import { sql } from 'kysely';
-import type { DestinationStream } from 'pino';
+import type { DestinationStream, Logger } from 'pino';
 import { LocalNodeConnection } from '../agent/connection.ts';
 import { type Clock, systemClock } from '../domain/clock.ts';
-import {
-  REQUEST_RATE,
-  type RatePolicy,
-  SIGN_IN_ADDRESS_RATE,
-  SIGN_IN_NAME_RATE,
-  SIGN_IN_NETWORK_RATE,
-  SIGN_IN_USER_RATE,
-  UNAUTHENTICATED_RATE,
-} from '../domain/rate-limit.ts';
 import type { Api } from '../http/api.ts';
 import { buildApp } from '../http/app.ts';
-import {
-  connectRateLimitRedis,
-  InProcessRateLimiter,
-  type RateLimiter,
-  RedisRateLimiter,
-} from '../http/rate-limiter.ts';
-import type { SignInLimiters } from '../http/sign-in-gate.ts';
 import { SignInRefusals } from '../http/sign-in-refusals.ts';
 import { ApiKeyService } from '../services/api-keys.ts';
 import { ChangePublisher } from '../services/changes.ts';
@@ -56,6 +40,7 @@ import { VERSION } from './version.ts';
 import { ExpiryWatch } from '../workers/expiry-watch.ts';
 import { DatabaseLease, DUTY_LEASE } from '../workers/lease.ts';
 import { type PanelMetrics, panelMetrics } from './panel-metrics.ts';
+import { makeRateLimiters, type RateLimiters } from './rate-limiters.ts';
 
 /**
  * docs/decisions.md "Webhooks: delivery, signing and retries": an attempt may take 15 s; a dead receiver holds
@@ -69,34 +54,6 @@ const WEBHOOK_POLL_MS = 500;
 const MAIL_POLL_MS = 1_000;
 /** Connecting to the SMTP server and its greeting, each. */
 const MAIL_TIMEOUT_MS = 10_000;
-
-interface RateLimiters {
-  requests: RateLimiter;
-  unauthenticated: RateLimiter;
-  signIn: Omit<SignInLimiters, 'refusals'>;
-  close(): Promise<void>;
-}
-
-/** In process, or in the Redis that several panels share (one connection for every policy). */
-async function makeRateLimiters(config: PanelConfig, clock: Clock): Promise<RateLimiters> {
-  const redisUrl = config.redisUrl;
-  const redis = redisUrl === undefined ? undefined : await connectRateLimitRedis(redisUrl);
-  const limiter = (policy: RatePolicy): RateLimiter =>
-    redis === undefined ? new InProcessRateLimiter(policy, clock) : new RedisRateLimiter(redis, policy);
-  return {
-    requests: limiter(REQUEST_RATE),
-    unauthenticated: limiter(UNAUTHENTICATED_RATE),
-    signIn: {
-      perAddress: limiter(SIGN_IN_ADDRESS_RATE),
-      perNetwork: limiter(SIGN_IN_NETWORK_RATE),
-      perUserFrom: limiter(SIGN_IN_USER_RATE),
-      perUser: limiter(SIGN_IN_NAME_RATE),
-    },
-    close: async () => {
-      await redis?.quit();
-    },
-  };
-}
 
 export interface Panel {
   readonly app: Api;
@@ -115,74 +72,96 @@ export interface PanelOptions {
   logDestination?: DestinationStream;
 }
 
-/** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */
-export async function assemblePanel(config: PanelConfig, options: PanelOptions = {}): Promise<Panel> {
-  const clock = options.clock ?? systemClock;
-  const log = createLogger(config.logLevel, options.logDestination);
-  const lock = await holdPanelLock(config);
-  const store = await openMigratedStore(config).catch(async (error: unknown) => {
-    await lock.release();
-    throw error;
-  });
-  const rateLimiters = await makeRateLimiters(config, clock);
-  // Panels sharing a PostgreSQL run the once-only duties on one of them; on SQLite the one panel runs them all.
-  const duties = store.dialect === 'postgres' ? new DatabaseLease(store.db, log, DUTY_LEASE) : undefined;
-  const metrics = panelMetrics(config, store.db, clock, log);
-  const localAgent = config.localNode ? await makeAgent(config, log, VERSION, metrics?.node) : undefined;
-  const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
-  // Every change of state lands through this, the API's and the workers' alike: recorded in its transaction, then
-  // the sender nudged. The sender commits through it too (a webhook its receiver turned off), hence the late lookup.
-  const changes = new ChangePublisher(store.db, clock, connections, { nudgeWebhooks: () => sender.nudge() });
-  const sender = new WebhookSender(store.db, clock, changes, log, {
-    scheduleMs: config.webhookRetryScheduleMs ?? RETRY_SCHEDULE_MS,
+/** What the services and workers of a panel are made of. */
+interface Wiring {
+  config: PanelConfig;
+  clock: Clock;
+  log: Logger;
+  store: Store;
+  /** The once-only duties' lease among panels sharing a PostgreSQL; none on SQLite (the one panel runs them). */
+  duties: DatabaseLease | undefined;
+  metrics: PanelMetrics | undefined;
+  connections: NodeConnections;
+  changes: ChangePublisher;
+}
+
+/** A loop beside the API: started after it listens, stopped before it closes. */
+interface Worker {
+  start(): void;
+  stop(): Promise<void>;
+}
+
+function webhookSender(w: Omit<Wiring, 'changes'>, changes: ChangePublisher): WebhookSender {
+  return new WebhookSender(w.store.db, w.clock, changes, w.log, {
+    scheduleMs: w.config.webhookRetryScheduleMs ?? RETRY_SCHEDULE_MS,
     timeoutMs: WEBHOOK_TIMEOUT_MS,
     concurrency: WEBHOOK_CONCURRENCY,
     pollIntervalMs: WEBHOOK_POLL_MS,
-    allowPrivate: config.webhookAllowPrivate,
-    observer: metrics?.observer,
+    allowPrivate: w.config.webhookAllowPrivate,
+    observer: w.metrics?.observer,
   });
+}
+
+/** The services the API and the workers share. */
+interface CoreServices {
+  nodes: NodeService;
+  usage: UsageService;
+  servers: ServerService;
+  devices: DeviceService;
+}
+
+async function coreServices(w: Wiring): Promise<CoreServices> {
+  const { store, clock, config, changes } = w;
   const nodes = new NodeService(store.db, clock, changes);
   if (config.localNode) await nodes.ensureLocal(config.publicHost);
-  const usage = new UsageService(store.db, clock, new Calendar(config.timezone), metrics?.observer);
-  const servers = new ServerService(store.db, clock, connections, await MmdbCountryLookup.open(), usage, changes);
+  const usage = new UsageService(store.db, clock, new Calendar(config.timezone), w.metrics?.observer);
+  const geo = await MmdbCountryLookup.open();
+  const servers = new ServerService(store.db, clock, w.connections, geo, usage, changes);
   await servers.discardUnfinishedDeploys();
   const devices = new DeviceService(store, clock, usage, changes);
+  return { nodes, usage, servers, devices };
+}
 
-  const signInRefusals = new SignInRefusals(log, clock, metrics?.observer);
+/** The HTTP application with its services. */
+function panelApp(w: Wiring, core: CoreServices, limiters: RateLimiters): Promise<Api> {
+  const { store, clock, config, changes } = w;
+  const signInRefusals = new SignInRefusals(w.log, clock, w.metrics?.observer);
   // One hasher for sign-ins and password changes, so its limit of hashes at once holds for both.
   const passwords = new PasswordHasher({
     onQueueFull: (retryAfter) => signInRefusals.refused('hash_queue', {}, retryAfter),
   });
-  const app = await buildApp({
+  return buildApp({
+    ...core,
     events: new EventService(store.db),
     apiKeys: new ApiKeyService(store, clock, changes),
-    rateLimiter: rateLimiters.requests,
-    unauthenticatedLimiter: rateLimiters.unauthenticated,
+    rateLimiter: limiters.requests,
+    unauthenticatedLimiter: limiters.unauthenticated,
     consoleSessions: new ConsoleSessionService(store.db, clock, passwords, changes),
     consoleUsers: new ConsoleUserService(store.db, clock, passwords, changes),
     activity: new ActivityLog(store.db),
-    signInLimiters: { ...rateLimiters.signIn, refusals: signInRefusals },
+    signInLimiters: { ...limiters.signIn, refusals: signInRefusals },
     panelOrigin: config.panelOrigin,
     consoleHostNames: config.consoleHostNames,
     secureCookies: config.panelUrl.startsWith('https:'),
     idempotency: new IdempotencyService(store.db, clock),
-    servers,
-    nodes,
-    devices,
-    groups: new GroupService(devices),
-    usage,
-    shareLinks: new ShareLinkService(store, clock, devices, config.panelUrl, changes),
+    groups: new GroupService(core.devices),
+    shareLinks: new ShareLinkService(store, clock, core.devices, config.panelUrl, changes),
     webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, changes),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },
     version: VERSION,
-    logger: log,
+    logger: w.log,
     trustProxy: config.trustProxy,
     maxConnections: config.maxConnections,
-    observer: metrics?.observer,
+    observer: w.metrics?.observer,
     requestBegins: () => store.requestBegins(),
   });
+}
+
+/** The loops beside the API, besides the webhook sender; the node monitor apart, for its first round at start. */
+function backgroundWorkers(w: Wiring, usage: UsageService): { monitor: NodeMonitor; others: Worker[] } {
+  const { store, clock, config, changes, log, duties } = w;
   const mailer = new MailSender(store.db, clock, log, {
     settings:
       config.smtpUrl !== undefined && config.notifyEmail !== undefined
@@ -193,25 +172,50 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     timeoutMs: MAIL_TIMEOUT_MS,
     lease: duties,
   });
-  const housekeeping = new Housekeeping(store.db, clock, log, duties);
   // Resyncs and drift checks share a few slots: together they hold the desired state of a few nodes at a time.
   const nodeWork = new Slots(NODE_WORK_SLOTS);
+  const monitorOptions = { ...NODE_MONITOR_DEFAULTS, lease: duties, slots: nodeWork };
   const monitor = new NodeMonitor(
     store.db,
     clock,
-    connections,
+    w.connections,
     changes,
     usage,
     log,
-    { ...NODE_MONITOR_DEFAULTS, lease: duties, slots: nodeWork },
-    metrics?.observer,
+    monitorOptions,
+    w.metrics?.observer,
   );
   const expiry = new ExpiryWatch(store.db, clock, changes, log, duties);
-  const driftOptions =
-    config.driftCheckIntervalMs === null
-      ? undefined
-      : { intervalMs: config.driftCheckIntervalMs, lease: duties, slots: nodeWork };
-  const drift = driftOptions && new DriftRepair(store.db, connections, changes, usage, log, driftOptions);
+  const intervalMs = config.driftCheckIntervalMs;
+  const driftOptions = intervalMs === null ? undefined : { intervalMs, lease: duties, slots: nodeWork };
+  const drift = driftOptions && new DriftRepair(store.db, w.connections, changes, usage, log, driftOptions);
+  const housekeeping = new Housekeeping(store.db, clock, log, duties);
+  return { monitor, others: [housekeeping, ...(drift === undefined ? [] : [drift]), expiry, mailer] };
+}
+
+/** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */
+export async function assemblePanel(config: PanelConfig, options: PanelOptions = {}): Promise<Panel> {
+  const clock = options.clock ?? systemClock;
+  const log = createLogger(config.logLevel, options.logDestination);
+  const lock = await holdPanelLock(config);
+  const store = await openMigratedStore(config).catch(async (error: unknown) => {
+    await lock.release();
+    throw error;
+  });
+  const rateLimiters = await makeRateLimiters(config, clock);
+  const duties = store.dialect === 'postgres' ? new DatabaseLease(store.db, log, DUTY_LEASE) : undefined;
+  const metrics = panelMetrics(config, store.db, clock, log);
+  const localAgent = config.localNode ? await makeAgent(config, log, VERSION, metrics?.node) : undefined;
+  const connections = new NodeConnections(localAgent && new LocalNodeConnection(localAgent));
+  const base = { config, clock, log, store, duties, metrics, connections };
+  // Every change of state lands through this, the API's and the workers' alike: recorded in its transaction, then
+  // the sender nudged. The sender commits through it too (a webhook its receiver turned off), hence the late lookup.
+  const changes = new ChangePublisher(store.db, clock, connections, { nudgeWebhooks: () => sender.nudge() });
+  const sender = webhookSender(base, changes);
+  const wiring: Wiring = { ...base, changes };
+  const core = await coreServices(wiring);
+  const app = await panelApp(wiring, core, rateLimiters);
+  const { monitor, others } = backgroundWorkers(wiring, core.usage);
   return {
     app,
     store,
@@ -224,22 +228,16 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
       // Before the API, so a metrics port taken stops the start; after the round, so nodes are counted as seen.
       await metrics?.start();
       await app.listen({ port: config.port, host: config.host });
-      housekeeping.start();
       localAgent?.start((err: unknown) => log.error({ err }, 'usage metering failed'));
       monitor.start();
-      drift?.start();
-      expiry.start();
       sender.start();
-      mailer.start();
+      for (const worker of others) worker.start();
     },
     async stop() {
-      await housekeeping.stop();
       await monitor.stop();
-      await drift?.stop();
-      await expiry.stop();
+      for (const worker of others) await worker.stop();
       await localAgent?.stop();
       await sender.stop();
-      await mailer.stop();
       await duties?.stop();
       await app.close();
       await metrics?.stop();
