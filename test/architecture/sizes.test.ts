@@ -3,23 +3,12 @@
  * lines run from its first token to its closing brace, as the TypeScript parser sees them.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { srcFiles } from '../support/source-files.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MAX_FILE_LINES = 500;
 const MAX_FUNCTION_LINES = 100;
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [path] : [];
-  });
-}
 
 /** Each function of `text` longer than `maxLines`, as `file:line name (N lines)`. */
 export function longFunctions(file: string, text: string, maxLines: number): string[] {
@@ -40,10 +29,7 @@ export function longFunctions(file: string, text: string, maxLines: number): str
 }
 
 describe('sizes of src/', () => {
-  const files = sourceFiles(join(ROOT, 'src')).map((path) => ({
-    file: relative(ROOT, path),
-    text: readFileSync(path, 'utf8'),
-  }));
+  const files = [...srcFiles()].map(([file, text]) => ({ file: `src/${file}`, text }));
 
   it(`no file over ${MAX_FILE_LINES} lines`, () => {
     const long = files
