@@ -1,7 +1,7 @@
 import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type DeviceStatus, NAME_MAX, metadataText, nameFromExternalId, serverRoom } from '../domain/devices.ts';
 import { AppError } from '../domain/errors.ts';
-import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import type { Page, PageRequest } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
 import { effectiveServerStatus } from '../domain/servers.ts';
 import { parseSubnet } from '../domain/subnets.ts';
@@ -18,6 +18,7 @@ import {
   listDevices,
   moveDevice,
   namesStartingWith,
+  searchDevices,
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
@@ -26,7 +27,7 @@ import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
 import { type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
 import { DeviceChanges, type DevicePatch, type Placement } from './device-changes.ts';
 import { DeviceGroups } from './device-groups.ts';
-import { DeviceViews, type PlacedDevice } from './device-views.ts';
+import { type DeviceBody, DeviceViews, type PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
 
@@ -97,19 +98,16 @@ export class DeviceService {
     return this.#views.place(row);
   }
 
+  /** A page of devices with their configs: without a search or status, of reused rows (and kept). */
   async list(
     filter: { serverId?: number; externalId?: string; search?: string; status?: DeviceStatus },
     page: PageRequest,
-  ): Promise<Page<PlacedDevice>> {
-    const rows = toPage(
-      await listDevices(
-        this.#db,
-        { ...filter, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() },
-        page,
-      ),
-      page,
-    );
-    return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
+  ): Promise<Page<DeviceBody>> {
+    if (filter.search === undefined && filter.status === undefined) {
+      return this.#views.listedPage(await listDevices(this.#db, filter, page), page);
+    }
+    const at = { nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() };
+    return this.#views.freshPage(await searchDevices(this.#db, { ...filter, ...at }, page), page);
   }
 
   /** Spec §2.4 for the device. */
@@ -122,6 +120,11 @@ export class DeviceService {
   /** The wg-quick config of the device as it is now (after a move too). */
   configText(placed: PlacedDevice, killSwitch: boolean): string {
     return this.#views.configText(placed, killSwitch);
+  }
+
+  /** The device as the API answers it: with its config as it is now. */
+  body(placed: PlacedDevice): DeviceBody {
+    return this.#views.body(placed);
   }
 
   /**

@@ -9,7 +9,7 @@ import type { PeerChange } from '../agent/protocol.ts';
 import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type Db, write } from '../store/db.ts';
 import { recordActivity } from './activity.ts';
-import { keptPages, keptPerRow } from './row-views.ts';
+import { keptPages } from './row-views.ts';
 import {
   deleteNode,
   findLocalNode,
@@ -224,15 +224,15 @@ export class NodeService {
     return node;
   }
 
-  /** Every node's view on one page, kept while the rows are (listNodeSummaries reuses them). */
-  readonly #listedPage = keptPages(keptPerRow(publicView));
+  /** Every node's view on one page, kept per reused rows (listNodeSummaries). */
+  readonly #listedPage = keptPages(publicView);
 
   async list(): Promise<Page<NodeView>> {
     return this.#listedPage(await listNodeSummaries(this.#db), EVERY_NODE);
   }
 
   async listForAdmin(): Promise<NodeAdminView[]> {
-    return (await listNodeSummaries(this.#db)).map(adminView);
+    return (await listNodeSummaries(this.#db)).rows.map(adminView);
   }
 
   /** One node, read by its id (not the list filtered). */
