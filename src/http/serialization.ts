@@ -84,6 +84,8 @@ interface KeptBody {
  */
 export class PageWriter<T extends object> {
   readonly #item: Record<string, unknown>;
+  /** Fastify compiles a serializer once per schema object: the same object for a schema id every time. */
+  readonly #envelopes = new Map<string, Record<string, unknown>>();
   readonly #kept = new WeakMap<object, KeptBody>();
 
   constructor(itemSchemaId: string) {
@@ -108,7 +110,12 @@ export class PageWriter<T extends object> {
     field: string,
     items: readonly T[],
   ): FastifyReply {
-    const envelope = reply.compileSerializationSchema({ $ref: schemaId })({ ...object, [field]: [] });
+    let schema = this.#envelopes.get(schemaId);
+    if (schema === undefined) {
+      schema = { $ref: schemaId };
+      this.#envelopes.set(schemaId, schema);
+    }
+    const envelope = reply.compileSerializationSchema(schema)({ ...object, [field]: [] });
     const body = this.#body(reply, items, items, envelope, (json) => withListBytes(envelope, field, json));
     return reply.type('application/json; charset=utf-8').send(body);
   }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import { type SerializerFactory, SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import Fastify from 'fastify';
 import Type from 'typebox';
 import type { Page as PageOf } from '../../src/domain/paging.ts';
@@ -123,7 +123,15 @@ describe('response serialization', () => {
       },
     });
     const kept: PageOf<{ id: number; name: string }> = { data: [item(1), item(2)], has_more: true };
-    const app = Fastify({ schemaController: { compilersFactory: { buildSerializer: serializerFactory } } });
+    let compiled = 0;
+    const counting: SerializerFactory = (external, options) => {
+      const build = serializerFactory(external, options);
+      return (route) => {
+        compiled++;
+        return build(route);
+      };
+    };
+    const app = Fastify({ schemaController: { compilersFactory: { buildSerializer: counting } } });
     app.addSchema(Item);
     app.addSchema(Holder);
     const writer = new PageWriter<{ id: number; name: string }>('Item');
@@ -151,6 +159,9 @@ describe('response serialization', () => {
       label = 'second';
       assert.equal(JSON.parse((await app.inject({ url: '/holder' })).body).label, 'second');
       assert.equal(reads, 6, "a list's items are serialised once per list, its holder's own fields every time");
+      const serializers = compiled;
+      for (let i = 0; i < 3; i++) assert.equal((await app.inject({ url: '/holder' })).statusCode, 200);
+      assert.equal(compiled, serializers, "the holder's schema is compiled once, not on every request");
     } finally {
       await app.close();
     }
