@@ -8,9 +8,10 @@ export interface PageRequest {
   limit: number;
 }
 
+/** Never changed once made: a kept page (KeptPages) is given to every caller. */
 export interface Page<T> {
-  data: T[];
-  has_more: boolean;
+  readonly data: readonly T[];
+  readonly has_more: boolean;
 }
 
 /** Store functions fetch `limit + 1` rows in id order; the extra row only says that more exist. */

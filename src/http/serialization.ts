@@ -51,11 +51,7 @@ const PAGE_OPEN = Buffer.from('{"data":[');
 const COMMA = Buffer.from(',');
 const PAGE_CLOSE = { more: Buffer.from('],"has_more":true}'), last: Buffer.from('],"has_more":false}') };
 
-/**
- * A `Page` (`{data, has_more}`) as the bytes its response schema serialises to, from each item's JSON
- * already serialised: a list route that keeps its items' bytes copies them instead of serialising and
- * encoding the whole page on every request.
- */
+/** A `Page` (`{data, has_more}`) as the bytes its response schema serialises to, from each item's JSON. */
 export function pageBytes(items: readonly Buffer[], hasMore: boolean): Buffer {
   return listBytes(PAGE_OPEN, items, hasMore ? PAGE_CLOSE.more : PAGE_CLOSE.last);
 }
@@ -71,119 +67,93 @@ function listBytes(before: Buffer, items: readonly Buffer[], after: Buffer): Buf
   return Buffer.concat(parts);
 }
 
-/**
- * The JSON of items whose views are kept per row (rows reused while nothing is committed): each item is
- * serialised once through its response schema (`$ref`, with the route's serializer compiler, so as a page or
- * object schema referring to it would) and kept as bytes while its view object lives. Items must not change
- * once serialised.
- */
-export class ItemJson<T extends object> {
-  readonly #schema: Record<string, unknown>;
-  readonly #json = new WeakMap<T, Buffer>();
-
-  constructor(schemaId: string) {
-    this.#schema = { $ref: schemaId };
-  }
-
-  bytes(reply: FastifyReply, items: readonly T[]): Buffer[] {
-    const serialize = reply.compileSerializationSchema(this.#schema);
-    return items.map((item) => {
-      let json = this.#json.get(item);
-      if (json === undefined) {
-        // The serializer takes a record; an item is copied into one once, when first serialised.
-        json = Buffer.from(serialize(Object.fromEntries(Object.entries(item))));
-        this.#json.set(item, json);
-      }
-      return json;
-    });
-  }
+/** What PageWriter keeps per page (or list): its items' JSON, and the body last made of them with an envelope. */
+interface KeptBody {
+  items: readonly Buffer[];
+  envelope: string | undefined;
+  body: Buffer | string;
 }
 
 /**
- * The last bytes made of some items' JSON and a key (the rest of what they are sent in): a page asked for
- * again while nothing was committed has the very same item buffers (ItemJson), so it is sent as the same
- * buffer instead of being copied again. Sent buffers are never changed, so several answers may share one.
- */
-class LastBytes {
-  #key: string | undefined;
-  #items: readonly Buffer[] = [];
-  #bytes: Buffer | undefined;
-
-  of(key: string, items: readonly Buffer[], make: () => Buffer): Buffer {
-    const last = this.#bytes;
-    const same =
-      key === this.#key && items.length === this.#items.length && items.every((item, i) => item === this.#items[i]);
-    if (last !== undefined && same) return last;
-    const bytes = make();
-    this.#key = key;
-    this.#items = items;
-    this.#bytes = bytes;
-    return bytes;
-  }
-}
-
-/**
- * Sends pages whose items' JSON is kept (ItemJson): a page shown again is copied from their bytes, or reused; the
- * very page object sent last (a kept page: keptPages) is sent as the same body at once. Pages must not change once
- * sent.
+ * Sends pages, and lists of items inside an object (a group's page of devices), keeping the body made of each
+ * per its identity: a service answers the same page object again only while it would be made the same (a kept
+ * page: KeptPages; docs/architecture.md, "Reused reads"), so a page asked for again is sent as the body made the
+ * first time. A page or list is serialised once, item by item through the item's response schema (`$ref`, with
+ * the route's serializer compiler, as the page or object schema referring to it would), the items' JSON joined
+ * (pageBytes, withListBytes). Nothing sent may change afterwards: pages are read-only, sent bodies are shared.
  */
 export class PageWriter<T extends object> {
-  readonly #items: ItemJson<T>;
-  readonly #last = new LastBytes();
-  #lastText: { bytes: Buffer; text: string } | undefined;
-  #lastSent: { page: Page<T>; body: Buffer | string } | undefined;
+  readonly #item: Record<string, unknown>;
+  /** Fastify compiles a serializer once per schema object: the same object for a schema id every time. */
+  readonly #envelopes = new Map<string, Record<string, unknown>>();
+  readonly #kept = new WeakMap<object, KeptBody>();
 
-  constructor(schemaId: string) {
-    this.#items = new ItemJson(schemaId);
+  constructor(itemSchemaId: string) {
+    this.#item = { $ref: itemSchemaId };
   }
 
+  /** A page (`{data, has_more}`), its body kept per page object. */
   send(reply: FastifyReply, page: Page<T>): FastifyReply {
-    if (this.#lastSent?.page !== page) {
-      const items = this.#items.bytes(reply, page.data);
-      const bytes = this.#last.of(String(page.has_more), items, () => pageBytes(items, page.has_more));
-      this.#lastSent = { page, body: this.#small(bytes) };
-    }
-    return reply.type('application/json; charset=utf-8').send(this.#lastSent.body);
+    const close = page.has_more ? 'more' : 'last';
+    const body = this.#body(reply, page, page.data, close, (items) => pageBytes(items, page.has_more));
+    return reply.type('application/json; charset=utf-8').send(body);
   }
 
   /**
-   * A small page goes as text: Node writes a text body with its headers in one piece, and a buffer beside them
-   * (two pieces, writev), which costs more than encoding a few hundred bytes. The text is kept with its bytes.
+   * `object`, of the response schema `schemaId`, with `items` in its list `field`: only the object's own fields
+   * are serialised on each request (the schema with the list empty); the list's JSON is kept per `items` array.
    */
-  #small(bytes: Buffer): Buffer | string {
-    if (bytes.length > SMALL_PAGE_BYTES) return bytes;
-    if (this.#lastText?.bytes !== bytes) this.#lastText = { bytes, text: bytes.toString('utf8') };
-    return this.#lastText.text;
+  sendWithin(
+    reply: FastifyReply,
+    schemaId: string,
+    object: Record<string, unknown>,
+    field: string,
+    items: readonly T[],
+  ): FastifyReply {
+    let schema = this.#envelopes.get(schemaId);
+    if (schema === undefined) {
+      schema = { $ref: schemaId };
+      this.#envelopes.set(schemaId, schema);
+    }
+    const envelope = reply.compileSerializationSchema(schema)({ ...object, [field]: [] });
+    const body = this.#body(reply, items, items, envelope, (json) => withListBytes(envelope, field, json));
+    return reply.type('application/json; charset=utf-8').send(body);
+  }
+
+  /** The body of `items` (kept per `identity`) in `envelope`, made by `join` when the envelope is not the last one. */
+  #body(
+    reply: FastifyReply,
+    identity: object,
+    items: readonly T[],
+    envelope: string,
+    join: (json: readonly Buffer[]) => Buffer,
+  ): Buffer | string {
+    let kept = this.#kept.get(identity);
+    if (kept === undefined) {
+      const serialize = reply.compileSerializationSchema(this.#item);
+      // The serializer takes a record; each item is copied into one.
+      const json = items.map((item) => Buffer.from(serialize(Object.fromEntries(Object.entries(item)))));
+      kept = { items: json, envelope: undefined, body: '' };
+      this.#kept.set(identity, kept);
+    }
+    if (kept.envelope !== envelope) {
+      kept.envelope = envelope;
+      kept.body = small(join(kept.items));
+    }
+    return kept.body;
   }
 }
-
-/** A page up to this size is sent as text (see PageWriter). */
-const SMALL_PAGE_BYTES = 4096;
 
 /**
- * Sends objects (a group) one list field of which holds items whose JSON is kept (ItemJson, a group's page of
- * devices): only the object's own fields are serialised (its schema, with the list empty), the items' bytes are
- * spliced in (withListBytes).
+ * A small body goes as text: Node writes a text body with its headers in one piece, and a buffer beside them
+ * (two pieces, writev), which costs more than encoding a few hundred bytes. Kept bodies are made once.
  */
-export class ListFieldWriter<T extends object> {
-  readonly #schema: Record<string, unknown>;
-  readonly #field: string;
-  readonly #items: ItemJson<T>;
-  readonly #last = new LastBytes();
-
-  constructor(schemaId: string, field: string, itemSchemaId: string) {
-    this.#schema = { $ref: schemaId };
-    this.#field = field;
-    this.#items = new ItemJson(itemSchemaId);
-  }
-
-  send(reply: FastifyReply, object: Record<string, unknown>, items: readonly T[]): FastifyReply {
-    const itemBytes = this.#items.bytes(reply, items);
-    const envelope = reply.compileSerializationSchema(this.#schema)({ ...object, [this.#field]: [] });
-    const bytes = this.#last.of(envelope, itemBytes, () => withListBytes(envelope, this.#field, itemBytes));
-    return reply.type('application/json; charset=utf-8').send(bytes);
-  }
+function small(bytes: Buffer): Buffer | string {
+  return bytes.length > SMALL_BODY_BYTES ? bytes : bytes.toString('utf8');
 }
+
+/** A body up to this size is sent as text (see small). */
+const SMALL_BODY_BYTES = 4096;
 
 /**
  * `envelope`, an object's JSON in which the list `field` was serialised empty, with that list made of the

@@ -1,12 +1,47 @@
-import { Histogram, type HistogramConfiguration, type LabelValues } from 'prom-client';
+import { AggregatorRegistry, type LabelValues, type PrometheusContentType, Registry } from 'prom-client';
+
+/**
+ * A sample as prom-client's histogram gives it in its JSON form (`get()`, what `getMetricsAsJSON` lists): the
+ * series' labels after `le`, and no exemplar (null on a bucket, undefined on the sum and count, as its own).
+ */
+interface HistogramSample {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName: string;
+  exemplar: null | undefined;
+}
+
+/** A metric in prom-client's JSON form: what its `get()` answers and its registries write as text. */
+export interface MetricJson {
+  name: string;
+  help: string;
+  type: 'histogram';
+  values: HistogramSample[];
+  aggregator: 'sum';
+}
+
+/** A metric that gives its own samples at each scrape, written by prom-client beside a registry's (scrapeText). */
+export interface SampledMetric {
+  get(): MetricJson;
+}
+
+/**
+ * What a scrape answers: `registry`'s metrics, then `sampled`, each in prom-client's text format. prom-client
+ * writes a metric only from a registry; `AggregatorRegistry.aggregate` (public API, made for metrics in JSON form
+ * from cluster workers) makes one of the sampled metrics, given as one process's, so nothing is summed.
+ */
+export async function scrapeText(registry: Registry, sampled: readonly SampledMetric[]): Promise<string> {
+  if (sampled.length === 0) return registry.metrics();
+  const own = AggregatorRegistry.aggregate<PrometheusContentType>([sampled.map((metric) => metric.get())]);
+  return Registry.merge([registry, own]).metrics();
+}
 
 /**
  * One series of a KeptHistogram. Its observe is a bucket search and three additions, where prom-client's
  * hashes the labels, validates them and looks the series up on every call (a fixed cost of every API answer).
  */
 export class KeptSeries<T extends string> {
-  /** Shared by every sample of the series in each scrape, as prom-client's own series share theirs. */
-  readonly labels: LabelValues<T>;
+  readonly #labels: LabelValues<T>;
   readonly #upperBounds: readonly number[];
   /** Observations per bucket, not cumulative; the last one counts those beyond every bound. */
   readonly #counts: number[];
@@ -14,7 +49,7 @@ export class KeptSeries<T extends string> {
   #count = 0;
 
   constructor(labels: LabelValues<T>, upperBounds: readonly number[]) {
-    this.labels = labels;
+    this.#labels = labels;
     this.#upperBounds = upperBounds;
     this.#counts = new Array<number>(upperBounds.length + 1).fill(0);
   }
@@ -30,9 +65,9 @@ export class KeptSeries<T extends string> {
     this.#count++;
   }
 
-  /** The samples prom-client's histogram writes for a series, in its order: each `le`, `+Inf`, sum, count. */
-  samples(name: string): HistogramSample<T>[] {
-    const samples: HistogramSample<T>[] = [];
+  /** The samples prom-client's histogram gives for a series, in its order: each `le`, `+Inf`, sum, count. */
+  samples(name: string): HistogramSample[] {
+    const samples: HistogramSample[] = [];
     let cumulative = 0;
     for (const [i, upperBound] of this.#upperBounds.entries()) {
       cumulative += this.#counts[i] ?? 0;
@@ -46,41 +81,27 @@ export class KeptSeries<T extends string> {
 
   #sample(
     metricName: string,
-    labels: Record<string, string | number>,
+    le: Record<string, string | number>,
     value: number,
     exemplar: null | undefined,
-  ): HistogramSample<T> {
-    return { metricName, labels, sharedLabels: this.labels, value, exemplar };
+  ): HistogramSample {
+    return { labels: { ...le, ...this.#labels }, value, metricName, exemplar };
   }
 }
 
 /**
- * A sample as prom-client's histogram hands it to its registry: the series' labels apart from `le`, and no
- * exemplar (null on a bucket, undefined on the sum and count, as its own).
+ * A histogram whose series are kept here (KeptSeries) and observed through `series`, for one observed on every
+ * request. It is no prom-client metric: at a scrape it gives the samples prom-client's own histogram would for
+ * the same observations (scrapeText writes them), series in the order of their first observation.
  */
-interface HistogramSample<T extends string> {
-  metricName: string;
-  labels: Record<string, string | number>;
-  sharedLabels: LabelValues<T>;
-  value: number;
-  exemplar: null | undefined;
-}
-
-/**
- * A prom-client histogram whose series are kept here (KeptSeries) and observed through `series`, for one
- * observed on every request. Its scrape is prom-client's text to the byte: the registry writes a histogram
- * from `getForPromString` (and its `get` reads it too), which this gives the samples prom-client's own would,
- * series in the order of their first observation. The base's own `observe` and `labels` are not used.
- */
-export class KeptHistogram<T extends string> extends Histogram<T> {
+export class KeptHistogram<T extends string> implements SampledMetric {
   readonly #name: string;
   readonly #help: string;
   readonly #upperBounds: readonly number[];
   /** In the order of their first observation, as prom-client lists its series. */
   readonly #series: KeptSeries<T>[] = [];
 
-  constructor(configuration: HistogramConfiguration<T> & { buckets: readonly number[] }) {
-    super(configuration);
+  constructor(configuration: { name: string; help: string; buckets: readonly number[] }) {
     this.#name = configuration.name;
     this.#help = configuration.help;
     this.#upperBounds = [...configuration.buckets];
@@ -93,7 +114,7 @@ export class KeptHistogram<T extends string> extends Histogram<T> {
     return series;
   }
 
-  async getForPromString() {
+  get(): MetricJson {
     return {
       name: this.#name,
       help: this.#help,

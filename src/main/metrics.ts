@@ -5,6 +5,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { APPLY_KINDS, type ApplyKind, CUTOFF_REASONS, type CutoffReason, type NodeObserver } from '../agent/metrics.ts';
 import { messageOf } from '../domain/errors.ts';
 import type { MetricsListenerConfig } from './config.ts';
+import { type SampledMetric, scrapeText } from './kept-histogram.ts';
 
 /** A scrape is one small request: anything slower is a client holding the socket. */
 const SCRAPE_TIMEOUT_MS = 10_000;
@@ -19,6 +20,8 @@ const APPLY_BUCKETS_SECONDS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
  */
 export class MetricsEndpoint {
   readonly registry = new Registry();
+  /** Metrics kept apart from the registry (KeptHistogram), written after its own. */
+  readonly #sampled: SampledMetric[] = [];
   readonly #config: MetricsListenerConfig;
   readonly #server: Server;
 
@@ -35,9 +38,14 @@ export class MetricsEndpoint {
     );
   }
 
+  /** Adds a metric that gives its own samples (KeptHistogram) to every scrape. */
+  addSampled(metric: SampledMetric): void {
+    this.#sampled.push(metric);
+  }
+
   /** What a scrape gets: every metric in the text exposition format. */
   scrape(): Promise<string> {
-    return this.registry.metrics();
+    return scrapeText(this.registry, this.#sampled);
   }
 
   /** Listens and logs where; a port taken fails naming the variables that choose another. */

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { Counter, Gauge, Histogram, type LabelValues, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type LabelValues } from 'prom-client';
 import type { NodeObserver } from '../agent/metrics.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DEVICE_STATUSES } from '../domain/devices.ts';
@@ -52,8 +52,8 @@ class PanelGauges implements PanelObserver {
   readonly #httpSeries = new Map<string, Map<string, Map<number, HttpSeries>>>();
   readonly #allHttpSeries: HttpSeries[] = [];
 
-  constructor(registry: Registry) {
-    const registers = [registry];
+  constructor(endpoint: MetricsEndpoint) {
+    const registers = [endpoint.registry];
     this.#requests = new Counter({
       name: 'vpn_panel_http_requests_total',
       help: 'API answers by method, route template (`unmatched` for a URL no route has) and status code.',
@@ -70,10 +70,9 @@ class PanelGauges implements PanelObserver {
     this.#requestSeconds = new KeptHistogram({
       name: 'vpn_panel_http_request_duration_seconds',
       help: 'Time from a request to its answer, by method and route template.',
-      labelNames: ['method', 'route'],
       buckets: HTTP_BUCKETS_SECONDS,
-      registers,
     });
+    endpoint.addSampled(this.#requestSeconds);
     this.#usageBytes = new Counter({
       name: 'vpn_panel_usage_bytes_total',
       help: "Usage stored from the nodes' reports, each batch once; rx: bytes the devices received, tx: sent.",
@@ -214,7 +213,7 @@ export function panelMetrics(
 ): PanelMetrics | undefined {
   if (config.metrics === undefined) return undefined;
   const endpoint = new MetricsEndpoint(config.metrics);
-  const observer = new PanelGauges(endpoint.registry);
+  const observer = new PanelGauges(endpoint);
   const census = new FleetCensus(db, clock, new Calendar(config.timezone), observer, log, config.metricsRefreshMs);
   return {
     observer,

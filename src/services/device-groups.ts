@@ -1,7 +1,6 @@
 import { setImmediate } from 'node:timers/promises';
-import { type Clock, isoAt } from '../domain/clock.ts';
 import { groupNotFound } from '../domain/error-cases.ts';
-import { DEFAULT_PAGE_SIZE, type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import { DEFAULT_PAGE_SIZE, type Page, type PageRequest } from '../domain/paging.ts';
 import { type Usage, usageOf } from '../domain/usage.ts';
 import type { Tx } from '../store/db.ts';
 import { type DeviceRow, listDevices } from '../store/devices.ts';
@@ -10,7 +9,7 @@ import type { Store } from '../store/open.ts';
 import type { AddressAllocator } from './address-allocator.ts';
 import { type Change, type ChangePublisher, change, mergeChanges } from './changes.ts';
 import type { ChangedDevices, DeviceChanges, DevicePatch, Placement } from './device-changes.ts';
-import type { DeviceViews, PlacedDevice } from './device-views.ts';
+import type { DeviceBody, DeviceViews } from './device-views.ts';
 import type { UsageService } from './usage.ts';
 
 /** How many devices and what they moved this month, of a group (docs/api.md "Groups"). */
@@ -31,7 +30,6 @@ const GROUP_CHUNK = 1_000;
  */
 export class DeviceGroups {
   readonly #store: Store;
-  readonly #clock: Clock;
   readonly #usage: UsageService;
   readonly #changes: ChangePublisher;
   readonly #views: DeviceViews;
@@ -40,7 +38,6 @@ export class DeviceGroups {
 
   constructor(
     store: Store,
-    clock: Clock,
     usage: UsageService,
     changes: ChangePublisher,
     views: DeviceViews,
@@ -48,7 +45,6 @@ export class DeviceGroups {
     addresses: AddressAllocator,
   ) {
     this.#store = store;
-    this.#clock = clock;
     this.#usage = usage;
     this.#changes = changes;
     this.#views = views;
@@ -56,12 +52,9 @@ export class DeviceGroups {
     this.#addresses = addresses;
   }
 
-  /** A page of the devices of a group (docs/api.md "Groups"), oldest first. */
-  async page(externalId: string, page: PageRequest): Promise<Page<PlacedDevice>> {
-    // The device list's reused page (same query, rows shared while nothing is committed), so views are kept.
-    const filter = { externalId, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() };
-    const rows = toPage(await listDevices(this.#store.db, filter, page), page);
-    return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
+  /** A group's devices (docs/api.md "Groups"), oldest first: the device list's kept page (listedPage). */
+  async page(externalId: string, page: PageRequest): Promise<Page<DeviceBody>> {
+    return this.#views.listedPage(await listDevices(this.#store.db, { externalId }, page), page);
   }
 
   /** How many devices a group has and their usage this month; not_found when no device has the external id. */
@@ -72,7 +65,7 @@ export class DeviceGroups {
   }
 
   /** The totals and first page of a group's devices after a change gave every row (in id order). */
-  after(changed: readonly Placement[]): { totals: GroupTotals; page: Page<PlacedDevice> } {
+  after(changed: readonly Placement[]): { totals: GroupTotals; page: Page<DeviceBody> } {
     let rx = 0;
     let tx = 0;
     for (const { row } of changed) {
@@ -82,7 +75,7 @@ export class DeviceGroups {
     }
     const first = changed
       .slice(0, DEFAULT_PAGE_SIZE)
-      .map((placed) => ({ ...placed, device: this.#views.view(placed.row) }));
+      .map((placed) => this.#views.body({ ...placed, device: this.#views.view(placed.row) }));
     return {
       totals: { devices: changed.length, monthUsage: usageOf(rx, tx) },
       page: { data: first, has_more: changed.length > DEFAULT_PAGE_SIZE },

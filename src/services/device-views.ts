@@ -2,13 +2,16 @@ import { renderClientConfig } from '../domain/client-config.ts';
 import type { Clock } from '../domain/clock.ts';
 import { type DeviceStatus, deviceStatus, isOnline, type LimitPeriod, ONLINE_WINDOW_MS } from '../domain/devices.ts';
 import type { Usage } from '../domain/usage.ts';
+import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import type { Db, Queryable } from '../store/db.ts';
 import type { DeviceRow } from '../store/devices.ts';
 import { findNode, findNodeShared, type NodeRow } from '../store/nodes.ts';
+import type { ReusedRows } from '../store/query-shapes.ts';
 import { findServer, findServerShared, type ServerRow, stringArray } from '../store/servers.ts';
+import { KeptPages } from './row-views.ts';
 import type { UsageService } from './usage.ts';
 
-/** A device as docs/api.md "Devices" shows it, without its config (routes add it). */
+/** A device as docs/api.md "Devices" shows it, without its config (DeviceBody adds it). */
 export interface DeviceView {
   id: number;
   server_id: number;
@@ -34,6 +37,9 @@ export interface DeviceView {
   updated_at: string;
 }
 
+/** A device as the API answers it: docs/api.md "Devices" with its current config. */
+export type DeviceBody = DeviceView & { config: string };
+
 /** The device together with the server and node it is on: what configs and events need. */
 export interface PlacedDevice {
   device: DeviceView;
@@ -42,19 +48,14 @@ export interface PlacedDevice {
   node: NodeRow;
 }
 
-/**
- * A server row's JSON lists, parsed once per row object: a page of devices shares its servers' rows,
- * so 200 configs of one server parse them once, not 200 times.
- */
-const parsedLists = new WeakMap<ServerRow, { dns: string[]; clientAllowedIps: string[] }>();
+/** A server row's JSON lists, which a config is made of. */
+interface ServerLists {
+  dns: string[];
+  clientAllowedIps: string[];
+}
 
-function serverLists(server: ServerRow): { dns: string[]; clientAllowedIps: string[] } {
-  let lists = parsedLists.get(server);
-  if (lists === undefined) {
-    lists = { dns: stringArray(server.dns), clientAllowedIps: stringArray(server.client_allowed_ips) };
-    parsedLists.set(server, lists);
-  }
-  return lists;
+function serverLists(server: ServerRow): ServerLists {
+  return { dns: stringArray(server.dns), clientAllowedIps: stringArray(server.client_allowed_ips) };
 }
 
 function parseMetadata(text: string | null): Record<string, unknown> | null {
@@ -64,33 +65,20 @@ function parseMetadata(text: string | null): Record<string, unknown> | null {
   return isRecord ? Object.fromEntries(Object.entries(value)) : null;
 }
 
+type Places = Map<number, { server: ServerRow; node: NodeRow }>;
+
 async function placesWith(
   rows: readonly DeviceRow[],
   server: (id: number) => Promise<ServerRow | undefined>,
   node: (id: number) => Promise<NodeRow | undefined>,
-): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
-  const places = new Map<number, { server: ServerRow; node: NodeRow }>();
+): Promise<Places> {
+  const places: Places = new Map();
   for (const id of new Set(rows.map((r) => r.server_id))) {
     const serverRow = await server(id);
     const nodeRow = serverRow && (await node(serverRow.node_id));
     if (serverRow && nodeRow) places.set(id, { server: serverRow, node: nodeRow });
   }
   return places;
-}
-
-/** The server columns a client config is made of. */
-const CONFIG_COLUMNS = [
-  'public_key',
-  'endpoint',
-  'listen_port',
-  'mtu',
-  'dns',
-  'client_allowed_ips',
-  'persistent_keepalive',
-] as const satisfies readonly (keyof ServerRow)[];
-
-function sameConfigColumns(a: ServerRow, b: ServerRow): boolean {
-  return a === b || CONFIG_COLUMNS.every((column) => a[column] === b[column]);
 }
 
 /** The earliest of the future instants among `instantsMs` (null: none), or `untilMs`. */
@@ -100,17 +88,26 @@ function nextInstant(nowMs: number, untilMs: number, instantsMs: readonly (numbe
   return next;
 }
 
+/** A listed device's body and the instants between which it shows what it would if made again. */
+interface ListedBody {
+  body: DeviceBody;
+  fromMs: number;
+  untilMs: number;
+}
+
 /**
  * How a device row is shown: its view (status, usage), the server and node it is on, its client config.
- * A view and a config are kept per row object: the list's rows are reused while nothing is committed
- * (see listDevices), so a page shown again computes nothing. A view holds until the first instant that
- * changes it (the next month, the expiry, the handshake leaving the online window); a config while the
- * server's config columns are the same.
+ * A page of the device list made of reused rows (listDevices) is kept (KeptPages) and so is each of its
+ * devices' body: while the rows are reused nothing was committed, so the servers and their configs are as
+ * they were; what changes with the time alone (the next month, the expiry, the handshake leaving the online
+ * window) bounds how long a body, and the page holding it, is kept.
  */
 export class DeviceViews {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly #usage: UsageService;
+  readonly #pages = new KeptPages<DeviceRow, DeviceBody>();
+  readonly #listed = new WeakMap<Readonly<DeviceRow>, ListedBody>();
 
   constructor(db: Db, clock: Clock, usage: UsageService) {
     this.#db = db;
@@ -118,20 +115,8 @@ export class DeviceViews {
     this.#usage = usage;
   }
 
-  readonly #views = new WeakMap<DeviceRow, { view: DeviceView; fromMs: number; untilMs: number }>();
-  readonly #configs = new WeakMap<DeviceRow, { server: ServerRow; text: string }>();
-
   view(row: DeviceRow): DeviceView {
-    const nowMs = this.#clock.nowMs();
-    const kept = this.#views.get(row);
-    if (kept !== undefined && kept.fromMs <= nowMs && nowMs < kept.untilMs) return kept.view;
-    const view = this.#viewAt(row, nowMs);
-    const untilMs = nextInstant(nowMs, this.#usage.calendar.nextMonthStartMs(nowMs), [
-      row.expires_at === null ? null : Date.parse(row.expires_at),
-      row.last_handshake === null ? null : Date.parse(row.last_handshake) + ONLINE_WINDOW_MS,
-    ]);
-    this.#views.set(row, { view, fromMs: nowMs, untilMs });
-    return view;
+    return this.#viewAt(row, this.#clock.nowMs());
   }
 
   #viewAt(row: DeviceRow, nowMs: number): DeviceView {
@@ -183,17 +168,59 @@ export class DeviceViews {
     return rows.map((row) => this.#placed(row, places));
   }
 
-  /** A page of rows on their servers and nodes, leaving out a row whose server was deleted since it was read. */
-  async placePage(rows: readonly DeviceRow[]): Promise<PlacedDevice[]> {
-    const places = await this.#placesOf(rows);
-    return rows.flatMap((row) => {
+  /**
+   * A page of the device list made of reused rows, leaving out a row whose server was deleted since it was read:
+   * kept, with each body, while the rows are reused and until the first instant that changes a body.
+   */
+  async listedPage(rows: ReusedRows<DeviceRow>, request: PageRequest): Promise<Page<DeviceBody>> {
+    const nowMs = this.#clock.nowMs();
+    const kept = this.#pages.kept(rows, request, nowMs);
+    if (kept !== undefined) return kept;
+    const { data, has_more } = toPage(rows.rows, request);
+    const places = await this.#placesOf(data);
+    const lists = new Map<ServerRow, ServerLists>();
+    let fromMs = Number.NEGATIVE_INFINITY;
+    let untilMs = Number.POSITIVE_INFINITY;
+    const bodies: DeviceBody[] = [];
+    for (const row of data) {
       const place = places.get(row.server_id);
-      return place ? [{ device: this.view(row), row, ...place }] : [];
+      if (place === undefined) continue;
+      let listed = this.#listed.get(row);
+      if (listed === undefined || nowMs < listed.fromMs || listed.untilMs <= nowMs) {
+        const placed = { device: this.#viewAt(row, nowMs), row, ...place };
+        listed = { body: this.#bodyWith(placed, lists), fromMs: nowMs, untilMs: this.#viewUntilMs(row, nowMs) };
+        this.#listed.set(row, listed);
+      }
+      fromMs = Math.max(fromMs, listed.fromMs);
+      untilMs = Math.min(untilMs, listed.untilMs);
+      bodies.push(listed.body);
+    }
+    return this.#pages.keep(rows, request, { data: bodies, has_more }, fromMs, untilMs);
+  }
+
+  /** A page of rows read anew (a search): each body made now. */
+  async freshPage(rows: readonly DeviceRow[], request: PageRequest): Promise<Page<DeviceBody>> {
+    const { data, has_more } = toPage(rows, request);
+    const places = await this.#placesOf(data);
+    const lists = new Map<ServerRow, ServerLists>();
+    const nowMs = this.#clock.nowMs();
+    const bodies = data.flatMap((row) => {
+      const place = places.get(row.server_id);
+      return place ? [this.#bodyWith({ device: this.#viewAt(row, nowMs), row, ...place }, lists)] : [];
     });
+    return { data: bodies, has_more };
+  }
+
+  /** The first instant after `nowMs` that changes the row's view: the next month, the expiry, the online window. */
+  #viewUntilMs(row: DeviceRow, nowMs: number): number {
+    return nextInstant(nowMs, this.#usage.calendar.nextMonthStartMs(nowMs), [
+      row.expires_at === null ? null : Date.parse(row.expires_at),
+      row.last_handshake === null ? null : Date.parse(row.last_handshake) + ONLINE_WINDOW_MS,
+    ]);
   }
 
   /** The server and node of each server the rows are on, each read once, shared rows outside a transaction. */
-  #placesOf(rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+  #placesOf(rows: readonly DeviceRow[]): Promise<Places> {
     return placesWith(
       rows,
       (id) => findServerShared(this.#db, id),
@@ -202,7 +229,7 @@ export class DeviceViews {
   }
 
   /** `#placesOf` read through `db` (a transaction that holds the only SQLite connection). */
-  placesIn(db: Queryable, rows: readonly DeviceRow[]): Promise<Map<number, { server: ServerRow; node: NodeRow }>> {
+  placesIn(db: Queryable, rows: readonly DeviceRow[]): Promise<Places> {
     return placesWith(
       rows,
       (id) => findServer(db, id),
@@ -211,25 +238,34 @@ export class DeviceViews {
   }
 
   /** A row whose server or node is missing is an internal error: devices refer to their server. */
-  #placed(row: DeviceRow, places: ReadonlyMap<number, { server: ServerRow; node: NodeRow }>): PlacedDevice {
+  #placed(row: DeviceRow, places: Places): PlacedDevice {
     const place = places.get(row.server_id);
     if (!place) throw new Error(`device ${row.id} refers to a missing server or node`);
     return { device: this.view(row), row, ...place };
   }
 
-  /** The wg-quick config of the device as it is now (after a move too). */
-  configText(placed: PlacedDevice, killSwitch: boolean): string {
-    if (killSwitch) return this.#render(placed, true);
-    const kept = this.#configs.get(placed.row);
-    if (kept !== undefined && sameConfigColumns(kept.server, placed.server)) return kept.text;
-    const text = this.#render(placed, false);
-    this.#configs.set(placed.row, { server: placed.server, text });
-    return text;
+  /** The device's body: its view with its config as it is now (after a move too). */
+  body(placed: PlacedDevice): DeviceBody {
+    return this.#bodyWith(placed, new Map());
   }
 
-  #render(placed: PlacedDevice, killSwitch: boolean): string {
+  /** `body`, the server's lists parsed once per server row in `lists` (a page's devices share a few servers). */
+  #bodyWith(placed: PlacedDevice, lists: Map<ServerRow, ServerLists>): DeviceBody {
+    let parsed = lists.get(placed.server);
+    if (parsed === undefined) {
+      parsed = serverLists(placed.server);
+      lists.set(placed.server, parsed);
+    }
+    return { ...placed.device, config: this.#render(placed, false, parsed) };
+  }
+
+  /** The wg-quick config of the device as it is now (after a move too). */
+  configText(placed: PlacedDevice, killSwitch: boolean): string {
+    return this.#render(placed, killSwitch, serverLists(placed.server));
+  }
+
+  #render(placed: PlacedDevice, killSwitch: boolean, lists: ServerLists): string {
     const { row, server } = placed;
-    const lists = serverLists(server);
     return renderClientConfig(
       {
         privateKey: row.private_key,

@@ -10,7 +10,7 @@ import {
   serverFull,
 } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
-import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
+import type { Page, PageRequest } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
 import { effectiveServerStatus } from '../domain/servers.ts';
 import { parseSubnet } from '../domain/subnets.ts';
@@ -27,6 +27,7 @@ import {
   listDevices,
   moveDevice,
   namesStartingWith,
+  searchDevices,
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
@@ -35,7 +36,7 @@ import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
 import { type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
 import { DeviceChanges, type DevicePatch, type Placement } from './device-changes.ts';
 import { DeviceGroups } from './device-groups.ts';
-import { DeviceViews, type PlacedDevice } from './device-views.ts';
+import { type DeviceBody, DeviceViews, type PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
 
@@ -86,7 +87,7 @@ export class DeviceService {
     this.#changes = changes;
     this.#views = new DeviceViews(store.db, clock, usage);
     this.#deviceChanges = new DeviceChanges(clock, usage, store.dialect);
-    this.groups = new DeviceGroups(store, clock, usage, changes, this.#views, this.#deviceChanges, this.#addresses);
+    this.groups = new DeviceGroups(store, usage, changes, this.#views, this.#deviceChanges, this.#addresses);
   }
 
   get #db(): Db {
@@ -99,19 +100,16 @@ export class DeviceService {
     return this.#views.place(row);
   }
 
+  /** A page of devices with their configs: without a search or status, of reused rows (and kept). */
   async list(
     filter: { serverId?: number; externalId?: string; search?: string; status?: DeviceStatus },
     page: PageRequest,
-  ): Promise<Page<PlacedDevice>> {
-    const rows = toPage(
-      await listDevices(
-        this.#db,
-        { ...filter, nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() },
-        page,
-      ),
-      page,
-    );
-    return { data: await this.#views.placePage(rows.data), has_more: rows.has_more };
+  ): Promise<Page<DeviceBody>> {
+    if (filter.search === undefined && filter.status === undefined) {
+      return this.#views.listedPage(await listDevices(this.#db, filter, page), page);
+    }
+    const at = { nowIso: isoAt(this.#clock.nowMs()), currentMonth: this.#usage.currentMonth() };
+    return this.#views.freshPage(await searchDevices(this.#db, { ...filter, ...at }, page), page);
   }
 
   /** The device's docs/api.md "Usage report". */
@@ -124,6 +122,11 @@ export class DeviceService {
   /** The wg-quick config of the device as it is now (after a move too). */
   configText(placed: PlacedDevice, killSwitch: boolean): string {
     return this.#views.configText(placed, killSwitch);
+  }
+
+  /** The device as the API answers it: with its config as it is now. */
+  body(placed: PlacedDevice): DeviceBody {
+    return this.#views.body(placed);
   }
 
   /**

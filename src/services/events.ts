@@ -3,9 +3,9 @@ import type { EventDraft, EventKind, PanelEvent } from '../domain/events.ts';
 import type { DeviceRow } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
 import type { ServerRow } from '../store/servers.ts';
-import type { Page, PageRequest } from '../domain/paging.ts';
+import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import type { Db, Tx } from '../store/db.ts';
-import { type EventFilter, insertEvents, listEvents } from '../store/events.ts';
+import { type EventFilter, insertEvents, listEvents, listEventsOfKinds } from '../store/events.ts';
 import {
   type DeliveryRow,
   insertDeliveries,
@@ -93,11 +93,15 @@ export class EventService {
     this.#db = db;
   }
 
-  /** Pages of events, kept while their rows are (listEvents reuses them). */
+  /** Pages of events, kept per reused rows (listEvents). */
   readonly #pageOf = keptPages((event: PanelEvent) => event);
 
   /** Events matching the filter after the cursor, oldest first. */
   async page(filter: EventFilter, page: PageRequest): Promise<Page<PanelEvent>> {
+    const { kinds } = filter;
+    if (kinds !== undefined && kinds.length > 0) {
+      return toPage(await listEventsOfKinds(this.#db, { ...filter, kinds }, page), page);
+    }
     return this.#pageOf(await listEvents(this.#db, filter, page), page);
   }
 }

@@ -4,7 +4,7 @@ import type { Usage } from '../domain/usage.ts';
 import { change, type CommitHook } from './changes.ts';
 import type { DevicePatch, Placement } from './device-changes.ts';
 import type { DeviceGroups, GroupTotals } from './device-groups.ts';
-import type { PlacedDevice } from './device-views.ts';
+import type { DeviceBody } from './device-views.ts';
 import type { DeviceService } from './devices.ts';
 
 /**
@@ -15,7 +15,8 @@ export interface GroupView {
   external_id: string;
   device_count: number;
   month_usage: Usage;
-  devices: PlacedDevice[];
+  /** The page's own array (a kept page's, so the same while the page is: PageWriter.sendWithin). */
+  devices: readonly DeviceBody[];
   has_more: boolean;
 }
 
@@ -28,7 +29,7 @@ export type GroupPatch = Pick<
 /** A group-deleted mail names this many devices and counts the rest. */
 const MAILED_DEVICE_NAMES = 50;
 
-function groupView(externalId: string, totals: GroupTotals, page: Page<PlacedDevice>): GroupView {
+function groupView(externalId: string, totals: GroupTotals, page: Page<DeviceBody>): GroupView {
   return {
     external_id: externalId,
     device_count: totals.devices,

@@ -10,7 +10,7 @@ import { SYSTEM_ACTOR } from '../domain/events.ts';
 import type { Db } from '../store/db.ts';
 import { localNodeHostChanged, nodeAdded, nodeRemoved } from './change-kinds.ts';
 import type { ChangePublisher } from './changes.ts';
-import { keptPages, keptPerRow } from './row-views.ts';
+import { keptPages } from './row-views.ts';
 import {
   deleteNode,
   findLocalNode,
@@ -181,15 +181,15 @@ export class NodeService {
     return node;
   }
 
-  /** Every node's view on one page, kept while the rows are (listNodeSummaries reuses them). */
-  readonly #listedPage = keptPages(keptPerRow(publicView));
+  /** Every node's view on one page, kept per reused rows (listNodeSummaries). */
+  readonly #listedPage = keptPages(publicView);
 
   async list(): Promise<Page<NodeView>> {
     return this.#listedPage(await listNodeSummaries(this.#db), EVERY_NODE);
   }
 
   async listForAdmin(): Promise<NodeAdminView[]> {
-    return (await listNodeSummaries(this.#db)).map(adminView);
+    return (await listNodeSummaries(this.#db)).rows.map(adminView);
   }
 
   /** One node, read by its id (not the list filtered). */

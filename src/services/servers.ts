@@ -48,7 +48,7 @@ import { desiredServer, desiredStateOfServer } from './desired-state.ts';
 import { deviceEventDraft, serverEventDraft } from './events.ts';
 import type { CountryLookup } from './geo.ts';
 import type { NodeConnections } from './nodes.ts';
-import { keptPages, keptPerRow } from './row-views.ts';
+import { keptPages } from './row-views.ts';
 import { listedServerView, serverView, type ServerView } from './server-views.ts';
 
 export interface ServerPatch {
@@ -185,8 +185,8 @@ export class ServerService {
     return listedServerView(row);
   }
 
-  /** Pages of listed servers' views, each kept per row (listServers reuses its rows). */
-  readonly #listedPage = keptPages(keptPerRow(listedServerView));
+  /** Pages of listed servers' views, kept per reused rows (listServers). */
+  readonly #listedPage = keptPages(listedServerView);
 
   async list(filter: { country?: string }, page: PageRequest): Promise<Page<ServerView>> {
     return this.#listedPage(await listServers(this.#db, filter, page), page);

@@ -19,7 +19,7 @@ import {
 } from '../store/webhooks.ts';
 import { webhookCreated, webhookDeleted, webhookPinged, webhookUpdated } from './change-kinds.ts';
 import type { ChangePublisher } from './changes.ts';
-import { keptPages, keptPerRow } from './row-views.ts';
+import { keptPages } from './row-views.ts';
 import { enqueueDelivery, subscribedKinds } from './events.ts';
 import { checkWebhookUrl } from './webhook-targets.ts';
 
@@ -101,12 +101,10 @@ export class WebhookService {
     };
   }
 
-  /** A delivery's view, kept per row (listDeliveries reuses its rows): each payload is parsed once. */
-  readonly deliveryView = keptPerRow((row: DeliveryRow) => this.#viewOf(row));
-  /** Pages of deliveries' views (listDeliveries reuses its rows). */
+  /** Pages of deliveries' views, kept per reused rows (listDeliveries): each payload is parsed once. */
   readonly #deliveryPage = keptPages((row: DeliveryRow) => this.deliveryView(row));
 
-  #viewOf(row: DeliveryRow): DeliveryView {
+  deliveryView(row: DeliveryRow): DeliveryView {
     const payload: PanelEvent = JSON.parse(row.payload);
     return {
       id: row.id,
@@ -155,8 +153,8 @@ export class WebhookService {
     return this.view(await this.#get(id));
   }
 
-  /** Pages of listed webhooks' views, each kept per row (listWebhooks reuses its rows). */
-  readonly #listedPage = keptPages(keptPerRow((row: WebhookRow) => this.view(row)));
+  /** Pages of listed webhooks' views, kept per reused rows (listWebhooks). */
+  readonly #listedPage = keptPages((row: WebhookRow) => this.view(row));
 
   async list(page: PageRequest): Promise<Page<WebhookView>> {
     return this.#listedPage(await listWebhooks(this.#db, page), page);

@@ -2,7 +2,7 @@ import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { DeviceStatus } from '../domain/devices.ts';
 import type { PageRequest } from '../domain/paging.ts';
 import type { Db, Queryable } from './db.ts';
-import { CompiledPageShape, rowLimit } from './query-shapes.ts';
+import { ReusedPageShape, type ReusedRows, rowLimit } from './query-shapes.ts';
 import { oneOf } from './raw-sql.ts';
 import { addToDeviceCount } from './servers.ts';
 import { containsText } from './text-search.ts';
@@ -226,22 +226,27 @@ function devicesAfter(db: Db, afterId: number, serverId: number | undefined, ext
 }
 
 /**
- * A page filtered by server and external id only, the common list, as a compiled shape whose rows are
- * reused while nothing has been committed: a page of rows opened from the sealed store (private keys)
- * costs more than checking that nothing changed, and reused rows let the views be reused too.
+ * A page filtered by server and external id only, the common list, as a query shape whose rows are reused
+ * while nothing has been committed: a page of rows opened from the sealed store (private keys) costs more than
+ * checking that nothing changed, and reused rows let the views be reused too.
  */
-const plainPage = new CompiledPageShape(
+const plainPage = new ReusedPageShape(
   (db, limit, afterId: number, serverId: number | undefined, externalId: string | undefined) =>
     devicesAfter(db, afterId, serverId, externalId).orderBy('id').limit(limit),
   [-1001, -1002, '\u0000external_id'],
-  { reuse: true },
 );
 
-/** Oldest first, `limit + 1` rows (see toPage). */
-export function listDevices(db: Db, filter: DeviceFilter, page: PageRequest): Promise<readonly DeviceRow[]> {
-  if (filter.search === undefined && filter.status === undefined) {
-    return plainPage.execute(db, page.limit + 1, page.afterId, filter.serverId, filter.externalId);
-  }
+/** Oldest first, `limit + 1` rows (see toPage), by server and external id only: rows reused (ReusedShape). */
+export function listDevices(
+  db: Db,
+  filter: Pick<DeviceFilter, 'serverId' | 'externalId'>,
+  page: PageRequest,
+): Promise<ReusedRows<DeviceRow>> {
+  return plainPage.execute(db, page.limit + 1, page.afterId, filter.serverId, filter.externalId);
+}
+
+/** Oldest first, `limit + 1` rows (see toPage), with a search or a status too: read anew every time. */
+export function searchDevices(db: Db, filter: DeviceFilter, page: PageRequest): Promise<DeviceRow[]> {
   let query = devicesAfter(db, page.afterId, filter.serverId, filter.externalId);
   if (filter.search !== undefined) query = query.where(containsText(db, ['name', 'external_id'], filter.search));
   if (filter.status !== undefined) {

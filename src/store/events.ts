@@ -1,6 +1,6 @@
 import type { EventDraft, EventKind, PanelEvent } from '../domain/events.ts';
 import { isEventKind } from '../domain/events.ts';
-import { CompiledPageShape, rowLimit } from './query-shapes.ts';
+import { ReusedPageShape, type ReusedRows, rowLimit } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
 import { type Column, insertRows } from './raw-sql.ts';
 import type { PageRequest } from '../domain/paging.ts';
@@ -44,30 +44,40 @@ function eventsAfter(db: Db, afterId: number, filter: EventFilter) {
   return query.orderBy('id');
 }
 
-/** Without a kind filter (a list of any length changes the SQL), pages are a compiled shape. */
-const eventPageShape = new CompiledPageShape(
+/** Without a kind filter (a list of any length changes the SQL), pages are a query shape whose rows are reused. */
+const eventPageShape = new ReusedPageShape(
   (db, limit, afterId: number, serverId: number | undefined, deviceId: number | undefined) =>
     eventsAfter(db, afterId, { serverId, deviceId }).limit(limit),
   [-1001, -1002, -1003],
-  { reuse: true },
 );
 
-/** Oldest first, `limit + 1` rows (see toPage). */
 /** A row whose kind is one the panel knows, as the row itself (not a copy: reused rows stay the same objects). */
 function hasEventKind<R extends { kind: string }>(row: R): row is R & { kind: EventKind } {
   return isEventKind(row.kind);
 }
 
-export async function listEvents(db: Db, filter: EventFilter, page: PageRequest): Promise<readonly PanelEvent[]> {
-  const rows =
-    filter.kinds === undefined || filter.kinds.length === 0
-      ? await eventPageShape.execute(db, page.limit + 1, page.afterId, filter.serverId, filter.deviceId)
-      : await eventsAfter(db, page.afterId, filter)
-          .limit(rowLimit(page.limit + 1))
-          .execute();
-  // Without a row of a kind this panel does not know (the usual case), the reused rows are answered as the same
-  // array, so the page made of them is kept too (keptPages).
+/** Events of every kind this panel knows, oldest first, `limit + 1` rows (see toPage). */
+export async function listEvents(
+  db: Db,
+  filter: Omit<EventFilter, 'kinds'>,
+  page: PageRequest,
+): Promise<ReusedRows<PanelEvent>> {
+  const rows = await eventPageShape.execute(db, page.limit + 1, page.afterId, filter.serverId, filter.deviceId);
+  // Without a row of a kind this panel does not know (the usual case), the reused rows are answered as they are,
+  // so the page made of them is kept too (keptPages).
   return rows.every(hasEventKind) ? rows : rows.filter(hasEventKind);
+}
+
+/** listEvents of the filter's kinds only, read anew every time. */
+export async function listEventsOfKinds(
+  db: Db,
+  filter: EventFilter & { kinds: readonly EventKind[] },
+  page: PageRequest,
+): Promise<PanelEvent[]> {
+  const rows = await eventsAfter(db, page.afterId, filter)
+    .limit(rowLimit(page.limit + 1))
+    .execute();
+  return rows.filter(hasEventKind);
 }
 
 export async function pruneEvents(db: Queryable, before: string): Promise<number> {

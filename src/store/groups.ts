@@ -1,6 +1,6 @@
 import type { Db, Queryable } from './db.ts';
 import type { DeviceRow } from './devices.ts';
-import { CompiledShape, rowLimit } from './query-shapes.ts';
+import { ReusedShape, rowLimit } from './query-shapes.ts';
 
 /**
  * The devices of a group (docs/api.md "Groups": every device sharing the external id) after `afterId`, oldest
@@ -26,7 +26,7 @@ export function listGroupDevices(
  * by month rather than summed for the current one, so the query has no month in it: its rows are reused while
  * nothing has been committed (a group page asks for its totals on every request), across a change of month too.
  */
-const monthTotals = new CompiledShape(
+const monthTotals = new ReusedShape(
   (db, externalId: string) =>
     db
       .selectFrom('devices')
@@ -39,7 +39,6 @@ const monthTotals = new CompiledShape(
         eb.fn.sum<number>('month_tx').as('month_tx'),
       ]),
   ['\u0000external_id'],
-  { reuse: true },
 );
 
 /** How many devices a group has and what they moved in `currentMonth` (`YYYY-MM`). */
@@ -49,7 +48,7 @@ export async function groupTotals(
   currentMonth: string,
 ): Promise<{ devices: number; monthRx: number; monthTx: number }> {
   const totals = { devices: 0, monthRx: 0, monthTx: 0 };
-  for (const row of await monthTotals.execute(db, externalId)) {
+  for (const row of (await monthTotals.execute(db, externalId)).rows) {
     totals.devices += Number(row.devices);
     if (row.usage_month !== currentMonth) continue;
     totals.monthRx += Number(row.month_rx);

@@ -1,5 +1,5 @@
 import type { Insertable, Selectable } from 'kysely';
-import { CompiledShape } from './query-shapes.ts';
+import { CompiledShape, type ReusedRows, ReusedShape } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
 import type { NodeTable } from './schema.ts';
 
@@ -14,17 +14,14 @@ export function findNode(db: Queryable, id: number): Promise<NodeRow | undefined
 }
 
 // Read with the servers of a page of devices (findServerShared), reused while nothing is committed.
-const nodeRowById = new CompiledShape(
+const nodeRowById = new ReusedShape(
   (db, id: number) => db.selectFrom('nodes').selectAll().where('id', '=', id),
   [-1001],
-  {
-    reuse: true,
-  },
 );
 
 /** findNode outside a transaction; the row may be shared with other readers, so it must not be changed. */
 export async function findNodeShared(db: Db, id: number): Promise<Readonly<NodeRow> | undefined> {
-  const [row] = await nodeRowById.execute(db, id);
+  const [row] = (await nodeRowById.execute(db, id)).rows;
   return row;
 }
 
@@ -58,8 +55,8 @@ function nodeSummaryQuery(db: Db) {
 }
 
 // GET /nodes reads them on every request: a join and a sum per node cost more than checking that nothing was
-// committed, so the rows are reused until something is (exact: see ShapeOptions).
-const nodeSummaries = new CompiledShape((db) => nodeSummaryQuery(db).orderBy('nodes.id'), [], { reuse: true });
+// committed, so the rows are reused until something is (ReusedShape).
+const nodeSummaries = new ReusedShape((db) => nodeSummaryQuery(db).orderBy('nodes.id'), []);
 
 const nodeSummaryById = new CompiledShape((db, id: number) => nodeSummaryQuery(db).where('nodes.id', '=', id), [-1001]);
 
@@ -67,7 +64,7 @@ const nodeSummaryById = new CompiledShape((db, id: number) => nodeSummaryQuery(d
  * Every node with its summary, oldest first, in one query: the same row objects while nothing is committed, so
  * their views can be kept (the counts are numbers as they come: SQLite's integers, PostgreSQL's INT8 parsed).
  */
-export function listNodeSummaries(db: Db): Promise<readonly Readonly<NodeSummaryRow>[]> {
+export function listNodeSummaries(db: Db): Promise<ReusedRows<NodeSummaryRow>> {
   return nodeSummaries.execute(db);
 }
 

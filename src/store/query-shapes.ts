@@ -14,10 +14,40 @@ export function rowLimit(limit: number): RawBuilder<number> {
   return sql.lit(limit);
 }
 
-/** The databases whose reads may run at once (SQLite), for CompiledShape. */
+/**
+ * The rows of a ReusedShape's read (docs/architecture.md, "Reused reads"). On SQLite the very same object is
+ * answered again, to every caller, while nothing has been committed since it was read; on PostgreSQL every read
+ * is a new one. So neither the rows nor the array may be changed, and what is made of them may be kept per this
+ * object or per row object (`src/services/row-views.ts`). Only this module makes one: the type is exported, the
+ * class is not.
+ */
+class ReusedRows<R> {
+  readonly #rows: readonly Readonly<R>[];
+
+  constructor(rows: readonly Readonly<R>[]) {
+    this.#rows = rows;
+  }
+
+  get rows(): readonly Readonly<R>[] {
+    return this.#rows;
+  }
+
+  /** Whether every row passes `keep`; if so these are reused rows of its type, this very object. */
+  every<S extends Readonly<R>>(keep: (row: Readonly<R>) => row is S): this is ReusedRows<S> {
+    return this.#rows.every(keep);
+  }
+
+  /** The rows that pass `keep`: the same row objects, in a new object each call (so nothing is kept of it). */
+  filter<S extends Readonly<R>>(keep: (row: Readonly<R>) => row is S): ReusedRows<S> {
+    return new ReusedRows<S>(this.#rows.filter(keep));
+  }
+}
+export type { ReusedRows };
+
+/** The databases whose reads may run at once (SQLite), for the query shapes. */
 const immediateReads = new WeakMap<Db, ImmediateReads>();
 
-/** Lets every CompiledShape run its reads on `db` at once; called by whoever opens `db`. */
+/** Lets every query shape run its reads on `db` at once; called by whoever opens `db`. */
 export function useImmediateReads(db: Db, reads: ImmediateReads): void {
   immediateReads.set(db, reads);
 }
@@ -27,18 +57,21 @@ export function useImmediateReads(db: Db, reads: ImmediateReads): void {
  * reads made at once skip kysely's plugins, so `rows` must do to each answer what the plugin's
  * `transformResult` does. Without it, a store wrapped in a plugin (the sealed one) lost the fast path.
  */
-export function deriveImmediateReads(
-  db: Db,
-  derived: Db,
-  rows: <R>(read: readonly Readonly<R>[]) => readonly Readonly<R>[],
-): void {
+export function deriveImmediateReads(db: Db, derived: Db, rows: <R>(read: readonly R[]) => readonly R[]): void {
   const reads = immediateReads.get(db);
   if (reads === undefined) return;
   immediateReads.set(derived, {
-    prepare<R>(sql: string, reuse: boolean) {
-      const read = reads.prepare<R>(sql, reuse);
-      // Rows given again (reuse) are transformed once, not on every read.
-      let last: { answer: readonly Readonly<R>[]; rows: readonly Readonly<R>[] } | undefined;
+    prepare<R>(sql: string) {
+      const read = reads.prepare<R>(sql);
+      return (parameters: readonly unknown[]) => {
+        const answer = read(parameters);
+        return answer === undefined ? undefined : rows(answer);
+      };
+    },
+    prepareReused<R>(sql: string) {
+      const read = reads.prepareReused<R>(sql);
+      // An answer given again is transformed once, and stays the same array.
+      let last: { answer: readonly R[]; rows: readonly R[] } | undefined;
       return (parameters: readonly unknown[]) => {
         const answer = read(parameters);
         if (answer === undefined) return undefined;
@@ -49,21 +82,17 @@ export function deriveImmediateReads(
   });
 }
 
-export interface ShapeOptions {
-  /**
-   * On SQLite, answer the last rows again for the same arguments while nothing has been committed
-   * (exact: see ImmediateReads). The check reads data_version in a read transaction, which the reads
-   * of one request share: it costs about a small indexed query, so this pays for queries
-   * that count, join or scan many rows, or whose rows are opened or viewed (kept per row object).
-   */
-  reuse?: boolean;
+/** How a kind of shape answers: from a read run at once (undefined while the connection is busy), or from kysely's. */
+interface Answers<R, T> {
+  atOnce(reads: ImmediateReads, sql: string): (parameters: readonly unknown[]) => T | undefined;
+  of(rows: R[]): T;
 }
 
-interface Template<R> {
+interface Template<R, T> {
   compiled: CompiledQuery<R>;
   /** Where each argument goes among the bound parameters (-1: a constant of the query). */
   positions: number[];
-  readNow: ((parameters: readonly unknown[]) => readonly Readonly<R>[] | undefined) | undefined;
+  readNow: ((parameters: readonly unknown[]) => T | undefined) | undefined;
 }
 
 /**
@@ -73,23 +102,22 @@ interface Template<R> {
  * (distinct values that never occur as constants in the query); where each sample lands among the
  * bound parameters is where the real arguments go on every run. An argument given as undefined
  * must leave its condition out (an optional filter): each pattern of given arguments is compiled
- * once. On SQLite the query runs at once when the connection is free (see ImmediateReads). Rows
- * are read-only, since a shape made with `reuse` gives the same rows to every caller.
+ * once. On SQLite the query runs at once when the connection is free (see ImmediateReads).
  */
-export class CompiledShape<A extends readonly unknown[], R> {
+class QueryShape<A extends readonly unknown[], R, T> {
   readonly #build: (db: Db, ...args: A) => Compilable<R>;
   readonly #sample: A;
-  readonly #reuse: boolean;
+  readonly #answers: Answers<R, T>;
   /** Per database (the SQL differs) and pattern of given arguments (bit i: argument i given). */
-  readonly #templates = new WeakMap<Db, Map<number, Template<R>>>();
+  readonly #templates = new WeakMap<Db, Map<number, Template<R, T>>>();
 
-  constructor(build: (db: Db, ...args: A) => Compilable<R>, sample: A, options: ShapeOptions = {}) {
+  constructor(build: (db: Db, ...args: A) => Compilable<R>, sample: NoInfer<A>, answers: Answers<R, T>) {
     this.#build = build;
     this.#sample = sample;
-    this.#reuse = options.reuse ?? false;
+    this.#answers = answers;
   }
 
-  async execute(db: Db, ...args: A): Promise<readonly Readonly<R>[]> {
+  async execute(db: Db, ...args: A): Promise<T> {
     let templates = this.#templates.get(db);
     if (templates === undefined) {
       templates = new Map();
@@ -107,13 +135,13 @@ export class CompiledShape<A extends readonly unknown[], R> {
       const argument = positions[position] ?? -1;
       return argument === -1 ? value : args[argument];
     });
-    const rows = readNow?.(parameters);
-    if (rows !== undefined) return rows;
+    const now = readNow?.(parameters);
+    if (now !== undefined) return now;
     const query: CompiledQuery<R> = { ...compiled, parameters };
-    return (await db.executeQuery(query)).rows;
+    return this.#answers.of((await db.executeQuery(query)).rows);
   }
 
-  #compile(db: Db, args: A): Template<R> {
+  #compile(db: Db, args: A): Template<R, T> {
     const sample: [...A] = [...this.#sample];
     args.forEach((value, i) => {
       if (value === undefined) sample[i] = undefined;
@@ -125,32 +153,59 @@ export class CompiledShape<A extends readonly unknown[], R> {
         throw new Error(`query shape must bind sample argument ${i} exactly once`);
       }
     });
-    return { compiled, positions, readNow: immediateReads.get(db)?.prepare<R>(compiled.sql, this.#reuse) };
+    const reads = immediateReads.get(db);
+    return { compiled, positions, readNow: reads && this.#answers.atOnce(reads, compiled.sql) };
   }
 }
 
-/** A page of a query shape: one CompiledShape per row limit, given to `build` as a literal (see rowLimit). */
-export class CompiledPageShape<A extends readonly unknown[], R> {
+/** A query shape (QueryShape) whose every read is new: its rows are the caller's. */
+export class CompiledShape<A extends readonly unknown[], R> extends QueryShape<A, R, readonly R[]> {
+  constructor(build: (db: Db, ...args: A) => Compilable<R>, sample: NoInfer<A>) {
+    super(build, sample, { atOnce: (reads, sql) => reads.prepare<R>(sql), of: (rows) => rows });
+  }
+}
+
+/**
+ * A query shape (QueryShape) whose rows are reused (ReusedRows): on SQLite the same answer again for the same
+ * arguments while nothing has been committed (exact: see ImmediateReads). The check reads data_version, once per
+ * request (Store.requestBegins), and costs about a small indexed query, so it pays for queries that count, join
+ * or scan many rows, or whose rows are opened (the sealed store) or viewed (pages kept per rows: KeptPages).
+ */
+export class ReusedShape<A extends readonly unknown[], R> extends QueryShape<A, R, ReusedRows<R>> {
+  constructor(build: (db: Db, ...args: A) => Compilable<R>, sample: NoInfer<A>) {
+    super(build, sample, {
+      atOnce(reads, sql) {
+        const read = reads.prepareReused<R>(sql);
+        let last: ReusedRows<R> | undefined;
+        return (parameters) => {
+          const rows = read(parameters);
+          if (rows === undefined) return undefined;
+          // The same answer again is the same object: what is kept per ReusedRows holds.
+          if (last?.rows !== rows) last = new ReusedRows(rows);
+          return last;
+        };
+      },
+      of: (rows) => new ReusedRows(rows),
+    });
+  }
+}
+
+/** A page of a ReusedShape: one shape per row limit, given to `build` as a literal (see rowLimit). */
+export class ReusedPageShape<A extends readonly unknown[], R> {
   readonly #build: (db: Db, limit: RawBuilder<number>, ...args: A) => Compilable<R>;
   readonly #sample: A;
-  readonly #options: ShapeOptions;
-  readonly #shapes = new Map<number, CompiledShape<A, R>>();
+  readonly #shapes = new Map<number, ReusedShape<A, R>>();
 
-  constructor(
-    build: (db: Db, limit: RawBuilder<number>, ...args: A) => Compilable<R>,
-    sample: A,
-    options: ShapeOptions = {},
-  ) {
+  constructor(build: (db: Db, limit: RawBuilder<number>, ...args: A) => Compilable<R>, sample: NoInfer<A>) {
     this.#build = build;
     this.#sample = sample;
-    this.#options = options;
   }
 
-  execute(db: Db, limit: number, ...args: A): Promise<readonly Readonly<R>[]> {
+  execute(db: Db, limit: number, ...args: A): Promise<ReusedRows<R>> {
     let shape = this.#shapes.get(limit);
     if (shape === undefined) {
       const build = (shapeDb: Db, ...shapeArgs: A) => this.#build(shapeDb, rowLimit(limit), ...shapeArgs);
-      shape = new CompiledShape(build, this.#sample, this.#options);
+      shape = new ReusedShape(build, this.#sample);
       this.#shapes.set(limit, shape);
     }
     return shape.execute(db, ...args);

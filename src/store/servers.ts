@@ -1,7 +1,7 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
 import type { Ipv6Status } from '../domain/servers.ts';
-import { CompiledPageShape, CompiledShape } from './query-shapes.ts';
+import { ReusedPageShape, type ReusedRows, ReusedShape } from './query-shapes.ts';
 import type { Db, Dialect, Queryable } from './db.ts';
 import type { NodeRow } from './nodes.ts';
 import type { ServerTable } from './schema.ts';
@@ -23,18 +23,15 @@ export function findServer(db: Queryable, id: number): Promise<ServerRow | undef
 }
 
 // A page of devices reads its servers on every request: while nothing has been committed, the rows
-// (opened from the sealed store once) are reused (exact: see ShapeOptions).
-const serverRowById = new CompiledShape(
+// (opened from the sealed store once) are reused (ReusedShape).
+const serverRowById = new ReusedShape(
   (db, id: number) => db.selectFrom('servers').selectAll().where('id', '=', id),
   [-1001],
-  {
-    reuse: true,
-  },
 );
 
 /** findServer outside a transaction; the row may be shared with other readers, so it must not be changed. */
 export async function findServerShared(db: Db, id: number): Promise<Readonly<ServerRow> | undefined> {
-  const [row] = await serverRowById.execute(db, id);
+  const [row] = (await serverRowById.execute(db, id)).rows;
   return row;
 }
 
@@ -53,24 +50,21 @@ function serversWithNodes(db: Db) {
 
 /** One server with its node's name and status. */
 export async function findServerWithNode(db: Db, id: number): Promise<ServerWithNode | undefined> {
-  const [row] = await serverById.execute(db, id);
+  const [row] = (await serverById.execute(db, id)).rows;
   return row;
 }
 
 // Each row counts the server's devices, which costs more the more there are: while nothing has been
-// committed, the rows are reused (exact: see ShapeOptions).
-const serverById = new CompiledShape((db, id: number) => serversWithNodes(db).where('servers.id', '=', id), [-1001], {
-  reuse: true,
-});
+// committed, the rows are reused (ReusedShape).
+const serverById = new ReusedShape((db, id: number) => serversWithNodes(db).where('servers.id', '=', id), [-1001]);
 
-const serverPage = new CompiledPageShape(
+const serverPage = new ReusedPageShape(
   (db, limit, afterId: number, country: string | undefined) => {
     let query = serversWithNodes(db).where('servers.id', '>', afterId);
     if (country !== undefined) query = query.where('servers.country', '=', country);
     return query.orderBy('servers.id').limit(limit);
   },
   [-1001, '\u0000country'],
-  { reuse: true },
 );
 
 /** Oldest first, `limit + 1` rows (see toPage), each with its node's name and status. */
@@ -78,7 +72,7 @@ export function listServers(
   db: Db,
   filter: { country?: string },
   page: PageRequest,
-): Promise<readonly Readonly<ServerWithNode>[]> {
+): Promise<ReusedRows<ServerWithNode>> {
   return serverPage.execute(db, page.limit + 1, page.afterId, filter.country);
 }
 

@@ -16,14 +16,16 @@ import {
  * connection, so it sees exactly what the same read queued behind them would see.
  */
 export interface ImmediateReads {
+  /** A prepared read; it answers undefined, having run nothing, while the connection is busy. */
+  prepare<R>(sql: string): (parameters: readonly unknown[]) => readonly R[] | undefined;
   /**
-   * A prepared read; it answers undefined, having run nothing, while the connection is busy. With
-   * `reuse`, it answers its previous rows again (frozen) for the same parameters while nothing has
-   * been committed since: no change by this connection (nothing held it since: ConnectionLock.releases)
-   * nor by any other (the database's data_version, read once per request and turn of the event loop: see
-   * Store.requestBegins). A request that arrives after a commit never gets the rows before it.
+   * `prepare`, answering its previous rows (the same array) again for the same parameters while nothing has been
+   * committed since: no change by this connection (nothing held it since: ConnectionLock.releases) nor by any
+   * other (the database's data_version, read once per request and turn of the event loop: see
+   * Store.requestBegins). A request that arrives after a commit never gets the rows before it. The rows are
+   * shared by every caller, so nobody may change them (ReusedRows says so).
    */
-  prepare<R>(sql: string, reuse: boolean): (parameters: readonly unknown[]) => readonly Readonly<R>[] | undefined;
+  prepareReused<R>(sql: string): (parameters: readonly unknown[]) => readonly R[] | undefined;
 }
 
 /**
@@ -45,15 +47,20 @@ export function sqliteDialect(file: SQLite.Database): {
 } {
   const lock = new ConnectionLock();
   const dataVersion = new SharedDataVersion(file, WalIndexHeader.of(file));
+  const prepare = <R>(sql: string) => {
+    const statement = file.prepare<unknown[], R>(sql);
+    // `readonly` too: a write with RETURNING is a reader, and run here it would change rows outside the lock.
+    if (!statement.reader || !statement.readonly) throw new Error(`not a read: ${sql}`);
+    return statement;
+  };
   const reads: ImmediateReads = {
-    prepare<R>(sql: string, reuse: boolean) {
-      const statement = file.prepare<unknown[], R>(sql);
-      // `readonly` too: a write with RETURNING is a reader, and run here it would change rows outside the lock.
-      if (!statement.reader || !statement.readonly) throw new Error(`not a read: ${sql}`);
-      if (!reuse) return (parameters: readonly unknown[]) => (lock.held ? undefined : statement.all(...parameters));
-      let last:
-        | { parameters: readonly unknown[]; version: unknown; changes: number; rows: readonly Readonly<R>[] }
-        | undefined;
+    prepare<R>(sql: string) {
+      const statement = prepare<R>(sql);
+      return (parameters: readonly unknown[]) => (lock.held ? undefined : statement.all(...parameters));
+    },
+    prepareReused<R>(sql: string) {
+      const statement = prepare<R>(sql);
+      let last: { parameters: readonly unknown[]; version: unknown; changes: number; rows: readonly R[] } | undefined;
       return (parameters: readonly unknown[]) => {
         if (lock.held) return undefined;
         // Read before the query: a commit in between then only makes the next read run the query again.
@@ -66,8 +73,7 @@ export function sqliteDialect(file: SQLite.Database): {
           sameValues(last.parameters, parameters)
         )
           return last.rows;
-        // Frozen, since every caller that reuses them gets the same objects.
-        const rows = Object.freeze(statement.all(...parameters).map((row) => Object.freeze(row)));
+        const rows = statement.all(...parameters);
         last = { parameters, version, changes, rows };
         return rows;
       };

@@ -1,6 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { CompiledPageShape, CompiledShape } from './query-shapes.ts';
+import { ReusedPageShape, type ReusedRows, ReusedShape } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
 import { type Column, insertRows } from './raw-sql.ts';
 import { claimableIds, unheld } from './outbox.ts';
@@ -19,25 +19,23 @@ export function findWebhook(db: Queryable, id: number): Promise<WebhookRow | und
 
 // A page of deliveries checks its webhook on every request: its id alone (no secret to open), reused while
 // nothing is committed.
-const webhookIdById = new CompiledShape(
+const webhookIdById = new ReusedShape(
   (db, id: number) => db.selectFrom('webhooks').select('id').where('id', '=', id),
   [-1001],
-  { reuse: true },
 );
 
 export async function webhookExists(db: Db, id: number): Promise<boolean> {
-  return (await webhookIdById.execute(db, id)).length > 0;
+  return (await webhookIdById.execute(db, id)).rows.length > 0;
 }
 
-const webhookPage = new CompiledPageShape(
+const webhookPage = new ReusedPageShape(
   (db, limit, afterId: number) =>
     db.selectFrom('webhooks').selectAll().where('id', '>', afterId).orderBy('id').limit(limit),
   [-1001],
-  { reuse: true },
 );
 
 /** Oldest first, `limit + 1` rows (see toPage). */
-export function listWebhooks(db: Db, page: PageRequest): Promise<readonly Readonly<WebhookRow>[]> {
+export function listWebhooks(db: Db, page: PageRequest): Promise<ReusedRows<WebhookRow>> {
   return webhookPage.execute(db, page.limit + 1, page.afterId);
 }
 
@@ -93,7 +91,7 @@ export function findDelivery(db: Queryable, id: number): Promise<DeliveryRow | u
   return db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-const deliveryPage = new CompiledPageShape(
+const deliveryPage = new ReusedPageShape(
   (db, limit, webhookId: number, afterId: number, state: DeliveryState | undefined) => {
     let query = db
       .selectFrom('webhook_deliveries')
@@ -105,7 +103,6 @@ const deliveryPage = new CompiledPageShape(
   },
   // A real state as the sample is safe: the query holds no other string among its bound values.
   [-1001, -1002, 'failed'],
-  { reuse: true },
 );
 
 /** Oldest first, `limit + 1` rows (see toPage). */
@@ -114,7 +111,7 @@ export function listDeliveries(
   webhookId: number,
   state: DeliveryState | undefined,
   page: PageRequest,
-): Promise<readonly Readonly<DeliveryRow>[]> {
+): Promise<ReusedRows<DeliveryRow>> {
   return deliveryPage.execute(db, page.limit + 1, webhookId, page.afterId, state);
 }
 

@@ -1,8 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import { type SerializerFactory, SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import Fastify from 'fastify';
 import Type from 'typebox';
-import { nullableAsTypeList, pageBytes, serializerFactory, withListBytes } from '../../src/http/serialization.ts';
+import type { Page as PageOf } from '../../src/domain/paging.ts';
+import {
+  nullableAsTypeList,
+  PageWriter,
+  pageBytes,
+  serializerFactory,
+  withListBytes,
+} from '../../src/http/serialization.ts';
 import { Page } from '../../src/http/schemas/common.ts';
 import { EventSchema } from '../../src/http/schemas/events.ts';
 
@@ -97,5 +105,65 @@ describe('response serialization', () => {
     }
     const full = whole({ name: 'n', inner: { events: ['a'] }, events, more: false });
     assert.throws(() => withListBytes(full, 'events', items), /no empty list events/);
+  });
+
+  it('sends a page as its schema serialises it, made once per page object (a kept page: its identity)', async () => {
+    const Item = Type.Object({ id: Type.Integer(), name: Type.String() }, { $id: 'Item' });
+    const Holder = Type.Object(
+      { label: Type.String(), items: Type.Array(Type.Ref('Item')), has_more: Type.Boolean() },
+      { $id: 'Holder' },
+    );
+    let reads = 0;
+    /** An item whose name counts its reads: each is a serialisation. */
+    const item = (id: number) => ({
+      id,
+      get name() {
+        reads++;
+        return `item "${id}"`;
+      },
+    });
+    const kept: PageOf<{ id: number; name: string }> = { data: [item(1), item(2)], has_more: true };
+    let compiled = 0;
+    const counting: SerializerFactory = (external, options) => {
+      const build = serializerFactory(external, options);
+      return (route) => {
+        compiled++;
+        return build(route);
+      };
+    };
+    const app = Fastify({ schemaController: { compilersFactory: { buildSerializer: counting } } });
+    app.addSchema(Item);
+    app.addSchema(Holder);
+    const writer = new PageWriter<{ id: number; name: string }>('Item');
+    let current = kept;
+    let label = 'first';
+    app.get('/page', { schema: { response: { 200: Page(Type.Ref('Item')) } } }, (_request, reply) =>
+      writer.send(reply, current),
+    );
+    app.get('/holder', { schema: { response: { 200: Type.Ref('Holder') } } }, (_request, reply) =>
+      writer.sendWithin(reply, 'Holder', { label, has_more: current.has_more }, 'items', current.data),
+    );
+    const expected = '{"data":[{"id":1,"name":"item \\"1\\""},{"id":2,"name":"item \\"2\\""}],"has_more":true}';
+    try {
+      const first = await app.inject({ url: '/page' });
+      assert.equal(first.body, expected);
+      assert.equal(first.headers['content-type'], 'application/json; charset=utf-8');
+      assert.equal((await app.inject({ url: '/page' })).body, expected);
+      assert.equal(reads, 2, 'the same page object again: its body as made the first time');
+      current = { data: [...kept.data], has_more: true };
+      assert.equal((await app.inject({ url: '/page' })).body, expected);
+      assert.equal(reads, 4, 'another page object is serialised anew');
+
+      const holder = await app.inject({ url: '/holder' });
+      assert.deepEqual(JSON.parse(holder.body), { label: 'first', items: JSON.parse(expected).data, has_more: true });
+      label = 'second';
+      assert.equal(JSON.parse((await app.inject({ url: '/holder' })).body).label, 'second');
+      assert.equal(reads, 6, "a list's items are serialised once per list, its holder's own fields every time");
+      const serializers = compiled;
+      for (let i = 0; i < 3; i++) assert.equal((await app.inject({ url: '/holder' })).statusCode, 200);
+      assert.equal(compiled, serializers, "the holder's schema is compiled once, not on every request");
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -1,8 +1,8 @@
 /**
- * DeviceViews keeps a view per row object (a page's rows are reused while nothing is committed): the
- * kept view must still change at each instant that changes what it shows, with a fake clock on the
- * same row object: the handshake leaving the online window, the expiry, and the month's end (a monthly
- * count and its start restart on the 1st). A config is kept while the server's config columns are the same.
+ * DeviceViews keeps the device list's page of reused rows (the same rows object while nothing is committed): the
+ * kept page must still change at each instant that changes what it shows, with a fake clock on the same rows: the
+ * handshake leaving the online window, the expiry, and the month's end (a monthly count and its start restart on
+ * the 1st). A commit (a server's config changed) gives new rows, so a new page.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -11,14 +11,14 @@ import { ONLINE_WINDOW_MS } from '../../src/domain/devices.ts';
 import { Calendar } from '../../src/domain/usage.ts';
 import { DeviceViews } from '../../src/services/device-views.ts';
 import { UsageService } from '../../src/services/usage.ts';
-import { findDevice } from '../../src/store/devices.ts';
+import { listDevices } from '../../src/store/devices.ts';
 import { deviceValues, migratedStoreForSuite, seedNode, seedServer } from '../support/usage-fixtures.ts';
 
 const at = (iso: string) => Date.parse(iso);
 /** Moves `clock` to `ms` (back too). */
 const setTo = (clock: ManualClock, ms: number) => clock.advance(ms - clock.nowMs());
 
-describe('device views kept per row (sqlite)', () => {
+describe('device pages kept per reused rows (sqlite)', () => {
   const suite = migratedStoreForSuite('sqlite');
 
   it('change when the handshake ages out, at the expiry and at the month end', async () => {
@@ -46,45 +46,61 @@ describe('device views kept per row (sqlite)', () => {
       })
       .returningAll()
       .executeTakeFirstOrThrow();
-    const row = await findDevice(db, inserted.id);
-    assert.ok(row);
+    // The device list's rows as GET /devices reads them: reused while nothing is committed.
+    const request = { afterId: 0, limit: 50 };
+    const page = async () => {
+      suite.store.requestBegins();
+      return views.listedPage(await listDevices(db, { serverId: server.id }, request), request);
+    };
+    const device = async () => {
+      const [listed] = (await page()).data;
+      assert.ok(listed);
+      return listed;
+    };
 
-    const first = views.view(row);
-    assert.equal(first.online, true);
-    assert.equal(first.status, 'limit_reached');
-    assert.equal(first.period_usage.total_bytes, 1000);
-    assert.equal(views.view(row), first, 'the same row at the same time is the kept view');
+    const first = await page();
+    assert.equal(first.data[0]?.online, true);
+    assert.equal(first.data[0]?.status, 'limit_reached');
+    assert.equal(first.data[0]?.period_usage.total_bytes, 1000);
+    assert.equal(await page(), first, 'the same rows at the same time: the kept page');
 
+    setTo(clock, startMs - 60_000 + ONLINE_WINDOW_MS - 1);
+    assert.equal(await page(), first, 'nothing it shows changed yet');
     setTo(clock, startMs - 60_000 + ONLINE_WINDOW_MS);
-    assert.equal(views.view(row).online, false);
+    assert.equal((await device()).online, false);
 
     // 2026-12-01T00:00Z: the monthly count restarts, so the limit is no longer reached.
     setTo(clock, at('2026-12-01T00:00:00Z'));
-    const december = views.view(row);
+    const december = await device();
     assert.equal(december.status, 'active');
     assert.equal(december.period_usage.total_bytes, 0);
     assert.equal(december.month_usage.total_bytes, 0);
     assert.equal(december.usage_reset_at, '2026-12-01T00:00:00.000Z');
 
     setTo(clock, startMs + 120 * 60_000);
-    assert.equal(views.view(row).status, 'expired');
+    assert.equal((await device()).status, 'expired');
 
-    // Back before a kept view was made: computed again, not taken from a later instant.
+    // Back before a kept page was made: made again, not taken from a later instant.
     setTo(clock, startMs);
-    assert.equal(views.view(row).status, 'limit_reached');
+    assert.equal((await device()).status, 'limit_reached');
+    assert.equal((await device()).config, views.configText(await views.place(inserted), false));
   });
 
-  it('renders the config again when a config column of the server changes', async () => {
+  it("lists each device with its server's config as committed: a server's change shows in the next page", async () => {
     const clock = new ManualClock(at('2026-11-01T00:00:00Z'));
     const db = suite.store.db;
     const views = new DeviceViews(db, clock, new UsageService(db, clock, new Calendar('UTC')));
-    const [row] = await db.selectFrom('devices').selectAll().execute();
-    assert.ok(row);
-    const placed = await views.place(row);
-    const before = views.configText(placed, false);
-    assert.equal(views.configText({ ...placed, server: { ...placed.server } }, false), before);
-    const moved = { ...placed, server: { ...placed.server, endpoint: 'vpn.example.net' } };
-    assert.match(views.configText(moved, false), /Endpoint = vpn\.example\.net:/);
-    assert.notEqual(views.configText(moved, false), before);
+    const request = { afterId: 0, limit: 50 };
+    const page = async () => {
+      suite.store.requestBegins();
+      return views.listedPage(await listDevices(db, {}, request), request);
+    };
+    const before = await page();
+    assert.equal(await page(), before);
+    assert.doesNotMatch(before.data[0]?.config ?? '', /vpn\.example\.net/);
+    await db.updateTable('servers').set({ endpoint: 'vpn.example.net' }).execute();
+    const after = await page();
+    assert.notEqual(after, before);
+    assert.match(after.data[0]?.config ?? '', /Endpoint = vpn\.example\.net:/);
   });
 });

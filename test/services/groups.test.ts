@@ -115,10 +115,10 @@ for (const kind of DATABASE_KINDS) {
         const group = await groups.get(GROUP, { afterId: after, limit: 200 });
         assert.equal(group.device_count, MEMBERS);
         assert.deepEqual(group.month_usage, { rx_bytes: 10 * MEMBERS, tx_bytes: MEMBERS, total_bytes: 11 * MEMBERS });
-        seen.push(...group.devices.map((d) => d.row.id));
-        assert.ok(group.devices.every((d) => d.row.external_id === GROUP));
+        seen.push(...group.devices.map((d) => d.id));
+        assert.ok(group.devices.every((d) => d.external_id === GROUP));
         if (!group.has_more) break;
-        after = group.devices.at(-1)?.row.id ?? 0;
+        after = group.devices.at(-1)?.id ?? 0;
         assert.ok(pages < 10);
       }
       assert.equal(seen.length, MEMBERS);
@@ -141,7 +141,7 @@ for (const kind of DATABASE_KINDS) {
       assert.equal(group.device_count, MEMBERS);
       assert.equal(group.devices.length, 50, 'answers the first page');
       assert.equal(group.has_more, true);
-      assert.ok(group.devices.every((d) => d.device.enabled === false && d.device.speed_limit === 1000));
+      assert.ok(group.devices.every((d) => d.enabled === false && d.speed_limit === 1000));
       const still = await db
         .selectFrom('devices')
         .select((eb) => eb.fn.countAll<number>().as('n'))

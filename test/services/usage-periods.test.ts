@@ -11,7 +11,7 @@ import { isoAt, ManualClock } from '../../src/domain/clock.ts';
 import { Calendar } from '../../src/domain/usage.ts';
 import { quietPublisher } from '../../src/services/changes.ts';
 import { UsageService } from '../../src/services/usage.ts';
-import { type DeviceRow, findDevice, listDevices } from '../../src/store/devices.ts';
+import { type DeviceRow, findDevice, searchDevices } from '../../src/store/devices.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
 import { deviceValues, migratedStoreForSuite, seedNode, seedServer } from '../support/usage-fixtures.ts';
 
@@ -81,7 +81,7 @@ for (const kind of DATABASE_KINDS) {
               .execute()
           ).length;
         const statusList = (status: 'active' | 'limit_reached') =>
-          listDevices(
+          searchDevices(
             suite.store.db,
             { status, nowIso: isoAt(clock.nowMs()), currentMonth: usage.currentMonth() },
             { afterId: 0, limit: 10 },

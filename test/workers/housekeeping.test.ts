@@ -40,14 +40,14 @@ describe('housekeeping with a fake clock', () => {
     await new Housekeeping(store.db, clock, pino({ level: 'silent' })).runOnce();
     const left = await listEvents(store.db, {}, { afterId: 0, limit: 10 });
     assert.deepEqual(
-      left.map((e) => e.detail),
+      left.rows.map((e) => e.detail),
       ['younger', 'new'],
       `now is ${isoAt(clock.nowMs())}`,
     );
     clock.advance(60 * DAY_MS);
     await new Housekeeping(store.db, clock, pino({ level: 'silent' })).runOnce();
     assert.deepEqual(
-      (await listEvents(store.db, {}, { afterId: 0, limit: 10 })).map((e) => e.detail),
+      (await listEvents(store.db, {}, { afterId: 0, limit: 10 })).rows.map((e) => e.detail),
       ['new'],
     );
   });

@@ -2,7 +2,7 @@ import Type from 'typebox';
 import { configFileName } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
 import type { DevicePatch } from '../../services/device-changes.ts';
-import type { DeviceView, PlacedDevice } from '../../services/device-views.ts';
+import type { DeviceBody, PlacedDevice } from '../../services/device-views.ts';
 import type { DeviceService } from '../../services/devices.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
@@ -29,35 +29,11 @@ function deviceSettings(b: DeviceSettingsBody): DevicePatch {
   };
 }
 
-/** A device as the API answers it: docs/api.md "Devices" with its current config. */
-export type DeviceBody = DeviceView & { config: string };
-
-/** The device's body with its config as it is now (after a move too). */
-export function deviceBody(devices: DeviceService, placed: PlacedDevice): DeviceBody {
-  return { ...placed.device, config: devices.configText(placed, false) };
-}
-
-/**
- * Bodies of listed devices (a page, a group's page), each kept per view while its config is the same (views
- * are kept per row while nothing changes, see DeviceViews), so that its JSON is serialised once (ItemJson).
- */
-export function listedDeviceBodies(devices: DeviceService): (placed: PlacedDevice) => DeviceBody {
-  const listed = new WeakMap<DeviceView, DeviceBody>();
-  return (placed) => {
-    const kept = listed.get(placed.device);
-    const config = devices.configText(placed, false);
-    if (kept?.config === config) return kept;
-    const body = { ...placed.device, config };
-    listed.set(placed.device, body);
-    return body;
-  };
-}
-
 /** A device's body with its config, for the routes that answer one device. */
 type WithConfig = (placed: PlacedDevice) => DeviceBody;
 
 export function deviceRoutes(api: Api, devices: DeviceService): void {
-  const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
+  const withConfig = (placed: PlacedDevice) => devices.body(placed);
   deviceCollectionRoutes(api, devices, withConfig);
   deviceItemRoutes(api, devices, withConfig);
   deviceActionRoutes(api, devices, withConfig);
@@ -66,7 +42,6 @@ export function deviceRoutes(api: Api, devices: DeviceService): void {
 
 /** The device list and create. */
 function deviceCollectionRoutes(api: Api, devices: DeviceService, withConfig: WithConfig): void {
-  const listedBody = listedDeviceBodies(devices);
   const pages = new PageWriter<DeviceBody>('Device');
 
   api.get(
@@ -84,7 +59,7 @@ function deviceCollectionRoutes(api: Api, devices: DeviceService, withConfig: Wi
         { serverId: q.server_id, externalId: q.external_id, search: q.search || undefined, status: q.status },
         pageRequest(q),
       );
-      return pages.send(reply, { data: page.data.map(listedBody), has_more: page.has_more });
+      return pages.send(reply, page);
     },
   );
 

@@ -24,7 +24,7 @@ function parseKinds(text: string | undefined) {
 }
 
 export function eventRoutes(api: Api, events: EventService): void {
-  // Event pages are reused rows while nothing is committed (listEvents): each event is serialised once.
+  // Event pages are kept pages (EventService.page): each is serialised once.
   const eventPages = new PageWriter<PanelEvent>('Event');
   api.get(
     '/events',

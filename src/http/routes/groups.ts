@@ -1,26 +1,20 @@
 import Type from 'typebox';
-import type { PlacedDevice } from '../../services/device-views.ts';
-import type { DeviceService } from '../../services/devices.ts';
-import type { GroupService, GroupView } from '../../services/groups.ts';
+import type { DeviceBody } from '../../services/device-views.ts';
+import type { GroupService } from '../../services/groups.ts';
 import type { Api } from '../api.ts';
 import { actorOf } from '../auth.ts';
 import { operation } from '../operation.ts';
 import { PageQueryFields, pageRequest } from '../paging.ts';
-import { ListFieldWriter } from '../serialization.ts';
-import { type DeviceBody, deviceBody, listedDeviceBodies } from './devices.ts';
+import { PageWriter } from '../serialization.ts';
 import { GroupParams, GroupPatchBody } from '../schemas/devices.ts';
 
 const GroupRef = Type.Ref('Group');
 
 /** Groups (docs/api.md "Groups"). */
-export function groupRoutes(api: Api, services: { groups: GroupService; devices: DeviceService }): void {
-  const { groups, devices } = services;
-  const withConfig = (placed: PlacedDevice) => deviceBody(devices, placed);
-  const groupBody = (group: GroupView) => ({ ...group, devices: group.devices.map(withConfig) });
-  // A group page shown again (its devices' rows reused while nothing is committed) serialises only the
-  // group's own fields; each device's JSON is kept, as on the devices list.
-  const listedBody = listedDeviceBodies(devices);
-  const groupWriter = new ListFieldWriter<DeviceBody>('Group', 'devices', 'Device');
+export function groupRoutes(api: Api, services: { groups: GroupService }): void {
+  const { groups } = services;
+  // A group shown again serialises only its own fields; its page of devices is the device list's kept page.
+  const devicePages = new PageWriter<DeviceBody>('Device');
 
   api.get(
     '/groups/:external_id',
@@ -33,7 +27,7 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
     }),
     async (request, reply) => {
       const { devices: members, ...group } = await groups.get(request.params.external_id, pageRequest(request.query));
-      return groupWriter.send(reply, group, members.map(listedBody));
+      return devicePages.sendWithin(reply, 'Group', group, 'devices', members);
     },
   );
 
@@ -63,7 +57,7 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
         },
         actorOf(request),
       );
-      return groupBody(group);
+      return group;
     },
   );
 
@@ -84,9 +78,9 @@ export function groupRoutes(api: Api, services: { groups: GroupService; devices:
       const group = await groups.resetUsage(
         request.params.external_id,
         actorOf(request),
-        claim ? (tx, result) => claim.storeReply(tx, 200, groupBody(result)) : undefined,
+        claim ? (tx, result) => claim.storeReply(tx, 200, result) : undefined,
       );
-      return groupBody(group);
+      return group;
     },
   );
 

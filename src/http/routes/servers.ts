@@ -20,7 +20,7 @@ export function serverRoutes(api: Api, services: { servers: ServerService; nodes
 
 /** The server list and create. */
 function serverCollectionRoutes(api: Api, servers: ServerService): void {
-  // Server pages are views kept per reused row (ServerService.list): each is serialised once.
+  // Server pages are kept pages (ServerService.list): each is serialised once.
   const serverPages = new PageWriter<ServerView>('Server');
 
   api.get(
@@ -149,7 +149,7 @@ function serverItemRoutes(api: Api, servers: ServerService): void {
 }
 
 function nodeRoutes(api: Api, nodes: NodeService): void {
-  // Node pages are views kept per reused row (NodeService.list): each is serialised once.
+  // Node pages are kept pages (NodeService.list): each is serialised once.
   const nodePages = new PageWriter<NodeView>('Node');
 
   api.get(

@@ -16,7 +16,7 @@ const DESCRIPTION =
   'receivers de-duplicate on webhook-id.';
 
 export function webhookRoutes(api: Api, webhooks: WebhookService): void {
-  // Webhook and delivery pages are views kept per reused row (WebhookService): each item is serialised once.
+  // Webhook and delivery pages are kept pages (WebhookService): each is serialised once.
   const webhookPages = new PageWriter<WebhookView>('Webhook');
   const deliveryPages = new PageWriter<DeliveryView>('WebhookDelivery');
   api.get(
