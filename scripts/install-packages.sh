@@ -9,12 +9,14 @@
 # kernel's wireguard module loads), build (npm, which fetches Node.js 24 and the dependencies), node
 # (both, and what install-node.sh uses: openssl, curl), services (the PostgreSQL and Redis servers the
 # test suite uses; scripts/test-services.sh starts them), ci (the test suite's tools: wireguard-go
-# always, since the end-to-end tests drive it, the services, and the rest).
+# always, since the end-to-end tests drive it, the services, and the rest). dataplane (so node and ci) also
+# builds the pinned wireguard-go and amneziawg-go from their Go modules (scripts/go-tools.sh).
 set -euo pipefail
 # Non-root shells on Debian lack the sbin directories, where nft and modprobe live.
 export PATH="$PATH:/usr/sbin:/sbin"
 
 missing=()
+go_tools=false
 need() {
   command -v "$1" >/dev/null 2>&1 && return
   [[ " ${missing[*]} " == *" $2 "* ]] || missing+=("$2")
@@ -31,6 +33,7 @@ dataplane() {
   need wg wireguard-tools
   need nft nftables
   kernel_wireguard || need wireguard-go wireguard-go
+  go_tools=true
 }
 build() {
   need npm npm
@@ -81,11 +84,13 @@ if $only_list; then
   echo "${missing[*]}"
   exit 0
 fi
-[ ${#missing[@]} -gt 0 ] || exit 0
-if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
-  echo "vpn-panel: missing ${missing[*]}; install them as root (Debian/Ubuntu: apt-get install ${missing[*]})" >&2
-  exit 1
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    echo "vpn-panel: missing ${missing[*]}; install them as root (Debian/Ubuntu: apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "installing: ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "installing: ${missing[*]}" >&2
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if $go_tools; then bash "$(dirname "${BASH_SOURCE[0]}")/go-tools.sh"; fi

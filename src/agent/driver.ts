@@ -1,4 +1,5 @@
 import { FailureListError } from '../domain/errors.ts';
+import type { Obfuscation, ServerProtocol } from '../domain/protocols.ts';
 
 /**
  * What a node driver does to a VPN host: bring a server up, set its peers, read their counters,
@@ -30,6 +31,10 @@ export interface ServerSpec {
    * (masquerade) to the node's uplink when it has global IPv6 (docs/dataplane.md, "IPv6").
    */
   routed6?: boolean;
+  /** Absent: wireguard. An amneziawg server runs amneziawg-go with `obfuscation` (docs/dataplane.md, "AmneziaWG"). */
+  protocol?: ServerProtocol;
+  /** Present exactly when `protocol` is amneziawg. */
+  obfuscation?: Obfuscation;
 }
 
 export interface PeerSpec {

@@ -6,6 +6,28 @@ import { SPEED_LIMIT_MAX_KBPS } from '../domain/devices.ts';
  * The panel ↔ agent wire format. Both sides validate what they receive against these schemas:
  * the agent its request bodies, the panel the agent's answers.
  */
+export const ServerProtocolSchema = Type.Union([Type.Literal('wireguard'), Type.Literal('amneziawg')]);
+
+/** src/domain/protocols.ts `Obfuscation`: the panel checks the values' rules, the agent their types. */
+export const ObfuscationSchema = Type.Object({
+  jc: Type.Integer({ minimum: 0 }),
+  jmin: Type.Integer({ minimum: 0 }),
+  jmax: Type.Integer({ minimum: 0 }),
+  s1: Type.Integer({ minimum: 0 }),
+  s2: Type.Integer({ minimum: 0 }),
+  s3: Type.Integer({ minimum: 0 }),
+  s4: Type.Integer({ minimum: 0 }),
+  h1: Type.String(),
+  h2: Type.String(),
+  h3: Type.String(),
+  h4: Type.String(),
+  i1: Type.Optional(Type.String()),
+  i2: Type.Optional(Type.String()),
+  i3: Type.Optional(Type.String()),
+  i4: Type.Optional(Type.String()),
+  i5: Type.Optional(Type.String()),
+});
+
 export const ServerSpecSchema = Type.Object({
   serverId: Type.Integer({ minimum: 1 }),
   privateKey: Type.String(),
@@ -18,6 +40,9 @@ export const ServerSpecSchema = Type.Object({
   // Absent: the server has no IPv6 (a panel that predates it, or IPv6 off).
   address6: Type.Optional(Type.String()),
   routed6: Type.Optional(Type.Boolean()),
+  // Absent: wireguard (a panel that predates AmneziaWG). `obfuscation` is present exactly for amneziawg.
+  protocol: Type.Optional(ServerProtocolSchema),
+  obfuscation: Type.Optional(ObfuscationSchema),
 });
 
 export const PeerSpecSchema = Type.Object({
@@ -96,6 +121,8 @@ export const AgentStatusSchema = Type.Object({
    * server subnets off them. Absent when the host could not be read (or from an agent older than this field).
    */
   networks: Type.Optional(Type.Array(Type.String())),
+  /** The protocols this node can run servers of. Absent (an agent older than AmneziaWG): wireguard only. */
+  protocols: Type.Optional(Type.Array(ServerProtocolSchema)),
 });
 
 export const ResyncReportSchema = Type.Object({
