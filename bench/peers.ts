@@ -106,6 +106,10 @@ class TimedDriver implements Driver {
     this.#runner = runner;
   }
 
+  get protocols(): Driver['protocols'] {
+    return this.#inner.protocols;
+  }
+
   async up(spec: ServerSpec): Promise<ServerState> {
     const start = performance.now();
     try {

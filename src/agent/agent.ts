@@ -100,7 +100,13 @@ export class Agent {
       this.#driver.list(),
       this.#driver.hostNetworks().catch(() => undefined),
     ]);
-    const status: AgentStatus = { bootId: this.bootId, version: this.#version, driver: this.#driver.kind, serverIds };
+    const status: AgentStatus = {
+      bootId: this.bootId,
+      version: this.#version,
+      driver: this.#driver.kind,
+      serverIds,
+      protocols: [...this.#driver.protocols],
+    };
     return networks === undefined ? status : { ...status, networks };
   }
 

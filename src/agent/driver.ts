@@ -89,6 +89,8 @@ export interface ServerState {
 
 export interface Driver {
   readonly kind: 'wireguard' | 'dry-run';
+  /** The protocols this driver can run servers of on this host. */
+  readonly protocols: readonly ServerProtocol[];
   /** Creates the server, or changes the existing one to match `spec`; peers already set are kept. */
   up(spec: ServerSpec): Promise<ServerState>;
   /**

@@ -4,6 +4,7 @@
  * issued, but no tunnel carries traffic and every counter stays 0.
  */
 import { networkInterfaces } from 'node:os';
+import { SERVER_PROTOCOLS } from '../domain/protocols.ts';
 import { DriverError } from './driver.ts';
 import type { CounterReading, Driver, Ipv6Mode, PeerCounters, PeerSpec, ServerSpec, ServerState } from './driver.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
@@ -32,6 +33,7 @@ interface MemoryServer {
 
 export class DryRunDriver implements Driver {
   readonly kind = 'dry-run';
+  readonly protocols = SERVER_PROTOCOLS;
   readonly #servers = new Map<number, MemoryServer>();
   #made = 0;
 

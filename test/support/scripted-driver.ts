@@ -1,3 +1,4 @@
+import { SERVER_PROTOCOLS } from '../../src/domain/protocols.ts';
 import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../../src/agent/driver.ts';
 
 interface ScriptedPeer {
@@ -8,6 +9,7 @@ interface ScriptedPeer {
 /** A node's data plane whose counters the test drives; removing a peer loses its counters, like WireGuard. */
 export class ScriptedDriver implements Driver {
   readonly kind = 'dry-run';
+  readonly protocols = SERVER_PROTOCOLS;
   readonly servers = new Map<number, { instance: number; peers: Map<string, ScriptedPeer> }>();
   /** Called when a peer leaves an interface (benchmarks time cut-offs with it). */
   onRemove: ((serverId: number, publicKey: string) => void) | undefined;

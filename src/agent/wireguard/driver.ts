@@ -15,6 +15,7 @@
  * (../shaping/); what clients may reach is nft tables in the server's and the host namespace (isolation.ts).
  */
 import { messageOf } from '../../domain/errors.ts';
+import type { ServerProtocol } from '../../domain/protocols.ts';
 import { publicKeyOf } from '../../domain/wireguard-keys.ts';
 import type { CommandRunner } from '../commands.ts';
 import { DriverError } from '../driver.ts';
@@ -73,6 +74,7 @@ export interface WireGuardDriverOptions {
 
 export class WireGuardDriver implements Driver {
   readonly kind = 'wireguard';
+  readonly protocols: readonly ServerProtocol[] = ['wireguard'];
   readonly #runner: CommandRunner;
   readonly #prefix: string;
   readonly #hostNetns: string | undefined;
