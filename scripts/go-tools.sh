@@ -14,7 +14,7 @@ set -uo pipefail
 
 # NAME MODULE VERSION: wireguard-go's current tree has its TUN offloads (segmentation and UDP GSO/GRO), which
 # Debian 12's v0.0.20220316 predates; amneziawg-go v0.2.16 speaks AmneziaWG 2.0 (header ranges, i1-i5).
-TOOLS=(
+tools=(
   "wireguard-go golang.zx2c4.com/wireguard v0.0.0-20260522210424-ecfc5a8d5446"
   "amneziawg-go github.com/amnezia-vpn/amneziawg-go v0.2.16"
 )
@@ -61,7 +61,7 @@ lacks() {
 [ "$(id -u)" -eq 0 ] || lacks "not root: nothing installed"
 command -v go >/dev/null || lacks "no \`go\` command (Go 1.24 or newer builds them)"
 failed=0
-for tool in "${TOOLS[@]}"; do
+for tool in "${tools[@]}"; do
   # shellcheck disable=SC2086 # each entry is three words
   build $tool || failed=1
 done
