@@ -129,7 +129,7 @@ describe('DPI: tshark finds WireGuard servers on the uplink, and no AmneziaWG on
   const handshakesIn = (payloads: readonly string[]): string[] =>
     payloads.filter((hex) => HANDSHAKES.some((h) => hex.length === 2 * h.size && hex.startsWith(h.head)));
 
-  test('WireGuard (the control): the dissector recognises the packets, the handshakes have their fixed image', async () => {
+  test('WireGuard (the control): the dissector recognises the packets; the handshakes have their image', async () => {
     const capture = await captureClient(1, {});
     assert.ok(capture.wireguard > 0, 'tshark recognises WireGuard');
     assert.equal(capture.wireguard, capture.payloads.length, 'every packet of the exchange');

@@ -150,7 +150,7 @@ describe('AmneziaWG detection and the node start line', () => {
     assert.deepEqual(runner.lines(), []);
   });
 
-  test('an AmneziaWG server runs `amneziawg-go -f IFACE` in the host namespace, even beside the kernel module', async () => {
+  test('an AmneziaWG server runs `amneziawg-go -f IFACE` in the host namespace, beside kernel WireGuard', async () => {
     const runner = new RecordingRunner().on('ip netns list', { stdout: 'hh\n' });
     const driver = new WireGuardDriver({
       runner,
@@ -222,7 +222,7 @@ describe('an AmneziaWG server on a real amneziawg-go', {
     return client;
   };
 
-  test('runs on amneziawg-go with its obfuscation; a client with the same gets through, a plain one does not', async () => {
+  test('runs on amneziawg-go with its obfuscation: a client with it gets through, a plain one not', async () => {
     await driver.up(spec);
     const iface = driver.names(serverId).iface;
     const socket = `${AWG_RUN_DIR}/${iface}.sock`;
