@@ -65,6 +65,7 @@ ci() {
   need openssl openssl
   need debootstrap debootstrap
   need systemd-analyze systemd
+  need tshark tshark
 }
 
 only_list=false

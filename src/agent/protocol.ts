@@ -215,11 +215,13 @@ export type NodeDigest = Static<typeof NodeDigestSchema>;
  * the whole server spec, each peer's key, device, addresses and speed limit, its data limit and
  * whether it has one (a node told "no limit" differs), the end of its monthly period (it changes at
  * a month's start, when the panel resyncs every node) and its expiry. The IPv6 fields count only when
- * present, so a state without IPv6 keeps the digest it had before they existed.
+ * present, so a state without IPv6 keeps the digest it had before they existed; the protocol and obfuscation
+ * only for an AmneziaWG server, so a WireGuard server keeps its digest.
  */
 export function desiredDigest(desired: DesiredServer): string {
   const { serverId, privateKey, listenPort, address, mtu, clientToClient, dnsOnServer, address6, routed6 } =
     desired.server;
+  const { protocol, obfuscation } = desired.server;
   const peers = desired.peers
     .map((p) => {
       const l = p.limits;
@@ -231,7 +233,22 @@ export function desiredDigest(desired: DesiredServer): string {
   // Absent switches mean off (an older panel's spec): the same digest as false.
   const isolation = [clientToClient === true, dnsOnServer === true];
   const ipv6 = address6 === undefined && routed6 !== true ? [] : [address6 ?? null, routed6 === true];
-  const text = JSON.stringify([serverId, privateKey, listenPort, address, mtu, ...isolation, ...ipv6, peers]);
+  // By key, and without unset keys: the panel's object and the agent's parsed one may differ in both.
+  const obfuscationEntries = Object.entries(obfuscation ?? {})
+    .filter(([, value]) => value !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : 1));
+  const amneziawg = protocol === 'amneziawg' ? [protocol, obfuscationEntries] : [];
+  const text = JSON.stringify([
+    serverId,
+    privateKey,
+    listenPort,
+    address,
+    mtu,
+    ...isolation,
+    ...ipv6,
+    ...amneziawg,
+    peers,
+  ]);
   return createHash('sha256').update(text).digest('base64url');
 }
 

@@ -18,7 +18,7 @@ type NodeFilesConfig = NodeDriverConfig & { dataDir: string };
 export async function makeDriver(config: NodeFilesConfig, log: FastifyBaseLogger): Promise<Driver> {
   if (config.nodeDriver === 'dry-run') return new DryRunDriver();
   // The WireGuard driver's modules are loaded only here: a dry-run node never runs them.
-  const [{ ExecRunner }, { canRunWireGuard }, { WireGuardDriver }] = await Promise.all([
+  const [{ ExecRunner }, { canRunWireGuard, describeDataplane }, { WireGuardDriver }] = await Promise.all([
     import('../agent/commands.ts'),
     import('../agent/wireguard/capabilities.ts'),
     import('../agent/wireguard/driver.ts'),
@@ -31,9 +31,13 @@ export async function makeDriver(config: NodeFilesConfig, log: FastifyBaseLogger
       namePrefix: config.nodeNamePrefix,
       hostNetns: config.nodeNetns,
       implementation: check.ok ? check.implementation : undefined,
+      amneziawg: check.ok && check.amneziawgGo !== null,
       allowCidrs: config.nodeAllowCidrs,
     });
-  if (check.ok) return wireguard();
+  if (check.ok) {
+    log.info(describeDataplane(check));
+    return wireguard();
+  }
   if (config.nodeDriver === 'wireguard')
     throw new ConfigError('NODE_DRIVER', `is wireguard, but this process cannot run WireGuard: ${check.reason}`);
   log.warn(

@@ -17,7 +17,22 @@ import {
   PeerSpecSchema,
   ServerStateSchema,
 } from '../../src/agent/protocol.ts';
+import type { Obfuscation } from '../../src/domain/protocols.ts';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
+
+const OBFUSCATION: Obfuscation = {
+  jc: 4,
+  jmin: 10,
+  jmax: 50,
+  s1: 20,
+  s2: 30,
+  s3: 0,
+  s4: 0,
+  h1: '100000',
+  h2: '200000',
+  h3: '300000',
+  h4: '400000-400100',
+};
 
 function peer(deviceId: number, fields: Partial<AgentPeer> = {}): AgentPeer {
   return {
@@ -131,6 +146,38 @@ describe('desiredDigest', () => {
       { ...six, peers: six.peers.map((p, i) => (i === 0 ? { ...p, allowedIp6: 'fd00:9::3/128' } : p)) },
     ];
     assert.equal(new Set(variants.map(desiredDigest)).size, variants.length);
+  });
+  it("counts an AmneziaWG server's protocol and each obfuscation parameter, in any key order", () => {
+    const obfuscation: Obfuscation = { ...OBFUSCATION, i1: '<r 16>' };
+    const awg = { ...base, server: { ...base.server, protocol: 'amneziawg' as const, obfuscation } };
+    const awgDigest = desiredDigest(awg);
+    assert.notEqual(awgDigest, digest);
+    const reordered = Object.fromEntries(Object.entries(obfuscation).reverse());
+    assert.equal(
+      desiredDigest({ ...awg, server: { ...awg.server, obfuscation: { ...OBFUSCATION, ...reordered } } }),
+      awgDigest,
+    );
+    assert.equal(
+      desiredDigest({ ...awg, server: { ...awg.server, obfuscation: { ...obfuscation, i2: undefined } } }),
+      awgDigest,
+    );
+    const variants = [
+      { jc: 5 },
+      { jmin: 11 },
+      { jmax: 99 },
+      { s1: 1 },
+      { s2: 1 },
+      { s3: 1 },
+      { s4: 1 },
+      { h1: '7' },
+      { h4: '900-999' },
+      { i1: '<r 17>' },
+      { i5: '<t>' },
+    ].map((change) => desiredDigest({ ...awg, server: { ...awg.server, obfuscation: { ...obfuscation, ...change } } }));
+    assert.equal(new Set([awgDigest, ...variants]).size, variants.length + 1);
+  });
+  it("leaves a WireGuard server's digest as it was, whether its protocol is named or not", () => {
+    assert.equal(desiredDigest({ ...base, server: { ...base.server, protocol: 'wireguard' } }), digest);
   });
 });
 

@@ -40,7 +40,9 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createConnection } from 'node:net';
 import { basename, join } from 'node:path';
+import type { Obfuscation } from '../../src/domain/protocols.ts';
 import { onPath } from './tools.ts';
 
 export const HOST_IP = '192.0.2.1';
@@ -64,6 +66,10 @@ export const IPERF_IP6 = '2001:db8:1::81';
 const LINK6_PREFIX_BITS = 64;
 const LINK_PREFIX_BITS = 24;
 const WG_RUN_DIR = '/var/run/wireguard';
+/** amneziawg-go's UAPI sockets (AmneziaWG servers and clients). */
+export const AWG_RUN_DIR = '/var/run/amneziawg';
+/** The userspace daemons of servers and clients, ended at cleanup by pid when they carry the lab's prefix. */
+const DAEMONS = ['wireguard-go', 'amneziawg-go'];
 /**
  * Where tests that drive an ExecRunner themselves keep the stderr of each wireguard-go it starts
  * (`wireguard-go-NAME.log`); a node a test starts keeps them in its own DATA_DIR/children.
@@ -205,7 +211,9 @@ export function randomPrefix(letter = 'e'): string {
 /** A random prefix starting with `letter` that no namespace or UAPI socket on this host uses. */
 export async function unusedPrefix(letter = 'e'): Promise<string> {
   const namespaces = await netnsNames();
-  const sockets = existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR).map((s) => s.replace(/\.sock$/, '')) : [];
+  const sockets = [WG_RUN_DIR, AWG_RUN_DIR].flatMap((dir) =>
+    existsSync(dir) ? readdirSync(dir).map((s) => s.replace(/\.sock$/, '')) : [],
+  );
   for (let i = 0; i < 100; i++) {
     const candidate = randomPrefix(letter);
     if (![...namespaces, ...sockets].some((name) => belongsTo(candidate, name))) return candidate;
@@ -226,7 +234,7 @@ async function netnsNames(): Promise<string[]> {
     .filter((name) => name !== '');
 }
 
-/** Processes whose argv is `wireguard-go … NAME` for a NAME of this prefix: pid → interface. */
+/** Processes whose argv is `wireguard-go … NAME` or `amneziawg-go … NAME`, NAME of this prefix: pid → interface. */
 function wireguardGoOf(prefix: string): Map<number, string> {
   const found = new Map<number, string>();
   for (const entry of readdirSync('/proc')) {
@@ -240,7 +248,7 @@ function wireguardGoOf(prefix: string): Map<number, string> {
       continue; // exited meanwhile
     }
     const name = argv.at(-1);
-    if (basename(argv[0] ?? '') === 'wireguard-go' && name !== undefined && belongsTo(prefix, name))
+    if (DAEMONS.includes(basename(argv[0] ?? '')) && name !== undefined && belongsTo(prefix, name))
       found.set(Number(entry), name);
   }
   return found;
@@ -296,6 +304,8 @@ export interface ClientOptions {
   allowedIps: readonly string[];
   /** The namespace to run in: the lab's client namespace unless given (addClientNamespace). */
   netns?: string;
+  /** An AmneziaWG client: amneziawg-go, configured over its UAPI socket with the server's obfuscation. */
+  obfuscation?: Obfuscation;
 }
 
 export interface WgClient {
@@ -392,11 +402,15 @@ export class NetLab {
     child.once('exit', () => this.#tracked.delete(child));
   }
 
-  /** Starts wireguard-go in the client namespace and configures it like a client config would. */
+  /**
+   * Starts wireguard-go (amneziawg-go when `obfuscation` is given) in the client namespace and configures it like a
+   * client config would.
+   */
   async connectClient(options: ClientOptions): Promise<WgClient> {
     const iface = `${this.prefix}-w${this.#clientCount++}`;
     const clientNs = options.netns ?? this.clientNs;
-    const child = spawn('ip', ['netns', 'exec', clientNs, 'wireguard-go', '-f', iface], {
+    const daemon = options.obfuscation === undefined ? 'wireguard-go' : 'amneziawg-go';
+    const child = spawn('ip', ['netns', 'exec', clientNs, daemon, '-f', iface], {
       env: { ...process.env, ...WIREGUARD_GO_ENV },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -410,31 +424,34 @@ export class NetLab {
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     let gone = false;
     void exited.then(() => (gone = true));
+    const socket = join(options.obfuscation === undefined ? WG_RUN_DIR : AWG_RUN_DIR, `${iface}.sock`);
     await waitFor(
-      `client wireguard-go ${iface} to answer`,
+      `client ${daemon} ${iface} to answer`,
       async () => {
-        if (gone) throw new Error(`client wireguard-go ${iface} exited: ${output.trim()}`);
-        return (await succeeds('wg', ['show', iface, 'listen-port'])) ? true : undefined;
+        if (gone) throw new Error(`client ${daemon} ${iface} exited: ${output.trim()}`);
+        return (await uapiAnswers(socket)) ? true : undefined;
       },
       5000,
       20,
     );
-    await run(
-      'wg',
-      [
-        'set',
-        iface,
-        'private-key',
-        '/dev/stdin',
-        'peer',
-        options.serverPublicKey,
-        'endpoint',
-        `${options.endpoint}:${options.port}`,
-        'allowed-ips',
-        options.allowedIps.join(','),
-      ],
-      `${options.privateKey}\n`,
-    );
+    if (options.obfuscation === undefined) {
+      await run(
+        'wg',
+        [
+          'set',
+          iface,
+          'private-key',
+          '/dev/stdin',
+          'peer',
+          options.serverPublicKey,
+          'endpoint',
+          `${options.endpoint}:${options.port}`,
+          'allowed-ips',
+          options.allowedIps.join(','),
+        ],
+        `${options.privateKey}\n`,
+      );
+    } else await uapiSet(socket, awgClientConfig(options, options.obfuscation));
     await run('ip', ['-n', clientNs, 'addr', 'add', options.address, 'dev', iface]);
     await run('ip', ['-n', clientNs, 'link', 'set', iface, 'up']);
     return {
@@ -809,7 +826,8 @@ export class NetLab {
       .map((l) => /^\d+:\s+([^:@\s]+)/.exec(l)?.[1] ?? '');
     for (const name of [n.iface, n.vethHost])
       if (hostLinks.includes(name)) found.push(`link ${name} in ${this.hostNs}`);
-    if (existsSync(n.socket)) found.push(`socket ${n.socket}`);
+    for (const socket of [n.socket, join(AWG_RUN_DIR, `${n.iface}.sock`)])
+      if (existsSync(socket)) found.push(`socket ${socket}`);
     if ((await run('wg', ['show', 'interfaces'])).split(/\s+/).includes(n.iface)) found.push(`wg interface ${n.iface}`);
     for (const [pid, name] of wireguardGoOf(this.prefix))
       if (name === n.iface) found.push(`wireguard-go ${name} (pid ${pid})`);
@@ -839,12 +857,14 @@ export class NetLab {
         problems.push(e instanceof Error ? e.message : String(e)),
       );
     }
-    for (const file of existsSync(WG_RUN_DIR) ? readdirSync(WG_RUN_DIR) : []) {
-      if (file.endsWith('.sock') && belongsTo(this.prefix, file.slice(0, -'.sock'.length)))
-        rmSync(`${WG_RUN_DIR}/${file}`, { force: true });
+    for (const dir of [WG_RUN_DIR, AWG_RUN_DIR]) {
+      for (const file of existsSync(dir) ? readdirSync(dir) : []) {
+        if (file.endsWith('.sock') && belongsTo(this.prefix, file.slice(0, -'.sock'.length)))
+          rmSync(`${dir}/${file}`, { force: true });
+      }
     }
     for (const file of existsSync(CHILD_LOG_DIR) ? readdirSync(CHILD_LOG_DIR) : []) {
-      const name = /^wireguard-go-(.+)\.log$/.exec(file)?.[1];
+      const name = /^(?:wireguard|amneziawg)-go-(.+)\.log$/.exec(file)?.[1];
       if (name !== undefined && belongsTo(this.prefix, name)) rmSync(join(CHILD_LOG_DIR, file), { force: true });
     }
     if (this.#quickDir !== undefined) rmSync(this.#quickDir, { recursive: true, force: true });
@@ -855,4 +875,49 @@ export class NetLab {
     if (left.length > 0) problems.push(`left behind: ${left.join(', ')}`);
     return problems;
   }
+}
+
+/** Whether a daemon accepts connections on its UAPI socket `path`. */
+function uapiAnswers(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection(path);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** One UAPI `set=1` of `lines` on the socket at `path` (independent of the product's client); throws on an errno. */
+export function uapiSet(path: string, lines: readonly string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = createConnection(path);
+    let answer = '';
+    socket.setEncoding('latin1');
+    socket.once('connect', () => socket.write(`set=1\n${lines.map((l) => `${l}\n`).join('')}\n`));
+    socket.on('data', (chunk: string) => {
+      answer += chunk;
+      if (!answer.endsWith('\n\n')) return;
+      socket.destroy();
+      if (answer === 'errno=0\n\n') resolve();
+      else reject(new Error(`UAPI set on ${path} failed: ${answer.trim()}`));
+    });
+    socket.once('error', reject);
+  });
+}
+
+/** An AmneziaWG client's UAPI lines: what awg-quick would set from its config's [Interface] and [Peer]. */
+function awgClientConfig(options: ClientOptions, o: Obfuscation): string[] {
+  const hex = (key: string): string => Buffer.from(key, 'base64').toString('hex');
+  // amneziawg-go refuses a junk count or size of 0 (awg-quick leaves such a line out).
+  const settings = Object.entries(o).filter(([, value]) => value !== undefined && value !== 0);
+  return [
+    `private_key=${hex(options.privateKey)}`,
+    ...settings.map(([key, value]) => `${key}=${String(value)}`),
+    `public_key=${hex(options.serverPublicKey)}`,
+    `endpoint=${options.endpoint}:${options.port}`,
+    'replace_allowed_ips=true',
+    ...options.allowedIps.map((ip) => `allowed_ip=${ip}`),
+  ];
 }

@@ -8,10 +8,14 @@
  * With wireguard-go the UAPI socket `/var/run/wireguard/IF.sock` is global, so every name this driver
  * makes on the host carries `namePrefix` and is unique per node (names.ts).
  *
+ * The implementation is per server: a WireGuard server runs on the kernel module when the node has it, else on
+ * wireguard-go; an AmneziaWG server always runs on amneziawg-go (socket `/var/run/amneziawg/IF.sock`) with its
+ * obfuscation set over UAPI (amneziawg.ts). Everything else is the same for both.
+ *
  * Every method reads the host's state first (host-readers.ts) and changes only the difference, goes on
  * past a failed step and throws one DriverError listing every failure (failures.ts, docs/dataplane.md).
  * This file composes the parts: peers (peers.ts), the veth and NAT (uplink.ts), wireguard-go processes
- * (wireguard-go.ts). Speed limits are HTB classes and an nft map inside the server's namespace
+ * (userspace.ts). Speed limits are HTB classes and an nft map inside the server's namespace
  * (../shaping/); what clients may reach is nft tables in the server's and the host namespace (isolation.ts).
  */
 import { messageOf } from '../../domain/errors.ts';
@@ -25,7 +29,8 @@ import type { IsolationPlace, IsolationPolicy } from '../isolation.ts';
 import { KeyedQueue } from '../keyed-queue.ts';
 import { Shaper } from '../shaping/shaper.ts';
 import type { ShapingPlace } from '../shaping/tc-nft.ts';
-import { detectImplementation, type WireGuardImplementation } from './capabilities.ts';
+import { obfuscationChange, obfuscationKeys, obfuscationProblems } from './amneziawg.ts';
+import type { WireGuardImplementation } from './capabilities.ts';
 import { attempt, collapse, type Step, stepper } from './failures.ts';
 import {
   ipIn,
@@ -38,14 +43,13 @@ import {
   readSnapshot,
 } from './host-readers.ts';
 import type { Dump, DumpPeer, Link, Snapshot } from './host-readers.ts';
-import { type InterfaceConfig, UapiConfig, type WgTarget, WgTool } from './interface-config.ts';
+import { Implementations } from './implementations.ts';
 import { socketIdentity } from './uapi.ts';
 import { checkNamePrefix, type Names, serverIdsIn, serverNames } from './names.ts';
 import { allowedIpsOf, applyPeers, peerChanges, peerProblems, singleIps, validPeers } from './peers.ts';
-import { address6Of, serverSpecProblems } from './server-spec.ts';
+import { address6Of, protocolOf, serverSpecProblems } from './server-spec.ts';
 import { ensureUplink, removeUplink, uplinkProblems } from './uplink.ts';
 import { ensureUplink6, hasIpv6Uplink, type Uplink6State, uplink6Problems } from './uplink6.ts';
-import { WireGuardGoProcesses } from './wireguard-go.ts';
 
 /** A link as just made: down, no addresses. */
 const NEW_LINK: Link = { up: false, mtu: 0, addrs: [], addrs6: [] };
@@ -61,6 +65,8 @@ export interface WireGuardDriverOptions {
   hostNetns?: string;
   /** Default: the kernel module when present, else wireguard-go (see detectImplementation). */
   implementation?: WireGuardImplementation;
+  /** amneziawg-go runs here (canRunWireGuard): the driver runs AmneziaWG servers too. Default false. */
+  amneziawg?: boolean;
   /** How long a fresh wireguard-go may take to answer on its UAPI socket. Default 3000. */
   readyTimeoutMs?: number;
   /**
@@ -74,14 +80,11 @@ export interface WireGuardDriverOptions {
 
 export class WireGuardDriver implements Driver {
   readonly kind = 'wireguard';
-  readonly protocols: readonly ServerProtocol[] = ['wireguard'];
+  readonly protocols: readonly ServerProtocol[];
   readonly #runner: CommandRunner;
   readonly #prefix: string;
   readonly #hostNetns: string | undefined;
-  #implementation: WireGuardImplementation | undefined;
-  readonly #wireguardGo: WireGuardGoProcesses;
-  readonly #wgTool: WgTool;
-  readonly #wireguardGoConfig: InterfaceConfig;
+  readonly #impl: Implementations;
   /** Per server, the interface index last read and the identity of the wireguard-go socket it was read with. */
   readonly #instances = new Map<number, { socket: string; index: string }>();
   /** One operation per server at a time. */
@@ -97,16 +100,13 @@ export class WireGuardDriver implements Driver {
     this.#runner = options.runner;
     this.#prefix = prefix;
     this.#hostNetns = options.hostNetns;
-    this.#implementation = options.implementation;
-    this.#wgTool = new WgTool(options.runner);
-    this.#wireguardGoConfig = options.wireguardGoConfig === 'wg' ? this.#wgTool : new UapiConfig();
-    const readyTimeoutMs = options.readyTimeoutMs ?? 3000;
-    this.#wireguardGo = new WireGuardGoProcesses(
-      options.runner,
-      this.#wireguardGoConfig,
-      options.hostNetns,
-      readyTimeoutMs,
-    );
+    this.protocols = options.amneziawg === true ? ['wireguard', 'amneziawg'] : ['wireguard'];
+    this.#impl = new Implementations(options.runner, {
+      implementation: options.implementation,
+      wireguardGoConfig: options.wireguardGoConfig ?? 'uapi',
+      hostNetns: options.hostNetns,
+      readyTimeoutMs: options.readyTimeoutMs ?? 3000,
+    });
     this.#shaper = new Shaper(options.runner);
     this.#allowCidrs = options.allowCidrs ?? [];
   }
@@ -130,10 +130,15 @@ export class WireGuardDriver implements Driver {
       const { desired, untouchable, failures } = validPeers(upsert);
       const removes = remove.filter((k) => !desired.has(k) && !untouchable.has(k));
       const adds = [...desired.values()].map((p) => ({ publicKey: p.publicKey, allowedIps: allowedIpsOf(p) }));
-      const { config, at } = await this.#configOf(n);
+      const { config, at } = await this.#impl.of(serverId, n);
       await applyPeers(config, at, { removes, adds }, failures);
       const peersOnHost = async () =>
-        new Map((await this.#readDump(n)).peers.map((p): [string, string[]] => [p.publicKey, singleIps(p.allowedIps)]));
+        new Map(
+          (await this.#readDump(serverId, n)).peers.map((p): [string, string[]] => [
+            p.publicKey,
+            singleIps(p.allowedIps),
+          ]),
+        );
       await this.#shaper.change(serverId, this.#place(n), [...desired.values()], removes, peersOnHost, failures);
       if (failures.length > 0) throw new DriverError(`change peers of server ${serverId}`, collapse(failures));
     });
@@ -143,7 +148,7 @@ export class WireGuardDriver implements Driver {
   readCounters(serverId: number): Promise<CounterReading> {
     return this.#serial.run(serverId, async () => {
       const n = this.names(serverId);
-      const { config, at } = await this.#configOf(n);
+      const { config, at } = await this.#impl.of(serverId, n);
       const [dump, instance] = await Promise.all([config.readCounters(at), this.#instance(serverId, n)]).catch(
         (error: unknown) => {
           throw new DriverError(`read counters of server ${serverId}`, [messageOf(error)]);
@@ -183,9 +188,10 @@ export class WireGuardDriver implements Driver {
     return this.#serial.run(asked.serverId, async () => {
       const spec = await this.#forKernel(asked);
       const n = this.names(spec.serverId);
+      this.#impl.remember(spec.serverId, protocolOf(spec));
       const valid = validPeers(peers);
       const [dump, links, serverTables, hostTables] = await Promise.all([
-        this.#readDump(n).catch(() => null),
+        this.#readDump(spec.serverId, n).catch(() => null),
         readLinks(this.#runner, n.netns),
         readNftTables(this.#runner, n.netns),
         readNftTables(this.#runner, this.#hostNetns),
@@ -198,6 +204,8 @@ export class WireGuardDriver implements Driver {
         }
         if (dump.privateKey !== spec.privateKey) found.push(`interface ${n.iface} has another private key`);
         found.push(...peerProblems(n.iface, dump.peers, valid));
+        if (spec.obfuscation !== undefined)
+          found.push(...obfuscationProblems(n.iface, dump.deviceKeys, spec.obfuscation));
       }
       const iface = links.get(n.iface);
       if (iface === undefined) found.push(`link ${n.iface} is missing from namespace ${n.netns}`);
@@ -243,19 +251,25 @@ export class WireGuardDriver implements Driver {
     return readNetworks(this.#runner, this.#hostNetns);
   }
 
-  /** Stops every wireguard-go child this driver started, leaving the servers' namespaces for down(). */
+  /** Stops every wireguard-go and amneziawg-go child this driver started, leaving the namespaces for down(). */
   async close(): Promise<void> {
-    await this.#wireguardGo.stopAll();
+    await this.#impl.stopAll();
   }
 
   async #up(spec: ServerSpec): Promise<ServerState> {
     const action = `up server ${spec.serverId}`;
     const invalid = serverSpecProblems(spec);
     if (invalid.length > 0) throw new DriverError(action, invalid);
+    const protocol = protocolOf(spec);
+    if (!this.protocols.includes(protocol)) {
+      throw new DriverError(action, [`this node cannot run ${protocol} servers: amneziawg-go was not found at start`]);
+    }
     const n = this.names(spec.serverId);
+    this.#impl.remember(spec.serverId, protocol);
     const failures: string[] = [];
     const run = stepper(this.#runner, failures);
-    const snap = await readSnapshot(this.#runner, n, this.#hostNetns, () => this.#readDump(n)).catch((error) => {
+    const readDump = () => this.#readDump(spec.serverId, n);
+    const snap = await readSnapshot(this.#runner, n, this.#hostNetns, readDump).catch((error) => {
       throw new DriverError(action, [`cannot read the host: ${messageOf(error)}`]);
     });
     if (!snap.netnsExists && !(await run('ip', ['netns', 'add', n.netns]))) throw new DriverError(action, failures);
@@ -265,17 +279,23 @@ export class WireGuardDriver implements Driver {
     const iface = snap.serverLinks.get(n.iface);
     const dump = snap.dump;
     let peerCount = dump?.peers.length ?? 0;
+    const obfuscation = spec.obfuscation === undefined ? null : obfuscationChange(dump?.deviceKeys, spec.obfuscation);
     // wireguard-go learns the MTU only in the namespace it runs in, and the port belongs to the
-    // host namespace's socket: a change to either means a new interface (peers are put back).
+    // host namespace's socket: a change to either means a new interface (peers are put back); so does an
+    // obfuscation change amneziawg-go takes only at start.
     const recreate =
-      iface === undefined || dump === null || dump.listenPort !== spec.listenPort || iface.mtu !== spec.mtu;
+      iface === undefined ||
+      dump === null ||
+      dump.listenPort !== spec.listenPort ||
+      iface.mtu !== spec.mtu ||
+      obfuscation?.recreate === true;
     if (recreate) {
       peerCount = await this.#createInterface(spec, n, snap, dump?.peers ?? [], failures);
     } else {
-      if (dump.privateKey !== spec.privateKey) {
-        const { config, at } = await this.#configOf(n);
-        await attempt(failures, () => config.setDevice(at, spec.privateKey));
-      }
+      const { config, at } = await this.#impl.of(spec.serverId, n);
+      if (dump.privateKey !== spec.privateKey) await attempt(failures, () => config.setDevice(at, spec.privateKey));
+      const changed = obfuscation?.set ?? new Map<string, string>();
+      if (changed.size > 0) await attempt(failures, () => this.#impl.amneziawg.setDeviceKeys(at, changed));
       const address6 = address6Of(spec);
       const wantAddresses = [spec.address, ...(address6 === undefined ? [] : [address6])];
       for (const extra of [...iface.addrs, ...iface.addrs6].filter((a) => !wantAddresses.includes(a))) {
@@ -324,22 +344,27 @@ export class WireGuardDriver implements Driver {
   ): Promise<number> {
     const run = stepper(this.#runner, failures);
     const hostIp = ipIn(this.#hostNetns);
-    const earlierAnswered = snap.dump !== null && !this.#wireguardGo.has(spec.serverId);
+    const { daemon } = await this.#impl.of(spec.serverId, n);
+    const earlierAnswered = snap.dump !== null && daemon !== null && !daemon.has(spec.serverId);
     if (snap.serverLinks.has(n.iface)) await run('ip', ['-n', n.netns, 'link', 'del', n.iface]);
     if (snap.hostLinks.has(n.iface)) await run('ip', [...hostIp, 'link', 'del', n.iface]);
-    await this.#wireguardGo.stop(spec.serverId);
+    await this.#impl.stop(spec.serverId);
     this.#instances.delete(spec.serverId);
-    const implementation = await this.#resolveImplementation();
     const created =
-      implementation === 'kernel'
+      daemon === null
         ? await run('ip', [...hostIp, 'link', 'add', n.iface, 'type', 'wireguard'])
-        : await this.#wireguardGo.start(spec.serverId, n.iface, earlierAnswered, failures);
+        : await daemon.start(spec.serverId, n.iface, earlierAnswered, failures);
     // Each of these needs the one before; past a failure the rest would only fail too.
     if (!created) return 0;
     if (!(await run('ip', [...hostIp, 'link', 'set', n.iface, 'mtu', String(spec.mtu)]))) return 0;
     if (!(await run('ip', [...hostIp, 'link', 'set', n.iface, 'netns', n.netns]))) return 0;
-    const { config, at } = await this.#configOf(n);
+    const { config, at } = await this.#impl.of(spec.serverId, n);
     await attempt(failures, () => config.setDevice(at, spec.privateKey, spec.listenPort));
+    // Before the link is up, so no handshake ever goes out with WireGuard's own wire image.
+    if (spec.obfuscation !== undefined) {
+      const keys = obfuscationKeys(spec.obfuscation);
+      await attempt(failures, () => this.#impl.amneziawg.setDeviceKeys(at, keys));
+    }
     await run('ip', ['-n', n.netns, 'addr', 'add', spec.address, 'dev', n.iface]);
     const address6 = address6Of(spec);
     if (address6 !== undefined) await run('ip', ['-n', n.netns, 'addr', 'add', address6, 'dev', n.iface]);
@@ -356,11 +381,11 @@ export class WireGuardDriver implements Driver {
     const { desired, untouchable, failures } = valid;
     let dump: Dump;
     try {
-      dump = await this.#readDump(n);
+      dump = await this.#readDump(serverId, n);
     } catch (error) {
       throw new DriverError(action, [messageOf(error), ...failures]);
     }
-    const { config, at } = await this.#configOf(n);
+    const { config, at } = await this.#impl.of(serverId, n);
     await applyPeers(config, at, peerChanges(dump.peers, valid), failures);
     // Peers left as they are keep their limits too.
     const kept = dump.peers.filter((p) => untouchable.has(p.publicKey));
@@ -373,10 +398,11 @@ export class WireGuardDriver implements Driver {
     const n = this.names(serverId);
     const failures: string[] = [];
     const run = stepper(this.#runner, failures);
-    // Stopping wireguard-go first lets it close its interface and remove its UAPI socket itself.
-    await this.#wireguardGo.stop(serverId);
+    // Stopping the daemon first lets it close its interface and remove its UAPI socket itself.
+    await this.#impl.stop(serverId);
     this.#shaper.forget(serverId);
     this.#instances.delete(serverId);
+    this.#impl.forget(serverId);
     const netnsExists = (await readNetnsNames(this.#runner)).includes(n.netns);
     const [serverLinks, hostLinks, hostTables] = await Promise.all([
       netnsExists ? readLinks(this.#runner, n.netns) : new Map<string, Link>(),
@@ -394,8 +420,8 @@ export class WireGuardDriver implements Driver {
     if (failures.length > 0) throw new DriverError(`down server ${serverId}`, collapse(failures));
   }
 
-  async #readDump(n: Names): Promise<Dump> {
-    const { config, at } = await this.#configOf(n);
+  async #readDump(serverId: number, n: Names): Promise<Dump> {
+    const { config, at } = await this.#impl.of(serverId, n);
     return config.read(at);
   }
 
@@ -404,7 +430,8 @@ export class WireGuardDriver implements Driver {
    * the interface is another one (a new process, so maybe a new interface): a counter read then runs no process.
    */
   async #instance(serverId: number, n: Names): Promise<string> {
-    const socket = (await this.#resolveImplementation()) === 'kernel' ? null : await socketIdentity(n.iface);
+    const { socketDir } = await this.#impl.of(serverId, n);
+    const socket = socketDir === null ? null : await socketIdentity(n.iface, socketDir);
     const known = this.#instances.get(serverId);
     if (socket !== null && known?.socket === socket) return known.index;
     const index = await readLinkIndex(this.#runner, n.netns, n.iface);
@@ -452,20 +479,5 @@ export class WireGuardDriver implements Driver {
     if (await this.#kernelIpv6) return spec;
     const { address6: _address6, routed6: _routed6, ...ipv4 } = spec;
     return ipv4;
-  }
-
-  /**
-   * How to reach the server's interface: kernel WireGuard is per namespace (netlink, through `wg` run there);
-   * wireguard-go's UAPI socket is global, reached directly or by a plain `wg` (faster than one in a namespace).
-   */
-  async #configOf(n: Names): Promise<{ config: InterfaceConfig; at: WgTarget }> {
-    if ((await this.#resolveImplementation()) === 'kernel')
-      return { config: this.#wgTool, at: { iface: n.iface, netns: n.netns } };
-    return { config: this.#wireguardGoConfig, at: { iface: n.iface, netns: undefined } };
-  }
-
-  async #resolveImplementation(): Promise<WireGuardImplementation> {
-    this.#implementation ??= (await detectImplementation(this.#runner)) ?? 'wireguard-go';
-    return this.#implementation;
   }
 }

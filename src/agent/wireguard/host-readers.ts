@@ -18,7 +18,11 @@ export type DumpPeer = {
   rxBytes: number;
   txBytes: number;
 };
-export type Dump = { privateKey: string; listenPort: number; peers: DumpPeer[] };
+/**
+ * `deviceKeys`: the device's other keys as UAPI gives them (amneziawg-go's obfuscation: `jc`, `h1`, ...); absent
+ * when it has none, and from `wg`.
+ */
+export type Dump = { privateKey: string; listenPort: number; peers: DumpPeer[]; deviceKeys?: Record<string, string> };
 
 /** How often readSnapshot tries a read of a namespace's links, and of the interface's dump. */
 const READ_TRIES = 3;

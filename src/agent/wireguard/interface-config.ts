@@ -71,7 +71,7 @@ export class WgTool implements InterfaceConfig {
   }
 }
 
-/** wireguard-go only: its socket is global, so `at.netns` does not matter. */
+/** wireguard-go and amneziawg-go: their sockets are global, so `at.netns` does not matter. */
 export class UapiConfig implements InterfaceConfig {
   readonly kind = 'uapi';
   readonly #client: UapiClient;
@@ -94,6 +94,11 @@ export class UapiConfig implements InterfaceConfig {
 
   changePeers(at: WgTarget, changes: readonly PeerChange[]): Promise<void> {
     return this.#client.setPeers(at.iface, changes);
+  }
+
+  /** Device keys beside the private key and port: amneziawg-go's obfuscation (amneziawg.ts). */
+  setDeviceKeys(at: WgTarget, keys: ReadonlyMap<string, string>): Promise<void> {
+    return this.#client.setDeviceKeys(at.iface, keys);
   }
 
   answers(iface: string): Promise<boolean> {

@@ -1,5 +1,6 @@
 /** What up() refuses before touching the host. */
 import { addressWithPrefix, ipv6Text } from '../../domain/addresses.ts';
+import type { ServerProtocol } from '../../domain/protocols.ts';
 import { isValidKey } from '../../domain/wireguard-keys.ts';
 import type { ServerSpec } from '../driver.ts';
 
@@ -19,7 +20,15 @@ export function serverSpecProblems(spec: ServerSpec): string[] {
   if (spec.address6 !== undefined && address6Of(spec) === undefined) {
     problems.push(`address6 ${JSON.stringify(spec.address6)} is not an IPv6 address/prefix`);
   }
+  if ((protocolOf(spec) === 'amneziawg') !== (spec.obfuscation !== undefined)) {
+    problems.push('obfuscation is given exactly for an amneziawg server');
+  }
   return problems;
+}
+
+/** The server's protocol; absent (a panel that predates AmneziaWG) is wireguard. */
+export function protocolOf(spec: ServerSpec): ServerProtocol {
+  return spec.protocol ?? 'wireguard';
 }
 
 /** The server's IPv6 address/prefix as `ip` prints it (`fd00::1/64`); undefined when it has none or it is malformed. */

@@ -31,8 +31,10 @@ export class UapiError extends Error {
 }
 
 export interface UapiOptions {
-  /** Where wireguard-go's sockets are. Default /var/run/wireguard. */
+  /** Where wireguard-go's sockets are. Default /var/run/wireguard (amneziawg-go's: /var/run/amneziawg). */
   socketDir?: string;
+  /** The daemon's name in messages. Default wireguard-go. */
+  daemon?: string;
   /** How long one request may take, connect to last byte. Default 5000 (a get at 50,000 peers takes ~130 ms). */
   timeoutMs?: number;
 }
@@ -42,10 +44,12 @@ export type UapiPeer = { publicKey: string; remove: true } | { publicKey: string
 
 export class UapiClient {
   readonly #socketDir: string;
+  readonly #daemon: string;
   readonly #timeoutMs: number;
 
   constructor(options: UapiOptions = {}) {
     this.#socketDir = options.socketDir ?? UAPI_SOCKET_DIR;
+    this.#daemon = options.daemon ?? 'wireguard-go';
     this.#timeoutMs = options.timeoutMs ?? 5000;
   }
 
@@ -67,6 +71,16 @@ export class UapiClient {
   async setDevice(iface: string, privateKey: string, listenPort?: number): Promise<void> {
     const port = listenPort === undefined ? '' : `listen_port=${listenPort}\n`;
     await this.#set(iface, `private_key=${hexOf(privateKey)}\n${port}`);
+  }
+
+  /**
+   * Sets device keys other than the private key and port, in order, in one request: amneziawg-go's obfuscation
+   * (`jc`, `h1`, ...). On a refusal the lines before the refused one took effect.
+   */
+  async setDeviceKeys(iface: string, keys: ReadonlyMap<string, string>): Promise<void> {
+    let body = '';
+    for (const [key, value] of keys) body += `${key}=${value}\n`;
+    await this.#set(iface, body);
   }
 
   /** Applies peer changes in order, in one request; on a refusal the lines before the refused one took effect. */
@@ -100,7 +114,7 @@ export class UapiClient {
 
   async #set(iface: string, body: string): Promise<void> {
     const errno = await this.#request(iface, `set=1\n${body}\n`, new SetAnswer());
-    if (errno !== 0) throw new UapiError(`wireguard-go ${iface} refused the change: ${describeErrno(errno)}`, errno);
+    if (errno !== 0) throw new UapiError(`${this.#daemon} ${iface} refused the change: ${describeErrno(errno)}`, errno);
   }
 
   /** Sends `text` and feeds the answer to `reader` as it arrives, until the reader has its blank line. */
@@ -127,7 +141,7 @@ export class UapiClient {
       const timer = setTimeout(
         finish,
         this.#timeoutMs,
-        fail(`wireguard-go ${iface} did not answer within ${this.#timeoutMs} ms (${path})`),
+        fail(`${this.#daemon} ${iface} did not answer within ${this.#timeoutMs} ms (${path})`),
       );
       // Not ended: wireguard-go answers after the blank line, and the socket is closed once the answer is in.
       socket.once('connect', () => socket.write(text));
@@ -142,11 +156,11 @@ export class UapiClient {
         return true;
       };
       socket.once('error', (error: NodeJS.ErrnoException) => {
-        const why = error.code === 'ENOENT' ? 'no such socket (is its wireguard-go running?)' : error.message;
-        finish(fail(`cannot talk to wireguard-go ${iface} at ${path}: ${why}`));
+        const why = error.code === 'ENOENT' ? `no such socket (is its ${this.#daemon} running?)` : error.message;
+        finish(fail(`cannot talk to ${this.#daemon} ${iface} at ${path}: ${why}`));
       });
       socket.once('close', () =>
-        finish(fail(`wireguard-go ${iface} closed ${path} before it answered (did it exit?)`)),
+        finish(fail(`${this.#daemon} ${iface} closed ${path} before it answered (did it exit?)`)),
       );
     });
   }
@@ -216,6 +230,8 @@ export class GetAnswer implements AnswerReader<Dump> {
   #privateKey = '';
   #listenPort = 0;
   #errno: number | null = null;
+  /** The device's lines of other keys (amneziawg-go's obfuscation), by key; null while there are none. */
+  #deviceKeys: Record<string, string> | null = null;
   #ended = false;
   /** The start of a line that the last chunk cut (a copy: a chunk's memory may be read into again). */
   #partial: Buffer | null = null;
@@ -257,7 +273,8 @@ export class GetAnswer implements AnswerReader<Dump> {
     if (this.#errno !== 0) {
       throw new UapiError(`wireguard-go could not read its device: ${describeErrno(this.#errno)}`, this.#errno);
     }
-    return { privateKey: this.#privateKey, listenPort: this.#listenPort, peers: this.#peers };
+    const dump = { privateKey: this.#privateKey, listenPort: this.#listenPort, peers: this.#peers };
+    return this.#deviceKeys === null ? dump : { ...dump, deviceKeys: this.#deviceKeys };
   }
 
   /** The whole lines of `buf` from `start` to `end` (just past a newline); stops at the blank line. */
@@ -339,7 +356,14 @@ export class GetAnswer implements AnswerReader<Dump> {
         if (buf[start + 8] === EQUALS /* endpoint */) return lineEnd(buf, start + 9, end);
         break;
     }
-    return otherLine(buf, start, end);
+    if (this.#publicKey !== null) return otherLine(buf, start, end);
+    // A device line of another key, before the first peer: kept (amneziawg-go's jc, h1, ...; rare, so not fast).
+    const eol = otherLine(buf, start, end);
+    const line = buf.toString('latin1', start, eol);
+    const eq = line.indexOf('=');
+    this.#deviceKeys ??= {};
+    this.#deviceKeys[line.slice(0, eq)] = line.slice(eq + 1);
+    return eol;
   }
 
   /** The peer read so far, if any, as a DumpPeer; the next starts blank. */

@@ -476,8 +476,16 @@ describe('wireguard driver: servers (recorded commands)', () => {
       ok: false,
       reason: 'no kernel WireGuard module and no `wireguard-go` (install wireguard-go)',
     });
-    rootNoWg.on('wireguard-go --version', { stdout: 'wireguard-go v0.0.20220316\n' });
-    assert.deepEqual(await canRunWireGuard(rootNoWg), { ok: true, implementation: 'wireguard-go' });
+    rootNoWg
+      .on('wireguard-go --version', { stdout: 'wireguard-go v0.0.20220316\n' })
+      .on('sh -c command -v "$1" sh wireguard-go', { stdout: '/usr/bin/wireguard-go\n' })
+      .on('amneziawg-go --version', { exitCode: 127 });
+    assert.deepEqual(await canRunWireGuard(rootNoWg), {
+      ok: true,
+      implementation: 'wireguard-go',
+      wireguardGo: { path: '/usr/bin/wireguard-go', version: 'v0.0.20220316' },
+      amneziawgGo: null,
+    });
     // A minimal Debian has no procps: the uplink's forwarding needs sysctl, so every deploy would fail.
     rootNoWg.on('sysctl --version', { exitCode: 127 });
     assert.deepEqual(await canRunWireGuard(rootNoWg), { ok: false, reason: '`sysctl` not found (install procps)' });

@@ -1,48 +1,61 @@
 /**
- * The wireguard-go processes the driver starts, one per server: started in the host namespace (so the
- * interface's UDP socket stays there), waited for until they answer on their UAPI socket, stopped.
+ * The userspace daemons the driver starts, one per server: wireguard-go for WireGuard servers (when the kernel
+ * module is absent) and amneziawg-go for AmneziaWG servers (always). Both are the same program to the driver:
+ * started as `BINARY -f IFACE` in the host namespace (so the interface's UDP socket stays there), waited for until
+ * they answer on their UAPI socket, stopped.
  */
 import type { ChildHandle, CommandRunner } from '../commands.ts';
 import type { InterfaceConfig } from './interface-config.ts';
 
 const READY_POLL_MS = 20;
-/** Keeps wireguard-go quiet except for errors, and stops it printing its "use the kernel module" banner. */
-const WIREGUARD_GO_ENV = { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' };
+/** Keeps the daemons quiet except for errors, and stops their "use the kernel module" banner. */
+const USERSPACE_ENV = { LOG_LEVEL: 'error', WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' };
 
-export class WireGuardGoProcesses {
+export type UserspaceBinary = 'wireguard-go' | 'amneziawg-go';
+
+export class UserspaceProcesses {
   readonly #runner: CommandRunner;
+  readonly #binary: UserspaceBinary;
   readonly #config: InterfaceConfig;
   readonly #hostNetns: string | undefined;
   readonly #readyTimeoutMs: number;
-  /** wireguard-go children started here, by server id. */
+  /** Children started here, by server id. */
   readonly #children = new Map<number, ChildHandle>();
 
-  /** `config`: how the driver reaches wireguard-go's interfaces, used to see whether one answers. */
-  constructor(runner: CommandRunner, config: InterfaceConfig, hostNetns: string | undefined, readyTimeoutMs: number) {
+  /** `config`: how the driver reaches the daemon's interfaces, used to see whether one answers. */
+  constructor(
+    runner: CommandRunner,
+    binary: UserspaceBinary,
+    config: InterfaceConfig,
+    hostNetns: string | undefined,
+    readyTimeoutMs: number,
+  ) {
     this.#runner = runner;
+    this.#binary = binary;
     this.#config = config;
     this.#hostNetns = hostNetns;
     this.#readyTimeoutMs = readyTimeoutMs;
   }
 
-  /** Whether the server's wireguard-go was started here and has not exited. */
+  /** Whether the server's daemon was started here and has not exited. */
   has(serverId: number): boolean {
     return this.#children.has(serverId);
   }
 
   /**
-   * Starts wireguard-go for interface `iface` and waits until it answers; false (with the reason in
-   * `failures`) when it exits or stays silent. `earlierAnswered`: an earlier agent's process had the interface.
+   * Starts the daemon for interface `iface` and waits until it answers; false (with the reason in `failures`) when
+   * it exits or stays silent. `earlierAnswered`: an earlier agent's process had the interface.
    */
   async start(serverId: number, iface: string, earlierAnswered: boolean, failures: string[]): Promise<boolean> {
+    const binary = this.#binary;
     const answers = (): Promise<boolean> => this.#config.answers(iface);
-    // An earlier agent's wireguard-go exits when its interface is deleted and then unlinks its socket
-    // path, which would take a new one's socket with it: wait until it is gone.
+    // An earlier agent's daemon exits when its interface is deleted and then unlinks its socket path, which
+    // would take a new one's socket with it: wait until it is gone.
     if (earlierAnswered && !(await this.#poll(async () => !(await answers())))) {
-      failures.push(`an earlier wireguard-go of ${iface} still answers after ${this.#readyTimeoutMs} ms`);
+      failures.push(`an earlier ${binary} of ${iface} still answers after ${this.#readyTimeoutMs} ms`);
       return false;
     }
-    const child = this.#runner.start('wireguard-go', ['-f', iface], { netns: this.#hostNetns, env: WIREGUARD_GO_ENV });
+    const child = this.#runner.start(binary, ['-f', iface], { netns: this.#hostNetns, env: USERSPACE_ENV });
     this.#children.set(serverId, child);
     let exited = false;
     let how = '';
@@ -53,15 +66,15 @@ export class WireGuardGoProcesses {
       if (this.#children.get(serverId) === child) this.#children.delete(serverId);
     });
     if ((await this.#poll(async () => exited || (await answers()))) && !exited) return true;
-    if (exited) failures.push(`wireguard-go ${iface} exited at start (${how}): ${child.stderrTail() || 'no message'}`);
+    if (exited) failures.push(`${binary} ${iface} exited at start (${how}): ${child.stderrTail() || 'no message'}`);
     else {
-      failures.push(`wireguard-go ${iface} did not answer within ${this.#readyTimeoutMs} ms`);
+      failures.push(`${binary} ${iface} did not answer within ${this.#readyTimeoutMs} ms`);
       await child.stop();
     }
     return false;
   }
 
-  /** Stops the server's wireguard-go if it was started here. */
+  /** Stops the server's daemon if it was started here. */
   async stop(serverId: number): Promise<void> {
     await this.#children.get(serverId)?.stop();
     this.#children.delete(serverId);
