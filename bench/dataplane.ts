@@ -163,7 +163,8 @@ async function buildTunnel(lab: NetLab, kind: Kind, n: number, label: string): P
     const made = await run('ip', ['-n', lab.hostNs, 'link', 'add', tunnel.serverIface, 'type', 'wireguard']).then(
       () => true,
       (e: unknown) => {
-        tunnel.unavailable = `this kernel has no WireGuard (\`ip link add … type wireguard\`: ${String(e).split(': ').at(-1)?.replace(/\.$/, '')})`;
+        const why = String(e).split(': ').at(-1)?.replace(/\.$/, '');
+        tunnel.unavailable = `this kernel has no WireGuard (\`ip link add … type wireguard\`: ${why})`;
         return false;
       },
     );
@@ -247,7 +248,8 @@ function ratio(
 /** The rate and CPU table: one row a tunnel and direction, medians over the rounds. */
 function rateRows(tunnels: readonly Tunnel[]): string[] {
   const rows = [
-    '| tunnel | direction | Mbit/s (median; each round) | server: daemon + iperf3 cores | client: daemon + iperf3 cores | ' +
+    '| tunnel | direction | Mbit/s (median; each round) | server: daemon + iperf3 cores | ' +
+      'client: daemon + iperf3 cores | ' +
       'Mbit/s per daemon core (both ends) | machine busy cores |',
     '|---|---|---|---|---|---|---|',
   ];
@@ -367,9 +369,18 @@ async function main(): Promise<void> {
       `|---|${OFFLOAD_FEATURES.map(() => '---').join('|')}|`,
       ...offloadRows,
       '',
+      '`off [requested on]`: the feature was asked for and the device cannot do it (a TUN opened without ' +
+        "`IFF_VNET_HDR`, as Debian's wireguard-go opens it). The current wireguard-go and amneziawg-go open theirs " +
+        'with it and switch on TCP and UDP segmentation offload (`TUNSETOFFLOAD`), so the kernel hands them ' +
+        'segments of up to 64 KB and they batch UDP with GSO/GRO on the socket.',
+      '',
       ...tunnels
         .filter((t) => t.offloadLog.length > 0)
         .map((t) => `Log lines of ${t.label} on offloads: ${[...new Set(t.offloadLog)].join('; ')}.\n`),
+      tunnels.every((t) => t.offloadLog.length === 0)
+        ? 'No daemon logged a line on GSO, GRO or offloads at `LOG_LEVEL=verbose` (wireguard-go logs only when it ' +
+          'has to switch UDP GSO off after a send fails).'
+        : '',
     ];
     writeSection(SECTION, body.join('\n'));
     console.log(body.join('\n'));
