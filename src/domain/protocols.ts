@@ -64,7 +64,10 @@ const GENERATED = {
   header: [OBFUSCATION_LIMITS.headerMin, 2_147_483_647],
 } as const;
 
-/** A special junk packet as tags: `<b 0x…>` bytes, `<r N>`/`<rc N>`/`<rd N>` random bytes, letters or digits, `<c>` `<t>`. */
+/**
+ * A special junk packet as tags: `<b 0x…>` bytes, `<r N>`/`<rc N>`/`<rd N>` random bytes, letters or digits,
+ * `<c>` a counter, `<t>` a timestamp.
+ */
 const SPECIAL_JUNK = /^(?:<(?:b 0x[0-9a-fA-F]+|r \d{1,4}|rc \d{1,4}|rd \d{1,4}|c|t)>)+$/;
 export const SPECIAL_JUNK_MAX_CHARS = 4096;
 

@@ -125,7 +125,8 @@ async function sharePage(
   const kind = configKind(placed.server.protocol);
   const fileName = configFileName(device.name);
   const facts =
-    `<dl><dt>Protocol</dt><dd id="protocol">${kind.name}</dd><dt>Status</dt><dd id="status">${STATUS_LABELS[device.status]}</dd>` +
+    `<dl><dt>Protocol</dt><dd id="protocol">${kind.name}</dd>` +
+    `<dt>Status</dt><dd id="status">${STATUS_LABELS[device.status]}</dd>` +
     `<dt>Data left</dt><dd id="remaining">${escapeHtml(remaining)}</dd>` +
     `<dt>Access expires</dt><dd id="expires">${time(device.expires_at)}</dd>` +
     `<dt>Link expires</dt><dd id="link-expires">${time(linkExpiresAt)}</dd></dl>`;

@@ -38,7 +38,9 @@ const Protocol = Type.Union(
 const Header = Type.String({
   maxLength: 21,
   pattern: '^[0-9]{1,10}(-[0-9]{1,10})?$',
-  description: `a number or a range "A-B" in ${OBFUSCATION_LIMITS.headerMin}-${OBFUSCATION_LIMITS.headerMax}; the four never overlap`,
+  description:
+    `a number or a range "A-B" in ${OBFUSCATION_LIMITS.headerMin}-${OBFUSCATION_LIMITS.headerMax}; ` +
+    'the four never overlap',
 });
 const SpecialJunk = Type.String({
   minLength: 1,
