@@ -129,7 +129,8 @@ describe('AmneziaWG servers', () => {
     assert.equal(refused.status, 422, JSON.stringify(refused.json));
     assert.equal(
       refused.error?.message,
-      "node 'fra-1' cannot run AmneziaWG servers: amneziawg-go is not installed on it (or its agent predates AmneziaWG)",
+      "node 'fra-1' cannot run AmneziaWG servers: " +
+        'amneziawg-go is not installed on it (or its agent predates AmneziaWG)',
     );
     assert.deepEqual(refused.error?.fields, { protocol: "node 'fra-1' cannot run it" });
     assert.equal(await serverCount(), before, 'nothing was saved');
@@ -152,7 +153,7 @@ describe('AmneziaWG servers', () => {
     assert.ok(wgSpec !== undefined && !('protocol' in wgSpec) && !('obfuscation' in wgSpec), 'none for WireGuard');
   });
 
-  it('changes every device config and says so in an event on a PATCH of the parameters; the protocol is fixed', async () => {
+  it('changes every config and says so in an event on a PATCH of the parameters; the protocol is fixed', async () => {
     const server = (await call('POST', '/servers', { name: 'awg-patch', protocol: 'amneziawg' })).expect(201);
     const device = (await call('POST', '/devices', { server_id: server.id })).expect(201);
     assert.match(device.config, new RegExp(`\nJc = ${paramsOf(server).jc}\n`));
