@@ -299,8 +299,45 @@ export interface paths {
                 content: {
                     "application/json": {
                         name: string;
-                        /** @description default: the local node, or the only node */
+                        /** @description default: the local node, or the only node (of those that can run the protocol) */
                         node_id?: number;
+                        /** @description wireguard, or amneziawg: WireGuard with a wire image DPI does not recognise; fixed at creation */
+                        protocol?: "wireguard" | "amneziawg";
+                        /** @description AmneziaWG parameters; each one omitted is drawn at random for this server (i1-i5 are not) */
+                        obfuscation?: {
+                            /** @description junk packets before a handshake */
+                            jc?: number;
+                            /** @description junk packet bytes, least */
+                            jmin?: number;
+                            /** @description junk packet bytes, most */
+                            jmax?: number;
+                            /** @description bytes of padding before the handshake initiation; s1 + 56 != s2 */
+                            s1?: number;
+                            /** @description bytes of padding before the handshake response */
+                            s2?: number;
+                            /** @description bytes of padding before the cookie reply */
+                            s3?: number;
+                            /** @description bytes of padding before each transport message */
+                            s4?: number;
+                            /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                            h1?: string;
+                            /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                            h2?: string;
+                            /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                            h3?: string;
+                            /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                            h4?: string;
+                            /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                            i1?: string;
+                            /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                            i2?: string;
+                            /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                            i3?: string;
+                            /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                            i4?: string;
+                            /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                            i5?: string;
+                        };
                         /**
                          * Format: host
                          * @description host name (RFC 1123 labels) or IPv4/IPv6 address clients connect to; no scheme, port or brackets
@@ -464,7 +501,7 @@ export interface paths {
         head?: never;
         /**
          * Change a server
-         * @description A new listen_port or mtu recreates the interface (connections drop for a moment); client_to_client changes the node's rules in place; other changes apply to configs issued from then on. address and node are fixed.
+         * @description A new listen_port or mtu recreates the interface (connections drop for a moment); client_to_client changes the node's rules in place; obfuscation (AmneziaWG) is merged over the current parameters, applied by the node and changes every device's config (event server.obfuscation_changed); other changes apply to configs issued from then on. address, node and protocol are fixed.
          *
          *     Requires an API key with the scope `servers:write`, or an admin's console session.
          */
@@ -481,6 +518,38 @@ export interface paths {
                 content: {
                     "application/json": {
                         name?: string;
+                        /** @description wireguard, or amneziawg: WireGuard with a wire image DPI does not recognise; fixed at creation */
+                        protocol?: "wireguard" | "amneziawg";
+                        /** @description the fields given replace the current ones (null removes an i1-i5); the node applies the result */
+                        obfuscation?: {
+                            /** @description junk packets before a handshake */
+                            jc?: number;
+                            /** @description junk packet bytes, least */
+                            jmin?: number;
+                            /** @description junk packet bytes, most */
+                            jmax?: number;
+                            /** @description bytes of padding before the handshake initiation; s1 + 56 != s2 */
+                            s1?: number;
+                            /** @description bytes of padding before the handshake response */
+                            s2?: number;
+                            /** @description bytes of padding before the cookie reply */
+                            s3?: number;
+                            /** @description bytes of padding before each transport message */
+                            s4?: number;
+                            /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                            h1?: string;
+                            /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                            h2?: string;
+                            /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                            h3?: string;
+                            /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                            h4?: string;
+                            i1?: string | null;
+                            i2?: string | null;
+                            i3?: string | null;
+                            i4?: string | null;
+                            i5?: string | null;
+                        };
                         /**
                          * Format: host
                          * @description host name (RFC 1123 labels) or IPv4/IPv6 address clients connect to; no scheme, port or brackets
@@ -1149,7 +1218,7 @@ export interface paths {
         };
         /**
          * The device's client config: wg-quick text, or a PNG QR code of the same text
-         * @description kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; only with format=conf.
+         * @description kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; only with format=conf. A device of an AmneziaWG server gets an awg-quick config (its [Interface] carries Jc, Jmin, Jmax, S1-S4, H1-H4 and I1-I5 when set), which the AmneziaVPN or AmneziaWG app opens and the WireGuard app cannot.
          *
          *     Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
          */
@@ -2730,6 +2799,43 @@ export interface components {
             country: string;
             city: string;
             status: "deploying" | "running" | "node_offline" | "error";
+            /** @description wireguard, or amneziawg: WireGuard with a wire image DPI does not recognise; fixed at creation */
+            protocol: "wireguard" | "amneziawg";
+            /** @description AmneziaWG parameters; null for WireGuard */
+            obfuscation: {
+                /** @description junk packets before a handshake */
+                jc: number;
+                /** @description junk packet bytes, least */
+                jmin: number;
+                /** @description junk packet bytes, most */
+                jmax: number;
+                /** @description bytes of padding before the handshake initiation; s1 + 56 != s2 */
+                s1: number;
+                /** @description bytes of padding before the handshake response */
+                s2: number;
+                /** @description bytes of padding before the cookie reply */
+                s3: number;
+                /** @description bytes of padding before each transport message */
+                s4: number;
+                /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                h1: string;
+                /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                h2: string;
+                /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                h3: string;
+                /** @description a number or a range "A-B" in 5-4294967295; the four never overlap */
+                h4: string;
+                /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                i1?: string;
+                /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                i2?: string;
+                /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                i3?: string;
+                /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                i4?: string;
+                /** @description a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t> */
+                i5?: string;
+            } | null;
             endpoint: string;
             listen_port: number;
             public_key: string;
@@ -2770,11 +2876,13 @@ export interface components {
             device_count: number;
             free_capacity: number;
             driver: string | null;
+            /** @description the protocols the node can run servers of, as it last reported (["wireguard"] before it does) */
+            protocols: ("wireguard" | "amneziawg")[];
         };
         /** Event */
         Event: {
             id: number;
-            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.deleted" | "node.online" | "node.offline" | "ping";
+            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
             /**
              * Format: date-time
              * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused

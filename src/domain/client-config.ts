@@ -1,9 +1,10 @@
 /**
- * The wg-quick config of a device (docs/api.md "Configs"). Pure: the caller reads the device and its
- * server; src/http/qr.ts turns the same text into a QR code.
+ * The wg-quick (awg-quick for AmneziaWG) config of a device (docs/api.md "Configs"). Pure: the caller reads the
+ * device and its server; src/http/qr.ts turns the same text into a QR code.
  */
 import { createHash } from 'node:crypto';
 import { AppError } from './errors.ts';
+import { type Obfuscation, PROTOCOL_NAMES, SPECIAL_JUNK_KEYS, type ServerProtocol } from './protocols.ts';
 
 export interface ClientConfigInput {
   /** null when the client made its own keys (created with `public_key`): its owner adds the line. */
@@ -21,6 +22,8 @@ export interface ClientConfigInput {
   listenPort: number;
   /** Seconds; 0 turns keepalives off. */
   persistentKeepalive: number;
+  /** The server's AmneziaWG parameters; absent or null: a WireGuard server. */
+  obfuscation?: Obfuscation | null;
 }
 
 export interface ClientConfigOptions {
@@ -67,7 +70,13 @@ export function renderClientConfig(input: ClientConfigInput, options: ClientConf
   lines.push(`Address = ${addresses.join(', ')}`);
   if (input.dns.length > 0) lines.push(`DNS = ${input.dns.map((server) => token('dns', server)).join(', ')}`);
   lines.push(`MTU = ${input.mtu}`);
-  if (options.killSwitch) lines.push(KILL_SWITCH_POST_UP, KILL_SWITCH_PRE_DOWN);
+  const obfuscation = input.obfuscation ?? null;
+  if (obfuscation !== null) lines.push(...obfuscationLines(obfuscation));
+  if (options.killSwitch) {
+    // awg-quick's interface answers `awg show`, not `wg show` (its UAPI socket is under /var/run/amneziawg/).
+    const hooks = [KILL_SWITCH_POST_UP, KILL_SWITCH_PRE_DOWN];
+    lines.push(...(obfuscation === null ? hooks : hooks.map((line) => line.replaceAll('$(wg show', '$(awg show'))));
+  }
   lines.push(
     '',
     '[Peer]',
@@ -78,6 +87,56 @@ export function renderClientConfig(input: ClientConfigInput, options: ClientConf
   // wg-quick and the apps treat 0 as off; the line would only add noise.
   if (input.persistentKeepalive > 0) lines.push(`PersistentKeepalive = ${input.persistentKeepalive}`);
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The `[Interface]` keys awg-quick and the AmneziaVPN/AmneziaWG apps read, spelt and ordered as amneziawg-tools
+ * writes them (docs/decisions.md "AmneziaWG servers"): Jc, Jmin, Jmax, S1-S4, H1-H4, then I1-I5 when set.
+ */
+function obfuscationLines(o: Obfuscation): string[] {
+  const lines = [
+    `Jc = ${o.jc}`,
+    `Jmin = ${o.jmin}`,
+    `Jmax = ${o.jmax}`,
+    `S1 = ${o.s1}`,
+    `S2 = ${o.s2}`,
+    `S3 = ${o.s3}`,
+    `S4 = ${o.s4}`,
+    `H1 = ${token('h1', o.h1)}`,
+    `H2 = ${token('h2', o.h2)}`,
+    `H3 = ${token('h3', o.h3)}`,
+    `H4 = ${token('h4', o.h4)}`,
+  ];
+  for (const key of SPECIAL_JUNK_KEYS) {
+    const value = o[key];
+    if (value !== undefined) lines.push(`${key.toUpperCase()} = ${junkTags(key, value)}`);
+  }
+  return lines;
+}
+
+/** A special junk packet holds spaces between its tags' parts (`<b 0x…>`), but never a line break or `#`. */
+function junkTags(label: string, value: string): string {
+  if (value === '' || /[#\p{Cc}\u2028\u2029]/u.test(value)) {
+    throw new AppError('internal_error', `the stored ${label} is empty or holds a line break or '#'`);
+  }
+  return value;
+}
+
+/** What a config is for: which protocol, and which apps open it (the share page and the download say so). */
+export interface ConfigKind {
+  protocol: ServerProtocol;
+  /** The protocol as people name it. */
+  name: string;
+  /** The apps that import the file or scan its QR code. */
+  apps: string;
+}
+
+export function configKind(protocol: ServerProtocol): ConfigKind {
+  const apps =
+    protocol === 'amneziawg'
+      ? 'the AmneziaVPN or AmneziaWG app (the WireGuard app cannot open it)'
+      : 'the WireGuard app';
+  return { protocol, name: PROTOCOL_NAMES[protocol], apps };
 }
 
 /**

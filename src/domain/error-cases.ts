@@ -5,6 +5,7 @@
  * checked. Messages, codes and fields are part of the API (tests assert them): change them only with the spec.
  */
 import { AppError, type ErrorFields } from './errors.ts';
+import { PROTOCOL_NAMES, type ServerProtocol } from './protocols.ts';
 
 // Devices and groups.
 
@@ -139,6 +140,37 @@ export function maxDevicesDoNotFit(
 ): AppError {
   return new AppError('validation_failed', `max_devices ${maxDevices} does not fit in ${subnets} (room for ${room})`, {
     max_devices: given === undefined ? `at most ${room}` : `at most ${room} for this ${given}`,
+  });
+}
+
+/** What a node lacks to run servers of a protocol, as the message of protocolUnsupported says it. */
+const PROTOCOL_NEEDS: Record<ServerProtocol, string> = {
+  wireguard: 'its agent runs no WireGuard driver',
+  amneziawg: 'amneziawg-go is not installed on it (or its agent predates AmneziaWG)',
+};
+
+/** A server of `protocol` on a node that did not report it among the protocols it runs; nothing is saved. */
+export function protocolUnsupported(nodeName: string, protocol: ServerProtocol): AppError {
+  const message = `node '${nodeName}' cannot run ${PROTOCOL_NAMES[protocol]} servers: ${PROTOCOL_NEEDS[protocol]}`;
+  return new AppError('validation_failed', message, { protocol: `node '${nodeName}' cannot run it` });
+}
+
+/** No node of the panel reported running `protocol`: automatic placement found none. */
+export function noNodeRunsProtocol(protocol: ServerProtocol): AppError {
+  const message = `no node of this panel can run ${PROTOCOL_NAMES[protocol]} servers`;
+  return new AppError('validation_failed', message, { protocol: 'no node can run it' });
+}
+
+/** A PATCH that would change a server's protocol: it is fixed at creation. */
+export function protocolFixed(current: ServerProtocol): AppError {
+  const message = `a server's protocol cannot change (this one is ${current}): make a new server and move the devices`;
+  return new AppError('validation_failed', message, { protocol: 'cannot change' });
+}
+
+/** Obfuscation parameters given for a WireGuard server, which has none. */
+export function obfuscationNeedsAmneziaWG(): AppError {
+  return new AppError('validation_failed', 'obfuscation is only for AmneziaWG servers (protocol amneziawg)', {
+    obfuscation: 'only for protocol amneziawg',
   });
 }
 

@@ -13,6 +13,7 @@ export const EVENT_KINDS = [
   'device.share_deleted',
   'server.created',
   'server.updated',
+  'server.obfuscation_changed',
   'server.deleted',
   'node.online',
   'node.offline',

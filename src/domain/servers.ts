@@ -1,12 +1,22 @@
 import {
   listenPortInUse,
   maxDevicesDoNotFit,
+  obfuscationNeedsAmneziaWG,
+  protocolFixed,
   subnet6OverlapsNode,
   subnet6OverlapsServer,
   subnetOverlapsNode,
   subnetOverlapsServer,
 } from './error-cases.ts';
 import { AppError } from './errors.ts';
+import {
+  completeObfuscation,
+  type Obfuscation,
+  type ObfuscationPatch,
+  patchedObfuscation,
+  sameObfuscation,
+  type ServerProtocol,
+} from './protocols.ts';
 import {
   DEFAULT_POOL,
   DEFAULT_PREFIX,
@@ -58,6 +68,10 @@ export const IPV6_STATUSES: readonly Ipv6Status[] = ['off', 'nat66', 'routed', '
 export interface ServerCreateInput {
   name: string;
   nodeId?: number;
+  /** Default wireguard. */
+  protocol?: ServerProtocol;
+  /** AmneziaWG only: the parameters given; the others are drawn (completeObfuscation). */
+  obfuscation?: Partial<Obfuscation>;
   endpoint?: string;
   listenPort?: number;
   address?: string;
@@ -188,6 +202,34 @@ export function planSubnet6(input: Pick<ServerCreateInput, 'address6' | 'maxDevi
     subnet6: formatSubnet6(subnet),
     room: deviceRoom6(subnet),
   };
+}
+
+/** A new server's protocol and its full parameters (null for WireGuard), checked before anything is saved. */
+export function planProtocol(input: Pick<ServerCreateInput, 'protocol' | 'obfuscation'>): {
+  protocol: ServerProtocol;
+  obfuscation: Obfuscation | null;
+} {
+  const protocol = input.protocol ?? 'wireguard';
+  if (protocol === 'wireguard') {
+    if (input.obfuscation !== undefined) throw obfuscationNeedsAmneziaWG();
+    return { protocol, obfuscation: null };
+  }
+  return { protocol, obfuscation: completeObfuscation(input.obfuscation ?? {}) };
+}
+
+/**
+ * The parameters a PATCH gives a server: undefined when it leaves them as they are. The protocol never changes
+ * (the same one given is no change); obfuscation is merged over the current one and checked whole.
+ */
+export function patchObfuscation(
+  current: { protocol: ServerProtocol; obfuscation: Obfuscation | null },
+  patch: { protocol?: ServerProtocol; obfuscation?: ObfuscationPatch },
+): Obfuscation | undefined {
+  if (patch.protocol !== undefined && patch.protocol !== current.protocol) throw protocolFixed(current.protocol);
+  if (patch.obfuscation === undefined) return undefined;
+  if (current.obfuscation === null) throw obfuscationNeedsAmneziaWG();
+  const next = patchedObfuscation(current.obfuscation, patch.obfuscation);
+  return sameObfuscation(next, current.obfuscation) ? undefined : next;
 }
 
 export function firstFreePort(taken: readonly number[]): number {

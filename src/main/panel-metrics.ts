@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, type LabelValues } from 'prom-client';
 import type { NodeObserver } from '../agent/metrics.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DEVICE_STATUSES } from '../domain/devices.ts';
+import { SERVER_PROTOCOLS } from '../domain/protocols.ts';
 import { SERVER_STATUSES } from '../domain/servers.ts';
 import { Calendar } from '../domain/usage.ts';
 import {
@@ -44,7 +45,7 @@ class PanelGauges implements PanelObserver {
   readonly #signInRefusals: Counter<'budget'>;
   readonly #devices: Gauge<'status'>;
   readonly #devicesOnline: Gauge;
-  readonly #servers: Gauge<'status'>;
+  readonly #servers: Gauge<'status' | 'protocol'>;
   readonly #nodes: Gauge<'status'>;
   readonly #deliveriesPending: Gauge;
   readonly #mailPending: Gauge;
@@ -114,8 +115,8 @@ class PanelGauges implements PanelObserver {
     });
     this.#servers = new Gauge({
       name: 'vpn_panel_servers',
-      help: 'Servers by status, as the API shows it (node_offline: its node misses heartbeats).',
-      labelNames: ['status'],
+      help: 'Servers by protocol and status, as the API shows it (node_offline: its node misses heartbeats).',
+      labelNames: ['status', 'protocol'],
       registers,
     });
     this.#nodes = new Gauge({ name: 'vpn_panel_nodes', help: 'Nodes by status.', labelNames: ['status'], registers });
@@ -183,7 +184,10 @@ class PanelGauges implements PanelObserver {
   fleetCounted(counts: FleetCounts): void {
     for (const status of DEVICE_STATUSES) this.#devices.set({ status }, counts.devices.get(status) ?? 0);
     this.#devicesOnline.set(counts.devicesOnline);
-    for (const status of SERVER_STATUSES) this.#servers.set({ status }, counts.servers.get(status) ?? 0);
+    for (const protocol of SERVER_PROTOCOLS) {
+      const ofProtocol = counts.servers.get(protocol);
+      for (const status of SERVER_STATUSES) this.#servers.set({ status, protocol }, ofProtocol?.get(status) ?? 0);
+    }
     for (const status of NODE_STATUSES) this.#nodes.set({ status }, counts.nodes.get(status) ?? 0);
     this.#deliveriesPending.set(counts.webhookDeliveriesPending);
     this.#mailPending.set(counts.mailPending);

@@ -3,7 +3,7 @@ import type { AgentPeer, DesiredServer, PeerChange } from '../agent/protocol.ts'
 import { isGlobal6, parseNetwork6 } from '../domain/subnets6.ts';
 import type { Queryable } from '../store/db.ts';
 import { type DeviceRow, listPeerRowsOfServer, type PeerRow } from '../store/devices.ts';
-import { listServersOfNode, type ServerRow } from '../store/servers.ts';
+import { listServersOfNode, type ServerRow, serverObfuscation } from '../store/servers.ts';
 import type { UsageService } from './usage.ts';
 
 /**
@@ -14,7 +14,10 @@ export function onNode(device: Pick<DeviceRow, 'enabled'>): boolean {
   return device.enabled === 1;
 }
 
-/** The node's spec of a server: its interface, with its IPv6 address when it has one (routed when global). */
+/**
+ * The node's spec of a server: its interface, with its IPv6 address when it has one (routed when global), and its
+ * protocol and obfuscation for an AmneziaWG server.
+ */
 export function serverSpec(row: ServerRow): ServerSpec {
   const spec: ServerSpec = {
     serverId: row.id,
@@ -25,6 +28,12 @@ export function serverSpec(row: ServerRow): ServerSpec {
     clientToClient: row.client_to_client === 1,
     dnsOnServer: row.dns_on_server === 1,
   };
+  // A WireGuard server's spec has neither key, so its digest is what it was before AmneziaWG.
+  const obfuscation = serverObfuscation(row);
+  if (obfuscation !== null) {
+    spec.protocol = row.protocol;
+    spec.obfuscation = obfuscation;
+  }
   if (row.address6 === null || row.subnet6 === null) return spec;
   return { ...spec, address6: row.address6, routed6: isGlobal6(parseNetwork6(row.subnet6)) };
 }

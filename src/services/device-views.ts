@@ -1,13 +1,14 @@
 import { renderClientConfig } from '../domain/client-config.ts';
 import type { Clock } from '../domain/clock.ts';
 import { type DeviceStatus, deviceStatus, isOnline, type LimitPeriod, ONLINE_WINDOW_MS } from '../domain/devices.ts';
+import type { Obfuscation } from '../domain/protocols.ts';
 import type { Usage } from '../domain/usage.ts';
 import { type Page, type PageRequest, toPage } from '../domain/paging.ts';
 import type { Db, Queryable } from '../store/db.ts';
 import type { DeviceRow } from '../store/devices.ts';
 import { findNode, findNodeShared, type NodeRow } from '../store/nodes.ts';
 import type { ReusedRows } from '../store/query-shapes.ts';
-import { findServer, findServerShared, type ServerRow, stringArray } from '../store/servers.ts';
+import { findServer, findServerShared, type ServerRow, serverObfuscation, stringArray } from '../store/servers.ts';
 import { KeptPages } from './row-views.ts';
 import type { UsageService } from './usage.ts';
 
@@ -52,10 +53,15 @@ export interface PlacedDevice {
 interface ServerLists {
   dns: string[];
   clientAllowedIps: string[];
+  obfuscation: Obfuscation | null;
 }
 
 function serverLists(server: ServerRow): ServerLists {
-  return { dns: stringArray(server.dns), clientAllowedIps: stringArray(server.client_allowed_ips) };
+  return {
+    dns: stringArray(server.dns),
+    clientAllowedIps: stringArray(server.client_allowed_ips),
+    obfuscation: serverObfuscation(server),
+  };
 }
 
 function parseMetadata(text: string | null): Record<string, unknown> | null {
@@ -278,6 +284,7 @@ export class DeviceViews {
         endpoint: server.endpoint,
         listenPort: server.listen_port,
         persistentKeepalive: server.persistent_keepalive,
+        obfuscation: lists.obfuscation,
       },
       { killSwitch },
     );

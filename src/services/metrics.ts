@@ -1,5 +1,6 @@
 import { type Clock, isoAt } from '../domain/clock.ts';
 import { type DeviceStatus, ONLINE_WINDOW_MS } from '../domain/devices.ts';
+import type { ServerProtocol } from '../domain/protocols.ts';
 import { effectiveServerStatus, type ServerStatus } from '../domain/servers.ts';
 import type { Calendar } from '../domain/usage.ts';
 import type { Db } from '../store/db.ts';
@@ -36,7 +37,8 @@ export const SIGN_IN_BUDGETS: readonly SignInBudget[] = [
 export interface FleetCounts {
   devices: ReadonlyMap<DeviceStatus, number>;
   devicesOnline: number;
-  servers: ReadonlyMap<ServerStatus, number>;
+  /** Servers by protocol, then by the status the API shows. */
+  servers: ReadonlyMap<ServerProtocol, ReadonlyMap<ServerStatus, number>>;
   nodes: ReadonlyMap<NodeRow['status'], number>;
   webhookDeliveriesPending: number;
   mailPending: number;
@@ -90,10 +92,12 @@ export async function countFleet(db: Db, clock: Clock, calendar: Calendar): Prom
     countPending(db, 'webhook_deliveries'),
     countPending(db, 'mail_outbox'),
   ]);
-  const servers = new Map<ServerStatus, number>();
+  const servers = new Map<ServerProtocol, Map<ServerStatus, number>>();
   for (const row of serverRows) {
     const status = effectiveServerStatus(row.status, row.node_status === 'online');
-    servers.set(status, (servers.get(status) ?? 0) + row.servers);
+    const ofProtocol = servers.get(row.protocol) ?? new Map<ServerStatus, number>();
+    ofProtocol.set(status, (ofProtocol.get(status) ?? 0) + row.servers);
+    servers.set(row.protocol, ofProtocol);
   }
   return {
     devices: devices.byStatus,

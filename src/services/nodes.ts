@@ -2,6 +2,7 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import { isHost, unbracketed } from '../domain/addresses.ts';
 import { nodeNameTaken, nodeNotFound } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
+import { protocolsOf, type ServerProtocol } from '../domain/protocols.ts';
 import { requirePlainText } from '../domain/text.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { parseCertSha256 } from '../agent/certificate.ts';
@@ -37,6 +38,8 @@ export interface NodeView {
   device_count: number;
   free_capacity: number;
   driver: string | null;
+  /** What the node can run servers of, as it last reported; WireGuard only before it does. */
+  protocols: ServerProtocol[];
 }
 
 /** A node as `vpn-panel nodes list` shows it to the operator: also where it is and why it is offline. */
@@ -212,6 +215,7 @@ function adminView(node: NodeSummaryRow): NodeAdminView {
     device_count: node.device_count,
     free_capacity: node.capacity - node.device_count,
     driver: node.driver,
+    protocols: protocolsOf(node.protocols),
     url: node.url,
     cert_sha256: node.cert_sha256,
     last_error: node.last_error,

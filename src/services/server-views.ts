@@ -1,6 +1,7 @@
 import { effectiveServerStatus, type Ipv6Status, type ServerStatus } from '../domain/servers.ts';
+import type { Obfuscation, ServerProtocol } from '../domain/protocols.ts';
 import type { NodeRow } from '../store/nodes.ts';
-import { type ServerRow, type ServerWithNode, stringArray } from '../store/servers.ts';
+import { type ServerRow, type ServerWithNode, serverObfuscation, stringArray } from '../store/servers.ts';
 
 /** A server as docs/api.md "Servers" shows it. */
 export interface ServerView {
@@ -10,6 +11,9 @@ export interface ServerView {
   country: string;
   city: string;
   status: ServerStatus;
+  protocol: ServerProtocol;
+  /** The AmneziaWG parameters; null for WireGuard. */
+  obfuscation: Obfuscation | null;
   endpoint: string;
   listen_port: number;
   public_key: string;
@@ -42,6 +46,8 @@ export function serverView(
     country: row.country,
     city: row.city,
     status: effectiveServerStatus(row.status, node.status === 'online'),
+    protocol: row.protocol,
+    obfuscation: serverObfuscation(row),
     endpoint: row.endpoint,
     listen_port: row.listen_port,
     public_key: row.public_key,

@@ -3,7 +3,9 @@ import {
   listenPortInUse,
   listenPortTakenMeanwhile,
   maxDevicesDoNotFit,
+  noNodeRunsProtocol,
   noSuchNode,
+  protocolUnsupported,
   serverHasDevices,
   serverNotFound,
   subnet6TakenMeanwhile,
@@ -15,18 +17,27 @@ import {
   type Ipv6Status,
   type ServerCreateInput,
   type ServerPlan,
+  patchObfuscation,
+  planProtocol,
   planServer,
   planSubnet6,
   SERVER_DEFAULTS,
 } from '../domain/servers.ts';
+import {
+  type Obfuscation,
+  type ObfuscationPatch,
+  obfuscationJson,
+  protocolsOf,
+  type ServerProtocol,
+} from '../domain/protocols.ts';
 import { deviceRoom, ipv4Networks, parseSubnet } from '../domain/subnets.ts';
 import { deviceRoom6, ipv6Networks, parseNetwork6 } from '../domain/subnets6.ts';
 import { generateKeyPair } from '../domain/wireguard-keys.ts';
 import type { ServerState } from '../agent/driver.ts';
-import type { ResyncReport } from '../agent/protocol.ts';
+import type { AgentStatus, ResyncReport } from '../agent/protocol.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation, violationText } from '../store/constraint-violations.ts';
-import { findLocalNode, findNode, listNodes, type NodeRow } from '../store/nodes.ts';
+import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
 import { panelUlaPrefix } from '../store/panel-settings.ts';
 import { deleteDevicesOfServer, listDevicesOfServer } from '../store/devices.ts';
 import { deleteDeviceUsage } from '../store/usage.ts';
@@ -40,6 +51,7 @@ import {
   listServerAllocations,
   listServers,
   type ServerRow,
+  serverObfuscation,
   setServerIpv6,
   updateServer,
 } from '../store/servers.ts';
@@ -53,6 +65,9 @@ import { listedServerView, serverView, type ServerView } from './server-views.ts
 
 export interface ServerPatch {
   name?: string;
+  /** Refused unless it is the server's own (protocolFixed). */
+  protocol?: ServerProtocol;
+  obfuscation?: ObfuscationPatch;
   endpoint?: string;
   listenPort?: number;
   mtu?: number;
@@ -80,6 +95,8 @@ export function ipv6OfResync(report: ResyncReport): Map<number, Ipv6Status> {
 interface NewServerPlan {
   plan: ServerPlan;
   plan6: Ipv6Plan;
+  protocol: ServerProtocol;
+  obfuscation: Obfuscation | null;
 }
 
 /** A server's capacity fits in its subnet and subnet6. */
@@ -101,9 +118,11 @@ function flagColumn(value: boolean | undefined): 0 | 1 | undefined {
 
 /**
  * Whether the node applies a patch now: a new listen port or MTU recreates the interface, a new
- * client_to_client changes its rules in place; other fields only go into configs issued from then on.
+ * client_to_client changes its rules in place, new obfuscation parameters go to amneziawg-go; other fields only go
+ * into configs issued from then on.
  */
-function appliesOnNode(current: ServerRow, patch: ServerPatch): boolean {
+function appliesOnNode(current: ServerRow, patch: ServerPatch, obfuscation: Obfuscation | undefined): boolean {
+  if (obfuscation !== undefined) return true;
   const recreate =
     (patch.listenPort ?? current.listen_port) !== current.listen_port || (patch.mtu ?? current.mtu) !== current.mtu;
   const clientToClient = flagColumn(patch.clientToClient);
@@ -143,17 +162,22 @@ export class ServerService {
     this.#changes = changes;
   }
 
-  async #nodeFor(nodeId: number | undefined): Promise<NodeRow> {
+  /**
+   * The node a new server goes on: the one given, else the local node or the only node among those that reported
+   * running `protocol` (a node that has not reported yet runs WireGuard only).
+   */
+  async #nodeFor(nodeId: number | undefined, protocol: ServerProtocol): Promise<NodeRow> {
     if (nodeId !== undefined) {
       const node = await findNode(this.#db, nodeId);
       if (!node) throw noSuchNode(nodeId);
       return node;
     }
-    const local = await findLocalNode(this.#db);
+    const nodes = (await listNodes(this.#db)).filter((n) => protocolsOf(n.protocols).includes(protocol));
+    const local = nodes.find((n) => n.url === null);
     if (local) return local;
-    const nodes = await listNodes(this.#db);
     const [only] = nodes;
     if (only && nodes.length === 1) return only;
+    if (nodes.length === 0 && protocol !== 'wireguard') throw noNodeRunsProtocol(protocol);
     throw new AppError('validation_failed', 'this panel has several nodes and no local one: give node_id', {
       node_id: 'required',
     });
@@ -161,22 +185,24 @@ export class ServerService {
 
   /**
    * The networks of the node's own interfaces, asked of its agent now (a new server's subnet and subnet6
-   * must not overlap one). A node that cannot answer could not deploy the server either: deploy_failed,
-   * nothing saved. So does an agent too old to report them: the check is never skipped.
+   * must not overlap one), and whether it runs `protocol` now. A node that cannot answer could not deploy the
+   * server either: deploy_failed, nothing saved. So does an agent too old to report its networks: the check is
+   * never skipped. One that lacks the protocol: protocolUnsupported, nothing saved.
    */
-  async #hostNetworksOf(node: NodeRow): Promise<string[]> {
-    let networks: string[] | undefined;
+  async #askNode(node: NodeRow, protocol: ServerProtocol): Promise<string[]> {
+    let status: AgentStatus;
     try {
-      ({ networks } = await this.#connections.for(node).status());
+      status = await this.#connections.for(node).status();
     } catch (error) {
       const message = `node ${node.name} did not answer, so nothing was made: ${messageOf(error)}`;
       throw new AppError('deploy_failed', message, {}, undefined, error);
     }
-    if (networks === undefined) {
+    if (!(status.protocols ?? ['wireguard']).includes(protocol)) throw protocolUnsupported(node.name, protocol);
+    if (status.networks === undefined) {
       const why = `node ${node.name} runs an agent that does not report its networks; upgrade it to add servers there`;
       throw new AppError('deploy_failed', why);
     }
-    return networks;
+    return status.networks;
   }
 
   async get(id: number): Promise<ServerView> {
@@ -198,8 +224,9 @@ export class ServerService {
    * and whatever the node made, and answers deploy_failed.
    */
   async create(input: ServerCreateInput, actor: string, onCommit?: CommitHook<ServerView>): Promise<ServerView> {
-    const node = await this.#nodeFor(input.nodeId);
-    const row = await this.#insert(input, node, await this.#plan(input, node));
+    const kind = planProtocol(input);
+    const node = await this.#nodeFor(input.nodeId, kind.protocol);
+    const row = await this.#insert(input, node, { ...(await this.#plan(input, node, kind.protocol)), ...kind });
     const ipv6 = await this.#deploy(row, node);
     return this.#changes.commit(async (tx) => {
       const running = await updateServer(tx, row.id, { status: 'running', ipv6 });
@@ -217,8 +244,12 @@ export class ServerService {
   }
 
   /** Where a new server goes on the node: its subnet, port and capacity, and its subnet6. */
-  async #plan(input: ServerCreateInput, node: NodeRow): Promise<NewServerPlan> {
-    const hostNetworks = await this.#hostNetworksOf(node);
+  async #plan(
+    input: ServerCreateInput,
+    node: NodeRow,
+    protocol: ServerProtocol,
+  ): Promise<Omit<NewServerPlan, 'protocol' | 'obfuscation'>> {
+    const hostNetworks = await this.#askNode(node, protocol);
     const allocations = await listServerAllocations(this.#db);
     const onNode = allocations.filter((a) => a.node_id === node.id);
     const plan = planServer(
@@ -239,7 +270,11 @@ export class ServerService {
   }
 
   /** The new server's row, `deploying`, with fresh keys: its unique indexes claim the planned port and subnet6. */
-  async #insert(input: ServerCreateInput, node: NodeRow, { plan, plan6 }: NewServerPlan): Promise<ServerRow> {
+  async #insert(
+    input: ServerCreateInput,
+    node: NodeRow,
+    { plan, plan6, protocol, obfuscation }: NewServerPlan,
+  ): Promise<ServerRow> {
     const endpoint = input.endpoint ?? node.public_host;
     const country =
       input.country !== undefined
@@ -254,6 +289,8 @@ export class ServerService {
         country,
         city: input.city ?? '',
         status: 'deploying',
+        protocol,
+        obfuscation: obfuscation === null ? null : obfuscationJson(obfuscation),
         endpoint,
         listen_port: plan.listenPort,
         private_key: keys.privateKey,
@@ -316,13 +353,23 @@ export class ServerService {
       if (taken) throw listenPortInUse(patch.listenPort);
     }
     if (patch.maxDevices !== undefined) checkRoom(current, patch.maxDevices);
-    const updated = await this.#save(current, node, patch, actor);
-    if (appliesOnNode(current, patch)) await this.#applyOnNode(node, updated);
+    const obfuscation = patchObfuscation(
+      { protocol: current.protocol, obfuscation: serverObfuscation(current) },
+      patch,
+    );
+    const updated = await this.#save(current, node, patch, obfuscation, actor);
+    if (appliesOnNode(current, patch, obfuscation)) await this.#applyOnNode(node, updated);
     return this.get(updated.id);
   }
 
   /** The patch saved, with its event and activity row. */
-  #save(current: ServerRow, node: NodeRow, patch: ServerPatch, actor: string): Promise<ServerRow> {
+  #save(
+    current: ServerRow,
+    node: NodeRow,
+    patch: ServerPatch,
+    obfuscation: Obfuscation | undefined,
+    actor: string,
+  ): Promise<ServerRow> {
     const id = current.id;
     return this.#changes.commit(async (tx) => {
       let row: ServerRow;
@@ -339,6 +386,7 @@ export class ServerService {
           capacity: patch.maxDevices,
           country: patch.country === undefined ? undefined : normaliseCountry(patch.country),
           city: patch.city,
+          obfuscation: obfuscation === undefined ? undefined : obfuscationJson(obfuscation),
           updated_at: isoAt(this.#clock.nowMs()),
         });
       } catch (error) {
@@ -347,10 +395,15 @@ export class ServerService {
         throw listenPortInUse(patch.listenPort ?? current.listen_port);
       }
       const summary = `server ${row.name} updated`;
+      const events = [serverEventDraft('server.updated', row, node, actor, `server ${row.name} changed`)];
+      // The event names the server, never the parameters: every device's config changed with them.
+      const changedObfuscation = `server ${row.name}'s obfuscation changed: its devices need their new configs`;
+      if (obfuscation !== undefined)
+        events.push(serverEventDraft('server.obfuscation_changed', row, node, actor, changedObfuscation));
       return {
         result: row,
         change: change({
-          events: [serverEventDraft('server.updated', row, node, actor, `server ${row.name} changed`)],
+          events,
           activity: [
             { resource: 'server', resourceId: id, verb: 'updated', summary, actor, before: current, after: row },
           ],

@@ -26,6 +26,7 @@ import * as m019 from './migrations/019-fleet-usage-and-search.ts';
 import * as m020 from './migrations/020-usage-months-from-days.ts';
 import * as m021 from './migrations/021-device-day-in-row.ts';
 import * as m022 from './migrations/022-activity-redaction.ts';
+import * as m023 from './migrations/023-server-protocols.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -55,6 +56,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '020-usage-months-from-days': m020,
   '021-device-day-in-row': m021,
   '022-activity-redaction': m022,
+  '023-server-protocols': m023,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

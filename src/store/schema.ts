@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely';
+import type { ServerProtocol } from '../domain/protocols.ts';
 import type { Ipv6Status } from '../domain/servers.ts';
 
 /**
@@ -44,6 +45,8 @@ export interface NodeTable {
   /** Why the last heartbeat failed, with the URL (for `nodes list`, never the API); null once it answers. */
   last_error: string | null;
   driver: string | null;
+  /** JSON array of the protocols the node reported it runs (ServerProtocol); null until it reports: WireGuard only. */
+  protocols: string | null;
   version: string | null;
   last_seen_at: string | null;
   created_at: string;
@@ -72,6 +75,10 @@ export interface ServerTable {
   subnet6: string | null;
   /** What the node reported it does with the server's IPv6 (ServerState.ipv6); `off` until it reports. */
   ipv6: Generated<Ipv6Status>;
+  /** `wireguard` or `amneziawg` (ServerProtocol), fixed at creation; the column defaults to wireguard. */
+  protocol: Generated<ServerProtocol>;
+  /** JSON of the AmneziaWG parameters (Obfuscation); null for WireGuard. */
+  obfuscation: string | null;
   /** JSON array of strings. */
   dns: string;
   dns_on_server: number;

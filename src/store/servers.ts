@@ -1,5 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
+import { type Obfuscation, parseObfuscation } from '../domain/protocols.ts';
 import type { Ipv6Status } from '../domain/servers.ts';
 import { ReusedPageShape, type ReusedRows, ReusedShape } from './query-shapes.ts';
 import type { Db, Dialect, Queryable } from './db.ts';
@@ -12,6 +13,11 @@ export type ServerRow = Selectable<ServerTable>;
 export function stringArray(json: string): string[] {
   const value: unknown = JSON.parse(json);
   return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+}
+
+/** A server's AmneziaWG parameters; null for a WireGuard server. */
+export function serverObfuscation(row: Pick<ServerRow, 'protocol' | 'obfuscation'>): Obfuscation | null {
+  return row.protocol === 'amneziawg' && row.obfuscation !== null ? parseObfuscation(row.obfuscation) : null;
 }
 
 export async function insertServer(db: Queryable, server: Insertable<ServerTable>): Promise<ServerRow> {
@@ -140,15 +146,25 @@ export function listRunningServers(db: Queryable): Promise<ServerRow[]> {
   return db.selectFrom('servers').selectAll().where('status', '=', 'running').orderBy('id').execute();
 }
 
-/** Servers by their stored status and their node's status, for the metrics (a few rows of a small table). */
-export async function countServersByStatus(
-  db: Queryable,
-): Promise<{ status: ServerRow['status']; node_status: NodeRow['status']; servers: number }[]> {
+/** Servers by protocol, stored status and their node's status, for the metrics (a few rows of a small table). */
+export async function countServersByStatus(db: Queryable): Promise<
+  {
+    protocol: ServerRow['protocol'];
+    status: ServerRow['status'];
+    node_status: NodeRow['status'];
+    servers: number;
+  }[]
+> {
   const rows = await db
     .selectFrom('servers')
     .innerJoin('nodes', 'nodes.id', 'servers.node_id')
-    .select((eb) => ['servers.status', 'nodes.status as node_status', eb.fn.countAll<number>().as('servers')])
-    .groupBy(['servers.status', 'nodes.status'])
+    .select((eb) => [
+      'servers.protocol',
+      'servers.status',
+      'nodes.status as node_status',
+      eb.fn.countAll<number>().as('servers'),
+    ])
+    .groupBy(['servers.protocol', 'servers.status', 'nodes.status'])
     .execute();
   return rows.map((r) => ({ ...r, servers: Number(r.servers) }));
 }

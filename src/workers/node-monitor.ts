@@ -108,7 +108,9 @@ export class NodeMonitor {
         this.#syncedBootIds.set(node.id, status.bootId);
       }
       await this.#changes.commit(async (tx) => {
-        const seen = { last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version };
+        // An agent older than AmneziaWG reports no protocols: it runs WireGuard only.
+        const protocols = JSON.stringify(status.protocols ?? ['wireguard']);
+        const seen = { last_seen_at: isoAt(nowMs), driver: status.driver, version: status.version, protocols };
         await updateNode(tx, node.id, { status: 'online', ...seen, last_error: null });
         return { result: undefined, change: node.status === 'offline' ? nodeWentOnline(node) : change({}) };
       });

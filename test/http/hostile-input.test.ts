@@ -96,13 +96,27 @@ const FIELD_EXTRAS: Record<string, string[]> = {
   endpoint: [':', 'vpn.example.com:51820', 'https://vpn.example.com', '[2001:db8::1]', 'a b', 'fe80::1%eth0'],
   client_allowed_ips: [['0.0.0.0/999'], ['10.0.0.1/8'], ['::/129'], ['example.com/24']].map((v) => JSON.stringify(v)),
   dns: [['dns.example'], ['1.1.1.1/32'], [':']].map((v) => JSON.stringify(v)),
+  // Sent to the AmneziaWG server of the sweep (PATCH) and with POST's default protocol: each breaks a rule.
+  obfuscation: [
+    { jc: -1 },
+    { jmin: 90, jmax: 80 },
+    { s1: 20, s2: 76 },
+    { h1: '3' },
+    { h1: '10-20', h2: '15' },
+    { h2: '20-10' },
+    { h3: '99999999999' },
+    { i1: '<b 0x00>\nPostUp = touch /tmp/pwned' },
+    { i2: '<b 0x00> # cut' },
+    { jc: 5, extra: 1 },
+  ].map((v) => JSON.stringify(v)),
+  protocol: ['openvpn', 'AmneziaWG'],
   metadata: [
     JSON.stringify({ big: 'x'.repeat(5_000) }),
     `${'{"a":'.repeat(33)}{}${'}'.repeat(33)}`,
     `{"list":${'['.repeat(40)}${']'.repeat(40)}}`,
   ],
 };
-const RAW_FIELD_EXTRAS = new Set(['client_allowed_ips', 'dns', 'metadata']);
+const RAW_FIELD_EXTRAS = new Set(['client_allowed_ips', 'dns', 'metadata', 'obfuscation']);
 const GROUP = 'hostile-group';
 /** `{id}` texts: none a number >= 1 of a resource. */
 const BAD_IDS = ['abc', '0', '-1', '1.5', '1e308', '9007199254740993', 'x'.repeat(2_000)];
@@ -238,7 +252,9 @@ describe('hostile input, generated from the OpenAPI document', () => {
     receiverUrl = `http://127.0.0.1:${address.port}/hook`;
     panel = await startPanel({ database: db, env: { WEBHOOK_ALLOW_PRIVATE: '1' } });
     key = await panel.createKey('hostile', 'all', ['--no-rate-limit']);
-    const server = (await callApi(panel.url, key, 'POST', '/servers', { name: 'hostile-1' })).expect(201);
+    // An AmneziaWG server: its PATCH judges every obfuscation rule, and its devices' configs carry the keys.
+    const serverBody = { name: 'hostile-1', protocol: 'amneziawg' as const };
+    const server = (await callApi(panel.url, key, 'POST', '/servers', serverBody)).expect(201);
     ids.server = server.id;
     ids.node = server.node.id;
     const device = await callApi(panel.url, key, 'POST', '/devices', { server_id: ids.server, external_id: GROUP });

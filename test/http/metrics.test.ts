@@ -153,7 +153,7 @@ for (const kind of DATABASE_KINDS) {
         assert.equal(sampleValue(scraped, 'vpn_panel_devices_online'), 2);
         for (const status of ['deploying', 'running', 'node_offline', 'error']) {
           assert.equal(
-            sampleValue(scraped, 'vpn_panel_servers', { status }),
+            sampleValue(scraped, 'vpn_panel_servers', { status, protocol: 'wireguard' }),
             serverList.filter((s) => s.status === status).length,
             status,
           );

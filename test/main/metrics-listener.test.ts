@@ -146,7 +146,7 @@ describe('metrics listeners of serve and node', () => {
       },
       10_000,
     );
-    assert.equal(sampleValue(counted, 'vpn_panel_servers', { status: 'running' }), running);
+    assert.equal(sampleValue(counted, 'vpn_panel_servers', { status: 'running', protocol: 'wireguard' }), running);
     assert.equal(sampleValue(counted, 'vpn_panel_nodes', { status: 'online' }), 1);
     assert.equal(
       sampleValue(counted, 'vpn_node_peers', { server: String(server.id) }),

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { sql } from 'kysely';
+import { completeObfuscation, obfuscationJson } from '../../src/domain/protocols.ts';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
 import { openMigratedStore } from '../../src/main/store.ts';
 import { writeBackupFile } from '../../src/store/backup-file.ts';
@@ -74,6 +75,7 @@ async function fill(store: Store): Promise<{ deletedDeviceId: number }> {
     public_host: '192.0.2.9',
     status: 'online',
     last_seen_at: NOW,
+    protocols: '["wireguard","amneziawg"]',
     created_at: NOW,
   });
   const serverKeys = generateKeyPair();
@@ -83,6 +85,8 @@ async function fill(store: Store): Promise<{ deletedDeviceId: number }> {
     country: 'CH',
     city: 'Zürich',
     status: 'running',
+    protocol: 'amneziawg',
+    obfuscation: obfuscationJson(completeObfuscation({ h1: '100-200', i1: '<b 0xc0ffee><r 16>' })),
     endpoint: 'vpn.example.com',
     listen_port: 51820,
     private_key: serverKeys.privateKey,
@@ -204,6 +208,10 @@ for (const chain of [
         `${chain[0]} → ${chain[1]}: the panel's own tables are equal`,
       );
       const inFile = readBackup(first).rows;
+      const awg = (await dumpTables(middle)).servers?.[0];
+      assert.deepEqual([awg?.protocol, typeof awg?.obfuscation], ['amneziawg', 'string'], 'AmneziaWG columns restored');
+      assert.equal(awg?.obfuscation, (await dumpTables(source)).servers?.[0]?.obfuscation);
+      assert.equal((await dumpTables(middle)).nodes?.[0]?.protocols, '["wireguard","amneziawg"]');
       assert.deepEqual(
         withoutExtras(inFile),
         withoutExtras(await dumpTables(source)),

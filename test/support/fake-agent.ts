@@ -21,6 +21,8 @@ export class FakeAgent {
   failPeerChanges = false;
   /** The host networks its status reports; undefined leaves them out, as an agent older than the field. */
   networks: string[] | undefined = ['192.0.2.20/24'];
+  /** The protocols its status reports; undefined leaves them out, as an agent older than AmneziaWG. */
+  protocols: string[] | undefined;
   /** Every peer change received, in order. */
   readonly peerChanges: { serverId: number; body: unknown }[] = [];
   /** The desired state of each server it was sent whole (deploy or resync), for its digest. */
@@ -45,7 +47,8 @@ export class FakeAgent {
       const body = await readJson(req);
       if (req.method === 'GET' && req.url === '/v1/status') {
         const status = { bootId, version: 'fake', driver: 'dry-run', serverIds: [] };
-        return send(200, this.networks === undefined ? status : { ...status, networks: this.networks });
+        const reported = this.protocols === undefined ? status : { ...status, protocols: this.protocols };
+        return send(200, this.networks === undefined ? reported : { ...reported, networks: this.networks });
       }
       if (req.method === 'PUT' && req.url === '/v1/state') {
         const servers = isStateBody(body) ? body.servers.filter((s) => Value.Check(DesiredServerSchema, s)) : [];

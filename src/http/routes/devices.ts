@@ -212,7 +212,9 @@ function deviceConfigRoutes(api: Api, devices: DeviceService): void {
       summary: "The device's client config: wg-quick text, or a PNG QR code of the same text",
       description:
         'kill_switch=true adds Linux PostUp/PreDown firewall lines that block traffic outside the tunnel; ' +
-        'only with format=conf.',
+        'only with format=conf. A device of an AmneziaWG server gets an awg-quick config (its [Interface] carries ' +
+        'Jc, Jmin, Jmax, S1-S4, H1-H4 and I1-I5 when set), which the AmneziaVPN or AmneziaWG app opens and the ' +
+        'WireGuard app cannot.',
       tags: ['devices'],
       params: IdParams,
       querystring: Type.Object(

@@ -59,6 +59,8 @@ function serverCollectionRoutes(api: Api, servers: ServerService): void {
         {
           name: b.name,
           nodeId: b.node_id,
+          protocol: b.protocol,
+          obfuscation: b.obfuscation,
           endpoint: b.endpoint,
           listenPort: b.listen_port,
           address: b.address,
@@ -99,8 +101,9 @@ function serverItemRoutes(api: Api, servers: ServerService): void {
       summary: 'Change a server',
       description:
         'A new listen_port or mtu recreates the interface (connections drop for a moment); client_to_client ' +
-        "changes the node's rules in place; other changes apply to configs issued from then on. " +
-        'address and node are fixed.',
+        "changes the node's rules in place; obfuscation (AmneziaWG) is merged over the current parameters, " +
+        "applied by the node and changes every device's config (event server.obfuscation_changed); other changes " +
+        'apply to configs issued from then on. address, node and protocol are fixed.',
       tags: ['servers'],
       params: IdParams,
       body: ServerPatchBody,
@@ -112,6 +115,8 @@ function serverItemRoutes(api: Api, servers: ServerService): void {
         request.params.id,
         {
           name: b.name,
+          protocol: b.protocol,
+          obfuscation: b.obfuscation,
           endpoint: b.endpoint,
           listenPort: b.listen_port,
           mtu: b.mtu,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
-import { configFileName } from '../../domain/client-config.ts';
+import { type ConfigKind, configFileName, configKind } from '../../domain/client-config.ts';
 import { AppError } from '../../domain/errors.ts';
 import { addressBucket } from '../../domain/rate-limit.ts';
 import type { PlacedDevice } from '../../services/device-views.ts';
@@ -69,9 +69,13 @@ function page(title: string, body: string): string {
   );
 }
 
-const SHARE_HINT =
-  '<p class="hint">Scan the code with the WireGuard app, or import the file. ' +
-  'Anyone holding this link can use this access: keep it private.</p>';
+/** Which app opens the config: the WireGuard app cannot open an AmneziaWG one. */
+function shareHint(kind: ConfigKind): string {
+  return (
+    `<p class="hint" id="app">Scan the code with ${escapeHtml(kind.apps)}, or import the file. ` +
+    'Anyone holding this link can use this access: keep it private.</p>'
+  );
+}
 
 const STATUS_LABELS: Record<PlacedDevice['device']['status'], string> = {
   active: 'Active',
@@ -118,9 +122,11 @@ async function sharePage(
       ? 'unlimited'
       : `${left} of ${formatBytes(device.data_limit)} ${device.limit_period === 'monthly' ? 'this month' : 'in total'}`;
   const qr = (await renderQrPng(config)).toString('base64');
+  const kind = configKind(placed.server.protocol);
   const fileName = configFileName(device.name);
   const facts =
-    `<dl><dt>Status</dt><dd id="status">${STATUS_LABELS[device.status]}</dd>` +
+    `<dl><dt>Protocol</dt><dd id="protocol">${kind.name}</dd>` +
+    `<dt>Status</dt><dd id="status">${STATUS_LABELS[device.status]}</dd>` +
     `<dt>Data left</dt><dd id="remaining">${escapeHtml(remaining)}</dd>` +
     `<dt>Access expires</dt><dd id="expires">${time(device.expires_at)}</dd>` +
     `<dt>Link expires</dt><dd id="link-expires">${time(linkExpiresAt)}</dd></dl>`;
@@ -131,9 +137,9 @@ async function sharePage(
     `VPN access: ${device.name}`,
     `<h1>VPN access: ${escapeHtml(device.name)}</h1>
 ${facts}
-<img id="qr" alt="QR code of the WireGuard configuration" src="data:image/png;base64,${qr}">
+<img id="qr" alt="QR code of the ${kind.name} configuration" src="data:image/png;base64,${qr}">
 ${download}
-${SHARE_HINT}`,
+${shareHint(kind)}`,
   );
 }
 

@@ -1,4 +1,5 @@
 import Type from 'typebox';
+import { OBFUSCATION_LIMITS, SERVER_PROTOCOLS, SPECIAL_JUNK_MAX_CHARS } from '../../domain/protocols.ts';
 import { IPV6_STATUSES } from '../../domain/servers.ts';
 import { MAX_PREFIX6, MIN_PREFIX6 } from '../../domain/subnets6.ts';
 import { DateTime, Id, PlainText } from './common.ts';
@@ -30,6 +31,75 @@ const ClientToClient = Type.Boolean({
   description: 'clients of this server may reach each other; default false (docs/dataplane.md, "Client isolation")',
 });
 
+const Protocol = Type.Union(
+  SERVER_PROTOCOLS.map((p) => Type.Literal(p)),
+  { description: 'wireguard, or amneziawg: WireGuard with a wire image DPI does not recognise; fixed at creation' },
+);
+const Header = Type.String({
+  maxLength: 21,
+  pattern: '^[0-9]{1,10}(-[0-9]{1,10})?$',
+  description:
+    `a number or a range "A-B" in ${OBFUSCATION_LIMITS.headerMin}-${OBFUSCATION_LIMITS.headerMax}; ` +
+    'the four never overlap',
+});
+const SpecialJunk = Type.String({
+  minLength: 1,
+  maxLength: SPECIAL_JUNK_MAX_CHARS,
+  description:
+    'a special junk packet as tags: <b 0x…> bytes, <r N> <rc N> <rd N> random bytes, letters, digits, <c> <t>',
+});
+const padding = (what: string) =>
+  Type.Integer({
+    minimum: 0,
+    maximum: OBFUSCATION_LIMITS.paddingBytesMax,
+    description: `bytes of padding before ${what}`,
+  });
+/** The integer and header fields, as POST and PATCH take them (each optional there). */
+const obfuscationFields = {
+  jc: Type.Integer({ minimum: 0, maximum: OBFUSCATION_LIMITS.jcMax, description: 'junk packets before a handshake' }),
+  jmin: Type.Integer({ minimum: 0, maximum: OBFUSCATION_LIMITS.junkBytesMax, description: 'junk packet bytes, least' }),
+  jmax: Type.Integer({ minimum: 0, maximum: OBFUSCATION_LIMITS.junkBytesMax, description: 'junk packet bytes, most' }),
+  s1: padding('the handshake initiation; s1 + 56 != s2'),
+  s2: padding('the handshake response'),
+  s3: padding('the cookie reply'),
+  s4: padding('each transport message'),
+  h1: Header,
+  h2: Header,
+  h3: Header,
+  h4: Header,
+};
+
+/** A server's AmneziaWG parameters as the server JSON shows them; i1-i5 only when set. */
+const Obfuscation = Type.Object({
+  ...obfuscationFields,
+  i1: Type.Optional(SpecialJunk),
+  i2: Type.Optional(SpecialJunk),
+  i3: Type.Optional(SpecialJunk),
+  i4: Type.Optional(SpecialJunk),
+  i5: Type.Optional(SpecialJunk),
+});
+
+const ObfuscationCreate = Type.Partial(Obfuscation, {
+  additionalProperties: false,
+  description: 'AmneziaWG parameters; each one omitted is drawn at random for this server (i1-i5 are not)',
+});
+
+const NullableJunk = Type.Optional(Type.Union([SpecialJunk, Type.Null()]));
+const ObfuscationPatch = Type.Object(
+  {
+    ...Type.Partial(Type.Object(obfuscationFields)).properties,
+    i1: NullableJunk,
+    i2: NullableJunk,
+    i3: NullableJunk,
+    i4: NullableJunk,
+    i5: NullableJunk,
+  },
+  {
+    additionalProperties: false,
+    description: 'the fields given replace the current ones (null removes an i1-i5); the node applies the result',
+  },
+);
+
 export const ServerSchema = Type.Object(
   {
     id: Type.Integer(),
@@ -43,6 +113,8 @@ export const ServerSchema = Type.Object(
       Type.Literal('node_offline'),
       Type.Literal('error'),
     ]),
+    protocol: Protocol,
+    obfuscation: Type.Union([Obfuscation, Type.Null()], { description: 'AmneziaWG parameters; null for WireGuard' }),
     endpoint: Type.String(),
     listen_port: Type.Integer(),
     public_key: Type.String(),
@@ -79,7 +151,14 @@ export const ServerSchema = Type.Object(
 export const ServerCreateBody = Type.Object(
   {
     name: ServerName,
-    node_id: Type.Optional(Type.Integer({ ...Id, description: 'default: the local node, or the only node' })),
+    node_id: Type.Optional(
+      Type.Integer({
+        ...Id,
+        description: 'default: the local node, or the only node (of those that can run the protocol)',
+      }),
+    ),
+    protocol: Type.Optional(Protocol),
+    obfuscation: Type.Optional(ObfuscationCreate),
     endpoint: Type.Optional(Host),
     listen_port: Type.Optional(Port),
     address: Type.Optional(
@@ -116,6 +195,8 @@ export const ServerCreateBody = Type.Object(
 export const ServerPatchBody = Type.Object(
   {
     name: Type.Optional(ServerName),
+    protocol: Type.Optional(Protocol),
+    obfuscation: Type.Optional(ObfuscationPatch),
     endpoint: Type.Optional(Host),
     listen_port: Type.Optional(Port),
     mtu: Type.Optional(Mtu),
@@ -142,6 +223,9 @@ export const NodeSchema = Type.Object(
     device_count: Type.Integer(),
     free_capacity: Type.Integer(),
     driver: Type.Union([Type.String(), Type.Null()]),
+    protocols: Type.Array(Protocol, {
+      description: 'the protocols the node can run servers of, as it last reported (["wireguard"] before it does)',
+    }),
   },
   { $id: 'Node', title: 'Node' },
 );
