@@ -322,6 +322,27 @@ export interface paths {
                         /** @description ISO 3166-1 alpha-2 code */
                         country?: string;
                         city?: string;
+                        /** @description default wireguard */
+                        protocol?: "wireguard" | "amneziawg";
+                        /** @description AmneziaWG only; parameters left out are generated for the server */
+                        obfuscation?: {
+                            jc?: number;
+                            jmin?: number;
+                            jmax?: number;
+                            s1?: number;
+                            s2?: number;
+                            s3?: number;
+                            s4?: number;
+                            h1?: string;
+                            h2?: string;
+                            h3?: string;
+                            h4?: string;
+                            i1?: string;
+                            i2?: string;
+                            i3?: string;
+                            i4?: string;
+                            i5?: string;
+                        };
                     };
                 };
             };
@@ -498,6 +519,25 @@ export interface paths {
                         /** @description ISO 3166-1 alpha-2 code */
                         country?: string;
                         city?: string;
+                        /** @description AmneziaWG only: the parameters given replace those of the server */
+                        obfuscation?: {
+                            jc?: number;
+                            jmin?: number;
+                            jmax?: number;
+                            s1?: number;
+                            s2?: number;
+                            s3?: number;
+                            s4?: number;
+                            h1?: string;
+                            h2?: string;
+                            h3?: string;
+                            h4?: string;
+                            i1?: string;
+                            i2?: string;
+                            i3?: string;
+                            i4?: string;
+                            i5?: string;
+                        };
                     };
                 };
             };
@@ -2730,6 +2770,26 @@ export interface components {
             country: string;
             city: string;
             status: "deploying" | "running" | "node_offline" | "error";
+            protocol: "wireguard" | "amneziawg";
+            /** @description AmneziaWG's obfuscation parameters; null for WireGuard */
+            obfuscation: {
+                jc: number;
+                jmin: number;
+                jmax: number;
+                s1: number;
+                s2: number;
+                s3: number;
+                s4: number;
+                h1: string;
+                h2: string;
+                h3: string;
+                h4: string;
+                i1?: string;
+                i2?: string;
+                i3?: string;
+                i4?: string;
+                i5?: string;
+            } | null;
             endpoint: string;
             listen_port: number;
             public_key: string;
@@ -2770,6 +2830,8 @@ export interface components {
             device_count: number;
             free_capacity: number;
             driver: string | null;
+            /** @description the protocols the node can run servers of */
+            protocols: ("wireguard" | "amneziawg")[];
         };
         /** Event */
         Event: {
