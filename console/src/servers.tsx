@@ -1,6 +1,7 @@
 /** Server pieces more than one page uses: every server, read page by page, and the servers table. */
 import { api, readPages, type Server } from './api.ts';
 import { formatCount } from './format.ts';
+import { ProtocolTag } from './protocols.tsx';
 import { Badge, Link, Table } from './ui.tsx';
 
 export function loadAllServers() {
@@ -14,7 +15,7 @@ export function ServersTable({ servers }: { servers: Server[] }) {
       {servers.map((server) => (
         <tr key={server.id}>
           <td>
-            <Link href={`/servers/${server.id}`}>{server.name}</Link>
+            <Link href={`/servers/${server.id}`}>{server.name}</Link> <ProtocolTag protocol={server.protocol} />
           </td>
           <td>
             <Badge status={server.status} />

@@ -23,7 +23,6 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import AxeBuilder from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { components } from '../../console/src/api-types.ts';
 import { systemClock } from '../../src/domain/clock.ts';
@@ -32,6 +31,7 @@ import { quietPublisher } from '../../src/services/changes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { openStore } from '../../src/store/open.ts';
 import { chromiumSkip, launchChromium } from '../support/chromium.ts';
+import { seriousViolations, signInThroughForm } from '../support/console-browser.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { endLab, LabPanel, need, ok } from '../support/lab-panel.ts';
 import { ROOT } from '../support/panel.ts';
@@ -107,14 +107,6 @@ class Problems {
 
 async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
-}
-
-/** axe-core's serious and critical violations of the page as it is now, one line each. */
-async function seriousViolations(page: Page): Promise<string[]> {
-  const { violations } = await new AxeBuilder({ page }).analyze();
-  return violations
-    .filter((violation) => violation.impact === 'serious' || violation.impact === 'critical')
-    .map((v) => `${v.impact} ${v.id}: ${v.help} (${v.nodes.map((node) => node.target.join(' ')).join(', ')})`);
 }
 
 /** How far the page reaches past the viewport's right edge (0: no sideways scrolling). */
@@ -290,11 +282,7 @@ describe('the operator console in headless Chromium (sqlite)', {
     /** Signs `context` in as `user` through the form. */
     async function signIn(context: BrowserContext, user: string, password: string) {
       const signing = await context.newPage();
-      await signing.goto(`${origin}/`);
-      await signing.getByLabel('User', { exact: true }).fill(user);
-      await signing.getByLabel('Password', { exact: true }).fill(password);
-      await signing.getByRole('button', { name: 'Sign in' }).click();
-      await heading(signing, 'Overview');
+      await signInThroughForm(signing, origin, user, password);
       return signing;
     }
 
@@ -880,11 +868,7 @@ describe('the overview usage and the device search in headless Chromium (sqlite)
     context = await browser.newContext({ viewport: DESKTOP });
     await problems.watch(context);
     const signing = await context.newPage();
-    await signing.goto(`${origin}/`);
-    await signing.getByLabel('User', { exact: true }).fill(ADMIN);
-    await signing.getByLabel('Password', { exact: true }).fill(ADMIN_PASSWORD);
-    await signing.getByRole('button', { name: 'Sign in' }).click();
-    await signing.getByRole('heading', { level: 1, name: 'Overview' }).waitFor({ timeout: 15_000 });
+    await signInThroughForm(signing, origin, ADMIN, ADMIN_PASSWORD);
     await signing.close();
   });
 

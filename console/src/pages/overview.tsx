@@ -13,6 +13,7 @@ import { useMemo } from 'preact/hooks';
 import { everyDay, todayIn, UsageChart } from '../chart.tsx';
 import { formatBytes, formatCount } from '../format.ts';
 import { Badge, Link, Page, Show, Table, Time, useCanWrite, useLoad } from '../ui.tsx';
+import { protocolName } from '../protocols.tsx';
 import { ServersTable } from '../servers.tsx';
 
 /** How often the overview asks again: online state and counts follow the data plane by themselves. */
@@ -108,13 +109,14 @@ function FleetUsageTiles({ usage }: { usage: FleetUsage }) {
 
 function NodesTable({ nodes }: { nodes: PanelNode[] }) {
   return (
-    <Table caption="Nodes" head={['Node', 'State', 'Version', 'Last seen', 'Servers', 'Devices']}>
+    <Table caption="Nodes" head={['Node', 'State', 'Protocols', 'Version', 'Last seen', 'Servers', 'Devices']}>
       {nodes.map((node) => (
         <tr key={node.id}>
           <td>{node.name}</td>
           <td>
             <Badge status={node.status} />
           </td>
+          <td>{node.protocols.map(protocolName).join(', ')}</td>
           <td>{node.version ?? 'unknown'}</td>
           <td>
             <Time iso={node.last_seen_at} relative />

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { act, api, type Problem, read, type Server } from '../api.ts';
+import { act, api, type PanelNode, type Problem, read, type Server } from '../api.ts';
 import type { paths } from '../api-types.ts';
 import { formatCount } from '../format.ts';
 import { navigate } from '../router.ts';
@@ -19,6 +19,17 @@ import {
   useLoad,
 } from '../ui.tsx';
 import { DeviceList } from '../devices.tsx';
+import {
+  EMPTY_OBFUSCATION,
+  nodeCannotRun,
+  ObfuscationSettings,
+  obfuscationChange,
+  obfuscationForm,
+  obfuscationSummary,
+  type Protocol,
+  ProtocolChoice,
+  protocolName,
+} from '../protocols.tsx';
 import { loadAllServers, ServersTable } from '../servers.tsx';
 
 type NewServer = paths['/api/v1/servers']['post']['requestBody']['content']['application/json'];
@@ -128,37 +139,78 @@ function SettingsFields(props: {
   );
 }
 
+const NEW_SERVER = {
+  name: '',
+  endpoint: '',
+  port: '',
+  dns: '',
+  clientToClient: false,
+  node: '',
+  address: '',
+  maxDevices: '',
+  country: '',
+  city: '',
+  protocol: 'wireguard' as Protocol,
+  obfuscation: EMPTY_OBFUSCATION,
+};
+
+/** What "New server" sends: the fields filled in, nothing for those left empty (the API's defaults). */
+function newServerBody(form: typeof NEW_SERVER): NewServer {
+  const body: NewServer = { name: form.name.trim() };
+  const node = numberOf(form.node);
+  if (node !== undefined) body.node_id = node;
+  if (form.endpoint.trim() !== '') body.endpoint = form.endpoint.trim();
+  const port = numberOf(form.port);
+  if (port !== undefined) body.listen_port = port;
+  if (form.address.trim() !== '') body.address = form.address.trim();
+  const maxDevices = numberOf(form.maxDevices);
+  if (maxDevices !== undefined) body.max_devices = maxDevices;
+  if (form.country.trim() !== '') body.country = form.country.trim().toUpperCase();
+  if (form.city.trim() !== '') body.city = form.city.trim();
+  if (form.dns.trim() !== '') body.dns = listOf(form.dns);
+  if (form.clientToClient) body.client_to_client = true;
+  if (form.protocol === 'amneziawg') {
+    body.protocol = form.protocol;
+    const obfuscation = obfuscationChange(form.obfuscation, EMPTY_OBFUSCATION);
+    if (obfuscation !== undefined) body.obfuscation = obfuscation;
+  }
+  return body;
+}
+
+/** The node choice; with AmneziaWG chosen, the nodes that cannot run it say so. */
+function NodeField(props: {
+  nodes: PanelNode[];
+  protocol: Protocol;
+  value: string;
+  onValue: (node: string) => void;
+  problem: Problem | null;
+}) {
+  const { nodes, protocol } = props;
+  const label = (node: PanelNode) =>
+    `${node.name} (${node.status})${nodeCannotRun(node, protocol) ? `: cannot run ${protocolName(protocol)}` : ''}`;
+  return (
+    <SelectField
+      label="Node"
+      name="node_id"
+      problem={props.problem}
+      value={props.value}
+      onValue={props.onValue}
+      options={[
+        { value: '', label: 'The local node, or the only one' },
+        ...nodes.map((node) => ({ value: String(node.id), label: label(node) })),
+      ]}
+    />
+  );
+}
+
 export function NewServerPage() {
   const [nodes] = useLoad(() => read(api.GET('/api/v1/nodes')), []);
-  const [form, setForm] = useState({
-    name: '',
-    endpoint: '',
-    port: '',
-    dns: '',
-    clientToClient: false,
-    node: '',
-    address: '',
-    maxDevices: '',
-    country: '',
-    city: '',
-  });
+  const [form, setForm] = useState(NEW_SERVER);
   const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
   const action = useAction();
   const submit = (event: SubmitEvent) => {
     event.preventDefault();
-    const body: NewServer = { name: form.name.trim() };
-    const node = numberOf(form.node);
-    if (node !== undefined) body.node_id = node;
-    if (form.endpoint.trim() !== '') body.endpoint = form.endpoint.trim();
-    const port = numberOf(form.port);
-    if (port !== undefined) body.listen_port = port;
-    if (form.address.trim() !== '') body.address = form.address.trim();
-    const maxDevices = numberOf(form.maxDevices);
-    if (maxDevices !== undefined) body.max_devices = maxDevices;
-    if (form.country.trim() !== '') body.country = form.country.trim().toUpperCase();
-    if (form.city.trim() !== '') body.city = form.city.trim();
-    if (form.dns.trim() !== '') body.dns = listOf(form.dns);
-    if (form.clientToClient) body.client_to_client = true;
+    const body = newServerBody(form);
     void action.run(
       () => read(api.POST('/api/v1/servers', { body })),
       (server) => navigate(`/servers/${server.id}`),
@@ -170,21 +222,33 @@ export function NewServerPage() {
       <form onSubmit={submit} class="form">
         <FormProblem
           problem={problem}
-          shown={[...SETTINGS_FIELDS, 'node_id', 'address', 'max_devices', 'country', 'city']}
+          shown={[
+            ...SETTINGS_FIELDS,
+            'protocol',
+            'obfuscation',
+            'node_id',
+            'address',
+            'max_devices',
+            'country',
+            'city',
+          ]}
         />
         <SettingsFields form={form} set={set} problem={problem} creating />
+        <ProtocolChoice
+          protocol={form.protocol}
+          onProtocol={(protocol) => set({ protocol })}
+          obfuscation={form.obfuscation}
+          setObfuscation={(change) => set({ obfuscation: { ...form.obfuscation, ...change } })}
+          problem={problem}
+        />
         <Show loaded={nodes} what="nodes">
           {(data) => (
-            <SelectField
-              label="Node"
-              name="node_id"
-              problem={problem}
+            <NodeField
+              nodes={data.data}
+              protocol={form.protocol}
               value={form.node}
               onValue={(node) => set({ node })}
-              options={[
-                { value: '', label: 'The local node, or the only one' },
-                ...data.data.map((node) => ({ value: String(node.id), label: `${node.name} (${node.status})` })),
-              ]}
+              problem={problem}
             />
           )}
         </Show>
@@ -235,6 +299,14 @@ function ServerFacts({ server }: { server: Server }) {
       <dd>
         {formatCount(server.device_count)} of {formatCount(server.capacity)}
       </dd>
+      <dt>Protocol</dt>
+      <dd>{protocolName(server.protocol)}</dd>
+      {server.obfuscation !== null && (
+        <>
+          <dt>Obfuscation</dt>
+          <dd class="mono">{obfuscationSummary(server.obfuscation)}</dd>
+        </>
+      )}
       <dt>Node</dt>
       <dd>{server.node.name}</dd>
       <dt>Endpoint</dt>
@@ -273,6 +345,9 @@ function EditServer({ server, onSaved }: { server: Server; onSaved: () => void }
   };
   const [form, setForm] = useState(initial);
   const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
+  // A WireGuard server has no parameters: its form stays empty and unchanged, so nothing of it is sent.
+  const obfuscationBefore = server.obfuscation === null ? EMPTY_OBFUSCATION : obfuscationForm(server.obfuscation);
+  const [obfuscation, setObfuscation] = useState(obfuscationBefore);
   const action = useAction();
   const [saved, setSaved] = useState('');
   const submit = (event: SubmitEvent) => {
@@ -285,6 +360,8 @@ function EditServer({ server, onSaved }: { server: Server; onSaved: () => void }
     if (form.keepalive !== initial.keepalive) body.persistent_keepalive = Number(form.keepalive);
     if (form.dns !== initial.dns) body.dns = listOf(form.dns);
     if (form.clientToClient !== initial.clientToClient) body.client_to_client = form.clientToClient;
+    const obfuscationChanged = obfuscationChange(obfuscation, obfuscationBefore);
+    if (obfuscationChanged !== undefined) body.obfuscation = obfuscationChanged;
     setSaved('');
     void action.run(
       () => read(api.PATCH('/api/v1/servers/{id}', { params: { path: { id: server.id } }, body })),
@@ -298,7 +375,7 @@ function EditServer({ server, onSaved }: { server: Server; onSaved: () => void }
   return (
     <form onSubmit={submit} class="form" aria-labelledby="edit-server">
       <h2 id="edit-server">Settings</h2>
-      <FormProblem problem={problem} shown={[...SETTINGS_FIELDS, 'mtu', 'persistent_keepalive']} />
+      <FormProblem problem={problem} shown={[...SETTINGS_FIELDS, 'mtu', 'persistent_keepalive', 'obfuscation']} />
       <SettingsFields form={form} set={set} problem={problem} creating={false} />
       <TextField
         label="MTU"
@@ -316,6 +393,13 @@ function EditServer({ server, onSaved }: { server: Server; onSaved: () => void }
         value={form.keepalive}
         onValue={(keepalive) => set({ keepalive })}
       />
+      {server.obfuscation !== null && (
+        <ObfuscationSettings
+          form={obfuscation}
+          set={(change) => setObfuscation({ ...obfuscation, ...change })}
+          problem={problem}
+        />
+      )}
       <div class="actions">
         <button type="submit" class="primary" disabled={action.busy}>
           Save
