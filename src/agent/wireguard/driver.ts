@@ -19,10 +19,11 @@ import type { ServerProtocol } from '../../domain/protocols.ts';
 import { publicKeyOf } from '../../domain/wireguard-keys.ts';
 import type { CommandRunner } from '../commands.ts';
 import { DriverError } from '../driver.ts';
-import type { CounterReading, Driver, Ipv6Mode, PeerSpec, ServerSpec, ServerState } from '../driver.ts';
+import type { CounterReading, Driver, Ipv6Mode, PeerAllowance, PeerSpec, ServerSpec, ServerState } from '../driver.ts';
 import { type Cidr, ensureIsolation, isolationProblems } from '../isolation.ts';
 import type { IsolationPlace, IsolationPolicy } from '../isolation.ts';
 import { KeyedQueue } from '../keyed-queue.ts';
+import { Quotas } from '../quota/quotas.ts';
 import { Shaper } from '../shaping/shaper.ts';
 import type { ShapingPlace } from '../shaping/tc-nft.ts';
 import { detectImplementation, type WireGuardImplementation } from './capabilities.ts';
@@ -87,6 +88,7 @@ export class WireGuardDriver implements Driver {
   /** One operation per server at a time. */
   readonly #serial = new KeyedQueue<number>();
   readonly #shaper: Shaper;
+  readonly #quotas: Quotas;
   readonly #allowCidrs: readonly Cidr[];
   /** Whether the kernel has IPv6 at all (`ipv6.disable=1` leaves it out); read once, when a server first has some. */
   #kernelIpv6: Promise<boolean> | undefined;
@@ -108,6 +110,7 @@ export class WireGuardDriver implements Driver {
       readyTimeoutMs,
     );
     this.#shaper = new Shaper(options.runner);
+    this.#quotas = new Quotas(options.runner);
     this.#allowCidrs = options.allowCidrs ?? [];
   }
 
@@ -156,6 +159,18 @@ export class WireGuardDriver implements Driver {
         lastHandshakeMs: p.lastHandshakeS * 1000,
       }));
       return { instance, peers };
+    });
+  }
+
+  readAllowances(serverId: number): Promise<ReadonlyMap<string, number>> {
+    return this.#serial.run(serverId, () => this.#quotas.read(serverId, this.#place(this.names(serverId))));
+  }
+
+  setAllowances(serverId: number, allowances: readonly PeerAllowance[]): Promise<void> {
+    return this.#serial.run(serverId, async () => {
+      const failures: string[] = [];
+      await this.#quotas.set(serverId, this.#place(this.names(serverId)), allowances, failures);
+      if (failures.length > 0) throw new DriverError(`set allowances of server ${serverId}`, failures);
     });
   }
 
@@ -225,6 +240,7 @@ export class WireGuardDriver implements Driver {
         found.push(...uplink6Problems(spec, n, { serverVeth, hostVeth, serverTables, hostTables, routes }));
       }
       found.push(...(await this.#shaper.inspect(spec.serverId, this.#place(n), [...valid.desired.values()])));
+      found.push(...(await this.#quotas.inspect(spec.serverId, this.#place(n))));
       found.push(...(await isolationProblems(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec))));
       return collapse(found);
     });
@@ -376,6 +392,7 @@ export class WireGuardDriver implements Driver {
     // Stopping wireguard-go first lets it close its interface and remove its UAPI socket itself.
     await this.#wireguardGo.stop(serverId);
     this.#shaper.forget(serverId);
+    this.#quotas.forget(serverId);
     this.#instances.delete(serverId);
     const netnsExists = (await readNetnsNames(this.#runner)).includes(n.netns);
     const [serverLinks, hostLinks, hostTables] = await Promise.all([
