@@ -32,7 +32,7 @@ import {
   type StartOptions,
 } from '../src/agent/commands.ts';
 import { HttpNodeConnection } from '../src/agent/connection.ts';
-import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
+import type { CounterReading, Driver, PeerAllowance, PeerSpec, ServerSpec, ServerState } from '../src/agent/driver.ts';
 import type { AgentPeer, UsageAck } from '../src/agent/protocol.ts';
 import { buildAgentApp } from '../src/agent/http.ts';
 import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
@@ -129,6 +129,14 @@ class TimedDriver implements Driver {
 
   readCounters(serverId: number): Promise<CounterReading> {
     return this.#inner.readCounters(serverId);
+  }
+
+  readAllowances(serverId: number): Promise<ReadonlyMap<string, number>> {
+    return this.#inner.readAllowances(serverId);
+  }
+
+  setAllowances(serverId: number, allowances: readonly PeerAllowance[]): Promise<void> {
+    return this.#inner.setAllowances(serverId, allowances);
   }
 
   inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {

@@ -1,7 +1,15 @@
 import { messageOf } from '../domain/errors.ts';
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../domain/clock.ts';
-import { type Driver, DriverError, type Ipv6Mode, type PeerSpec, type ServerSpec, type ServerState } from './driver.ts';
+import {
+  type Driver,
+  DriverError,
+  type Ipv6Mode,
+  type PeerAllowance,
+  type PeerSpec,
+  type ServerSpec,
+  type ServerState,
+} from './driver.ts';
 import {
   type AgentPeer,
   type AgentStatus,
@@ -16,6 +24,7 @@ import {
 } from './protocol.ts';
 import { MemoryJournal, UsageLedger } from './usage-ledger.ts';
 import { KeyedQueue } from './keyed-queue.ts';
+import { quotaAllowance } from './quota/allowance.ts';
 import { type CutoffReason, type NodeObserver, UNOBSERVED_NODE } from './metrics.ts';
 
 /** A desired peer and where its allowance started on this node's meter. */
@@ -40,6 +49,17 @@ export interface AgentOptions {
 export const METER_INTERVAL_MS = 1000;
 /** Servers inspected at once by the drift check: each inspection runs a few commands. */
 const INSPECT_CONCURRENCY = 8;
+
+/** What the quotas counted, read before the counters; null where no kernel allowance is kept or wanted. */
+type QuotaCounts = ReadonlyMap<string, number> | null;
+
+/** The error a step ended with, if any: the steps after it still run, and it is thrown at the end. */
+function settled(step: Promise<void>): Promise<unknown> {
+  return step.then(
+    () => undefined,
+    (error: unknown) => error ?? new Error('failed'),
+  );
+}
 
 function specOf(peer: AgentPeer): PeerSpec {
   const spec = { publicKey: peer.publicKey, allowedIp: peer.allowedIp, speedLimitKbps: peer.speedLimitKbps };
@@ -72,6 +92,8 @@ export class Agent {
   readonly #peers = new Map<number, Map<string, PeerState>>();
   /** The public keys each server's interface holds: the desired peers that are not cut off. */
   readonly #admitted = new Map<number, Set<string>>();
+  /** Servers whose kernel holds allowances this agent set (docs/dataplane.md, "Where each byte is counted"). */
+  readonly #allowanced = new Set<number>();
   /**
    * Each server's digest of its desired state, until an apply, change or removal: the drift check asks for it every
    * 15 s, and made anew it was a string a peer each time.
@@ -114,8 +136,10 @@ export class Agent {
     const serverId = desired.server.serverId;
     return this.#serial.run(serverId, async () => {
       const startedMs = performance.now();
-      // What the interface counted so far is booked before up() may make it anew.
-      if ((await this.#driver.list()).includes(serverId)) await this.#meter(serverId).catch(() => undefined);
+      // What the interface counted so far is booked before up() may make it anew; the quotas are read before it.
+      const running = (await this.#driver.list()).includes(serverId);
+      const counted = running ? await this.#driver.readAllowances(serverId).catch(() => null) : null;
+      if (running) await this.#meter(serverId).catch(() => undefined);
       const state = await this.#driver.up(desired.server);
       this.#specs.set(serverId, desired.server);
       this.#digests.delete(serverId);
@@ -134,9 +158,12 @@ export class Agent {
       const admittedKeys = new Set(admitted.map((p) => p.publicKey));
       this.#admitted.set(serverId, admittedKeys);
       this.#observer.serverPeers(serverId, admittedKeys.size);
+      // Every apply sets the allowances, so an agent started anew clears those of peers no longer limited.
+      const allowed = await settled(this.#setAllowances(serverId, counted ?? new Map(), nowMs));
       await this.#driver.setPeers(serverId, admitted);
       this.#ledger.forgetPeers(serverId, { keep: admittedKeys });
       this.#ledger.flush();
+      if (allowed !== undefined) throw allowed;
       this.#observer.applied('server', (performance.now() - startedMs) / 1000);
       return { ...state, peerCount: admitted.length };
     });
@@ -158,6 +185,7 @@ export class Agent {
       const startedMs = performance.now();
       this.#observer.peersChanged(change.upsert.length + change.remove.length);
       const nowMs = this.#clock.nowMs();
+      const deleted = change.deleted === true;
       const remove = [...change.remove];
       const upsert: PeerSpec[] = [];
       const cutOff: CutoffReason[] = [];
@@ -173,15 +201,19 @@ export class Agent {
           if (admitted.has(peer.publicKey)) cutOff.push(cut);
         }
       }
-      // A removed peer's counters vanish with it: what they hold is booked first.
-      if (change.deleted !== true && remove.some((key) => admitted.has(key))) await this.#meter(serverId);
+      // A removed peer's counters vanish with it: what they hold is booked first. A new allowance is set from a
+      // reading taken now, the quotas' before the counters'.
+      const counted = await this.#readAllowances(serverId);
+      if (counted !== null || (!deleted && remove.some((key) => admitted.has(key)))) await this.#meter(serverId);
       for (const key of remove) admitted.delete(key);
       for (const peer of upsert) admitted.add(peer.publicKey);
       for (const reason of cutOff) this.#observer.cutOff(reason);
       this.#observer.serverPeers(serverId, admitted.size);
+      const allowed = await settled(this.#setAllowances(serverId, counted, nowMs));
       await this.#driver.changePeers(serverId, upsert, remove);
       this.#ledger.forgetPeers(serverId, { remove });
       this.#ledger.flush();
+      if (allowed !== undefined) throw allowed;
       this.#observer.applied('peers', (performance.now() - startedMs) / 1000);
     });
   }
@@ -195,6 +227,7 @@ export class Agent {
       this.#ipv6.delete(serverId);
       this.#peers.delete(serverId);
       this.#admitted.delete(serverId);
+      this.#allowanced.delete(serverId);
       this.#observer.serverPeers(serverId, undefined);
       this.#ledger.forgetServer(serverId);
       this.#ledger.flush();
@@ -320,6 +353,7 @@ export class Agent {
     const peers = this.#peers.get(serverId);
     const admitted = this.#admitted.get(serverId);
     if (!peers || !admitted) return;
+    const counted = await this.#readAllowances(serverId);
     await this.#meter(serverId);
     const nowMs = this.#clock.nowMs();
     const remove: string[] = [];
@@ -331,12 +365,48 @@ export class Agent {
         this.#observer.cutOff(cut);
       } else if (cut === undefined && !admitted.has(key)) upsert.push(specOf(state.peer));
     }
-    if (remove.length === 0 && upsert.length === 0) return;
     for (const key of remove) admitted.delete(key);
     for (const peer of upsert) admitted.add(peer.publicKey);
-    this.#observer.serverPeers(serverId, admitted.size);
-    await this.#driver.changePeers(serverId, upsert, remove);
-    this.#ledger.forgetPeers(serverId, { remove });
+    // Moved every tick, before a peer comes back, so it never runs without its allowance.
+    const allowed = await settled(this.#setAllowances(serverId, counted, nowMs));
+    if (remove.length > 0 || upsert.length > 0) {
+      this.#observer.serverPeers(serverId, admitted.size);
+      await this.#driver.changePeers(serverId, upsert, remove);
+      this.#ledger.forgetPeers(serverId, { remove });
+    }
+    if (allowed !== undefined) throw allowed;
+  }
+
+  /**
+   * What the server's quotas counted, read before its counters so that the bytes passing in between are counted
+   * against the allowance twice, never not at all; null (nothing read) where no peer is limited and none was.
+   */
+  #readAllowances(serverId: number): Promise<QuotaCounts> {
+    const limited = [...(this.#peers.get(serverId)?.values() ?? [])].some((s) => s.peer.limits.remainingBytes !== null);
+    if (!limited && !this.#allowanced.has(serverId)) return Promise.resolve(null);
+    return this.#driver.readAllowances(serverId);
+  }
+
+  /**
+   * Sets the kernel allowance of each limited peer on the interface: what its quota counted (`counted`) plus the
+   * bytes the ledger leaves it, converted (allowance.ts). Peers cut off, or without a limit, get none.
+   */
+  async #setAllowances(serverId: number, counted: QuotaCounts, nowMs: number): Promise<void> {
+    const peers = this.#peers.get(serverId);
+    const admitted = this.#admitted.get(serverId);
+    const mtu = this.#specs.get(serverId)?.mtu;
+    if (counted === null || !peers || !admitted || mtu === undefined) return;
+    const allowances: PeerAllowance[] = [];
+    for (const [key, state] of peers) {
+      const remaining = admitted.has(key) ? this.#remaining(state, nowMs) : null;
+      if (remaining === null) continue;
+      const { allowedIp, allowedIp6 } = state.peer;
+      const limitBytes = (counted.get(key) ?? 0) + quotaAllowance(remaining, mtu);
+      allowances.push({ publicKey: key, allowedIp, limitBytes, ...(allowedIp6 === undefined ? {} : { allowedIp6 }) });
+    }
+    await this.#driver.setAllowances(serverId, allowances);
+    if (allowances.length > 0) this.#allowanced.add(serverId);
+    else this.#allowanced.delete(serverId);
   }
 
   /** Reads one server's counters into the ledger. Runs inside the server's queue. */
@@ -363,12 +433,19 @@ export class Agent {
   #cutReason(state: PeerState, nowMs: number): CutoffReason | undefined {
     const limits = state.peer.limits;
     if (limits.expiresAtMs !== null && nowMs >= limits.expiresAtMs) return 'expired';
-    if (limits.remainingBytes === null) return undefined;
+    const remaining = this.#remaining(state, nowMs);
+    return remaining !== null && remaining <= 0 ? 'limit_reached' : undefined;
+  }
+
+  /** Bytes the device may still use (as WireGuard counts them), null without a limit; past its period, a new one's. */
+  #remaining(state: PeerState, nowMs: number): number | null {
+    const limits = state.peer.limits;
+    if (limits.remainingBytes === null) return null;
     const meter = this.#ledger.meter(state.peer.deviceId);
     if (limits.periodEndsAtMs !== null && nowMs >= limits.periodEndsAtMs) {
       state.rolloverMeter ??= meter;
-      return meter - state.rolloverMeter >= limits.dataLimit ? 'limit_reached' : undefined;
+      return limits.dataLimit - (meter - state.rolloverMeter);
     }
-    return meter - state.grantMeter >= limits.remainingBytes ? 'limit_reached' : undefined;
+    return limits.remainingBytes - (meter - state.grantMeter);
   }
 }

@@ -50,6 +50,15 @@ export interface PeerSpec {
   speedLimitKbps: number;
 }
 
+/** A limited peer's kernel allowance (docs/dataplane.md, "Where each byte is counted"). */
+export interface PeerAllowance {
+  publicKey: string;
+  allowedIp: string;
+  allowedIp6?: string;
+  /** The count (bytes, as the peer's quota counts them) above which the peer's traffic is dropped. */
+  limitBytes: number;
+}
+
 export interface PeerCounters {
   publicKey: string;
   /** Bytes the server received from the peer (the device's upload). */
@@ -107,12 +116,17 @@ export interface Driver {
   changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void>;
   /** Current counters of every peer of the server. */
   readCounters(serverId: number): Promise<CounterReading>;
+  /** What each peer's kernel allowance has counted so far, by public key; a peer without one is absent. */
+  readAllowances(serverId: number): Promise<ReadonlyMap<string, number>>;
+  /** Makes the server's kernel allowances exactly `allowances`: a peer not among them has none. */
+  setAllowances(serverId: number, allowances: readonly PeerAllowance[]): Promise<void>;
   /** Removes the server and everything it made on the host; a missing server is not an error. */
   down(serverId: number): Promise<void>;
   /**
    * What the host differs in from `spec` and `peers` (what was applied last: the peers that are on the
    * interface), read without changing anything: the drift check. Each difference is one readable line;
-   * none when the host matches. up() and setPeers() with the same input repair every one of them.
+   * none when the host matches. up() and setPeers() with the same input repair every one of them, setAllowances()
+   * those of the kernel allowances.
    */
   inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]>;
   /** Ids of the servers this driver has on the host (to resync or clean up after a restart). */

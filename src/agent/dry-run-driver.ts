@@ -6,7 +6,16 @@
 import { networkInterfaces } from 'node:os';
 import { SERVER_PROTOCOLS } from '../domain/protocols.ts';
 import { DriverError } from './driver.ts';
-import type { CounterReading, Driver, Ipv6Mode, PeerCounters, PeerSpec, ServerSpec, ServerState } from './driver.ts';
+import type {
+  CounterReading,
+  Driver,
+  Ipv6Mode,
+  PeerAllowance,
+  PeerCounters,
+  PeerSpec,
+  ServerSpec,
+  ServerState,
+} from './driver.ts';
 import { isValidKey, publicKeyOf } from '../domain/wireguard-keys.ts';
 import { allowedIpsOf } from './wireguard/peers.ts';
 
@@ -29,6 +38,8 @@ interface MemoryServer {
    * made anew each time was garbage that at 100,000 peers kept the collector busy.
    */
   reading: CounterReading | undefined;
+  /** Kernel allowances as set, by public key: nothing passes, so none counts anything. */
+  allowances: Map<string, PeerAllowance>;
 }
 
 export class DryRunDriver implements Driver {
@@ -45,6 +56,7 @@ export class DryRunDriver implements Driver {
       instance: String(++this.#made),
       peers: new Map<string, MemoryPeer>(),
       reading: undefined,
+      allowances: new Map<string, PeerAllowance>(),
     };
     server.spec = { ...spec };
     this.#servers.set(spec.serverId, server);
@@ -94,6 +106,19 @@ export class DryRunDriver implements Driver {
       return Promise.reject(new DriverError(`read counters of server ${serverId}`, [`server ${serverId} is not up`]));
     server.reading ??= { instance: server.instance, peers: [...server.peers.values()] };
     return Promise.resolve(server.reading);
+  }
+
+  readAllowances(serverId: number): Promise<ReadonlyMap<string, number>> {
+    const server = this.#servers.get(serverId);
+    return Promise.resolve(new Map([...(server?.allowances.keys() ?? [])].map((key) => [key, 0])));
+  }
+
+  setAllowances(serverId: number, allowances: readonly PeerAllowance[]): Promise<void> {
+    const server = this.#servers.get(serverId);
+    if (server === undefined)
+      return Promise.reject(new DriverError(`set allowances of server ${serverId}`, [`server ${serverId} is not up`]));
+    server.allowances = new Map(allowances.map((a) => [a.publicKey, { ...a }]));
+    return Promise.resolve();
   }
 
   inspect(spec: ServerSpec, peers: readonly PeerSpec[]): Promise<string[]> {

@@ -1,5 +1,12 @@
 import { SERVER_PROTOCOLS } from '../../src/domain/protocols.ts';
-import type { CounterReading, Driver, PeerSpec, ServerSpec, ServerState } from '../../src/agent/driver.ts';
+import type {
+  CounterReading,
+  Driver,
+  PeerAllowance,
+  PeerSpec,
+  ServerSpec,
+  ServerState,
+} from '../../src/agent/driver.ts';
 
 interface ScriptedPeer {
   rx: number;
@@ -13,6 +20,10 @@ export class ScriptedDriver implements Driver {
   readonly servers = new Map<number, { instance: number; peers: Map<string, ScriptedPeer> }>();
   /** Called when a peer leaves an interface (benchmarks time cut-offs with it). */
   onRemove: ((serverId: number, publicKey: string) => void) | undefined;
+  /** Each server's kernel allowances as last set, by public key. */
+  readonly allowances = new Map<number, Map<string, PeerAllowance>>();
+  /** What each peer's kernel allowance has counted, by public key, as the test drives it. */
+  readonly counted = new Map<string, number>();
   #instances = 0;
 
   up(spec: ServerSpec): Promise<ServerState> {
@@ -52,12 +63,25 @@ export class ScriptedDriver implements Driver {
     }));
     return Promise.resolve({ instance: String(server.instance), peers });
   }
+  readAllowances(serverId: number): Promise<ReadonlyMap<string, number>> {
+    const keys = [...(this.allowances.get(serverId)?.keys() ?? [])];
+    return Promise.resolve(new Map(keys.map((key) => [key, this.counted.get(key) ?? 0])));
+  }
+  setAllowances(serverId: number, allowances: readonly PeerAllowance[]): Promise<void> {
+    this.#server(serverId);
+    const kept = new Map(allowances.map((a) => [a.publicKey, { ...a }]));
+    // An allowance removed takes its count with it, as a quota deleted does.
+    for (const key of this.allowances.get(serverId)?.keys() ?? []) if (!kept.has(key)) this.counted.delete(key);
+    this.allowances.set(serverId, kept);
+    return Promise.resolve();
+  }
   /** The host never drifts here: tests of drift use the dry-run driver. */
   inspect(): Promise<string[]> {
     return Promise.resolve([]);
   }
   down(serverId: number): Promise<void> {
     this.servers.delete(serverId);
+    this.allowances.delete(serverId);
     return Promise.resolve();
   }
   list(): Promise<number[]> {

@@ -23,10 +23,11 @@ import type { ServerProtocol } from '../../domain/protocols.ts';
 import { publicKeyOf } from '../../domain/wireguard-keys.ts';
 import type { CommandRunner } from '../commands.ts';
 import { DriverError } from '../driver.ts';
-import type { CounterReading, Driver, Ipv6Mode, PeerSpec, ServerSpec, ServerState } from '../driver.ts';
+import type { CounterReading, Driver, Ipv6Mode, PeerAllowance, PeerSpec, ServerSpec, ServerState } from '../driver.ts';
 import { type Cidr, ensureIsolation, isolationProblems } from '../isolation.ts';
 import type { IsolationPlace, IsolationPolicy } from '../isolation.ts';
 import { KeyedQueue } from '../keyed-queue.ts';
+import { Quotas } from '../quota/quotas.ts';
 import { Shaper } from '../shaping/shaper.ts';
 import type { ShapingPlace } from '../shaping/tc-nft.ts';
 import { obfuscationChange, obfuscationKeys, obfuscationProblems } from './amneziawg.ts';
@@ -90,6 +91,7 @@ export class WireGuardDriver implements Driver {
   /** One operation per server at a time. */
   readonly #serial = new KeyedQueue<number>();
   readonly #shaper: Shaper;
+  readonly #quotas: Quotas;
   readonly #allowCidrs: readonly Cidr[];
   /** Whether the kernel has IPv6 at all (`ipv6.disable=1` leaves it out); read once, when a server first has some. */
   #kernelIpv6: Promise<boolean> | undefined;
@@ -108,6 +110,7 @@ export class WireGuardDriver implements Driver {
       readyTimeoutMs: options.readyTimeoutMs ?? 3000,
     });
     this.#shaper = new Shaper(options.runner);
+    this.#quotas = new Quotas(options.runner);
     this.#allowCidrs = options.allowCidrs ?? [];
   }
 
@@ -161,6 +164,18 @@ export class WireGuardDriver implements Driver {
         lastHandshakeMs: p.lastHandshakeS * 1000,
       }));
       return { instance, peers };
+    });
+  }
+
+  readAllowances(serverId: number): Promise<ReadonlyMap<string, number>> {
+    return this.#serial.run(serverId, () => this.#quotas.read(serverId, this.#place(this.names(serverId))));
+  }
+
+  setAllowances(serverId: number, allowances: readonly PeerAllowance[]): Promise<void> {
+    return this.#serial.run(serverId, async () => {
+      const failures: string[] = [];
+      await this.#quotas.set(serverId, this.#place(this.names(serverId)), allowances, failures);
+      if (failures.length > 0) throw new DriverError(`set allowances of server ${serverId}`, failures);
     });
   }
 
@@ -233,6 +248,7 @@ export class WireGuardDriver implements Driver {
         found.push(...uplink6Problems(spec, n, { serverVeth, hostVeth, serverTables, hostTables, routes }));
       }
       found.push(...(await this.#shaper.inspect(spec.serverId, this.#place(n), [...valid.desired.values()])));
+      found.push(...(await this.#quotas.inspect(spec.serverId, this.#place(n))));
       found.push(...(await isolationProblems(this.#runner, this.#isolationPlace(spec), this.#isolationPolicy(spec))));
       return collapse(found);
     });
@@ -401,6 +417,7 @@ export class WireGuardDriver implements Driver {
     // Stopping the daemon first lets it close its interface and remove its UAPI socket itself.
     await this.#impl.stop(serverId);
     this.#shaper.forget(serverId);
+    this.#quotas.forget(serverId);
     this.#instances.delete(serverId);
     this.#impl.forget(serverId);
     const netnsExists = (await readNetnsNames(this.#runner)).includes(n.netns);
