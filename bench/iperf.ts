@@ -125,20 +125,3 @@ export async function dpPrefix(): Promise<string> {
   }
   throw new Error('no unused dp prefix');
 }
-
-/** The pid of the wireguard-go or amneziawg-go that runs interface `iface` (`… -f IFACE`), for its CPU. */
-export function daemonPid(iface: string): number {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
-        .split('\0')
-        .filter((a) => a !== '');
-    } catch {
-      continue; // exited meanwhile
-    }
-    if (/(?:^|\/)(?:wireguard|amneziawg)-go$/.test(argv[0] ?? '') && argv.at(-1) === iface) return Number(entry);
-  }
-  throw new Error(`no wireguard-go or amneziawg-go runs ${iface}`);
-}

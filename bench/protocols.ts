@@ -10,17 +10,18 @@
  * 2. One peer change at PEERS peers on each server, timed as bench/peers.ts times it (timedPeerSwap), CHANGES rounds
  *    alternating which server goes first. Target: AmneziaWG no slower than wireguard-go.
  *
- * Run as root: node bench/protocols.ts   (ROUNDS, IPERF_SECONDS, PEERS, CHANGES may be set)
+ * Run as root: node bench/protocols.ts   (ROUNDS, IPERF_SECONDS, PEERS, CHANGES may be set; S4 fixes the transport
+ * padding instead of drawing it, to tell its cost from the rest of the obfuscation's)
  * Writes the section "## AmneziaWG against WireGuard on one node (issue 24)" of docs/benchmarks.md.
  */
 import { randomInt } from 'node:crypto';
-import { ExecRunner } from '../src/agent/commands.ts';
+import { type ChildHandle, ExecRunner, type StartOptions } from '../src/agent/commands.ts';
 import type { PeerSpec, ServerSpec } from '../src/agent/driver.ts';
 import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
 import type { Obfuscation, ServerProtocol } from '../src/domain/protocols.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix } from '../test/support/netns.ts';
-import { cores, daemonPid, DIRECTIONS, type Direction, iperf, mbit, medianOf, type Throughput } from './iperf.ts';
+import { cores, DIRECTIONS, type Direction, iperf, mbit, medianOf, type Throughput } from './iperf.ts';
 import { peerAddress, type Stats, stats, timedPeerSwap } from './peers.ts';
 import { firstLine, host, loadAverage, percentile, writeSection } from './report.ts';
 
@@ -32,6 +33,7 @@ const SECTION = 'AmneziaWG against WireGuard on one node (issue 24)';
 const IPERF_PORT = 5201;
 const RATE_TARGET = 0.9;
 const PROTOCOLS: readonly ServerProtocol[] = ['wireguard', 'amneziawg'];
+const S4 = process.env.S4 === undefined ? undefined : Number(process.env.S4);
 
 /**
  * Obfuscation as the panel draws it for a new AmneziaWG server: 3-10 junk packets of jmin-jmax bytes (under 1,280),
@@ -51,9 +53,26 @@ function panelObfuscation(): Obfuscation {
   };
   return {
     ...{ jc: randomInt(3, 11), jmin, jmax: randomInt(jmin + 1, 1280) },
-    ...{ s1, s2, s3: randomInt(1, 33), s4: randomInt(1, 17) },
+    ...{ s1, s2, s3: randomInt(1, 33), s4: S4 ?? randomInt(1, 17) },
     ...{ h1: header(0), h2: header(1), h3: header(2), h4: header(3) },
   };
+}
+
+/** Runs commands for real; keeps the pid of each daemon the driver starts by its last argument, the interface. */
+class DaemonPids extends ExecRunner {
+  readonly #pids = new Map<string, number>();
+
+  override start(cmd: string, args: readonly string[], opts?: StartOptions): ChildHandle {
+    const child = super.start(cmd, args, opts);
+    this.#pids.set(args.at(-1) ?? cmd, child.pid);
+    return child;
+  }
+
+  of(iface: string): number {
+    const pid = this.#pids.get(iface);
+    if (pid === undefined) throw new Error(`the driver started no daemon for ${iface}`);
+    return pid;
+  }
 }
 
 interface Side {
@@ -85,7 +104,7 @@ async function main(): Promise<void> {
   console.log(`generating ${2 * (PEERS + CHANGES)} keys…`);
   const spare = Array.from({ length: 2 * CHANGES }, () => generateKeyPair().publicKey);
   const obfuscation = panelObfuscation();
-  const runner = new ExecRunner(CHILD_LOG_DIR);
+  const runner = new DaemonPids(CHILD_LOG_DIR);
   // `pb` and two more characters: this bench's names, apart from every other helper's.
   const lab = await NetLab.create(`pb${(await unusedPrefix('p')).slice(2)}`);
   const driver = new WireGuardDriver({ runner, namePrefix: lab.prefix, hostNetns: lab.hostNs, amneziawg: true });
@@ -116,6 +135,7 @@ async function main(): Promise<void> {
   try {
     await lab.addInternet();
     for (const side of sides) await connect(lab, driver, side, obfuscation);
+    for (const side of sides) side.pids.unshift(runner.of(lab.serverNames(side.server.serverId).iface));
     const loadBeforeRuns = loadAverage();
     for (let round = 0; round < ROUNDS; round++) {
       for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
@@ -184,7 +204,7 @@ async function connect(lab: NetLab, driver: WireGuardDriver, side: Side, obfusca
   await lab.startIperfServer(side.target, IPERF_PORT);
   if (!(await lab.waitForPingFrom(side.netns, side.target)))
     throw new Error(`${side.protocol} client does not reach ${side.target}`);
-  side.pids.push(daemonPid(lab.serverNames(side.server.serverId).iface), wg.pid);
+  side.pids.push(wg.pid);
 }
 
 interface Context {
@@ -261,7 +281,7 @@ function report(sides: readonly Side[], c: Context): string {
     '',
     "The node's own `WireGuardDriver` (src/agent/wireguard/driver.ts) with two servers in namespaces this script " +
       'makes: a `wireguard` one on wireguard-go (this kernel has no WireGuard module) and an `amneziawg` one on ' +
-      `amneziawg-go, with obfuscation drawn as the panel draws it: \`jc=${o.jc} jmin=${o.jmin} jmax=${o.jmax} ` +
+      `amneziawg-go, with obfuscation drawn as the panel draws it${S4 === undefined ? '' : ` but s4 fixed at ${S4} (S4)`}: \`jc=${o.jc} jmin=${o.jmin} jmax=${o.jmax} ` +
       `s1=${o.s1} s2=${o.s2} s3=${o.s3} s4=${o.s4} h1=${o.h1} h2=${o.h2} h3=${o.h3} h4=${o.h4}\`. Each has one ` +
       'real client in a namespace of its own (wireguard-go configured as wg-quick would, amneziawg-go over its ' +
       'UAPI socket with the same obfuscation); MTU 1420 on both.',
