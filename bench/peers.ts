@@ -224,7 +224,7 @@ function agentPeer(peer: PeerSpec): AgentPeer {
   };
 }
 
-/** The n-th peer address in `net`.0.0/16 (10.96 unless given), skipping .0 and the server's .1 (so at most ~65k peers). */
+/** The n-th peer address in `net`.0.0/16 (10.96 unless given), skipping .0 and the server's .1 (at most ~65k). */
 export function peerAddress(n: number, net = '10.96'): string {
   const host = n + 2;
   return `${net}.${Math.floor(host / 256)}.${host % 256}/32`;

@@ -270,6 +270,7 @@ function report(sides: readonly Side[], c: Context): string {
     );
   };
   const o = c.obfuscation;
+  const fixed = S4 === undefined ? '' : ` but s4 fixed at ${S4} (S4)`;
   return [
     `Command: \`node bench/protocols.ts\` (as root; \`ROUNDS=${ROUNDS} IPERF_SECONDS=${IPERF_SECONDS} ` +
       `PEERS=${PEERS} CHANGES=${CHANGES}\`). Machine: ${host()}, ${firstLine('iperf3', ['--version'])}, ` +
@@ -281,7 +282,8 @@ function report(sides: readonly Side[], c: Context): string {
     '',
     "The node's own `WireGuardDriver` (src/agent/wireguard/driver.ts) with two servers in namespaces this script " +
       'makes: a `wireguard` one on wireguard-go (this kernel has no WireGuard module) and an `amneziawg` one on ' +
-      `amneziawg-go, with obfuscation drawn as the panel draws it${S4 === undefined ? '' : ` but s4 fixed at ${S4} (S4)`}: \`jc=${o.jc} jmin=${o.jmin} jmax=${o.jmax} ` +
+      `amneziawg-go, with obfuscation drawn as the panel draws it${fixed}: ` +
+      `\`jc=${o.jc} jmin=${o.jmin} jmax=${o.jmax} ` +
       `s1=${o.s1} s2=${o.s2} s3=${o.s3} s4=${o.s4} h1=${o.h1} h2=${o.h2} h3=${o.h3} h4=${o.h4}\`. Each has one ` +
       'real client in a namespace of its own (wireguard-go configured as wg-quick would, amneziawg-go over its ' +
       'UAPI socket with the same obfuscation); MTU 1420 on both.',
