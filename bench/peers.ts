@@ -172,7 +172,7 @@ class TimedDriver implements Driver {
   }
 }
 
-interface Stats {
+export interface Stats {
   median: number;
   p95: number;
   min: number;
@@ -195,7 +195,7 @@ interface ChangeResult {
   setMs: number;
 }
 
-function stats(samples: readonly number[]): Stats {
+export function stats(samples: readonly number[]): Stats {
   const sorted = [...samples].sort((a, b) => a - b);
   const rank = (p: number): number =>
     sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)] ?? Number.NaN;
@@ -214,7 +214,6 @@ async function timed(work: () => Promise<unknown>): Promise<number> {
 const ms = (value: number): string => `${value.toFixed(1)} ms`;
 const count = (n: number): string => n.toLocaleString('en');
 
-/** The n-th peer address in 10.96.0.0/16, skipping .0 and the server's .1 (so at most ~65k peers). */
 /** A peer as the panel sends it to the agent: device id from its address, no limits. */
 function agentPeer(peer: PeerSpec): AgentPeer {
   const deviceId =
@@ -233,9 +232,30 @@ function agentPeer(peer: PeerSpec): AgentPeer {
   };
 }
 
-function peerAddress(n: number): string {
+/** The n-th peer address in `net`.0.0/16 (10.96 unless given), skipping .0 and the server's .1 (at most ~65k). */
+export function peerAddress(n: number, net = '10.96'): string {
   const host = n + 2;
-  return `10.96.${Math.floor(host / 256)}.${host % 256}/32`;
+  return `${net}.${Math.floor(host / 256)}.${host % 256}/32`;
+}
+
+/**
+ * One timed peer change, as every change round of this bench makes it: the peer at the round's slot of `peers` is
+ * swapped for a key of `spare` at the same address, through `apply` (given the whole new list, the removed key and
+ * the new peer); the time `apply` took, in ms. bench/protocols.ts times its changes with it too.
+ */
+export async function timedPeerSwap(
+  peers: PeerSpec[],
+  spare: string[],
+  round: number,
+  apply: (list: PeerSpec[], removed: string, added: PeerSpec) => Promise<unknown>,
+): Promise<number> {
+  const slot = (round * 487 + round * 13) % peers.length;
+  const old = peers[slot];
+  const publicKey = spare.pop();
+  if (old === undefined || publicKey === undefined) throw new Error('out of keys');
+  const added = { publicKey, allowedIp: old.allowedIp, speedLimitKbps: 0 };
+  peers[slot] = added;
+  return timed(() => apply(peers, old.publicKey, added));
 }
 
 function rssMb(pid: number): number {
@@ -305,15 +325,9 @@ async function main(): Promise<void> {
     let calls = 0;
     let touched = 0;
     for (let round = 0; round < CHANGES && !interrupted; round++) {
-      const slot = (round * 487 + samples.length * 13) % PEERS;
-      const old = peers[slot];
-      const publicKey = spare.pop();
-      if (old === undefined || publicKey === undefined) throw new Error('out of keys');
-      const added = { publicKey, allowedIp: old.allowedIp, speedLimitKbps: 0 };
-      peers[slot] = added;
       runner.reset();
       driver.reset();
-      samples.push(await timed(() => apply(peers, old.publicKey, added)));
+      samples.push(await timedPeerSwap(peers, spare, round, apply));
       calls = Math.max(calls, runner.wgSetCalls);
       touched = Math.max(touched, runner.wgSetPeers);
       phases.up.push(driver.upMs);
@@ -714,4 +728,5 @@ function uapiReport(c: UapiComparison, wireguardGoRssMb: number, agent: AgentMem
   ].join('\n');
 }
 
-await main();
+// Run as a script; bench/protocols.ts imports its timing without running it.
+if (import.meta.main) await main();
