@@ -467,16 +467,14 @@ export class WireGuardDriver implements Driver {
 
   #isolationPlace(spec: ServerSpec): IsolationPlace {
     const n = this.names(spec.serverId);
-    const serverIp = spec.address.split('/')[0] ?? '';
     const serverIp6 = address6Of(spec)?.split('/')[0];
-    const hostTable = n.isolationTable;
     const place = {
       serverNetns: n.netns,
       wg: n.iface,
-      serverIp,
+      serverIp: spec.address.split('/')[0] ?? '',
       hostNetns: this.#hostNetns,
       vethHost: n.vethHost,
-      hostTable,
+      hostTable: n.isolationTable,
     };
     return serverIp6 === undefined ? place : { ...place, serverIp6 };
   }
