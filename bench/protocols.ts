@@ -11,14 +11,13 @@
  *    alternating which server goes first. Target: AmneziaWG no slower than wireguard-go.
  *
  * Run as root: node bench/protocols.ts   (ROUNDS, IPERF_SECONDS, PEERS, CHANGES may be set; S4 fixes the transport
- * padding instead of drawing it, to tell its cost from the rest of the obfuscation's)
+ * padding, taking its room from both servers' MTU as the panel requires, to tell its cost from the rest's)
  * Writes the section "## AmneziaWG against WireGuard on one node (issue 24)" of docs/benchmarks.md.
  */
-import { randomInt } from 'node:crypto';
 import { type ChildHandle, ExecRunner, type StartOptions } from '../src/agent/commands.ts';
 import type { PeerSpec, ServerSpec } from '../src/agent/driver.ts';
 import { WireGuardDriver } from '../src/agent/wireguard/driver.ts';
-import type { Obfuscation, ServerProtocol } from '../src/domain/protocols.ts';
+import { completeObfuscation, type Obfuscation, PADDED_MTU_MAX, type ServerProtocol } from '../src/domain/protocols.ts';
 import { generateKeyPair } from '../src/domain/wireguard-keys.ts';
 import { CHILD_LOG_DIR, NetLab, requireRoot, run, unusedPrefix } from '../test/support/netns.ts';
 import { cores, DIRECTIONS, type Direction, iperf, mbit, medianOf, type Throughput } from './iperf.ts';
@@ -35,27 +34,12 @@ const RATE_TARGET = 0.9;
 const PROTOCOLS: readonly ServerProtocol[] = ['wireguard', 'amneziawg'];
 const S4 = process.env.S4 === undefined ? undefined : Number(process.env.S4);
 
-/**
- * Obfuscation as the panel draws it for a new AmneziaWG server: 3-10 junk packets of jmin-jmax bytes (under 1,280),
- * handshake paddings s1/s2 of 15-150 bytes with s1 + 56 != s2 (else the two handshake messages would have the same
- * size again), small cookie and transport paddings (s4 at most 16, so a full 1,420-byte packet still fits a
- * 1,500-byte IPv4 link), and four distinct headers, each a range inside its own quarter of the 32-bit space above 4.
- */
+/** The servers' MTU: a fixed transport padding (S4) takes its room from it, as the panel requires. */
+const MTU = PADDED_MTU_MAX - (S4 ?? 0);
+
+/** Obfuscation as the panel draws it for a new AmneziaWG server (src/domain/protocols.ts), s4 fixed by S4. */
 function panelObfuscation(): Obfuscation {
-  const jmin = randomInt(40, 600);
-  const s1 = randomInt(15, 151);
-  let s2 = randomInt(15, 151);
-  while (s1 + 56 === s2) s2 = randomInt(15, 151);
-  const quarter = 2 ** 30;
-  const header = (k: number): string => {
-    const start = Math.max(5, k * quarter + randomInt(quarter / 2));
-    return `${start}-${start + randomInt(1, 1_000_000)}`;
-  };
-  return {
-    ...{ jc: randomInt(3, 11), jmin, jmax: randomInt(jmin + 1, 1280) },
-    ...{ s1, s2, s3: randomInt(1, 33), s4: S4 ?? randomInt(1, 17) },
-    ...{ h1: header(0), h2: header(1), h3: header(2), h4: header(3) },
-  };
+  return completeObfuscation(S4 === undefined ? {} : { s4: S4 }, MTU);
 }
 
 /** Runs commands for real; keeps the pid of each daemon the driver starts by its last argument, the interface. */
@@ -117,7 +101,7 @@ async function main(): Promise<void> {
         privateKey: generateKeyPair().privateKey,
         listenPort: 51820 + i,
         address: `${net}.0.1/16`,
-        mtu: 1420,
+        mtu: MTU,
         ...(protocol === 'amneziawg' ? { protocol, obfuscation } : {}),
       },
       peers: Array.from({ length: PEERS }, (_, n) => ({

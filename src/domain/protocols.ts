@@ -59,7 +59,6 @@ const GENERATED = {
   s1: [15, 150],
   s2: [15, 150],
   s3: [0, 64],
-  s4: [0, 32],
   // Some clients read a header as a signed 32-bit number.
   header: [OBFUSCATION_LIMITS.headerMin, 2_147_483_647],
 } as const;
@@ -82,6 +81,23 @@ const COOKIE_REPLY_BYTES = 64;
 /** A random integer in [min, max] from the CSPRNG. */
 export type RandomInt = (min: number, max: number) => number;
 const cryptoRandomInt: RandomInt = (min, max) => randomInt(min, max + 1);
+
+/**
+ * An AmneziaWG server's MTU plus its transport padding `s4` stays within WireGuard's default MTU, which leaves
+ * room for WireGuard's 32 bytes and the outer IPv6 and UDP headers on a 1500-byte path. Past it every full data
+ * packet is fragmented, and amneziawg-go carried 0.1 Mbit/s instead of hundreds (s4 32 at mtu 1420, measured).
+ */
+export const PADDED_MTU_MAX = 1420;
+const DRAWN_S4_MAX = 32;
+
+/** Refuses `s4` (or the `mtu` a PATCH gives) when a padded data packet would not fit the path. */
+export function checkTransportPadding(o: Obfuscation, mtu: number, field: 's4' | 'mtu' = 's4'): void {
+  if (mtu + o.s4 <= PADDED_MTU_MAX) return;
+  const problem =
+    `with mtu ${mtu} and s4 ${o.s4}, padded data packets exceed a 1500-byte path: ` +
+    `mtu + s4 at most ${PADDED_MTU_MAX}`;
+  throw field === 's4' ? invalid('s4', problem) : new AppError('validation_failed', `mtu ${problem}`, { mtu: problem });
+}
 
 function invalid(field: string, problem: string): AppError {
   return new AppError('validation_failed', `obfuscation.${field} ${problem}`, { [`obfuscation.${field}`]: problem });
@@ -157,7 +173,11 @@ function drawn(random: RandomInt, [min, max]: readonly [number, number], ok: (v:
  * `given` completed with values drawn from the CSPRNG, then checked whole: what is drawn keeps the rules against
  * what was given (s2 is never s1 + 56, a header overlaps none given). i1-i5 are never drawn.
  */
-export function completeObfuscation(given: Partial<Obfuscation>, random: RandomInt = cryptoRandomInt): Obfuscation {
+export function completeObfuscation(
+  given: Partial<Obfuscation>,
+  mtu: number,
+  random: RandomInt = cryptoRandomInt,
+): Obfuscation {
   const jc = given.jc ?? random(...GENERATED.jc);
   const jmin = given.jmin ?? Math.min(random(...GENERATED.jmin), given.jmax ?? GENERATED.jmin[1]);
   const jmax = given.jmax ?? random(jmin, Math.max(jmin, GENERATED.jmaxTop));
@@ -173,7 +193,7 @@ export function completeObfuscation(given: Partial<Obfuscation>, random: RandomI
     padded[key] = drawn(random, GENERATED[key], (v) => !others.includes(sizeOf[key] + v));
   }
   const { s1 = 0, s2 = 0, s3 = 0 } = padded;
-  const s4 = given.s4 ?? random(...GENERATED.s4);
+  const s4 = given.s4 ?? random(0, Math.max(0, Math.min(DRAWN_S4_MAX, PADDED_MTU_MAX - mtu)));
   const taken = HEADER_KEYS.flatMap((key) => {
     const range = given[key] === undefined ? undefined : headerRange(given[key]);
     return range === undefined ? [] : [range];
@@ -196,6 +216,7 @@ export function completeObfuscation(given: Partial<Obfuscation>, random: RandomI
     if (value !== undefined) result[key] = value;
   }
   validateObfuscation(result);
+  checkTransportPadding(result, mtu);
   return result;
 }
 

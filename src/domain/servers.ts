@@ -10,6 +10,7 @@ import {
 } from './error-cases.ts';
 import { AppError } from './errors.ts';
 import {
+  checkTransportPadding,
   completeObfuscation,
   type Obfuscation,
   type ObfuscationPatch,
@@ -205,7 +206,7 @@ export function planSubnet6(input: Pick<ServerCreateInput, 'address6' | 'maxDevi
 }
 
 /** A new server's protocol and its full parameters (null for WireGuard), checked before anything is saved. */
-export function planProtocol(input: Pick<ServerCreateInput, 'protocol' | 'obfuscation'>): {
+export function planProtocol(input: Pick<ServerCreateInput, 'protocol' | 'obfuscation' | 'mtu'>): {
   protocol: ServerProtocol;
   obfuscation: Obfuscation | null;
 } {
@@ -214,7 +215,7 @@ export function planProtocol(input: Pick<ServerCreateInput, 'protocol' | 'obfusc
     if (input.obfuscation !== undefined) throw obfuscationNeedsAmneziaWG();
     return { protocol, obfuscation: null };
   }
-  return { protocol, obfuscation: completeObfuscation(input.obfuscation ?? {}) };
+  return { protocol, obfuscation: completeObfuscation(input.obfuscation ?? {}, input.mtu ?? SERVER_DEFAULTS.mtu) };
 }
 
 /**
@@ -222,13 +223,18 @@ export function planProtocol(input: Pick<ServerCreateInput, 'protocol' | 'obfusc
  * (the same one given is no change); obfuscation is merged over the current one and checked whole.
  */
 export function patchObfuscation(
-  current: { protocol: ServerProtocol; obfuscation: Obfuscation | null },
-  patch: { protocol?: ServerProtocol; obfuscation?: ObfuscationPatch },
+  current: { protocol: ServerProtocol; obfuscation: Obfuscation | null; mtu: number },
+  patch: { protocol?: ServerProtocol; obfuscation?: ObfuscationPatch; mtu?: number },
 ): Obfuscation | undefined {
   if (patch.protocol !== undefined && patch.protocol !== current.protocol) throw protocolFixed(current.protocol);
-  if (patch.obfuscation === undefined) return undefined;
+  const mtu = patch.mtu ?? current.mtu;
+  if (patch.obfuscation === undefined) {
+    if (current.obfuscation !== null) checkTransportPadding(current.obfuscation, mtu, 'mtu');
+    return undefined;
+  }
   if (current.obfuscation === null) throw obfuscationNeedsAmneziaWG();
   const next = patchedObfuscation(current.obfuscation, patch.obfuscation);
+  checkTransportPadding(next, mtu);
   return sameObfuscation(next, current.obfuscation) ? undefined : next;
 }
 

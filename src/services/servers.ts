@@ -354,7 +354,7 @@ export class ServerService {
     }
     if (patch.maxDevices !== undefined) checkRoom(current, patch.maxDevices);
     const obfuscation = patchObfuscation(
-      { protocol: current.protocol, obfuscation: serverObfuscation(current) },
+      { protocol: current.protocol, obfuscation: serverObfuscation(current), mtu: current.mtu },
       patch,
     );
     const updated = await this.#save(current, node, patch, obfuscation, actor);

@@ -32,7 +32,7 @@ function fieldOf(run: () => unknown): string | undefined {
 describe('AmneziaWG parameters', () => {
   test('drawn sets keep every rule, a thousand times over', () => {
     for (let i = 0; i < 1000; i++) {
-      const o = completeObfuscation({});
+      const o = completeObfuscation({}, 1420);
       assert.ok(o.jc >= 3 && o.jc <= 10 && o.jmin <= o.jmax && o.jmax <= 1280 && o.s1 + 56 !== o.s2);
       const headers = [o.h1, o.h2, o.h3, o.h4].map(Number);
       assert.equal(new Set(headers).size, 4);
@@ -41,10 +41,27 @@ describe('AmneziaWG parameters', () => {
     }
   });
 
+  test('padding of data packets (s4) is drawn and accepted only where the MTU leaves room for it on the path', () => {
+    for (let i = 0; i < 200; i++) {
+      assert.equal(completeObfuscation({}, 1420).s4, 0, 'at the default mtu no room is left');
+      const o = completeObfuscation({}, 1380);
+      assert.ok(o.s4 >= 0 && o.s4 <= 32 && 1380 + o.s4 <= 1420, `s4 ${o.s4} at mtu 1380`);
+    }
+    assert.equal(completeObfuscation({ s4: 40 }, 1380).s4, 40);
+    assert.equal(
+      fieldOf(() => completeObfuscation({ s4: 1 }, 1420)),
+      'obfuscation.s4',
+    );
+    assert.equal(
+      fieldOf(() => completeObfuscation({ s4: 41 }, 1380)),
+      'obfuscation.s4',
+    );
+  });
+
   test('a value drawn around a given one keeps clear of it', () => {
     // The stand-in counts up from each range's start, so s2's range (from 15) reaches 76 = s1 + 56 before 77.
     let counter = 0;
-    const o = completeObfuscation({ s1: 20, jc: 3, jmin: 40, jmax: 70, s3: 0, s4: 0 }, (min, max) =>
+    const o = completeObfuscation({ s1: 20, jc: 3, jmin: 40, jmax: 70, s3: 0, s4: 0 }, 1420, (min, max) =>
       min === 15 ? min + (counter++ % (max - min + 1)) + 61 : min + (counter++ % (max - min + 1)),
     );
     assert.equal(o.s2, 77, 's2 = s1 + 56 is drawn again');

@@ -108,6 +108,9 @@ describe('AmneziaWG servers', () => {
       [{ protocol: 'amneziawg', obfuscation: { jc: '5' } }, 'obfuscation.jc'],
       [{ protocol: 'amneziawg', obfuscation: { i1: '<b 0x00>\nPostUp = touch /tmp/x' } }, 'obfuscation.i1'],
       [{ protocol: 'amneziawg', obfuscation: { s9: 1 } }, 'obfuscation.s9'],
+      // Padded data packets would not fit a 1500-byte path: amneziawg-go then carries almost nothing.
+      [{ protocol: 'amneziawg', obfuscation: { s4: 16 } }, 'obfuscation.s4'],
+      [{ protocol: 'amneziawg', mtu: 1400, obfuscation: { s4: 21 } }, 'obfuscation.s4'],
     ];
     for (const [body, field] of cases) {
       const refused = await call('POST', '/servers', { name: 'broken', ...body });
@@ -116,6 +119,19 @@ describe('AmneziaWG servers', () => {
       assert.ok(Object.hasOwn(refused.error?.fields ?? {}, field), `${field} in ${JSON.stringify(refused.json)}`);
     }
     assert.equal(await serverCount(), before, 'nothing was saved');
+  });
+
+  it('takes transport padding under a lower mtu, and refuses a later mtu that leaves it no room', async () => {
+    const body = { name: 'awg-padded', protocol: 'amneziawg' as const, mtu: 1380, obfuscation: { s4: 40 } };
+    const made = (await call('POST', '/servers', body)).expect(201);
+    const id = made.id;
+    assert.equal(paramsOf(made).s4, 40);
+    const refused = await call('PATCH', `/servers/${id}`, { mtu: 1420 });
+    assert.equal(refused.status, 422, JSON.stringify(refused.json));
+    assert.ok(Object.hasOwn(refused.error?.fields ?? {}, 'mtu'), JSON.stringify(refused.json));
+    const lowered = await call('PATCH', `/servers/${id}`, { mtu: 1380, obfuscation: { s4: 8 } });
+    assert.equal(lowered.status, 200, JSON.stringify(lowered.json));
+    assert.equal((await call('PATCH', `/servers/${id}`, { mtu: 1412 })).status, 200, 'mtu + s4 = 1420 fits');
   });
 
   it("lists each node's protocols, and makes no AmneziaWG server on a node without amneziawg-go", async () => {

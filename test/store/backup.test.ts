@@ -86,7 +86,7 @@ async function fill(store: Store): Promise<{ deletedDeviceId: number }> {
     city: 'Zürich',
     status: 'running',
     protocol: 'amneziawg',
-    obfuscation: obfuscationJson(completeObfuscation({ h1: '100-200', i1: '<b 0xc0ffee><r 16>' })),
+    obfuscation: obfuscationJson(completeObfuscation({ h1: '100-200', i1: '<b 0xc0ffee><r 16>' }, 1420)),
     endpoint: 'vpn.example.com',
     listen_port: 51820,
     private_key: serverKeys.privateKey,
