@@ -29,7 +29,8 @@ const MIRROR = 'http://deb.debian.org/debian';
 /** Raise it to build the cached root anew (a change to how it is built). */
 const ROOT_VERSION = 1;
 const CACHE_DIR = '/var/cache/vpn-panel-test';
-const INSTALL_PACKAGES = join(ROOT, 'scripts', 'install-packages.sh');
+/** The package scripts the root is built with: install-packages.sh runs go-tools.sh beside it. */
+const PACKAGE_SCRIPTS = ['scripts/install-packages.sh', 'scripts/go-tools.sh'];
 /** Inside a root: the machine's extra CA certificates, for Node (npm) behind an intercepting egress. */
 export const EXTRA_CA_IN_ROOT = '/etc/ssl/vpn-panel-test-extra-ca.pem';
 export const ROOT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -75,9 +76,11 @@ export function copyExtraCa(root: string): void {
   copyFileSync(ca, join(root, EXTRA_CA_IN_ROOT));
 }
 
-/** The cached tarball's path: suite, version, and the package script it was built with. */
+/** The cached tarball's path: suite, version, and the package scripts it was built with. */
 export function cachedRootTarball(): string {
-  const packages = createHash('sha256').update(readFileSync(INSTALL_PACKAGES)).digest('hex').slice(0, 12);
+  const hash = createHash('sha256');
+  for (const file of PACKAGE_SCRIPTS) hash.update(readFileSync(join(ROOT, file)));
+  const packages = hash.digest('hex').slice(0, 12);
   return join(CACHE_DIR, `debian-${SUITE}-v${ROOT_VERSION}-${packages}.tar`);
 }
 
@@ -131,7 +134,7 @@ export async function cachedRoot(): Promise<{ tarball: string; builtInSeconds: n
     copyExtraCa(dir);
     const seed = join(dir, 'root', 'seed');
     mkdirSync(seed);
-    for (const file of ['scripts/install-packages.sh', 'package.json', 'package-lock.json'])
+    for (const file of [...PACKAGE_SCRIPTS, 'package.json', 'package-lock.json'])
       copyFileSync(join(ROOT, file), join(seed, file.replace(/^.*\//, '')));
     await runInRoot(
       dir,
