@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AgentProcess, startAgent } from './agent.ts';
 import type { components } from '../../console/src/api-types.ts';
+import type { Obfuscation } from '../../src/domain/protocols.ts';
 import type { TestDatabase } from './databases.ts';
 import { type NetLab, run, sleep, waitFor, type WgClient } from './netns.ts';
 import { type ApiClient, type CliResult, freePort, type PanelProcess, startPanel } from './panel.ts';
@@ -205,7 +206,9 @@ export async function connectDevice(
   routed: readonly string[] = [],
 ): Promise<WgClient> {
   const privateKey = /^PrivateKey\s*=\s*(\S+)$/m.exec(device.config)?.[1];
+  const obfuscation = obfuscationOf(device.config);
   const client = await lab.connectClient({
+    ...(obfuscation === undefined ? {} : { obfuscation }),
     serverPublicKey: server.public_key,
     endpoint: server.endpoint,
     port: server.listen_port,
@@ -218,6 +221,35 @@ export async function connectDevice(
     await run('ip', ['-n', lab.clientNs, 'route', 'replace', destination, 'dev', client.iface]);
   }
   return client;
+}
+
+/** The AmneziaWG parameters of a config's `[Interface]` (`Jc = 4`, `H1 = 100-200`, ...); undefined when it has none. */
+export function obfuscationOf(config: string): Obfuscation | undefined {
+  const keys = new Map<string, string>();
+  for (const [, key, value] of (config.split(/^\[Peer\]/m)[0] ?? '').matchAll(/^(\w+)\s*=\s*(.+?)\s*$/gm)) {
+    if (key !== undefined && value !== undefined) keys.set(key.toLowerCase(), value);
+  }
+  if (!keys.has('jc')) return undefined;
+  const text = (key: string): string => need(keys.get(key), `${key} in the config's [Interface]`);
+  const number = (key: string): number => Number(text(key));
+  const obfuscation: Obfuscation = {
+    jc: number('jc'),
+    jmin: number('jmin'),
+    jmax: number('jmax'),
+    s1: number('s1'),
+    s2: number('s2'),
+    s3: number('s3'),
+    s4: number('s4'),
+    h1: text('h1'),
+    h2: text('h2'),
+    h3: text('h3'),
+    h4: text('h4'),
+  };
+  for (const key of ['i1', 'i2', 'i3', 'i4', 'i5'] as const) {
+    const value = keys.get(key);
+    if (value !== undefined) obfuscation[key] = value;
+  }
+  return obfuscation;
 }
 
 /** Bytes as the API counts a device's: `rx_bytes` what it downloaded, `tx_bytes` what it uploaded. */
