@@ -88,7 +88,7 @@ describe('AmneziaWG servers through the API (remote node, amneziawg-go clients)'
     assert.notEqual(o.s1 + 56, o.s2, 'the two handshake messages differ in size');
   });
 
-  test("a client from the device's config passes traffic; a plain WireGuard client with its keys does not", async () => {
+  test("a client from the device's config passes traffic; a plain WireGuard one with its keys does not", async () => {
     const s = need(server, 'the server');
     const created = await api.POST('/api/v1/devices', { body: { server_id: s.id, name: 'phone' } });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
