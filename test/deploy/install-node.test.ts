@@ -239,6 +239,11 @@ describe('deploy/install-node.sh on a fresh Debian 12 root', { skip }, () => {
     process.stderr.write(`# install-node.sh took ${seconds} s\n`);
     assert.equal(install.code, 0, `install-node.sh failed:\n${install.stdout}\n${install.stderr}`);
     assert.deepEqual(proxy.refused, [], 'the install reached for something other than the package registries');
+    // This root has no Go toolchain: the node is installed for WireGuard, and one line says what AmneziaWG needs.
+    assert.match(
+      `${install.stdout}\n${install.stderr}`,
+      /^go-tools: no `go` command.*AmneziaWG servers need amneziawg-go/m,
+    );
 
     const add = /^ {2}vpn-panel (nodes add --name \S+ --url (\S+) --cert-sha256 ([0-9A-F]{64}))$/m.exec(install.stdout);
     assert.ok(add, `no nodes add line in:\n${install.stdout}`);
@@ -277,6 +282,14 @@ describe('deploy/install-node.sh on a fresh Debian 12 root', { skip }, () => {
       250,
     );
     assert.equal(node.driver, 'wireguard');
+    assert.deepEqual(node.protocols, ['wireguard'], 'no amneziawg-go, no AmneziaWG');
+    const awg = await callApi(panel.url, key, 'POST', '/servers', {
+      name: 'msk-1',
+      node_id: node.id,
+      protocol: 'amneziawg',
+    });
+    assert.equal(awg.status, 422, JSON.stringify(awg.json));
+    assert.match(awg.error?.message ?? '', new RegExp(`${NODE_NAME}.*AmneziaWG`), 'the refusal names the node');
     assert.equal(node.public_host, ns.nodeIp);
     const server = (await callApi(panel.url, key, 'POST', '/servers', { name: 'fra-1', node_id: node.id })).expect(201);
     assert.equal(server.status, 'running');
