@@ -97,6 +97,20 @@ describe('throttle at the limit', () => {
     assert.equal(speedOf(own), 20_000, 'a new month: its own speed without the panel');
   });
 
+  it('stays throttled without a kernel allowance through a resync of its server, not counted again', async () => {
+    const throttled = testPeer(1, { remainingBytes: 10, dataLimit: 10, ...THROTTLE });
+    const { agent, observed, speedOf, allowanceOf, download, meterOf } = await setup([throttled]);
+    download(throttled, 10);
+    await agent.meterAll();
+    await agent.meterAll();
+    assert.equal(allowanceOf(throttled), undefined);
+    const limits = { ...throttled.limits, ...meterOf(throttled), remainingBytes: 0 };
+    await agent.applyServer({ server: TEST_SERVER, peers: [{ ...throttled, limits }] });
+    assert.equal(speedOf(throttled), 512);
+    assert.equal(allowanceOf(throttled), undefined, 'no quota to drop its packets');
+    assert.deepEqual(observed, ['throttled']);
+  });
+
   it('takes it off when it expires, or at once when its limits say cut again', async () => {
     const throttled = testPeer(1, { remainingBytes: 10, dataLimit: 10, ...THROTTLE });
     const other = testPeer(2, { remainingBytes: 10, dataLimit: 10, ...THROTTLE });
