@@ -25,7 +25,8 @@ import {
 import { MemoryJournal, UsageLedger } from './usage-ledger.ts';
 import { KeyedQueue } from './keyed-queue.ts';
 import { quotaAllowance } from './quota/allowance.ts';
-import { type CutoffReason, type NodeObserver, UNOBSERVED_NODE } from './metrics.ts';
+import { type NodeObserver, UNOBSERVED_NODE } from './metrics.ts';
+import { isOn, type Standing, specOf, unthrottle } from './standing.ts';
 
 /** A desired peer and where its allowance started on this node's meter. */
 interface PeerState {
@@ -61,16 +62,12 @@ function settled(step: Promise<void>): Promise<unknown> {
   );
 }
 
-function specOf(peer: AgentPeer): PeerSpec {
-  const spec = { publicKey: peer.publicKey, allowedIp: peer.allowedIp, speedLimitKbps: peer.speedLimitKbps };
-  return peer.allowedIp6 === undefined ? spec : { ...spec, allowedIp6: peer.allowedIp6 };
-}
-
 /**
  * The node side: takes desired state from the panel and converges the host to it through the driver.
  * It also meters every peer (see UsageLedger) and enforces each device's allowance and expiry on its
  * own: a device that used its allowance or expired leaves its server's interface, and comes back when
- * a new allowance (a reset, a higher limit, a new month) or expiry allows it again.
+ * a new allowance (a reset, a higher limit, a new month) or expiry allows it again. A device whose limits say
+ * `throttle` stays past its allowance at its throttle speed, and has its own speed back as soon as one allows it.
  * Changes to one server run one after another; different servers proceed independently.
  */
 export class Agent {
@@ -92,6 +89,11 @@ export class Agent {
   readonly #peers = new Map<number, Map<string, PeerState>>();
   /** The public keys each server's interface holds: the desired peers that are not cut off. */
   readonly #admitted = new Map<number, Set<string>>();
+  /**
+   * Of those, the ones the interface holds at their throttle speed. A peer joins it only once its throttle is
+   * applied, so its kernel allowance (which drops all past the limit) stays until then: it never runs unlimited.
+   */
+  readonly #throttled = new Map<number, Set<string>>();
   /** Servers whose kernel holds allowances this agent set (docs/dataplane.md, "Where each byte is counted"). */
   readonly #allowanced = new Set<number>();
   /**
@@ -145,22 +147,27 @@ export class Agent {
       this.#digests.delete(serverId);
       this.#ipv6.set(serverId, state.ipv6);
       const before = this.#peers.get(serverId);
-      const wasAdmitted = this.#admitted.get(serverId);
+      const wasAdmitted = this.#admitted.get(serverId) ?? new Set<string>();
+      const wasThrottled = this.#throttled.get(serverId) ?? new Set<string>();
       const peers = new Map(desired.peers.map((p) => [p.publicKey, this.#stateOf(p, before?.get(p.publicKey))]));
       this.#peers.set(serverId, peers);
       const nowMs = this.#clock.nowMs();
       const admitted: PeerSpec[] = [];
+      const throttled: string[] = [];
       for (const [key, peerState] of peers) {
-        const cut = this.#cutReason(peerState, nowMs);
-        if (cut === undefined) admitted.push(specOf(peerState.peer));
-        else if (wasAdmitted?.has(key)) this.#observer.cutOff(cut);
+        const standing = this.#standing(peerState, nowMs);
+        if (isOn(standing)) admitted.push(specOf(peerState.peer, standing));
+        if (standing === 'throttled') throttled.push(key);
+        this.#observeMove(standing, wasAdmitted.has(key), wasThrottled.has(key));
       }
       const admittedKeys = new Set(admitted.map((p) => p.publicKey));
       this.#admitted.set(serverId, admittedKeys);
+      this.#throttled.set(serverId, new Set(throttled.filter((key) => wasThrottled.has(key))));
       this.#observer.serverPeers(serverId, admittedKeys.size);
       // Every apply sets the allowances, so an agent started anew clears those of peers no longer limited.
       const allowed = await settled(this.#setAllowances(serverId, counted ?? new Map(), nowMs));
       await this.#driver.setPeers(serverId, admitted);
+      this.#throttled.set(serverId, new Set(throttled));
       this.#ledger.forgetPeers(serverId, { keep: admittedKeys });
       this.#ledger.flush();
       if (allowed !== undefined) throw allowed;
@@ -178,7 +185,8 @@ export class Agent {
     return this.#serial.run(serverId, async () => {
       const peers = this.#peers.get(serverId);
       const admitted = this.#admitted.get(serverId);
-      if (!peers || !admitted)
+      const throttled = this.#throttled.get(serverId);
+      if (!peers || !admitted || !throttled)
         throw new DriverError(`change peers of server ${serverId}`, [
           'the agent does not run this server yet; the panel resyncs it',
         ]);
@@ -188,29 +196,30 @@ export class Agent {
       const deleted = change.deleted === true;
       const remove = [...change.remove];
       const upsert: PeerSpec[] = [];
-      const cutOff: CutoffReason[] = [];
+      const standings: [string, Standing][] = [];
       this.#digests.delete(serverId);
       for (const key of change.remove) peers.delete(key);
       for (const peer of change.upsert) {
         const state = this.#stateOf(peer, peers.get(peer.publicKey));
         peers.set(peer.publicKey, state);
-        const cut = this.#cutReason(state, nowMs);
-        if (cut === undefined) upsert.push(specOf(peer));
-        else {
-          remove.push(peer.publicKey);
-          if (admitted.has(peer.publicKey)) cutOff.push(cut);
-        }
+        const standing = this.#standing(state, nowMs);
+        if (isOn(standing)) upsert.push(specOf(peer, standing));
+        else remove.push(peer.publicKey);
+        standings.push([peer.publicKey, standing]);
       }
       // A removed peer's counters vanish with it: what they hold is booked first. A new allowance is set from a
       // reading taken now, the quotas' before the counters'.
       const counted = await this.#readAllowances(serverId);
       if (counted !== null || (!deleted && remove.some((key) => admitted.has(key)))) await this.#meter(serverId);
+      for (const [key, standing] of standings) this.#observeMove(standing, admitted.has(key), throttled.has(key));
       for (const key of remove) admitted.delete(key);
       for (const peer of upsert) admitted.add(peer.publicKey);
-      for (const reason of cutOff) this.#observer.cutOff(reason);
+      for (const key of change.remove) throttled.delete(key);
+      const nowThrottled = unthrottle(throttled, standings);
       this.#observer.serverPeers(serverId, admitted.size);
       const allowed = await settled(this.#setAllowances(serverId, counted, nowMs));
       await this.#driver.changePeers(serverId, upsert, remove);
+      for (const key of nowThrottled) throttled.add(key);
       this.#ledger.forgetPeers(serverId, { remove });
       this.#ledger.flush();
       if (allowed !== undefined) throw allowed;
@@ -227,6 +236,7 @@ export class Agent {
       this.#ipv6.delete(serverId);
       this.#peers.delete(serverId);
       this.#admitted.delete(serverId);
+      this.#throttled.delete(serverId);
       this.#allowanced.delete(serverId);
       this.#observer.serverPeers(serverId, undefined);
       this.#ledger.forgetServer(serverId);
@@ -280,11 +290,14 @@ export class Agent {
     const spec = this.#specs.get(serverId);
     const peers = this.#peers.get(serverId);
     const admitted = this.#admitted.get(serverId);
-    if (!spec || !peers || !admitted) {
+    const throttled = this.#throttled.get(serverId);
+    if (!spec || !peers || !admitted || !throttled) {
       return { serverId, digest: null, discrepancies: ['on the host, but not applied since the agent started'] };
     }
-    // A peer the panel sent is a PeerSpec already: no copy of each for a check every 15 s.
-    const onInterface = [...peers.values()].filter((s) => admitted.has(s.peer.publicKey)).map((s) => s.peer);
+    // A peer the panel sent is a PeerSpec already: no copy of each for a check every 15 s, but of a throttled one.
+    const onInterface = [...peers.values()]
+      .filter((s) => admitted.has(s.peer.publicKey))
+      .map((s) => (throttled.has(s.peer.publicKey) ? specOf(s.peer, 'throttled') : s.peer));
     const unreadable = (error: unknown) => [`cannot be inspected: ${messageOf(error)}`];
     const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
     const digest =
@@ -352,21 +365,26 @@ export class Agent {
   async #enforce(serverId: number): Promise<void> {
     const peers = this.#peers.get(serverId);
     const admitted = this.#admitted.get(serverId);
-    if (!peers || !admitted) return;
+    const throttled = this.#throttled.get(serverId);
+    if (!peers || !admitted || !throttled) return;
     const counted = await this.#readAllowances(serverId);
     await this.#meter(serverId);
     const nowMs = this.#clock.nowMs();
     const remove: string[] = [];
     const upsert: PeerSpec[] = [];
+    const moved: [string, Standing][] = [];
     for (const [key, state] of peers) {
-      const cut = this.#cutReason(state, nowMs);
-      if (cut !== undefined && admitted.has(key)) {
-        remove.push(key);
-        this.#observer.cutOff(cut);
-      } else if (cut === undefined && !admitted.has(key)) upsert.push(specOf(state.peer));
+      const standing = this.#standing(state, nowMs);
+      const wasOn = admitted.has(key);
+      if (isOn(standing) === wasOn && (standing === 'throttled') === throttled.has(key)) continue;
+      this.#observeMove(standing, wasOn, throttled.has(key));
+      if (isOn(standing)) upsert.push(specOf(state.peer, standing));
+      else remove.push(key);
+      moved.push([key, standing]);
     }
     for (const key of remove) admitted.delete(key);
     for (const peer of upsert) admitted.add(peer.publicKey);
+    const nowThrottled = unthrottle(throttled, moved);
     // Moved every tick, before a peer comes back, so it never runs without its allowance.
     const allowed = await settled(this.#setAllowances(serverId, counted, nowMs));
     if (remove.length > 0 || upsert.length > 0) {
@@ -374,6 +392,7 @@ export class Agent {
       await this.#driver.changePeers(serverId, upsert, remove);
       this.#ledger.forgetPeers(serverId, { remove });
     }
+    for (const key of nowThrottled) throttled.add(key);
     if (allowed !== undefined) throw allowed;
   }
 
@@ -389,16 +408,17 @@ export class Agent {
 
   /**
    * Sets the kernel allowance of each limited peer on the interface: what its quota counted (`counted`) plus the
-   * bytes the ledger leaves it, converted (allowance.ts). Peers cut off, or without a limit, get none.
+   * bytes the ledger leaves it, converted (allowance.ts). Peers cut off, throttled, or without a limit, get none.
    */
   async #setAllowances(serverId: number, counted: QuotaCounts, nowMs: number): Promise<void> {
     const peers = this.#peers.get(serverId);
     const admitted = this.#admitted.get(serverId);
+    const throttled = this.#throttled.get(serverId);
     const mtu = this.#specs.get(serverId)?.mtu;
-    if (counted === null || !peers || !admitted || mtu === undefined) return;
+    if (counted === null || !peers || !admitted || !throttled || mtu === undefined) return;
     const allowances: PeerAllowance[] = [];
     for (const [key, state] of peers) {
-      const remaining = admitted.has(key) ? this.#remaining(state, nowMs) : null;
+      const remaining = admitted.has(key) && !throttled.has(key) ? this.#remaining(state, nowMs) : null;
       if (remaining === null) continue;
       const { allowedIp, allowedIp6 } = state.peer;
       const limitBytes = (counted.get(key) ?? 0) + quotaAllowance(remaining, mtu);
@@ -429,12 +449,19 @@ export class Agent {
     };
   }
 
-  /** Why the device must be off its server now (expired, or its allowance used); undefined while it may stay. */
-  #cutReason(state: PeerState, nowMs: number): CutoffReason | undefined {
+  /** Where the device must stand now: expired, its allowance used (cut off or throttled), or on as sent. */
+  #standing(state: PeerState, nowMs: number): Standing {
     const limits = state.peer.limits;
     if (limits.expiresAtMs !== null && nowMs >= limits.expiresAtMs) return 'expired';
     const remaining = this.#remaining(state, nowMs);
-    return remaining !== null && remaining <= 0 ? 'limit_reached' : undefined;
+    if (remaining === null || remaining > 0) return 'on';
+    return limits.quotaAction === 'throttle' && limits.throttleKbps !== undefined ? 'throttled' : 'limit_reached';
+  }
+
+  /** Tells the observer of a peer on its interface that is cut off now, or throttled where it was not. */
+  #observeMove(standing: Standing, wasOn: boolean, wasThrottled: boolean): void {
+    if (standing === 'on' || !wasOn || (standing === 'throttled' && wasThrottled)) return;
+    this.#observer.cutOff(standing);
   }
 
   /** Bytes the device may still use (as WireGuard counts them), null without a limit; past its period, a new one's. */

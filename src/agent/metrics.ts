@@ -1,9 +1,9 @@
 /**
  * Why a node took a peer off its interface on its own (Agent#enforce): the device statuses of
- * docs/api.md "Device status".
+ * docs/api.md "Device status"; or `throttled`: its allowance was used and it stays, at its throttle speed.
  */
-export type CutoffReason = 'expired' | 'limit_reached';
-export const CUTOFF_REASONS: readonly CutoffReason[] = ['expired', 'limit_reached'];
+export type CutoffReason = 'expired' | 'limit_reached' | 'throttled';
+export const CUTOFF_REASONS: readonly CutoffReason[] = ['expired', 'limit_reached', 'throttled'];
 
 /** `server`: a server's whole desired state (PUT /v1/servers/:id, a resync); `peers`: a change of some peers. */
 export type ApplyKind = 'server' | 'peers';
@@ -18,7 +18,7 @@ export interface NodeObserver {
   serverPeers(serverId: number, peers: number | undefined): void;
   /** Peers the panel added, changed or removed, one for each peer named in a change. */
   peersChanged(count: number): void;
-  /** A peer left its interface because its device expired or used its allowance. */
+  /** A peer left its interface because its device expired or used its allowance, or was throttled instead. */
   cutOff(reason: CutoffReason): void;
   /** Bytes metered from the interface counters. */
   metered(rxBytes: number, txBytes: number): void;

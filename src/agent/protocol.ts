@@ -68,6 +68,12 @@ export const PeerLimitsSchema = Type.Object({
   /** A monthly count restarts here: the node then allows the whole data limit again by itself. */
   periodEndsAtMs: Nullable(Type.Integer()),
   expiresAtMs: Nullable(Type.Integer()),
+  /**
+   * What the node does once `remainingBytes` is used: cut the peer off (absent, what an older panel sends) or keep
+   * it limited to `throttleKbps` each way, which the panel sends exactly with 'throttle' (without it, a cut).
+   */
+  quotaAction: Type.Optional(Type.Union([Type.Literal('cut'), Type.Literal('throttle')])),
+  throttleKbps: Type.Optional(Type.Integer({ minimum: 1, maximum: SPEED_LIMIT_MAX_KBPS })),
 });
 
 /** A device as a peer of its server, with what the node must enforce. */
@@ -216,7 +222,8 @@ export type NodeDigest = Static<typeof NodeDigestSchema>;
  * whether it has one (a node told "no limit" differs), the end of its monthly period (it changes at
  * a month's start, when the panel resyncs every node) and its expiry. The IPv6 fields count only when
  * present, so a state without IPv6 keeps the digest it had before they existed; the protocol and obfuscation
- * only for an AmneziaWG server, so a WireGuard server keeps its digest.
+ * only for an AmneziaWG server, so a WireGuard server keeps its digest; the quota action and throttle speed only
+ * for a peer throttled at its limit, so a peer cut off there keeps its digest.
  */
 export function desiredDigest(desired: DesiredServer): string {
   const { serverId, privateKey, listenPort, address, mtu, clientToClient, dnsOnServer, address6, routed6 } =
@@ -226,8 +233,9 @@ export function desiredDigest(desired: DesiredServer): string {
     .map((p) => {
       const l = p.limits;
       const limits = [l.dataLimit, l.remainingBytes === null, l.periodEndsAtMs, l.expiresAtMs];
+      const throttle = l.quotaAction === 'throttle' ? [l.quotaAction, l.throttleKbps ?? null] : [];
       const ip6 = p.allowedIp6 === undefined ? [] : [p.allowedIp6];
-      return JSON.stringify([p.publicKey, p.deviceId, p.allowedIp, p.speedLimitKbps, ...limits, ...ip6]);
+      return JSON.stringify([p.publicKey, p.deviceId, p.allowedIp, p.speedLimitKbps, ...limits, ...throttle, ...ip6]);
     })
     .sort();
   // Absent switches mean off (an older panel's spec): the same digest as false.

@@ -176,6 +176,12 @@ describe('desiredDigest', () => {
     ].map((change) => desiredDigest({ ...awg, server: { ...awg.server, obfuscation: { ...obfuscation, ...change } } }));
     assert.equal(new Set([awgDigest, ...variants]).size, variants.length + 1);
   });
+  it('counts the quota action and throttle speed only of a device throttled at its limit', () => {
+    assert.equal(desiredDigest(withLimits(0, { quotaAction: 'cut' })), digest, 'cut, named or not: as before');
+    const throttled = desiredDigest(withLimits(0, { quotaAction: 'throttle', throttleKbps: 512 }));
+    assert.notEqual(throttled, digest);
+    assert.notEqual(desiredDigest(withLimits(0, { quotaAction: 'throttle', throttleKbps: 1024 })), throttled);
+  });
   it("leaves a WireGuard server's digest as it was, whether its protocol is named or not", () => {
     assert.equal(desiredDigest({ ...base, server: { ...base.server, protocol: 'wireguard' } }), digest);
   });
@@ -192,6 +198,17 @@ describe('protocol: the IPv6 fields', () => {
       false,
     );
     assert.equal(Value.Check(PeerSpecSchema, { ...peer(1), allowedIp6: 6 }), false);
+  });
+  it('a quota action is cut or throttle, a throttle speed at least 1 kbit/s; both absent from an older panel', () => {
+    // Checked as received: unknown, so the wrong values the type would refuse can be sent.
+    const limits = (change: object): unknown => {
+      const p = peer(1);
+      return server([{ ...p, limits: { ...p.limits, ...change } }]);
+    };
+    assert.ok(Value.Check(DesiredServerSchema, limits({ quotaAction: 'throttle', throttleKbps: 1 })));
+    assert.ok(Value.Check(DesiredServerSchema, limits({ quotaAction: 'cut' })));
+    for (const bad of [{ quotaAction: 'slow' }, { throttleKbps: 0 }, { throttleKbps: 1.5 }])
+      assert.equal(Value.Check(DesiredServerSchema, limits(bad)), false, JSON.stringify(bad));
   });
   it("a node's answer names its IPv6 mode; an older node's answer without one is still read", () => {
     const state = { serverId: 7, listenPort: 51820, address: '10.9.0.1/24', mtu: 1420, publicKey: 'k', peerCount: 0 };

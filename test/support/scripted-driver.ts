@@ -11,6 +11,8 @@ import type {
 interface ScriptedPeer {
   rx: number;
   tx: number;
+  /** The speed limit the peer runs at, as last applied. */
+  speedLimitKbps: number;
 }
 
 /** A node's data plane whose counters the test drives; removing a peer loses its counters, like WireGuard. */
@@ -43,15 +45,20 @@ export class ScriptedDriver implements Driver {
     const server = this.#server(serverId);
     const wanted = new Set(peers.map((p) => p.publicKey));
     for (const key of server.peers.keys()) if (!wanted.has(key)) server.peers.delete(key);
-    for (const key of wanted) if (!server.peers.has(key)) server.peers.set(key, { rx: 0, tx: 0 });
+    for (const peer of peers) this.#upsert(server.peers, peer);
     return Promise.resolve();
   }
   changePeers(serverId: number, upsert: readonly PeerSpec[], remove: readonly string[]): Promise<void> {
     const server = this.#server(serverId);
     for (const key of remove) if (server.peers.delete(key)) this.onRemove?.(serverId, key);
-    for (const peer of upsert)
-      if (!server.peers.has(peer.publicKey)) server.peers.set(peer.publicKey, { rx: 0, tx: 0 });
+    for (const peer of upsert) this.#upsert(server.peers, peer);
     return Promise.resolve();
+  }
+  /** A peer added, or changed with its counters kept, as WireGuard keeps them. */
+  #upsert(peers: Map<string, ScriptedPeer>, peer: PeerSpec): void {
+    const held = peers.get(peer.publicKey);
+    if (held === undefined) peers.set(peer.publicKey, { rx: 0, tx: 0, speedLimitKbps: peer.speedLimitKbps });
+    else held.speedLimitKbps = peer.speedLimitKbps;
   }
   readCounters(serverId: number): Promise<CounterReading> {
     const server = this.#server(serverId);
