@@ -282,3 +282,13 @@ export function consoleFileNotFound(path: string): AppError {
 export function noSuchResource(problem: string, fields: ErrorFields = {}): AppError {
   return new AppError('not_found', `no such resource: ${problem}`, fields);
 }
+
+// Plans.
+
+export function planNotFound(id: number): AppError {
+  return new AppError('not_found', `plan ${id} not found`);
+}
+
+export function planNameTaken(name: string): AppError {
+  return new AppError('name_taken', `a plan named ${name} exists already`, { name: 'taken' });
+}

@@ -16,6 +16,7 @@ import { GroupService } from '../services/groups.ts';
 import { IdempotencyService } from '../services/idempotency.ts';
 import { ShareLinkService } from '../services/share-links.ts';
 import { WebhookService } from '../services/webhooks.ts';
+import { PlanService } from '../services/plans.ts';
 import { RETRY_SCHEDULE_MS } from '../domain/webhooks.ts';
 import { WebhookSender } from '../workers/webhook-sender.ts';
 import { MAIL_RETRY_SCHEDULE_MS } from '../domain/notifications.ts';
@@ -147,6 +148,7 @@ function panelApp(w: Wiring, core: CoreServices, limiters: RateLimiters): Promis
     groups: new GroupService(core.devices),
     shareLinks: new ShareLinkService(store, clock, core.devices, config.panelUrl, changes),
     webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, changes),
+    plans: new PlanService(store.db, clock, changes),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },

@@ -11,6 +11,7 @@ import type { ApiKeyRow } from '../store/api-keys.ts';
 import type { ConsoleUserRow } from '../store/console-users.ts';
 import type { DeviceRow } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
+import type { PlanRow } from '../store/plans.ts';
 import type { ServerRow } from '../store/servers.ts';
 import type { ShareLinkRow } from '../store/share-links.ts';
 import type { WebhookRow } from '../store/webhooks.ts';
@@ -156,6 +157,28 @@ export function webhookDisabled(before: WebhookRow, after: WebhookRow | undefine
 export function webhookPinged(webhookId: number, actor: string): Change {
   const ping = eventDraft({ kind: 'ping', detail: `ping to webhook ${webhookId}`, actor: actor || SYSTEM_ACTOR });
   return change({ events: [ping] });
+}
+
+/** A plan's change: one activity row (plans are not mailed: they change no device). */
+function planChange(
+  plan: PlanRow,
+  verb: string,
+  entry: { actor: string; before: PlanRow | null; after: PlanRow | null },
+): Change {
+  const summary = `plan ${plan.name} ${verb}`;
+  return change({ activity: [{ resource: 'plan', resourceId: plan.id, verb, summary, ...entry }] });
+}
+
+export function planCreated(plan: PlanRow, actor: string): Change {
+  return planChange(plan, 'created', { actor, before: null, after: plan });
+}
+
+export function planUpdated(before: PlanRow, after: PlanRow, actor: string): Change {
+  return planChange(after, 'updated', { actor, before, after });
+}
+
+export function planDeleted(plan: PlanRow, actor: string): Change {
+  return planChange(plan, 'deleted', { actor, before: plan, after: null });
 }
 
 /** A node's change: one activity row (its events, if any, given apart). */

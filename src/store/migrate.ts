@@ -27,6 +27,7 @@ import * as m020 from './migrations/020-usage-months-from-days.ts';
 import * as m021 from './migrations/021-device-day-in-row.ts';
 import * as m022 from './migrations/022-activity-redaction.ts';
 import * as m023 from './migrations/023-server-protocols.ts';
+import * as m024 from './migrations/024-plans.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -57,6 +58,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '021-device-day-in-row': m021,
   '022-activity-redaction': m022,
   '023-server-protocols': m023,
+  '024-plans': m024,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

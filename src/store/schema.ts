@@ -1,6 +1,8 @@
 import type { Generated } from 'kysely';
 import type { ServerProtocol } from '../domain/protocols.ts';
 import type { Ipv6Status } from '../domain/servers.ts';
+import type { ExpiryStarts, QuotaAction } from '../domain/plans.ts';
+import type { LimitPeriod } from '../domain/devices.ts';
 
 /**
  * Table shapes as both databases hold them. Times are ISO-8601 UTC text (they sort as they compare),
@@ -188,6 +190,25 @@ export interface ShareLinkTable {
   created_at: string;
 }
 
+/** A plan (issue 26): the values a device made from it takes (docs/api.md "Plans"). */
+export interface PlanTable {
+  id: Generated<number>;
+  name: string;
+  data_limit: number;
+  limit_period: LimitPeriod;
+  speed_limit: number;
+  /** Days a device's expiry lies after its start; null: devices from the plan never expire. */
+  duration_days: number | null;
+  /** Devices per external_id group; null: no cap. */
+  max_devices: number | null;
+  quota_action: QuotaAction;
+  /** kbit/s each way at the data limit; set exactly when quota_action is `throttle`. */
+  throttle_speed: number | null;
+  expiry_starts: ExpiryStarts;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface WebhookTable {
   id: Generated<number>;
   url: string;
@@ -321,6 +342,7 @@ export interface Database {
   devices: DeviceTable;
   share_links: ShareLinkTable;
   webhooks: WebhookTable;
+  plans: PlanTable;
   webhook_deliveries: WebhookDeliveryTable;
   usage_daily: UsageBucketTable;
   usage_fleet_daily: FleetUsageTable;
