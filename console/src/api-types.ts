@@ -807,6 +807,8 @@ export interface paths {
                         /** @description only with server_id auto */
                         city?: string;
                         public_key?: string;
+                        /** @description the device takes the plan's values; fields given beside it win (docs/api.md "Plans") */
+                        plan_id?: number;
                         name?: string;
                         external_id?: string;
                         /** @description any JSON object up to 4 KB, nested at most 32 levels; null clears it */
@@ -818,6 +820,13 @@ export interface paths {
                         limit_period?: "monthly" | "total";
                         expires_at?: string | null;
                         speed_limit?: number;
+                        /**
+                         * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+                         * @enum {unknown}
+                         */
+                        quota_action?: "cut" | "throttle";
+                        /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+                        throttle_speed?: number | null;
                     };
                 };
             };
@@ -983,6 +992,13 @@ export interface paths {
                         limit_period?: "monthly" | "total";
                         expires_at?: string | null;
                         speed_limit?: number;
+                        /**
+                         * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+                         * @enum {unknown}
+                         */
+                        quota_action?: "cut" | "throttle";
+                        /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+                        throttle_speed?: number | null;
                     };
                 };
             };
@@ -3241,6 +3257,15 @@ export interface components {
             expires_at: string | null;
             /** @description kbit/s each way; 0 means no limit */
             speed_limit: number;
+            /** @description the plan the device was made from; null: none, or the plan was deleted */
+            plan_id: number | null;
+            /**
+             * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+             * @enum {unknown}
+             */
+            quota_action: "cut" | "throttle";
+            /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+            throttle_speed: number | null;
             month_usage: {
                 rx_bytes: number;
                 tx_bytes: number;

@@ -289,6 +289,11 @@ export function planNotFound(id: number): AppError {
   return new AppError('not_found', `plan ${id} not found`);
 }
 
+/** A device made from a plan that does not exist: the body is wrong, as with a server that does not. */
+export function noSuchPlan(id: number): AppError {
+  return new AppError('validation_failed', `plan ${id} does not exist`, { plan_id: 'no such plan' });
+}
+
 export function planNameTaken(name: string): AppError {
   return new AppError('name_taken', `a plan named ${name} exists already`, { name: 'taken' });
 }

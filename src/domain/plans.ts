@@ -1,4 +1,5 @@
 import { AppError } from './errors.ts';
+import type { LimitPeriod } from './devices.ts';
 
 /** What a device does at its data limit (issue 26): `cut` removes the peer, `throttle` keeps it at throttle_speed. */
 export const QUOTA_ACTIONS = ['cut', 'throttle'] as const;
@@ -45,4 +46,59 @@ export function nextThrottleSpeed(
   const action = patch.quotaAction ?? before.quotaAction;
   if (patch.throttleSpeed !== undefined) return quotaActionPair(action, patch.throttleSpeed);
   return quotaActionPair(action, action === 'cut' ? null : before.throttleSpeed);
+}
+
+export const DAY_MS = 86_400_000;
+
+/** The values of a plan a device takes. */
+export interface PlanValues {
+  dataLimit: number;
+  limitPeriod: LimitPeriod;
+  speedLimit: number;
+  durationDays: number | null;
+  quotaAction: QuotaAction;
+  throttleSpeed: number | null;
+  expiryStarts: ExpiryStarts;
+}
+
+/** A device's own settings as a create body gives them (undefined: not given). */
+export interface DeviceLimits {
+  dataLimit?: number;
+  limitPeriod?: LimitPeriod;
+  speedLimit?: number;
+  expiresAt?: string | null;
+  quotaAction?: QuotaAction;
+  throttleSpeed?: number | null;
+}
+
+/**
+ * A new device's limits from its plan (docs/api.md "Plans"): each field given wins over the plan's, and the expiry
+ * is `nowMs` + the duration in days of 24 hours (docs/decisions.md "Plans"), or none yet when the plan's clock
+ * starts at the first handshake. Without a plan, the fields given (quota action checked).
+ */
+export function deviceLimitsFrom(
+  plan: PlanValues | undefined,
+  given: DeviceLimits,
+  nowMs: number,
+): DeviceLimits & { handshakeExpiryDays?: number } {
+  const quota = nextThrottleSpeed(
+    { quotaAction: plan?.quotaAction ?? 'cut', throttleSpeed: plan?.throttleSpeed ?? null },
+    given,
+  );
+  if (plan === undefined) return { ...given, ...quota };
+  const limits = {
+    dataLimit: given.dataLimit ?? plan.dataLimit,
+    limitPeriod: given.limitPeriod ?? plan.limitPeriod,
+    speedLimit: given.speedLimit ?? plan.speedLimit,
+    ...quota,
+  };
+  const days = plan.durationDays;
+  if (given.expiresAt !== undefined || days === null) return { ...limits, expiresAt: given.expiresAt ?? null };
+  if (plan.expiryStarts === 'first_handshake') return { ...limits, expiresAt: null, handshakeExpiryDays: days };
+  return { ...limits, expiresAt: expiryAfter(nowMs, days) };
+}
+
+/** `days` days of 24 hours after `startMs`, as stored (docs/decisions.md "Plans"). */
+export function expiryAfter(startMs: number, days: number): string {
+  return new Date(startMs + days * DAY_MS).toISOString();
 }

@@ -2,6 +2,7 @@ import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type LimitPeriod, metadataText } from '../domain/devices.ts';
 import { deviceNotFound } from '../domain/error-cases.ts';
 import type { EventKind } from '../domain/events.ts';
+import type { QuotaAction } from '../domain/plans.ts';
 import type { Dialect, Tx } from '../store/db.ts';
 import { deleteDevices, type DeviceRow, updateDevices } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
@@ -26,6 +27,9 @@ export interface DevicePatch {
   limitPeriod?: LimitPeriod;
   expiresAt?: string | null;
   speedLimit?: number;
+  /** Given together (DeviceService resolves the pair): `nextThrottleSpeed`. */
+  quotaAction?: QuotaAction;
+  throttleSpeed?: number | null;
 }
 
 /** A device's row after a change, and what the change path records and pushes for it. */
@@ -97,6 +101,8 @@ export class DeviceChanges {
         data_limit: patch.dataLimit,
         limit_period: patch.limitPeriod,
         speed_limit: patch.speedLimit,
+        quota_action: patch.quotaAction,
+        throttle_speed: patch.throttleSpeed,
         updated_at: isoAt(this.#clock.nowMs()),
       },
       expiresAt,

@@ -5,6 +5,7 @@ import {
   deviceNameTaken,
   deviceNotFound,
   deviceOnServerAlready,
+  noSuchPlan,
   noSuchServer,
   publicKeyInUse,
   serverFull,
@@ -12,6 +13,7 @@ import {
 import { AppError } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
+import { deviceLimitsFrom, nextThrottleSpeed } from '../domain/plans.ts';
 import { effectiveServerStatus } from '../domain/servers.ts';
 import { parseSubnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
@@ -31,6 +33,7 @@ import {
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
+import { findPlan, planValues } from '../store/plans.ts';
 import { findServer, listRunningServers, lockServers, type ServerRow } from '../store/servers.ts';
 import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
 import { type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
@@ -45,6 +48,10 @@ export interface DeviceCreateInput extends DevicePatch {
   country?: string;
   city?: string;
   publicKey?: string;
+  /** The plan whose values the device takes where the input gives none (docs/api.md "Plans"). */
+  planId?: number;
+  /** Set from a plan whose clock starts at the first handshake: the expiry is that many days after it. */
+  handshakeExpiryDays?: number;
 }
 
 /** What creating one device needs, decided before its transaction. */
@@ -60,6 +67,12 @@ interface NewDevicePlan {
   onCommit: CommitHook<PlacedDevice> | undefined;
   /** Read the server's addresses anew rather than trust what this process knows (a retry after a conflict). */
   fresh: boolean;
+}
+
+/** The quota action and throttle speed a PATCH leaves the device with, or nothing when it gives neither. */
+function quotaPatch(row: DeviceRow, patch: DevicePatch): Pick<DevicePatch, 'quotaAction' | 'throttleSpeed'> {
+  if (patch.quotaAction === undefined && patch.throttleSpeed === undefined) return {};
+  return nextThrottleSpeed({ quotaAction: row.quota_action, throttleSpeed: row.throttle_speed }, patch);
 }
 
 /** Room left for a `-N` suffix when a name is made from a long external id. */
@@ -160,7 +173,8 @@ export class DeviceService {
    * row is locked, and the peer is on the node before the transaction commits; if the node cannot
    * take it, nothing is saved (deploy_failed).
    */
-  async create(input: DeviceCreateInput, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+  async create(given: DeviceCreateInput, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+    const input = await this.#withPlan(given);
     const metadata = input.metadata === undefined ? null : metadataText(input.metadata);
     const expiresAt = normaliseInstant(input.expiresAt ?? null, 'expires_at');
     if (input.publicKey !== undefined && !isValidKey(input.publicKey)) {
@@ -197,6 +211,14 @@ export class DeviceService {
     }
   }
 
+  /** The input with its plan's values where it gives none, the quota action and throttle speed checked as a pair. */
+  async #withPlan(input: DeviceCreateInput): Promise<DeviceCreateInput> {
+    if (input.planId === undefined) return { ...input, ...deviceLimitsFrom(undefined, input, this.#clock.nowMs()) };
+    const plan = await findPlan(this.#db, input.planId);
+    if (!plan) throw noSuchPlan(input.planId);
+    return { ...input, ...deviceLimitsFrom(planValues(plan), input, this.#clock.nowMs()) };
+  }
+
   async #insertDevice(plan: NewDevicePlan): Promise<PlacedDevice> {
     const { input, server, node, keys, metadata, expiresAt, actor, onCommit, fresh } = plan;
     const now = isoAt(this.#clock.nowMs());
@@ -226,6 +248,10 @@ export class DeviceService {
         expires_at: expiresAt,
         expiry_due_at: expiresAt,
         speed_limit: input.speedLimit ?? 0,
+        plan_id: input.planId ?? null,
+        quota_action: input.quotaAction ?? 'cut',
+        throttle_speed: input.throttleSpeed ?? null,
+        handshake_expiry_days: input.handshakeExpiryDays ?? null,
         last_handshake: null,
         created_at: now,
         updated_at: now,
@@ -280,9 +306,10 @@ export class DeviceService {
    * Changes a device. The change is saved first; the node gets it before the answer, or the
    * caller hears apply_failed with the change saved (the node's next resync converges it).
    */
-  async update(id: number, patch: DevicePatch, actor: string): Promise<PlacedDevice> {
+  async update(id: number, given: DevicePatch, actor: string): Promise<PlacedDevice> {
     const before = await this.get(id);
     const detail = (changed: DeviceRow, kind: string) => `device ${changed.name}: ${kind}`;
+    const patch = { ...given, ...quotaPatch(before.row, given) };
     try {
       return await this.#changes.commit(async (tx) => {
         const updated = await this.#deviceChanges.update(tx, before, patch, actor, detail);

@@ -5,26 +5,13 @@ import type { Page, PageRequest } from '../domain/paging.ts';
 import { type ExpiryStarts, nextThrottleSpeed, type QuotaAction, quotaActionPair } from '../domain/plans.ts';
 import { isUniqueViolation } from '../store/constraint-violations.ts';
 import type { Db } from '../store/db.ts';
-import { deletePlan, findPlan, insertPlan, listPlans, type PlanRow, updatePlan } from '../store/plans.ts';
+import { deletePlan, findPlan, forgetPlan, insertPlan, listPlans, type PlanRow, updatePlan } from '../store/plans.ts';
 import { planCreated, planDeleted, planUpdated } from './change-kinds.ts';
 import type { ChangePublisher } from './changes.ts';
 import { keptPages } from './row-views.ts';
 
-/** A plan as docs/api.md "Plans" shows it. */
-export interface PlanView {
-  id: number;
-  name: string;
-  data_limit: number;
-  limit_period: LimitPeriod;
-  speed_limit: number;
-  duration_days: number | null;
-  max_devices: number | null;
-  quota_action: QuotaAction;
-  throttle_speed: number | null;
-  expiry_starts: ExpiryStarts;
-  created_at: string;
-  updated_at: string;
-}
+/** A plan as docs/api.md "Plans" shows it: every column of its row. */
+export type PlanView = PlanRow;
 
 /** A plan's fields as a create gives them; a PATCH gives any of them. */
 export interface PlanInput {
@@ -39,21 +26,9 @@ export interface PlanInput {
   expiryStarts?: ExpiryStarts;
 }
 
-function planView(row: PlanRow): PlanView {
-  return {
-    id: row.id,
-    name: row.name,
-    data_limit: row.data_limit,
-    limit_period: row.limit_period,
-    speed_limit: row.speed_limit,
-    duration_days: row.duration_days,
-    max_devices: row.max_devices,
-    quota_action: row.quota_action,
-    throttle_speed: row.throttle_speed,
-    expiry_starts: row.expiry_starts,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-  };
+/** A copy: listed rows are reused (listPlans). */
+function planView(row: Readonly<PlanRow>): PlanView {
+  return { ...row };
 }
 
 /** A unique-name violation as name_taken; anything else as it was. */
@@ -154,6 +129,7 @@ export class PlanService {
     await this.#changes.commit(async (tx) => {
       const before = await findPlan(tx, id);
       if (!before || !(await deletePlan(tx, id))) throw planNotFound(id);
+      await forgetPlan(tx, id);
       return { result: undefined, change: planDeleted(before, actor) };
     });
   }

@@ -158,6 +158,8 @@ const PEER_COLUMNS = [
   'address6',
   'enabled',
   'speed_limit',
+  'quota_action',
+  'throttle_speed',
   'data_limit',
   'limit_period',
   'usage_month',
@@ -316,4 +318,30 @@ export async function clearExpiryDue(db: Queryable, id: number, due: string): Pr
     .where('expiry_due_at', '=', due)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
+}
+
+/**
+ * Devices whose expiry waits for their first handshake and that have had one: few, found by the index on the
+ * waiting days (migration 025), which holds only such devices' rows on PostgreSQL.
+ */
+export function devicesAwaitingExpiry(db: Queryable): Promise<DeviceRow[]> {
+  return db
+    .selectFrom('devices')
+    .selectAll()
+    .where('handshake_expiry_days', 'is not', null)
+    .where('last_handshake', 'is not', null)
+    .orderBy('id')
+    .limit(ID_CHUNK)
+    .execute();
+}
+
+/** Sets the expiry of a device waiting for its first handshake, once: undefined when it waits no more. */
+export function startExpiry(db: Queryable, id: number, expiresAt: string): Promise<DeviceRow | undefined> {
+  return db
+    .updateTable('devices')
+    .set({ expires_at: expiresAt, expiry_due_at: expiresAt, handshake_expiry_days: null })
+    .where('id', '=', id)
+    .where('handshake_expiry_days', 'is not', null)
+    .returningAll()
+    .executeTakeFirst();
 }

@@ -28,6 +28,7 @@ import * as m021 from './migrations/021-device-day-in-row.ts';
 import * as m022 from './migrations/022-activity-redaction.ts';
 import * as m023 from './migrations/023-server-protocols.ts';
 import * as m024 from './migrations/024-plans.ts';
+import * as m025 from './migrations/025-device-plans.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -59,6 +60,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '022-activity-redaction': m022,
   '023-server-protocols': m023,
   '024-plans': m024,
+  '025-device-plans': m025,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -1,5 +1,6 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
+import type { PlanValues } from '../domain/plans.ts';
 import type { Db, Queryable } from './db.ts';
 import { ReusedPageShape, type ReusedRows } from './query-shapes.ts';
 import type { PlanTable } from './schema.ts';
@@ -32,4 +33,22 @@ export function updatePlan(db: Queryable, id: number, changes: Updateable<PlanTa
 export async function deletePlan(db: Queryable, id: number): Promise<boolean> {
   const result = await db.deleteFrom('plans').where('id', '=', id).executeTakeFirst();
   return Number(result.numDeletedRows) > 0;
+}
+
+/** The values a device takes from the plan. */
+export function planValues(row: PlanRow): PlanValues {
+  return {
+    dataLimit: row.data_limit,
+    limitPeriod: row.limit_period,
+    speedLimit: row.speed_limit,
+    durationDays: row.duration_days,
+    quotaAction: row.quota_action,
+    throttleSpeed: row.throttle_speed,
+    expiryStarts: row.expiry_starts,
+  };
+}
+
+/** Devices made from a deleted plan keep their values and name no plan (docs/decisions.md "Plans"). */
+export async function forgetPlan(db: Queryable, id: number): Promise<void> {
+  await db.updateTable('devices').set({ plan_id: null }).where('plan_id', '=', id).execute();
 }

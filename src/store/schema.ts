@@ -135,6 +135,13 @@ export interface DeviceTable {
   last_handshake: string | null;
   created_at: string;
   updated_at: string;
+  /** The plan the device was made from or last renewed with; null: none, or the plan was deleted. */
+  plan_id: Generated<number | null>;
+  quota_action: Generated<QuotaAction>;
+  /** kbit/s each way at the data limit; set exactly when quota_action is `throttle`. */
+  throttle_speed: Generated<number | null>;
+  /** Days from the first handshake to expires_at, while the device waits for it (expiry_starts first_handshake). */
+  handshake_expiry_days: Generated<number | null>;
   month_rx: Generated<number>;
   month_tx: Generated<number>;
   period_rx: Generated<number>;

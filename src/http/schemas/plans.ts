@@ -1,15 +1,9 @@
 import Type from 'typebox';
 import { SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
-import { DURATION_DAYS_MAX, EXPIRY_STARTS, MAX_DEVICES_MAX, PLAN_NAME_MAX, QUOTA_ACTIONS } from '../../domain/plans.ts';
+import { DURATION_DAYS_MAX, EXPIRY_STARTS, MAX_DEVICES_MAX, PLAN_NAME_MAX } from '../../domain/plans.ts';
 import { DateTime, PlainText } from './common.ts';
+import { LimitPeriod, QuotaAction, ThrottleSpeed } from './devices.ts';
 
-const LimitPeriod = Type.Union([Type.Literal('monthly'), Type.Literal('total')]);
-export const QuotaAction = Type.Enum(QUOTA_ACTIONS, {
-  description: 'at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way',
-});
-export const ThrottleSpeed = Type.Union([Type.Integer({ minimum: 1, maximum: SPEED_LIMIT_MAX_KBPS }), Type.Null()], {
-  description: 'kbit/s each way at the data limit; required with quota_action throttle, null with cut',
-});
 const ExpiryStarts = Type.Enum(EXPIRY_STARTS, {
   description: "when duration_days starts: at the device's creation or at its client's first handshake",
 });
