@@ -289,6 +289,15 @@ export function planNotFound(id: number): AppError {
   return new AppError('not_found', `plan ${id} not found`);
 }
 
+/** A create or move into a customer's group that holds its device slots already (docs/api.md "Plans"). */
+export function deviceLimitReached(externalId: string, maxDevices: number): AppError {
+  return new AppError(
+    'device_limit_reached',
+    `group ${externalId} holds its ${maxDevices} device(s) already; its plan allows no more`,
+    { external_id: `at most ${maxDevices} devices` },
+  );
+}
+
 /** A device made from a plan that does not exist: the body is wrong, as with a server that does not. */
 export function noSuchPlan(id: number): AppError {
   return new AppError('validation_failed', `plan ${id} does not exist`, { plan_id: 'no such plan' });

@@ -102,3 +102,12 @@ export function deviceLimitsFrom(
 export function expiryAfter(startMs: number, days: number): string {
   return new Date(startMs + days * DAY_MS).toISOString();
 }
+
+/**
+ * A group's device slots (docs/decisions.md "Device slots"): the largest `max_devices` among the plans of its devices
+ * and of the one coming in; none (no cap) when one of those plans has no cap or none of them has a plan.
+ */
+export function groupSlots(planCaps: readonly (number | null)[]): number | null {
+  if (planCaps.length === 0 || planCaps.includes(null)) return null;
+  return Math.max(...planCaps.map((cap) => cap ?? 0));
+}

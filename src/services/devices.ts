@@ -39,6 +39,7 @@ import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
 import { type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
 import { DeviceChanges, type DevicePatch, type Placement } from './device-changes.ts';
 import { DeviceGroups } from './device-groups.ts';
+import { claimGroupSlot } from './device-slots.ts';
 import { type DeviceBody, DeviceViews, type PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
@@ -224,6 +225,9 @@ export class DeviceService {
     const now = isoAt(this.#clock.nowMs());
     return this.#changes.commit(async (tx) => {
       const counts = await lockServers(tx, [server.id], this.#store.dialect);
+      if (input.externalId !== undefined) {
+        await claimGroupSlot(tx, this.#store.dialect, input.externalId, input.planId ?? null);
+      }
       const device = { name: input.name, publicKey: keys.publicKey };
       const addresses = await this.#claimSlot(tx, server, counts, device, fresh);
       // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
@@ -312,6 +316,10 @@ export class DeviceService {
     const patch = { ...given, ...quotaPatch(before.row, given) };
     try {
       return await this.#changes.commit(async (tx) => {
+        // Into another group: a slot there, the device's plan counted (docs/decisions.md "Device slots").
+        if (patch.externalId !== undefined && patch.externalId !== before.row.external_id) {
+          await claimGroupSlot(tx, this.#store.dialect, patch.externalId, before.row.plan_id);
+        }
         const updated = await this.#deviceChanges.update(tx, before, patch, actor, detail);
         return { result: this.#views.changed(before, updated.row), change: updated.change };
       });

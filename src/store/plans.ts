@@ -1,7 +1,7 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
 import type { PlanValues } from '../domain/plans.ts';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Dialect, Queryable } from './db.ts';
 import { ReusedPageShape, type ReusedRows } from './query-shapes.ts';
 import type { PlanTable } from './schema.ts';
 
@@ -51,4 +51,42 @@ export function planValues(row: PlanRow): PlanValues {
 /** Devices made from a deleted plan keep their values and name no plan (docs/decisions.md "Plans"). */
 export async function forgetPlan(db: Queryable, id: number): Promise<void> {
   await db.updateTable('devices').set({ plan_id: null }).where('plan_id', '=', id).execute();
+}
+
+/** 'grps': the first advisory lock key of device groups; the second is the hash of the group's external id. */
+const GROUP_LOCK_KEY = 0x67727073;
+
+/**
+ * Holds the group until the transaction ends, so two creates or moves into it count its devices one after the
+ * other. SQLite runs one write transaction at a time, which is that lock already.
+ */
+export async function lockGroup(db: Queryable, externalId: string, dialect: Dialect): Promise<void> {
+  if (dialect !== 'postgres') return;
+  await sql`select pg_advisory_xact_lock(${GROUP_LOCK_KEY}, hashtext(${externalId}))`.execute(db);
+}
+
+/** How many devices the group holds and the device caps of the plans its devices came from (one per plan). */
+export async function groupPlanCaps(
+  db: Queryable,
+  externalId: string,
+): Promise<{ devices: number; caps: (number | null)[] }> {
+  const [count, plans] = await Promise.all([
+    db
+      .selectFrom('devices')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('external_id', '=', externalId)
+      .executeTakeFirstOrThrow(),
+    db
+      .selectFrom('plans')
+      .select('max_devices')
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('devices')
+          .select('plan_id')
+          .where('external_id', '=', externalId)
+          .where('plan_id', 'is not', null),
+      )
+      .execute(),
+  ]);
+  return { devices: Number(count.n), caps: plans.map((p) => p.max_devices) };
 }
