@@ -1884,6 +1884,171 @@ export interface paths {
         };
         trace?: never;
     };
+    "/api/v1/devices/{id}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Renew a device: extend its expiry, optionally switch plans, restart its usage count
+         * @description The expiry moves to max(now, expires_at) + days, or to until; plan_id switches to that plan (its values, and its duration_days unless days or until is given). The usage count restarts unless reset_usage is false. A device cut off at its limit or expiry connects again. Posts device.renewed. With an Idempotency-Key a repeated call renews once.
+         *
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description added to max(now, expires_at) */
+                        days?: number;
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+                         */
+                        until?: string;
+                        /** @description switch to this plan: its values, and its duration_days unless days or until is given */
+                        plan_id?: number;
+                        /**
+                         * @description restart the count toward the data limit (default true)
+                         * @default true
+                         */
+                        reset_usage?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Device"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{external_id}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Renew every device of the group, each from its own expiry
+         * @description The expiry moves to max(now, expires_at) + days, or to until; plan_id switches to that plan (its values, and its duration_days unless days or until is given). The usage count restarts unless reset_usage is false. A device cut off at its limit or expiry connects again. Posts device.renewed. With an Idempotency-Key a repeated call renews once. Answers the group after it with the first page of its devices.
+         *
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path: {
+                    /** @description URL-encoded */
+                    external_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description added to max(now, expires_at) */
+                        days?: number;
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+                         */
+                        until?: string;
+                        /** @description switch to this plan: its values, and its duration_days unless days or until is given */
+                        plan_id?: number;
+                        /**
+                         * @description restart the count toward the data limit (default true)
+                         * @default true
+                         */
+                        reset_usage?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Group"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/devices/{id}/share": {
         parameters: {
             query?: never;
@@ -3202,7 +3367,7 @@ export interface components {
         /** Event */
         Event: {
             id: number;
-            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
+            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.renewed" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
             /**
              * Format: date-time
              * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused

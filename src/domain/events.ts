@@ -7,6 +7,7 @@ export const EVENT_KINDS = [
   'device.disabled',
   'device.moved',
   'device.usage_reset',
+  'device.renewed',
   'device.limit_reached',
   'device.expired',
   'device.share_created',

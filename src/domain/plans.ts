@@ -111,3 +111,36 @@ export function groupSlots(planCaps: readonly (number | null)[]): number | null 
   if (planCaps.length === 0 || planCaps.includes(null)) return null;
   return Math.max(...planCaps.map((cap) => cap ?? 0));
 }
+
+/** What a renewal asks (docs/api.md "Renewal"): days or an instant, or a plan to switch to, and a usage reset. */
+export interface RenewalTerms {
+  days?: number;
+  until?: string;
+  /** The plan switched to: its days when no `days` is given, and its values. */
+  plan?: PlanValues & { id: number };
+  resetUsage: boolean;
+}
+
+/** Refuses a renewal that says neither how long nor which plan, or says both days and until. */
+export function checkRenewal(terms: Pick<RenewalTerms, 'days' | 'until' | 'plan'>): void {
+  if (terms.days !== undefined && terms.until !== undefined) {
+    throw new AppError('validation_failed', 'give days or until, not both', { until: 'not with days' });
+  }
+  if (terms.days === undefined && terms.until === undefined && terms.plan === undefined) {
+    throw new AppError('validation_failed', 'a renewal needs days, until or plan_id', {
+      days: 'days, until or plan_id required',
+    });
+  }
+}
+
+/**
+ * The expiry after a renewal: `until` as given; else max(now, the current expiry) + the days (given, or the plan's);
+ * null when switching to a plan without a duration and no days are given (the device no longer expires).
+ */
+export function renewedExpiry(currentExpiresAt: string | null, nowMs: number, terms: RenewalTerms): string | null {
+  if (terms.until !== undefined) return new Date(Date.parse(terms.until)).toISOString();
+  const days = terms.days ?? terms.plan?.durationDays ?? null;
+  if (days === null) return null;
+  const currentMs = currentExpiresAt === null ? nowMs : Date.parse(currentExpiresAt);
+  return expiryAfter(Math.max(nowMs, currentMs), days);
+}

@@ -53,6 +53,7 @@ import { sharePageRoutes } from './routes/share-page.ts';
 import { usageRoutes } from './routes/usage.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import { planRoutes } from './routes/plans.ts';
+import { renewalRoutes } from './routes/renewals.ts';
 
 export interface AppDeps {
   events: EventService;
@@ -160,6 +161,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       usageRoutes(api, deps.usage);
       groupRoutes(api, deps);
       planRoutes(api, deps.plans);
+      renewalRoutes(api, deps);
       shareLinkRoutes(api, deps.shareLinks);
       webhookRoutes(api, deps.webhooks);
       eventRoutes(api, deps.events);

@@ -2,8 +2,10 @@ import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type LimitPeriod, metadataText } from '../domain/devices.ts';
 import { deviceNotFound } from '../domain/error-cases.ts';
 import type { EventKind } from '../domain/events.ts';
-import type { QuotaAction } from '../domain/plans.ts';
+import { type QuotaAction, type RenewalTerms, renewedExpiry } from '../domain/plans.ts';
+import type { Updateable } from 'kysely';
 import type { Dialect, Tx } from '../store/db.ts';
+import type { DeviceTable } from '../store/schema.ts';
 import { deleteDevices, type DeviceRow, updateDevices } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
 import { lockServers } from '../store/servers.ts';
@@ -180,6 +182,56 @@ export class DeviceChanges {
         after: row,
       });
       result.apply.push(...this.peers(placed.node, placed.server.id, placed.row, row));
+    }
+    return { rows, change: result };
+  }
+
+  /**
+   * Renews each device (docs/api.md "Renewal"): its expiry from its own (renewedExpiry), the plan's values when
+   * switching plans, its usage count restarted unless `resetUsage` is false, and a waiting first-handshake clock
+   * dropped (the renewal starts it). Each gets `device.renewed` and an activity row; the node gets the peer after
+   * commit, so a device cut off at its limit or expiry connects again.
+   */
+  async renewMany(tx: Tx, members: readonly Placement[], terms: RenewalTerms, actor: string): Promise<ChangedDevices> {
+    const nowMs = this.#clock.nowMs();
+    const now = isoAt(nowMs);
+    const plan = terms.plan;
+    const values: Updateable<DeviceTable> = {
+      handshake_expiry_days: null,
+      updated_at: now,
+      ...(plan === undefined
+        ? {}
+        : {
+            plan_id: plan.id,
+            data_limit: plan.dataLimit,
+            limit_period: plan.limitPeriod,
+            speed_limit: plan.speedLimit,
+            quota_action: plan.quotaAction,
+            throttle_speed: plan.throttleSpeed,
+          }),
+      ...(terms.resetUsage ? { usage_reset_at: now, period_rx: 0, period_tx: 0, limit_reached_at: null } : {}),
+    };
+    const rows: DeviceRow[] = [];
+    const result = change({});
+    for (const member of members) {
+      const expiresAt = renewedExpiry(member.row.expires_at, nowMs, terms);
+      const [renewed] = await updateDevices(tx, [member.row.id], values, expiresAt);
+      if (renewed === undefined) continue;
+      const { row, change: limit } = await this.#usage.settleLimit(tx, renewed, actor);
+      rows.push(row);
+      const detail = `device ${row.name} renewed${expiresAt === null ? ', no expiry' : ` until ${expiresAt}`}`;
+      result.events.push(deviceEventDraft('device.renewed', row, member.server, member.node, actor, detail));
+      appendChange(result, limit);
+      result.activity.push({
+        resource: 'device',
+        resourceId: row.id,
+        verb: 'renewed',
+        summary: detail,
+        actor,
+        before: member.row,
+        after: row,
+      });
+      result.apply.push(...this.peers(member.node, member.server.id, member.row, row));
     }
     return { rows, change: result };
   }

@@ -13,7 +13,7 @@ import {
 import { AppError } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
-import { deviceLimitsFrom, nextThrottleSpeed } from '../domain/plans.ts';
+import { checkRenewal, deviceLimitsFrom, nextThrottleSpeed, type RenewalTerms } from '../domain/plans.ts';
 import { effectiveServerStatus } from '../domain/servers.ts';
 import { parseSubnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
@@ -54,6 +54,9 @@ export interface DeviceCreateInput extends DevicePatch {
   /** Set from a plan whose clock starts at the first handshake: the expiry is that many days after it. */
   handshakeExpiryDays?: number;
 }
+
+/** A renewal as the API asks it: a plan by id (docs/api.md "Renewal"). */
+export type RenewalRequest = Omit<RenewalTerms, 'plan'> & { planId?: number };
 
 /** What creating one device needs, decided before its transaction. */
 interface NewDevicePlan {
@@ -339,6 +342,34 @@ export class DeviceService {
       const reset = await this.#deviceChanges.resetUsage(tx, before, actor, `usage of device ${before.row.name} reset`);
       return { result: this.#views.changed(before, reset.row), change: reset.change };
     }, onCommit);
+  }
+
+  /** Renews a device (docs/api.md "Renewal"); `request` names the plan to switch to by id. */
+  async renew(
+    id: number,
+    request: RenewalRequest,
+    actor: string,
+    onCommit?: CommitHook<PlacedDevice>,
+  ): Promise<PlacedDevice> {
+    const terms = await this.renewalTerms(request);
+    const before = await this.get(id);
+    return this.#changes.commit(async (tx) => {
+      const { rows, change: renewed } = await this.#deviceChanges.renewMany(tx, [before], terms, actor);
+      const [row] = rows;
+      if (row === undefined) throw deviceNotFound(id);
+      return { result: this.#views.changed(before, row), change: renewed };
+    }, onCommit);
+  }
+
+  /** A renewal's terms with its plan read, checked before any device changes. */
+  async renewalTerms(request: RenewalRequest): Promise<RenewalTerms> {
+    const { planId, ...rest } = request;
+    const row = planId === undefined ? undefined : await findPlan(this.#db, planId);
+    if (planId !== undefined && !row) throw noSuchPlan(planId);
+    const until = rest.until === undefined ? undefined : (normaliseInstant(rest.until, 'until') ?? undefined);
+    const terms = { ...rest, until, plan: row && { ...planValues(row), id: row.id } };
+    checkRenewal(terms);
+    return terms;
   }
 
   /**

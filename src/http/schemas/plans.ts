@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type, { type Static } from 'typebox';
 import { SPEED_LIMIT_MAX_KBPS } from '../../domain/devices.ts';
 import { DURATION_DAYS_MAX, EXPIRY_STARTS, MAX_DEVICES_MAX, PLAN_NAME_MAX } from '../../domain/plans.ts';
 import { DateTime, PlainText } from './common.ts';
@@ -49,3 +49,25 @@ export const PlanPatchBody = Type.Object(
   { name: Type.Optional(Name), ...planSettings },
   { additionalProperties: false },
 );
+
+export const RenewBody = Type.Object(
+  {
+    days: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: DURATION_DAYS_MAX, description: 'added to max(now, expires_at)' }),
+    ),
+    until: Type.Optional(DateTime),
+    plan_id: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: Number.MAX_SAFE_INTEGER,
+        description: 'switch to this plan: its values, and its duration_days unless days or until is given',
+      }),
+    ),
+    reset_usage: Type.Optional(
+      Type.Boolean({ default: true, description: 'restart the count toward the data limit (default true)' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export type RenewBodyFields = Static<typeof RenewBody>;
