@@ -1966,6 +1966,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/devices/{id}/top-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add bytes to the allowance of the device's current period
+         * @description A device at its data limit connects again at once. The top-up lapses at the next monthly reset (a `total` count keeps it until a usage reset). Posts device.topped_up.
+         *
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        bytes: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Device"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/groups/{external_id}/renew": {
         parameters: {
             query?: never;
@@ -3367,7 +3436,7 @@ export interface components {
         /** Event */
         Event: {
             id: number;
-            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.renewed" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
+            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.renewed" | "device.topped_up" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
             /**
              * Format: date-time
              * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
@@ -3431,6 +3500,8 @@ export interface components {
             quota_action: "cut" | "throttle";
             /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
             throttle_speed: number | null;
+            /** @description bytes added to this period's allowance by top-ups; they lapse at the next monthly reset */
+            top_up_bytes: number;
             month_usage: {
                 rx_bytes: number;
                 tx_bytes: number;

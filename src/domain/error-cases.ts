@@ -298,6 +298,13 @@ export function deviceLimitReached(externalId: string, maxDevices: number): AppE
   );
 }
 
+/** A top-up of a device without a data limit would change nothing it enforces. */
+export function noLimitToTopUp(id: number): AppError {
+  return new AppError('validation_failed', `device ${id} has no data limit to top up`, {
+    bytes: 'the device has no data limit',
+  });
+}
+
 /** A device made from a plan that does not exist: the body is wrong, as with a server that does not. */
 export function noSuchPlan(id: number): AppError {
   return new AppError('validation_failed', `plan ${id} does not exist`, { plan_id: 'no such plan' });

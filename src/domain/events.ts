@@ -8,6 +8,7 @@ export const EVENT_KINDS = [
   'device.moved',
   'device.usage_reset',
   'device.renewed',
+  'device.topped_up',
   'device.limit_reached',
   'device.expired',
   'device.share_created',

@@ -34,6 +34,9 @@ export interface DevicePatch {
   throttleSpeed?: number | null;
 }
 
+/** What a usage reset sets besides its time: the period's count, its mark and its top-ups start again. */
+const USAGE_RESET = { period_rx: 0, period_tx: 0, limit_reached_at: null, top_up_bytes: 0 } as const;
+
 /** A device's row after a change, and what the change path records and pushes for it. */
 export interface DeviceChange {
   row: DeviceRow;
@@ -161,7 +164,7 @@ export class DeviceChanges {
     const reset = await updateDevices(
       tx,
       members.map((m) => m.row.id),
-      { usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null },
+      { ...USAGE_RESET, usage_reset_at: isoAt(this.#clock.nowMs()) },
     );
     const byId = new Map(members.map((m) => [m.row.id, m]));
     const rows: DeviceRow[] = [];
@@ -209,7 +212,7 @@ export class DeviceChanges {
             quota_action: plan.quotaAction,
             throttle_speed: plan.throttleSpeed,
           }),
-      ...(terms.resetUsage ? { usage_reset_at: now, period_rx: 0, period_tx: 0, limit_reached_at: null } : {}),
+      ...(terms.resetUsage ? { ...USAGE_RESET, usage_reset_at: now } : {}),
     };
     const rows: DeviceRow[] = [];
     const result = change({});
@@ -234,6 +237,39 @@ export class DeviceChanges {
       result.apply.push(...this.peers(member.node, member.server.id, member.row, row));
     }
     return { rows, change: result };
+  }
+
+  /**
+   * Adds `bytes` to the allowance of the device's current period (docs/api.md "Top-up"): a device at its limit is
+   * admitted again by its node after commit. The top-ups of an earlier month have lapsed and are not carried.
+   */
+  async topUp(tx: Tx, placed: Placement, bytes: number, actor: string): Promise<DeviceChange> {
+    const month = this.#usage.currentMonth();
+    const [added] = await updateDevices(tx, [placed.row.id], {
+      top_up_bytes: this.#usage.topUp(placed.row) + bytes,
+      top_up_month: month,
+      updated_at: isoAt(this.#clock.nowMs()),
+    });
+    if (added === undefined) throw deviceNotFound(placed.row.id);
+    const { row, change: limit } = await this.#usage.settleLimit(tx, added, actor);
+    const detail = `device ${row.name} topped up by ${bytes} bytes (${row.top_up_bytes} this period)`;
+    const result = change({
+      events: [deviceEventDraft('device.topped_up', row, placed.server, placed.node, actor, detail)],
+      activity: [
+        {
+          resource: 'device',
+          resourceId: row.id,
+          verb: 'topped_up',
+          summary: detail,
+          actor,
+          before: placed.row,
+          after: row,
+        },
+      ],
+      apply: this.peers(placed.node, placed.server.id, placed.row, row),
+    });
+    appendChange(result, limit);
+    return { row, change: result };
   }
 
   /**

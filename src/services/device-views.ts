@@ -37,6 +37,7 @@ export interface DeviceView {
   plan_id: number | null;
   quota_action: QuotaAction;
   throttle_speed: number | null;
+  top_up_bytes: number;
   month_usage: Usage;
   created_at: string;
   updated_at: string;
@@ -161,6 +162,7 @@ export class DeviceViews {
       plan_id: row.plan_id,
       quota_action: row.quota_action,
       throttle_speed: row.throttle_speed,
+      top_up_bytes: this.#usage.topUp(row),
       month_usage: this.#usage.monthUsage(row),
       created_at: row.created_at,
       updated_at: row.updated_at,

@@ -5,6 +5,7 @@ import {
   deviceNameTaken,
   deviceNotFound,
   deviceOnServerAlready,
+  noLimitToTopUp,
   noSuchPlan,
   noSuchServer,
   publicKeyInUse,
@@ -341,6 +342,16 @@ export class DeviceService {
     return this.#changes.commit(async (tx) => {
       const reset = await this.#deviceChanges.resetUsage(tx, before, actor, `usage of device ${before.row.name} reset`);
       return { result: this.#views.changed(before, reset.row), change: reset.change };
+    }, onCommit);
+  }
+
+  /** Adds bytes to the allowance of the device's current period (docs/api.md "Top-up"). */
+  async topUp(id: number, bytes: number, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+    const before = await this.get(id);
+    if (before.row.data_limit <= 0) throw noLimitToTopUp(id);
+    return this.#changes.commit(async (tx) => {
+      const { row, change: added } = await this.#deviceChanges.topUp(tx, before, bytes, actor);
+      return { result: this.#views.changed(before, row), change: added };
     }, onCommit);
   }
 

@@ -5,6 +5,7 @@ import type { QuotaAction } from '../domain/plans.ts';
 import {
   type Calendar,
   type DeviceUsageState,
+  currentTopUp,
   isLimitReached,
   monthUsage,
   periodStartMs,
@@ -78,7 +79,16 @@ const usageOf = (b: UsageBucket | undefined): Usage => {
 const DAILY_DAYS = 90;
 const MONTHLY_MONTHS = 24;
 
-type UsageColumns = 'data_limit' | 'limit_period' | 'usage_month' | 'month_rx' | 'month_tx' | 'period_rx' | 'period_tx';
+type UsageColumns =
+  | 'data_limit'
+  | 'limit_period'
+  | 'usage_month'
+  | 'month_rx'
+  | 'month_tx'
+  | 'period_rx'
+  | 'period_tx'
+  | 'top_up_bytes'
+  | 'top_up_month';
 
 export function usageState(row: Pick<DeviceRow, UsageColumns>): DeviceUsageState {
   return {
@@ -89,6 +99,8 @@ export function usageState(row: Pick<DeviceRow, UsageColumns>): DeviceUsageState
     monthTx: row.month_tx,
     periodRx: row.period_rx,
     periodTx: row.period_tx,
+    topUpBytes: row.top_up_bytes,
+    topUpMonth: row.top_up_month,
   };
 }
 
@@ -120,6 +132,11 @@ export class UsageService {
 
   periodUsage(row: DeviceRow): Usage {
     return periodUsage(usageState(row), this.currentMonth());
+  }
+
+  /** The top-up bytes of the current period (docs/api.md "Top-up"). */
+  topUp(row: DeviceRow): number {
+    return currentTopUp(usageState(row), this.currentMonth());
   }
 
   isLimitReached(row: DeviceRow): boolean {

@@ -162,6 +162,8 @@ const PEER_COLUMNS = [
   'throttle_speed',
   'data_limit',
   'limit_period',
+  'top_up_bytes',
+  'top_up_month',
   'usage_month',
   'month_rx',
   'month_tx',

@@ -29,6 +29,7 @@ import * as m022 from './migrations/022-activity-redaction.ts';
 import * as m023 from './migrations/023-server-protocols.ts';
 import * as m024 from './migrations/024-plans.ts';
 import * as m025 from './migrations/025-device-plans.ts';
+import * as m026 from './migrations/026-top-ups.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -61,6 +62,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '023-server-protocols': m023,
   '024-plans': m024,
   '025-device-plans': m025,
+  '026-top-ups': m026,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -142,6 +142,10 @@ export interface DeviceTable {
   throttle_speed: Generated<number | null>;
   /** Days from the first handshake to expires_at, while the device waits for it (expiry_starts first_handshake). */
   handshake_expiry_days: Generated<number | null>;
+  /** Bytes added to the allowance by top-ups in `top_up_month` (monthly) or since the last reset (total). */
+  top_up_bytes: Generated<number>;
+  /** `YYYY-MM` (panel time zone) of the last top-up; '' before any. */
+  top_up_month: Generated<string>;
   month_rx: Generated<number>;
   month_tx: Generated<number>;
   period_rx: Generated<number>;

@@ -18,7 +18,7 @@ function renewal(b: RenewBodyFields): RenewalRequest {
   return { days: b.days, until: b.until, planId: b.plan_id, resetUsage: b.reset_usage ?? true };
 }
 
-/** Renewals of a device and of a group (docs/api.md "Renewal"). */
+/** Renewals of a device and of a group, and top-ups (docs/api.md "Renewal", "Top-up"). */
 export function renewalRoutes(api: Api, services: { devices: DeviceService; groups: GroupService }): void {
   const { devices, groups } = services;
 
@@ -41,6 +41,37 @@ export function renewalRoutes(api: Api, services: { devices: DeviceService; grou
       const placed = await devices.renew(
         request.params.id,
         renewal(request.body),
+        actorOf(request),
+        claim ? (tx, result) => claim.storeReply(tx, 200, devices.body(result)) : undefined,
+      );
+      return devices.body(placed);
+    },
+  );
+
+  api.post(
+    '/devices/:id/top-up',
+    operation(
+      'devices:write',
+      {
+        summary: "Add bytes to the allowance of the device's current period",
+        description:
+          'A device at its data limit connects again at once. The top-up lapses at the next monthly reset (a ' +
+          '`total` count keeps it until a usage reset). Posts device.topped_up.',
+        tags: ['devices'],
+        params: IdParams,
+        body: Type.Object(
+          { bytes: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) },
+          { additionalProperties: false },
+        ),
+        response: { 200: Type.Ref('Device') },
+      },
+      { idempotent: true },
+    ),
+    async (request) => {
+      const claim = request.idempotencyClaim;
+      const placed = await devices.topUp(
+        request.params.id,
+        request.body.bytes,
         actorOf(request),
         claim ? (tx, result) => claim.storeReply(tx, 200, devices.body(result)) : undefined,
       );

@@ -55,6 +55,9 @@ export const DeviceSchema = Type.Object(
     }),
     quota_action: QuotaAction,
     throttle_speed: ThrottleSpeed,
+    top_up_bytes: Type.Integer({
+      description: "bytes added to this period's allowance by top-ups; they lapse at the next monthly reset",
+    }),
     month_usage: Usage,
     created_at: DateTime,
     updated_at: DateTime,
