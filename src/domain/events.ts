@@ -11,6 +11,7 @@ export const EVENT_KINDS = [
   'device.topped_up',
   'device.limit_reached',
   'device.expired',
+  'device.expiring',
   'device.share_created',
   'device.share_deleted',
   'server.created',

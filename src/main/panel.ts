@@ -39,6 +39,7 @@ import { Calendar } from '../domain/usage.ts';
 import { UsageService } from '../services/usage.ts';
 import { VERSION } from './version.ts';
 import { ExpiryWatch } from '../workers/expiry-watch.ts';
+import { ExpiryReminders } from '../workers/expiry-reminders.ts';
 import { DatabaseLease, DUTY_LEASE } from '../workers/lease.ts';
 import { type PanelMetrics, panelMetrics } from './panel-metrics.ts';
 import { makeRateLimiters, type RateLimiters } from './rate-limiters.ts';
@@ -188,11 +189,16 @@ function backgroundWorkers(w: Wiring, usage: UsageService): { monitor: NodeMonit
     w.metrics?.observer,
   );
   const expiry = new ExpiryWatch(store.db, clock, changes, log, duties);
+  const reminders = new ExpiryReminders(store.db, clock, changes, {
+    windowsMs: config.expiryRemindersMs,
+    log,
+    lease: duties,
+  });
   const intervalMs = config.driftCheckIntervalMs;
   const driftOptions = intervalMs === null ? undefined : { intervalMs, lease: duties, slots: nodeWork };
   const drift = driftOptions && new DriftRepair(store.db, w.connections, changes, usage, log, driftOptions);
   const housekeeping = new Housekeeping(store.db, clock, log, duties);
-  return { monitor, others: [housekeeping, ...(drift === undefined ? [] : [drift]), expiry, mailer] };
+  return { monitor, others: [housekeeping, ...(drift === undefined ? [] : [drift]), expiry, reminders, mailer] };
 }
 
 /** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */

@@ -242,6 +242,15 @@ export function deviceExpired(device: DevicePlace, dueAt: string): Change {
   return deviceChange(device, 'device.expired', detail, entry);
 }
 
+/** A reminder `windowMs` before the device's expiry (docs/api.md "Reminders"); no activity row: nothing changed. */
+export function deviceExpiring(device: DevicePlace, windowMs: number): Change {
+  const hours = Math.round(windowMs / 3_600_000);
+  const detail = `device ${device.row.name} expires at ${device.row.expires_at} (reminder ${hours} h before)`;
+  return change({
+    events: [deviceEventDraft('device.expiring', device.row, device.server, device.node, SYSTEM_ACTOR, detail)],
+  });
+}
+
 /** A device marked over its data limit (`row` as marked), having used `usedBytes` this period. */
 export function deviceLimitReached(device: DevicePlace, usedBytes: number, actor: string): Change {
   const { row } = device;

@@ -347,3 +347,57 @@ export function startExpiry(db: Queryable, id: number, expiresAt: string): Promi
     .returningAll()
     .executeTakeFirst();
 }
+
+/**
+ * Devices due an expiry reminder at `nowMs` (docs/api.md "Reminders"), with its window: the shortest of `windowsMs`
+ * whose span before expires_at holds now, unless that expiry was reminded at that window or a shorter one. So a
+ * device first seen inside several windows gets the nearest one's reminder only.
+ */
+export async function listRemindersDue(
+  db: Queryable,
+  nowMs: number,
+  windowsMs: readonly number[],
+  limit: number,
+): Promise<(DeviceRow & { window_ms: number })[]> {
+  const shortestFirst = [...windowsMs].sort((a, b) => a - b);
+  const longest = shortestFirst.at(-1);
+  if (longest === undefined) return [];
+  const at = (ms: number) => new Date(nowMs + ms).toISOString();
+  const whens = shortestFirst.map((w) => sql`when expires_at <= ${at(w)} then cast(${w} as bigint)`);
+  const window = sql<number>`case ${sql.join(whens, sql` `)} end`;
+  const rows = await db
+    .selectFrom('devices')
+    .selectAll()
+    .select(window.as('window_ms'))
+    .where('expires_at', '>', at(0))
+    .where('expires_at', '<=', at(longest))
+    .where((eb) =>
+      eb.or([
+        eb('reminded_expiry', 'is', null),
+        eb('reminded_expiry', '<>', eb.ref('expires_at')),
+        eb('reminded_window_ms', '>', window),
+      ]),
+    )
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+  return rows.map((row) => ({ ...row, window_ms: Number(row.window_ms) }));
+}
+
+/** Records the reminder of `expiresAt` at `windowMs`, once: false when the row changed or was reminded meanwhile. */
+export async function markReminded(db: Queryable, id: number, expiresAt: string, windowMs: number): Promise<boolean> {
+  const result = await db
+    .updateTable('devices')
+    .set({ reminded_expiry: expiresAt, reminded_window_ms: windowMs })
+    .where('id', '=', id)
+    .where('expires_at', '=', expiresAt)
+    .where((eb) =>
+      eb.or([
+        eb('reminded_expiry', 'is', null),
+        eb('reminded_expiry', '<>', expiresAt),
+        eb('reminded_window_ms', '>', windowMs),
+      ]),
+    )
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}

@@ -30,6 +30,7 @@ import * as m023 from './migrations/023-server-protocols.ts';
 import * as m024 from './migrations/024-plans.ts';
 import * as m025 from './migrations/025-device-plans.ts';
 import * as m026 from './migrations/026-top-ups.ts';
+import * as m027 from './migrations/027-expiry-reminders.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -63,6 +64,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '024-plans': m024,
   '025-device-plans': m025,
   '026-top-ups': m026,
+  '027-expiry-reminders': m027,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

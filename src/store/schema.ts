@@ -146,6 +146,9 @@ export interface DeviceTable {
   top_up_bytes: Generated<number>;
   /** `YYYY-MM` (panel time zone) of the last top-up; '' before any. */
   top_up_month: Generated<string>;
+  /** The expires_at the last device.expiring was about, and its window (ms before it); null before any. */
+  reminded_expiry: Generated<string | null>;
+  reminded_window_ms: Generated<number | null>;
   month_rx: Generated<number>;
   month_tx: Generated<number>;
   period_rx: Generated<number>;
