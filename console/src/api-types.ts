@@ -3436,7 +3436,7 @@ export interface components {
         /** Event */
         Event: {
             id: number;
-            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.renewed" | "device.topped_up" | "device.limit_reached" | "device.expired" | "device.expiring" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
+            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.renewed" | "device.topped_up" | "device.limit_reached" | "device.usage_threshold" | "device.expired" | "device.expiring" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
             /**
              * Format: date-time
              * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused

@@ -10,6 +10,7 @@ export const EVENT_KINDS = [
   'device.renewed',
   'device.topped_up',
   'device.limit_reached',
+  'device.usage_threshold',
   'device.expired',
   'device.expiring',
   'device.share_created',

@@ -40,6 +40,7 @@ import { UsageService } from '../services/usage.ts';
 import { VERSION } from './version.ts';
 import { ExpiryWatch } from '../workers/expiry-watch.ts';
 import { ExpiryReminders } from '../workers/expiry-reminders.ts';
+import { UsageThresholds } from '../workers/usage-thresholds.ts';
 import { DatabaseLease, DUTY_LEASE } from '../workers/lease.ts';
 import { type PanelMetrics, panelMetrics } from './panel-metrics.ts';
 import { makeRateLimiters, type RateLimiters } from './rate-limiters.ts';
@@ -175,6 +176,11 @@ function backgroundWorkers(w: Wiring, usage: UsageService): { monitor: NodeMonit
     timeoutMs: MAIL_TIMEOUT_MS,
     lease: duties,
   });
+  const thresholds = new UsageThresholds(store.db, usage, changes, {
+    percents: config.usageThresholds,
+    log,
+    lease: duties,
+  });
   // Resyncs and drift checks share a few slots: together they hold the desired state of a few nodes at a time.
   const nodeWork = new Slots(NODE_WORK_SLOTS);
   const monitorOptions = { ...NODE_MONITOR_DEFAULTS, lease: duties, slots: nodeWork };
@@ -198,7 +204,10 @@ function backgroundWorkers(w: Wiring, usage: UsageService): { monitor: NodeMonit
   const driftOptions = intervalMs === null ? undefined : { intervalMs, lease: duties, slots: nodeWork };
   const drift = driftOptions && new DriftRepair(store.db, w.connections, changes, usage, log, driftOptions);
   const housekeeping = new Housekeeping(store.db, clock, log, duties);
-  return { monitor, others: [housekeeping, ...(drift === undefined ? [] : [drift]), expiry, reminders, mailer] };
+  return {
+    monitor,
+    others: [housekeeping, ...(drift === undefined ? [] : [drift]), expiry, reminders, thresholds, mailer],
+  };
 }
 
 /** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */

@@ -251,6 +251,14 @@ export function deviceExpiring(device: DevicePlace, windowMs: number): Change {
   });
 }
 
+/** The device's count crossed `percent` of its allowance this period (docs/api.md "Reminders"). */
+export function deviceUsageThreshold(device: DevicePlace, percent: number): Change {
+  const detail = `device ${device.row.name} used ${percent} % of its allowance this period`;
+  return change({
+    events: [deviceEventDraft('device.usage_threshold', device.row, device.server, device.node, SYSTEM_ACTOR, detail)],
+  });
+}
+
 /** A device marked over its data limit (`row` as marked), having used `usedBytes` this period. */
 export function deviceLimitReached(device: DevicePlace, usedBytes: number, actor: string): Change {
   const { row } = device;

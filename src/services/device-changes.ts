@@ -34,8 +34,14 @@ export interface DevicePatch {
   throttleSpeed?: number | null;
 }
 
-/** What a usage reset sets besides its time: the period's count, its mark and its top-ups start again. */
-const USAGE_RESET = { period_rx: 0, period_tx: 0, limit_reached_at: null, top_up_bytes: 0 } as const;
+/** What a usage reset sets besides its time: the period's count, its mark, top-ups and thresholds start again. */
+const USAGE_RESET = {
+  period_rx: 0,
+  period_tx: 0,
+  limit_reached_at: null,
+  top_up_bytes: 0,
+  threshold_notified: 0,
+} as const;
 
 /** A device's row after a change, and what the change path records and pushes for it. */
 export interface DeviceChange {

@@ -31,6 +31,7 @@ import * as m024 from './migrations/024-plans.ts';
 import * as m025 from './migrations/025-device-plans.ts';
 import * as m026 from './migrations/026-top-ups.ts';
 import * as m027 from './migrations/027-expiry-reminders.ts';
+import * as m028 from './migrations/028-usage-thresholds.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -65,6 +66,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '025-device-plans': m025,
   '026-top-ups': m026,
   '027-expiry-reminders': m027,
+  '028-usage-thresholds': m028,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

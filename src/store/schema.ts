@@ -149,6 +149,9 @@ export interface DeviceTable {
   /** The expires_at the last device.expiring was about, and its window (ms before it); null before any. */
   reminded_expiry: Generated<string | null>;
   reminded_window_ms: Generated<number | null>;
+  /** The highest USAGE_THRESHOLDS percent posted in the period `threshold_period` (periodKey); 0 before any. */
+  threshold_notified: Generated<number>;
+  threshold_period: Generated<string>;
   month_rx: Generated<number>;
   month_tx: Generated<number>;
   period_rx: Generated<number>;
