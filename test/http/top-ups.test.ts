@@ -7,10 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/domain/clock.ts';
-import { Calendar } from '../../src/domain/usage.ts';
-import { quietPublisher } from '../../src/services/changes.ts';
-import { UsageService } from '../../src/services/usage.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
+import { usageReporter } from '../support/usage-fixtures.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 
 for (const kind of DATABASE_KINDS) {
@@ -19,19 +17,10 @@ for (const kind of DATABASE_KINDS) {
     let panel: AppUnderTest;
     let key: string;
     let serverId = 0;
-    let nodeId = 0;
-    let seq = 0;
+    let use: (deviceId: number, bytes: number) => Promise<void>;
     const clock = new ManualClock(Date.parse('2026-11-20T12:00:00Z'));
     const api = () => panel.client(key);
 
-    /** The node's report of `bytes` more for the device (its meter counting on), as the node monitor stores it. */
-    async function use(deviceId: number, bytes: number, meter: number): Promise<void> {
-      const usage = new UsageService(panel.store.db, clock, new Calendar('UTC'));
-      seq++;
-      const entries = [{ deviceId, rxBytes: bytes, txBytes: 0, meter }];
-      const report = { journalId: 'j', batches: [{ seq, slotStartMs: clock.nowMs(), entries }], handshakes: [] };
-      await usage.ingest({ id: nodeId }, report, quietPublisher(panel.store.db, clock));
-    }
     async function topUp(id: number, bytes: number, idempotencyKey?: string) {
       const headers: Record<string, string> = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
       if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
@@ -54,7 +43,8 @@ for (const kind of DATABASE_KINDS) {
       key = await panel.createKey('shop', 'all', { rateLimitExempt: true });
       const { data } = await api().POST('/api/v1/servers', { body: { name: 'fra-1', country: 'DE' } });
       serverId = data?.id ?? 0;
-      nodeId = (await panel.store.db.selectFrom('nodes').select('id').executeTakeFirstOrThrow()).id;
+      const nodeId = (await panel.store.db.selectFrom('nodes').select('id').executeTakeFirstOrThrow()).id;
+      use = usageReporter(panel.store.db, clock, nodeId);
     });
     after(async () => {
       await panel.close();
@@ -64,7 +54,7 @@ for (const kind of DATABASE_KINDS) {
     it('re-admits a limit-reached device at once, once per Idempotency-Key, and counts at ingest', async () => {
       const { data } = await api().POST('/api/v1/devices', { body: { server_id: serverId, data_limit: 1000 } });
       const id = data?.id ?? 0;
-      await use(id, 1600, 1600);
+      await use(id, 1600);
       assert.deepEqual(await status(id), ['limit_reached', 0]);
       const first = await topUp(id, 1000, 'top-1');
       assert.deepEqual([first.status, first.json.status, first.json.top_up_bytes], [200, 'active', 1000]);
@@ -76,10 +66,10 @@ for (const kind of DATABASE_KINDS) {
         return events.data?.data.filter((e) => e.kind === kind).length;
       };
       // 2,000 bytes allowed this period: 1,900 used is within (no new limit_reached), 2,100 is over.
-      await use(id, 300, 1900);
+      await use(id, 300);
       assert.deepEqual(await status(id), ['active', 1000]);
       assert.equal(await count('device.limit_reached'), 1);
-      await use(id, 200, 2100);
+      await use(id, 200);
       assert.deepEqual(await status(id), ['limit_reached', 1000]);
       assert.equal(await count('device.limit_reached'), 2);
       assert.equal(await count('device.topped_up'), 1);
@@ -91,7 +81,7 @@ for (const kind of DATABASE_KINDS) {
       assert.equal((await topUp(id, 5000)).json.top_up_bytes, 5000);
       clock.advance(Date.parse('2026-12-01T00:30:00Z') - clock.nowMs());
       assert.deepEqual(await status(id), ['active', 0]);
-      await use(id, 1100, 1100);
+      await use(id, 1100);
       assert.deepEqual(await status(id), ['limit_reached', 0]);
     });
 

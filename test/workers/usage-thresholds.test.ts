@@ -12,6 +12,7 @@ import { quietPublisher } from '../../src/services/changes.ts';
 import { UsageService } from '../../src/services/usage.ts';
 import { UsageThresholds } from '../../src/workers/usage-thresholds.ts';
 import { type AppUnderTest, buildTestApp } from '../support/app.ts';
+import { usageReporter } from '../support/usage-fixtures.ts';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../support/databases.ts';
 
 for (const kind of DATABASE_KINDS) {
@@ -20,22 +21,11 @@ for (const kind of DATABASE_KINDS) {
     let panel: AppUnderTest;
     let key: string;
     let serverId = 0;
-    let nodeId = 0;
-    let seq = 0;
+    let use: (deviceId: number, bytes: number) => Promise<void>;
     let thresholds: UsageThresholds;
-    const meters = new Map<number, number>();
     const clock = new ManualClock(Date.parse('2026-11-20T12:00:00Z'));
     const api = () => panel.client(key);
 
-    async function use(deviceId: number, bytes: number): Promise<void> {
-      const meter = (meters.get(deviceId) ?? 0) + bytes;
-      meters.set(deviceId, meter);
-      const usage = new UsageService(panel.store.db, clock, new Calendar('UTC'));
-      seq++;
-      const entries = [{ deviceId, rxBytes: bytes, txBytes: 0, meter }];
-      const report = { journalId: 'j', batches: [{ seq, slotStartMs: clock.nowMs(), entries }], handshakes: [] };
-      await usage.ingest({ id: nodeId }, report, quietPublisher(panel.store.db, clock));
-    }
     async function posted(deviceId: number): Promise<string[]> {
       const { data } = await api().GET('/api/v1/events', { params: { query: { device_id: deviceId, limit: 100 } } });
       return (data?.data ?? [])
@@ -53,7 +43,8 @@ for (const kind of DATABASE_KINDS) {
       key = await panel.createKey('shop', 'all', { rateLimitExempt: true });
       const { data } = await api().POST('/api/v1/servers', { body: { name: 'fra-1', country: 'DE' } });
       serverId = data?.id ?? 0;
-      nodeId = (await panel.store.db.selectFrom('nodes').select('id').executeTakeFirstOrThrow()).id;
+      const nodeId = (await panel.store.db.selectFrom('nodes').select('id').executeTakeFirstOrThrow()).id;
+      use = usageReporter(panel.store.db, clock, nodeId);
       const usage = new UsageService(panel.store.db, clock, new Calendar('UTC'));
       const changes = quietPublisher(panel.store.db, clock);
       thresholds = new UsageThresholds(panel.store.db, usage, changes, {
