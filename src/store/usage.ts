@@ -93,7 +93,9 @@ function countAssignments(rx: string, tx: string, meter: string, m: string, d: s
  * and is not marked yet: the one rule of markLimitReached, also asked of the rows a batch changed.
  */
 function reachedAndUnmarked(month: string): string {
-  return `data_limit > 0 and limit_reached_at is null and period_rx + period_tx >= data_limit
+  return `data_limit > 0 and limit_reached_at is null
+    and period_rx + period_tx >= data_limit
+      + case when limit_period = 'total' or top_up_month = ${month} then top_up_bytes else 0 end
     and (limit_period = 'total' or usage_month = ${month})`;
 }
 
@@ -316,4 +318,48 @@ export async function deleteDeviceUsage(db: Queryable, deviceIds: readonly numbe
 /** Batches stored before `beforeIso`: nodes never send a batch again that long after it was acknowledged. */
 export async function pruneBatches(db: Queryable, beforeIso: string): Promise<void> {
   await db.deleteFrom('usage_batches').where('stored_at', '<', beforeIso).execute();
+}
+
+/**
+ * The key of a device row's current count toward its limit: its reset time, and for a monthly count its month, so a
+ * reset or a new month starts a new one.
+ */
+const PERIOD_KEY = `case when limit_period = 'total' then usage_reset_at else usage_month || '|' || usage_reset_at end`;
+
+/**
+ * Devices whose count in the current `month` crossed one of `percents` (ascending) of their allowance (data limit
+ * and the period's top-ups) beyond what was posted in this period: with the highest percent crossed and the
+ * period's key. At most `limit` rows, oldest first.
+ */
+export async function listThresholdsCrossed(
+  db: Queryable,
+  month: string,
+  percents: readonly number[],
+  limit: number,
+): Promise<{ id: number; crossed: number; notified: number; period: string }[]> {
+  if (percents.length === 0) return [];
+  const allowance = `(data_limit + case when limit_period = 'total' or top_up_month = $1 then top_up_bytes else 0 end)`;
+  const whens = [...percents]
+    .reverse()
+    .map((p) => `when (period_rx + period_tx) * 100 >= ${p} * ${allowance} then ${p}`)
+    .join(' ');
+  const crossed = `case ${whens} else 0 end`;
+  const notified = `case when threshold_period = ${PERIOD_KEY} then threshold_notified else 0 end`;
+  const text = `select id, ${crossed} as crossed, ${notified} as notified, ${PERIOD_KEY} as period from devices
+    where data_limit > 0 and (limit_period = 'total' or usage_month = $1) and ${crossed} > ${notified}
+    order by id limit ${Math.trunc(limit)}`;
+  const rows = await runSql<{ id: number; crossed: number; notified: number; period: string }>(db, text, [month]);
+  return rows.map((r) => ({
+    id: Number(r.id),
+    crossed: Number(r.crossed),
+    notified: Number(r.notified),
+    period: r.period,
+  }));
+}
+
+/** Records that `percent` was posted for the period `period`, once: false when the row moved on meanwhile. */
+export async function markThreshold(db: Queryable, id: number, period: string, percent: number): Promise<boolean> {
+  const text = `update devices set threshold_notified = $1, threshold_period = $2
+    where id = $3 and ${PERIOD_KEY} = $2 and (threshold_period <> $2 or threshold_notified < $1) returning id`;
+  return (await runSql<{ id: number }>(db, text, [percent, period, id])).length > 0;
 }

@@ -1,6 +1,10 @@
 import { after, before } from 'node:test';
 import type { Insertable } from 'kysely';
+import type { Clock } from '../../src/domain/clock.ts';
+import { Calendar } from '../../src/domain/usage.ts';
 import { generateKeyPair } from '../../src/domain/wireguard-keys.ts';
+import { quietPublisher } from '../../src/services/changes.ts';
+import { UsageService } from '../../src/services/usage.ts';
 import type { Db } from '../../src/store/db.ts';
 import type { Store } from '../../src/store/open.ts';
 import type { NodeRow } from '../../src/store/nodes.ts';
@@ -149,5 +153,27 @@ export function migratedStoreForSuite(kind: DatabaseKind): { readonly store: Sto
     get database() {
       return current().database;
     },
+  };
+}
+
+/**
+ * A node's usage reports as the node monitor stores them: `use(deviceId, bytes)` ingests one batch of `bytes` more
+ * for the device at the clock's time, its meter counting on from the bytes reported before.
+ */
+export function usageReporter(
+  db: Db,
+  clock: Clock,
+  nodeId: number,
+): (deviceId: number, bytes: number) => Promise<void> {
+  const usage = new UsageService(db, clock, new Calendar('UTC'));
+  const meters = new Map<number, number>();
+  let seq = 0;
+  return async (deviceId, bytes) => {
+    const meter = (meters.get(deviceId) ?? 0) + bytes;
+    meters.set(deviceId, meter);
+    seq++;
+    const entries = [{ deviceId, rxBytes: bytes, txBytes: 0, meter }];
+    const report = { journalId: 'j', batches: [{ seq, slotStartMs: clock.nowMs(), entries }], handshakes: [] };
+    await usage.ingest({ id: nodeId }, report, quietPublisher(db, clock));
   };
 }
