@@ -1,7 +1,6 @@
 import type { AgentPeer, PeerLimits, UsageAck, UsageReport } from '../agent/protocol.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import type { LimitPeriod } from '../domain/devices.ts';
-import type { QuotaAction } from '../domain/plans.ts';
 import {
   type Calendar,
   type DeviceUsageState,
@@ -37,16 +36,6 @@ import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type PanelObserver, UNOBSERVED_PANEL } from './metrics.ts';
 
 /** docs/api.md "Usage report". */
-/**
- * The quota fields of the node's PeerLimits (issue 26; the node's side adds them to PeerLimitsSchema): `throttle`
- * keeps a peer at its data limit, at throttleKbps each way, where absent (`cut`) removes it. Set only for
- * `throttle`, so every other peer's digest stays as it was.
- */
-export interface QuotaLimits {
-  quotaAction?: QuotaAction;
-  throttleKbps?: number;
-}
-
 export interface UsageReportView {
   month_usage: Usage;
   period_usage: Usage;
@@ -152,9 +141,9 @@ export class UsageService {
    * What the device's node must enforce: its remaining allowance as of the meter the panel counted, its expiry, and
    * for a throttled device its speed at the limit (absent for `cut`, as an older panel sends it).
    */
-  limitsOf(row: PeerRow): PeerLimits & QuotaLimits {
+  limitsOf(row: PeerRow): PeerLimits {
     const nowMs = this.#clock.nowMs();
-    const limits: PeerLimits & QuotaLimits = {
+    const limits: PeerLimits = {
       remainingBytes: remainingAllowance(usageState(row), this.calendar.month(nowMs)),
       journalId: row.meter_journal,
       meter: row.meter,
