@@ -24,9 +24,11 @@ const fail = (what: string, error: unknown): never => {
 const plans = await api.GET('/api/v1/plans', { params: { query: { limit: 100 } } });
 const plan =
   plans.data?.data.find((p) => p.name === 'monthly-50gb') ??
-  (await api.POST('/api/v1/plans', {
-    body: { name: 'monthly-50gb', data_limit: 50e9, limit_period: 'monthly', duration_days: 30, max_devices: 3 },
-  })).data ??
+  (
+    await api.POST('/api/v1/plans', {
+      body: { name: 'monthly-50gb', data_limit: 50e9, limit_period: 'monthly', duration_days: 30, max_devices: 3 },
+    })
+  ).data ??
   fail('plan', plans.error);
 
 // Reminders (and renewals) reach the shop as webhooks, signed with the secret shown once.
@@ -40,7 +42,8 @@ const sold = await api.POST('/api/v1/devices', {
   body: { server_id: 'auto', plan_id: plan.id, external_id: CUSTOMER, name: `${CUSTOMER}-phone` },
 });
 const device = sold.data ?? fail('sale', sold.error);
-console.log(JSON.stringify({ sold: device.id, expires_at: device.expires_at, config_lines: device.config.split('\n').length }));
+// Here a real shop sends the customer `device.config` (or its QR code: GET /devices/{id}/qr).
+console.log(JSON.stringify({ sold: device.id, expires_at: device.expires_at }));
 
 // A payment: 30 more days. The payment's id is the Idempotency-Key, so a retried webhook from the payment provider
 // does not renew twice.
@@ -57,10 +60,12 @@ createServer((req, res) => {
   let body = '';
   req.on('data', (chunk: Buffer) => (body += chunk));
   req.on('end', () => {
-    const [id, at, signature = ''] = ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((h) => `${req.headers[h]}`);
-    const expected = createHmac('sha256', secret).update(`${id}.${at}.${body}`).digest('base64');
-    const want = Buffer.from(`v1,${expected}`);
-    const valid = signature.split(' ').some((s) => s.length === want.length && timingSafeEqual(Buffer.from(s), want));
+    const header = (name: string): string => `${req.headers[name] ?? ''}`;
+    const signed = `${header('webhook-id')}.${header('webhook-timestamp')}.${body}`;
+    const want = Buffer.from(`v1,${createHmac('sha256', secret).update(signed).digest('base64')}`);
+    const valid = header('webhook-signature')
+      .split(' ')
+      .some((s) => s.length === want.length && timingSafeEqual(Buffer.from(s), want));
     res.writeHead(valid ? 204 : 401).end();
     if (!valid) return;
     const event: components['schemas']['Event'] = JSON.parse(body);
