@@ -807,6 +807,8 @@ export interface paths {
                         /** @description only with server_id auto */
                         city?: string;
                         public_key?: string;
+                        /** @description the device takes the plan's values; fields given beside it win (docs/api.md "Plans") */
+                        plan_id?: number;
                         name?: string;
                         external_id?: string;
                         /** @description any JSON object up to 4 KB, nested at most 32 levels; null clears it */
@@ -818,6 +820,13 @@ export interface paths {
                         limit_period?: "monthly" | "total";
                         expires_at?: string | null;
                         speed_limit?: number;
+                        /**
+                         * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+                         * @enum {unknown}
+                         */
+                        quota_action?: "cut" | "throttle";
+                        /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+                        throttle_speed?: number | null;
                     };
                 };
             };
@@ -983,6 +992,13 @@ export interface paths {
                         limit_period?: "monthly" | "total";
                         expires_at?: string | null;
                         speed_limit?: number;
+                        /**
+                         * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+                         * @enum {unknown}
+                         */
+                        quota_action?: "cut" | "throttle";
+                        /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+                        throttle_speed?: number | null;
                     };
                 };
             };
@@ -1528,6 +1544,544 @@ export interface paths {
                 cookie?: never;
             };
             requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Group"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List plans, oldest first
+         * @description Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the last id of the previous page */
+                    after?: number;
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: components["schemas"]["Plan"][];
+                            has_more: boolean;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Create a plan
+         * @description Requires an API key with the scope `plans:write`, or an admin's console session.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description unique among plans */
+                        name: string;
+                        data_limit?: number;
+                        limit_period?: "monthly" | "total";
+                        speed_limit?: number;
+                        /** @description days from the start to expires_at; null: devices from the plan never expire */
+                        duration_days?: number | null;
+                        /** @description devices per customer (external_id group); null: no cap */
+                        max_devices?: number | null;
+                        /**
+                         * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+                         * @enum {unknown}
+                         */
+                        quota_action?: "cut" | "throttle";
+                        /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+                        throttle_speed?: number | null;
+                        /**
+                         * @description when duration_days starts: at the device's creation or at its client's first handshake
+                         * @enum {unknown}
+                         */
+                        expiry_starts?: "created" | "first_handshake";
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Plan"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/plans/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a plan
+         * @description Requires an API key with the scope `devices:read`, or a console session (admin or viewer).
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Plan"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete a plan
+         * @description Devices made from the plan keep the values they took.
+         *
+         *     Requires an API key with the scope `plans:write`, or an admin's console session.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change a plan
+         * @description Devices made from the plan keep the values they took; new devices take the new ones.
+         *
+         *     Requires an API key with the scope `plans:write`, or an admin's console session.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description unique among plans */
+                        name?: string;
+                        data_limit?: number;
+                        limit_period?: "monthly" | "total";
+                        speed_limit?: number;
+                        /** @description days from the start to expires_at; null: devices from the plan never expire */
+                        duration_days?: number | null;
+                        /** @description devices per customer (external_id group); null: no cap */
+                        max_devices?: number | null;
+                        /**
+                         * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+                         * @enum {unknown}
+                         */
+                        quota_action?: "cut" | "throttle";
+                        /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+                        throttle_speed?: number | null;
+                        /**
+                         * @description when duration_days starts: at the device's creation or at its client's first handshake
+                         * @enum {unknown}
+                         */
+                        expiry_starts?: "created" | "first_handshake";
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Plan"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/devices/{id}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Renew a device: extend its expiry, optionally switch plans, restart its usage count
+         * @description The expiry moves to max(now, expires_at) + days, or to until; plan_id switches to that plan (its values, and its duration_days unless days or until is given). The usage count restarts unless reset_usage is false. A device cut off at its limit or expiry connects again. Posts device.renewed. With an Idempotency-Key a repeated call renews once.
+         *
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description added to max(now, expires_at) */
+                        days?: number;
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+                         */
+                        until?: string;
+                        /** @description switch to this plan: its values, and its duration_days unless days or until is given */
+                        plan_id?: number;
+                        /**
+                         * @description restart the count toward the data limit (default true)
+                         * @default true
+                         */
+                        reset_usage?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Device"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/devices/{id}/top-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add bytes to the allowance of the device's current period
+         * @description A device at its data limit connects again at once. The top-up lapses at the next monthly reset (a `total` count keeps it until a usage reset). Posts device.topped_up.
+         *
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path: {
+                    id: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        bytes: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Device"];
+                    };
+                };
+                /** @description Default Response */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Default Response */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{external_id}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Renew every device of the group, each from its own expiry
+         * @description The expiry moves to max(now, expires_at) + days, or to until; plan_id switches to that plan (its values, and its duration_days unless days or until is given). The usage count restarts unless reset_usage is false. A device cut off at its limit or expiry connects again. Posts device.renewed. With an Idempotency-Key a repeated call renews once. Answers the group after it with the first page of its devices.
+         *
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path: {
+                    /** @description URL-encoded */
+                    external_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description added to max(now, expires_at) */
+                        days?: number;
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+                         */
+                        until?: string;
+                        /** @description switch to this plan: its values, and its duration_days unless days or until is given */
+                        plan_id?: number;
+                        /**
+                         * @description restart the count toward the data limit (default true)
+                         * @default true
+                         */
+                        reset_usage?: boolean;
+                    };
+                };
+            };
             responses: {
                 /** @description Default Response */
                 200: {
@@ -2228,7 +2782,7 @@ export interface paths {
         };
         /**
          * The activity log: who changed what, oldest first
-         * @description Every change made through the API, the console, the CLI or by the panel itself, with the fields it touched (never a secret); kept 365 days. Keep the last id seen and ask again with after=<id>. A caller sees the entries of what it may read: devices with `devices:read`, servers and nodes with `servers:read`, webhooks with `webhooks:write`, API keys and console users with `console:admin`; asking for another resource is refused (403 `insufficient_scope`).
+         * @description Every change made through the API, the console, the CLI or by the panel itself, with the fields it touched (never a secret); kept 365 days. Keep the last id seen and ask again with after=<id>. A caller sees the entries of what it may read: devices and plans with `devices:read`, servers and nodes with `servers:read`, webhooks with `webhooks:write`, API keys and console users with `console:admin`; asking for another resource is refused (403 `insufficient_scope`).
          *
          *     Requires an API key with the scope `events:read`, or a console session (admin or viewer).
          */
@@ -2240,7 +2794,7 @@ export interface paths {
                     limit?: number;
                     /** @description admin, system, via API key NAME, via console user NAME, or an API key NAME */
                     actor?: string;
-                    resource?: "device" | "server" | "webhook" | "node" | "api_key" | "console_user";
+                    resource?: "device" | "server" | "webhook" | "node" | "api_key" | "console_user" | "plan";
                     /** @description only with resource */
                     resource_id?: string;
                     /** @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused */
@@ -2362,7 +2916,7 @@ export interface paths {
                         /** @description letters, digits, spaces, dots, dashes, underscores */
                         name: string;
                         /** @description the scopes (docs/api.md "Keys and scopes"), or all */
-                        scopes: ("devices:read" | "devices:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write" | "all")[];
+                        scopes: ("devices:read" | "devices:write" | "plans:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write" | "all")[];
                         /** @default false */
                         rate_limit_exempt?: boolean;
                     };
@@ -2378,7 +2932,7 @@ export interface paths {
                         "application/json": {
                             id: number;
                             name: string;
-                            scopes: ("devices:read" | "devices:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write")[];
+                            scopes: ("devices:read" | "devices:write" | "plans:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write")[];
                             rate_limit_exempt: boolean;
                             /**
                              * Format: date-time
@@ -2882,7 +3436,7 @@ export interface components {
         /** Event */
         Event: {
             id: number;
-            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.limit_reached" | "device.expired" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
+            kind: "device.created" | "device.updated" | "device.deleted" | "device.enabled" | "device.disabled" | "device.moved" | "device.usage_reset" | "device.renewed" | "device.topped_up" | "device.limit_reached" | "device.expired" | "device.expiring" | "device.share_created" | "device.share_deleted" | "server.created" | "server.updated" | "server.obfuscation_changed" | "server.deleted" | "node.online" | "node.offline" | "ping";
             /**
              * Format: date-time
              * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
@@ -2937,6 +3491,17 @@ export interface components {
             expires_at: string | null;
             /** @description kbit/s each way; 0 means no limit */
             speed_limit: number;
+            /** @description the plan the device was made from; null: none, or the plan was deleted */
+            plan_id: number | null;
+            /**
+             * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+             * @enum {unknown}
+             */
+            quota_action: "cut" | "throttle";
+            /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+            throttle_speed: number | null;
+            /** @description bytes added to this period's allowance by top-ups; they lapse at the next monthly reset */
+            top_up_bytes: number;
             month_usage: {
                 rx_bytes: number;
                 tx_bytes: number;
@@ -2968,6 +3533,42 @@ export interface components {
             devices: components["schemas"]["Device"][];
             /** @description more devices follow this page */
             has_more: boolean;
+        };
+        /** Plan */
+        Plan: {
+            id: number;
+            name: string;
+            /** @description bytes, downloads and uploads together; 0 means no limit */
+            data_limit: number;
+            limit_period: "monthly" | "total";
+            /** @description kbit/s each way; 0 means no limit */
+            speed_limit: number;
+            /** @description days from the start to expires_at; null: devices from the plan never expire */
+            duration_days: number | null;
+            /** @description devices per customer (external_id group); null: no cap */
+            max_devices: number | null;
+            /**
+             * @description at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way
+             * @enum {unknown}
+             */
+            quota_action: "cut" | "throttle";
+            /** @description kbit/s each way at the data limit; required with quota_action throttle, null with cut */
+            throttle_speed: number | null;
+            /**
+             * @description when duration_days starts: at the device's creation or at its client's first handshake
+             * @enum {unknown}
+             */
+            expiry_starts: "created" | "first_handshake";
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time with Z or an offset; a leap second (:60) or a year outside 0001-9999 UTC is refused
+             */
+            updated_at: string;
         };
         /** UsageReport */
         UsageReport: {
@@ -3078,7 +3679,7 @@ export interface components {
         ApiKey: {
             id: number;
             name: string;
-            scopes: ("devices:read" | "devices:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write")[];
+            scopes: ("devices:read" | "devices:write" | "plans:write" | "servers:read" | "servers:write" | "events:read" | "webhooks:write")[];
             rate_limit_exempt: boolean;
             /**
              * Format: date-time
@@ -3120,7 +3721,7 @@ export interface components {
             /** @description <resource>.<verb>, e.g. device.updated */
             action: string;
             /** @enum {unknown} */
-            resource: "device" | "server" | "webhook" | "node" | "api_key" | "console_user";
+            resource: "device" | "server" | "webhook" | "node" | "api_key" | "console_user" | "plan";
             resource_id: string;
             summary: string;
             /** @description the fields the change touched, before it; null on create */

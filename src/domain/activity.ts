@@ -4,7 +4,7 @@ import { SYSTEM_ACTOR } from './events.ts';
 import { webhookUrlShown } from './webhooks.ts';
 
 /** What the activity log records changes to. Groups are not stored: a group change is recorded per device. */
-export const ACTIVITY_RESOURCES = ['device', 'server', 'webhook', 'node', 'api_key', 'console_user'] as const;
+export const ACTIVITY_RESOURCES = ['device', 'server', 'webhook', 'node', 'api_key', 'console_user', 'plan'] as const;
 export type ActivityResource = (typeof ACTIVITY_RESOURCES)[number];
 
 export function isActivityResource(value: string): value is ActivityResource {
@@ -14,7 +14,7 @@ export function isActivityResource(value: string): value is ActivityResource {
 /**
  * What reading a resource's entries takes: what reading the resource itself takes (its routes), so the log
  * shows a caller nothing those routes hide. Webhooks take `webhooks:write` as their routes do (their URLs);
- * API keys and console users an admin's console session.
+ * API keys and console users an admin's console session; plans `devices:read`, as their GET routes do.
  */
 const READ_REQUIREMENT: Record<ActivityResource, Requirement> = {
   device: 'devices:read',
@@ -23,6 +23,7 @@ const READ_REQUIREMENT: Record<ActivityResource, Requirement> = {
   webhook: 'webhooks:write',
   api_key: CONSOLE_ADMIN,
   console_user: CONSOLE_ADMIN,
+  plan: 'devices:read',
 };
 
 /** What reading the entries about `resource` takes. */

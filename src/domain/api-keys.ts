@@ -5,6 +5,7 @@ import { AppError } from './errors.ts';
 export const SCOPES = [
   'devices:read',
   'devices:write',
+  'plans:write',
   'servers:read',
   'servers:write',
   'events:read',

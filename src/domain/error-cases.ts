@@ -282,3 +282,34 @@ export function consoleFileNotFound(path: string): AppError {
 export function noSuchResource(problem: string, fields: ErrorFields = {}): AppError {
   return new AppError('not_found', `no such resource: ${problem}`, fields);
 }
+
+// Plans.
+
+export function planNotFound(id: number): AppError {
+  return new AppError('not_found', `plan ${id} not found`);
+}
+
+/** A create or move into a customer's group that holds its device slots already (docs/api.md "Plans"). */
+export function deviceLimitReached(externalId: string, maxDevices: number): AppError {
+  return new AppError(
+    'device_limit_reached',
+    `group ${externalId} holds its ${maxDevices} device(s) already; its plan allows no more`,
+    { external_id: `at most ${maxDevices} devices` },
+  );
+}
+
+/** A top-up of a device without a data limit would change nothing it enforces. */
+export function noLimitToTopUp(id: number): AppError {
+  return new AppError('validation_failed', `device ${id} has no data limit to top up`, {
+    bytes: 'the device has no data limit',
+  });
+}
+
+/** A device made from a plan that does not exist: the body is wrong, as with a server that does not. */
+export function noSuchPlan(id: number): AppError {
+  return new AppError('validation_failed', `plan ${id} does not exist`, { plan_id: 'no such plan' });
+}
+
+export function planNameTaken(name: string): AppError {
+  return new AppError('name_taken', `a plan named ${name} exists already`, { name: 'taken' });
+}

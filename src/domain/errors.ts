@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'idempotency_key_in_use'
   | 'name_taken'
   | 'server_has_devices'
+  | 'device_limit_reached'
   | 'last_admin'
   | 'request_timeout'
   | 'payload_too_large'

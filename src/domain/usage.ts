@@ -121,6 +121,14 @@ export interface DeviceUsageState {
   /** Bytes since the count toward the limit last started (a reset, or for `monthly` the 1st). */
   periodRx: number;
   periodTx: number;
+  /** Bytes of top-ups (docs/api.md "Top-up"), added in `topUpMonth`. */
+  topUpBytes: number;
+  topUpMonth: string;
+}
+
+/** The top-up bytes that count now: a monthly count's lapse with the month they were added in. */
+export function currentTopUp(state: DeviceUsageState, currentMonth: string): number {
+  return state.limitPeriod === 'total' || state.topUpMonth === currentMonth ? state.topUpBytes : 0;
 }
 
 /** The calendar month's usage, zero once the month the counters hold is over. */
@@ -136,16 +144,18 @@ export function periodUsage(state: DeviceUsageState, currentMonth: string): Usag
 
 /**
  * docs/decisions.md "Device status and online": the limit applies when data_limit > 0 and is reached when the
- * period's usage gets to it.
+ * period's usage gets to it and the period's top-ups.
  */
 export function isLimitReached(state: DeviceUsageState, currentMonth: string): boolean {
-  return state.dataLimit > 0 && periodUsage(state, currentMonth).total_bytes >= state.dataLimit;
+  if (state.dataLimit <= 0) return false;
+  return periodUsage(state, currentMonth).total_bytes >= state.dataLimit + currentTopUp(state, currentMonth);
 }
 
 /** Bytes the device may still use in this period; null when it has no limit. */
 export function remainingAllowance(state: DeviceUsageState, currentMonth: string): number | null {
   if (state.dataLimit <= 0) return null;
-  return Math.max(0, state.dataLimit - periodUsage(state, currentMonth).total_bytes);
+  const allowance = state.dataLimit + currentTopUp(state, currentMonth);
+  return Math.max(0, allowance - periodUsage(state, currentMonth).total_bytes);
 }
 
 /** When the count toward the limit started: the last reset, or for `monthly` the 1st if that is later. */

@@ -11,6 +11,7 @@ import type { GroupService } from '../services/groups.ts';
 import type { IdempotencyService } from '../services/idempotency.ts';
 import type { PanelObserver } from '../services/metrics.ts';
 import type { ShareLinkService } from '../services/share-links.ts';
+import type { PlanService } from '../services/plans.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import type { NodeService } from '../services/nodes.ts';
 import type { ServerService } from '../services/servers.ts';
@@ -33,6 +34,7 @@ import { ActivityEntrySchema, ApiKeySchema, ConsoleUserSchema } from './schemas/
 import { EventSchema } from './schemas/events.ts';
 import { FleetUsageSchema } from './schemas/usage.ts';
 import { DeliverySchema, WebhookSchema } from './schemas/webhooks.ts';
+import { PlanSchema } from './schemas/plans.ts';
 import { NodeSchema, ServerSchema } from './schemas/servers.ts';
 import { validatorCompiler } from './validation.ts';
 import { activityRoutes } from './routes/activity.ts';
@@ -50,6 +52,8 @@ import { shareLinkRoutes } from './routes/share-links.ts';
 import { sharePageRoutes } from './routes/share-page.ts';
 import { usageRoutes } from './routes/usage.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
+import { planRoutes } from './routes/plans.ts';
+import { renewalRoutes } from './routes/renewals.ts';
 
 export interface AppDeps {
   events: EventService;
@@ -60,6 +64,7 @@ export interface AppDeps {
   groups: GroupService;
   shareLinks: ShareLinkService;
   webhooks: WebhookService;
+  plans: PlanService;
   usage: UsageService;
   /** Per API key (REQUEST_RATE), and per address on the share page. */
   rateLimiter: RateLimiter;
@@ -105,6 +110,7 @@ const SHARED_SCHEMAS = [
   EventSchema,
   DeviceSchema,
   GroupSchema,
+  PlanSchema,
   UsageReportSchema,
   FleetUsageSchema,
   WebhookSchema,
@@ -154,6 +160,8 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
       deviceRoutes(api, deps.devices);
       usageRoutes(api, deps.usage);
       groupRoutes(api, deps);
+      planRoutes(api, deps.plans);
+      renewalRoutes(api, deps);
       shareLinkRoutes(api, deps.shareLinks);
       webhookRoutes(api, deps.webhooks);
       eventRoutes(api, deps.events);

@@ -16,6 +16,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   idempotency_key_in_use: 409,
   name_taken: 409,
   server_has_devices: 409,
+  device_limit_reached: 409,
   last_admin: 409,
   request_timeout: 408,
   payload_too_large: 413,

@@ -59,6 +59,8 @@ export interface PanelConfig extends ProcessConfig {
   mailRetryScheduleMs: number[] | undefined;
   /** `DRIFT_CHECK_INTERVAL`: how often nodes are compared with the database; null = never (tests that plant peers). */
   driftCheckIntervalMs: number | null;
+  /** EXPIRY_REMINDERS: how long before expires_at each device.expiring is posted, longest first. */
+  expiryRemindersMs: number[];
   /** `TRUST_PROXY`: the peers whose X-Forwarded-For names the client (Fastify's trustProxy); false = none. */
   trustProxy: TrustProxy;
   /** `HTTP_MAX_CONNECTIONS`: connections the API holds at once; more are closed as they arrive. */
@@ -200,6 +202,25 @@ function trustProxy(env: Env): TrustProxy {
     throw new ConfigError('TRUST_PROXY', `must be ${allowed} (got '${bad}')`);
   }
   return entries;
+}
+
+const REMINDER_UNITS_MS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * `EXPIRY_REMINDERS`: durations before a device's expiry (`72h`, `30m`, `7d`), comma-separated, default `72h,24h`;
+ * `off` or empty for none. Longest first, without repeats.
+ */
+function expiryReminders(env: Env): number[] {
+  const v = value(env, 'EXPIRY_REMINDERS') ?? '72h,24h';
+  if (v === '' || v.toLowerCase() === 'off') return [];
+  const ms = v.split(',').map((part) => {
+    const match = /^(\d{1,4})([mhd])$/.exec(part.trim());
+    return match ? Number(match[1]) * (REMINDER_UNITS_MS[match[2] ?? ''] ?? 0) : 0;
+  });
+  if (ms.some((n) => n <= 0 || n > 365 * 86_400_000)) {
+    throw new ConfigError('EXPIRY_REMINDERS', `must be durations such as 72h,24h or 7d,30m (got '${v}')`);
+  }
+  return [...new Set(ms)].sort((a, b) => b - a);
 }
 
 /**
@@ -414,6 +435,7 @@ export function loadPanelConfig(env: Env): PanelConfig {
     webhookRetryScheduleMs: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
     mailRetryScheduleMs: retrySchedule(env, 'MAIL_RETRY_SCHEDULE'),
     driftCheckIntervalMs: driftCheckInterval(env, DRIFT_CHECK_INTERVAL_MS),
+    expiryRemindersMs: expiryReminders(env),
     ...processConfig(env),
     trustProxy: trustProxy(env),
     maxConnections: count(env, 'HTTP_MAX_CONNECTIONS', 1024, 1_000_000),

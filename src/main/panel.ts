@@ -16,6 +16,7 @@ import { GroupService } from '../services/groups.ts';
 import { IdempotencyService } from '../services/idempotency.ts';
 import { ShareLinkService } from '../services/share-links.ts';
 import { WebhookService } from '../services/webhooks.ts';
+import { PlanService } from '../services/plans.ts';
 import { RETRY_SCHEDULE_MS } from '../domain/webhooks.ts';
 import { WebhookSender } from '../workers/webhook-sender.ts';
 import { MAIL_RETRY_SCHEDULE_MS } from '../domain/notifications.ts';
@@ -38,6 +39,7 @@ import { Calendar } from '../domain/usage.ts';
 import { UsageService } from '../services/usage.ts';
 import { VERSION } from './version.ts';
 import { ExpiryWatch } from '../workers/expiry-watch.ts';
+import { ExpiryReminders } from '../workers/expiry-reminders.ts';
 import { DatabaseLease, DUTY_LEASE } from '../workers/lease.ts';
 import { type PanelMetrics, panelMetrics } from './panel-metrics.ts';
 import { makeRateLimiters, type RateLimiters } from './rate-limiters.ts';
@@ -147,6 +149,7 @@ function panelApp(w: Wiring, core: CoreServices, limiters: RateLimiters): Promis
     groups: new GroupService(core.devices),
     shareLinks: new ShareLinkService(store, clock, core.devices, config.panelUrl, changes),
     webhooks: new WebhookService(store.db, clock, config.webhookAllowPrivate, changes),
+    plans: new PlanService(store.db, clock, changes),
     checkHealth: async () => {
       await sql`select 1`.execute(store.db);
     },
@@ -186,11 +189,16 @@ function backgroundWorkers(w: Wiring, usage: UsageService): { monitor: NodeMonit
     w.metrics?.observer,
   );
   const expiry = new ExpiryWatch(store.db, clock, changes, log, duties);
+  const reminders = new ExpiryReminders(store.db, clock, changes, {
+    windowsMs: config.expiryRemindersMs,
+    log,
+    lease: duties,
+  });
   const intervalMs = config.driftCheckIntervalMs;
   const driftOptions = intervalMs === null ? undefined : { intervalMs, lease: duties, slots: nodeWork };
   const drift = driftOptions && new DriftRepair(store.db, w.connections, changes, usage, log, driftOptions);
   const housekeeping = new Housekeeping(store.db, clock, log, duties);
-  return { monitor, others: [housekeeping, ...(drift === undefined ? [] : [drift]), expiry, mailer] };
+  return { monitor, others: [housekeeping, ...(drift === undefined ? [] : [drift]), expiry, reminders, mailer] };
 }
 
 /** Wires every object of a panel by hand; nothing listens or runs in the background until start(). */

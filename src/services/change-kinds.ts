@@ -11,6 +11,7 @@ import type { ApiKeyRow } from '../store/api-keys.ts';
 import type { ConsoleUserRow } from '../store/console-users.ts';
 import type { DeviceRow } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
+import type { PlanRow } from '../store/plans.ts';
 import type { ServerRow } from '../store/servers.ts';
 import type { ShareLinkRow } from '../store/share-links.ts';
 import type { WebhookRow } from '../store/webhooks.ts';
@@ -158,6 +159,28 @@ export function webhookPinged(webhookId: number, actor: string): Change {
   return change({ events: [ping] });
 }
 
+/** A plan's change: one activity row (plans are not mailed: they change no device). */
+function planChange(
+  plan: PlanRow,
+  verb: string,
+  entry: { actor: string; before: PlanRow | null; after: PlanRow | null },
+): Change {
+  const summary = `plan ${plan.name} ${verb}`;
+  return change({ activity: [{ resource: 'plan', resourceId: plan.id, verb, summary, ...entry }] });
+}
+
+export function planCreated(plan: PlanRow, actor: string): Change {
+  return planChange(plan, 'created', { actor, before: null, after: plan });
+}
+
+export function planUpdated(before: PlanRow, after: PlanRow, actor: string): Change {
+  return planChange(after, 'updated', { actor, before, after });
+}
+
+export function planDeleted(plan: PlanRow, actor: string): Change {
+  return planChange(plan, 'deleted', { actor, before: plan, after: null });
+}
+
 /** A node's change: one activity row (its events, if any, given apart). */
 function nodeChange(
   node: Pick<NodeRow, 'id'>,
@@ -217,6 +240,15 @@ export function deviceExpired(device: DevicePlace, dueAt: string): Change {
   const detail = `device ${device.row.name} expired at ${dueAt}`;
   const entry = { summary: detail, actor: SYSTEM_ACTOR, before: { status: 'active' }, after: { status: 'expired' } };
   return deviceChange(device, 'device.expired', detail, entry);
+}
+
+/** A reminder `windowMs` before the device's expiry (docs/api.md "Reminders"); no activity row: nothing changed. */
+export function deviceExpiring(device: DevicePlace, windowMs: number): Change {
+  const hours = Math.round(windowMs / 3_600_000);
+  const detail = `device ${device.row.name} expires at ${device.row.expires_at} (reminder ${hours} h before)`;
+  return change({
+    events: [deviceEventDraft('device.expiring', device.row, device.server, device.node, SYSTEM_ACTOR, detail)],
+  });
 }
 
 /** A device marked over its data limit (`row` as marked), having used `usedBytes` this period. */

@@ -2,7 +2,10 @@ import { type Clock, isoAt, normaliseInstant } from '../domain/clock.ts';
 import { type LimitPeriod, metadataText } from '../domain/devices.ts';
 import { deviceNotFound } from '../domain/error-cases.ts';
 import type { EventKind } from '../domain/events.ts';
+import { type QuotaAction, type RenewalTerms, renewedExpiry } from '../domain/plans.ts';
+import type { Updateable } from 'kysely';
 import type { Dialect, Tx } from '../store/db.ts';
+import type { DeviceTable } from '../store/schema.ts';
 import { deleteDevices, type DeviceRow, updateDevices } from '../store/devices.ts';
 import type { NodeRow } from '../store/nodes.ts';
 import { lockServers } from '../store/servers.ts';
@@ -26,7 +29,13 @@ export interface DevicePatch {
   limitPeriod?: LimitPeriod;
   expiresAt?: string | null;
   speedLimit?: number;
+  /** Given together (DeviceService resolves the pair): `nextThrottleSpeed`. */
+  quotaAction?: QuotaAction;
+  throttleSpeed?: number | null;
 }
+
+/** What a usage reset sets besides its time: the period's count, its mark and its top-ups start again. */
+const USAGE_RESET = { period_rx: 0, period_tx: 0, limit_reached_at: null, top_up_bytes: 0 } as const;
 
 /** A device's row after a change, and what the change path records and pushes for it. */
 export interface DeviceChange {
@@ -97,6 +106,8 @@ export class DeviceChanges {
         data_limit: patch.dataLimit,
         limit_period: patch.limitPeriod,
         speed_limit: patch.speedLimit,
+        quota_action: patch.quotaAction,
+        throttle_speed: patch.throttleSpeed,
         updated_at: isoAt(this.#clock.nowMs()),
       },
       expiresAt,
@@ -153,7 +164,7 @@ export class DeviceChanges {
     const reset = await updateDevices(
       tx,
       members.map((m) => m.row.id),
-      { usage_reset_at: isoAt(this.#clock.nowMs()), period_rx: 0, period_tx: 0, limit_reached_at: null },
+      { ...USAGE_RESET, usage_reset_at: isoAt(this.#clock.nowMs()) },
     );
     const byId = new Map(members.map((m) => [m.row.id, m]));
     const rows: DeviceRow[] = [];
@@ -176,6 +187,89 @@ export class DeviceChanges {
       result.apply.push(...this.peers(placed.node, placed.server.id, placed.row, row));
     }
     return { rows, change: result };
+  }
+
+  /**
+   * Renews each device (docs/api.md "Renewal"): its expiry from its own (renewedExpiry), the plan's values when
+   * switching plans, its usage count restarted unless `resetUsage` is false, and a waiting first-handshake clock
+   * dropped (the renewal starts it). Each gets `device.renewed` and an activity row; the node gets the peer after
+   * commit, so a device cut off at its limit or expiry connects again.
+   */
+  async renewMany(tx: Tx, members: readonly Placement[], terms: RenewalTerms, actor: string): Promise<ChangedDevices> {
+    const nowMs = this.#clock.nowMs();
+    const now = isoAt(nowMs);
+    const plan = terms.plan;
+    const values: Updateable<DeviceTable> = {
+      handshake_expiry_days: null,
+      updated_at: now,
+      ...(plan === undefined
+        ? {}
+        : {
+            plan_id: plan.id,
+            data_limit: plan.dataLimit,
+            limit_period: plan.limitPeriod,
+            speed_limit: plan.speedLimit,
+            quota_action: plan.quotaAction,
+            throttle_speed: plan.throttleSpeed,
+          }),
+      ...(terms.resetUsage ? { ...USAGE_RESET, usage_reset_at: now } : {}),
+    };
+    const rows: DeviceRow[] = [];
+    const result = change({});
+    for (const member of members) {
+      const expiresAt = renewedExpiry(member.row.expires_at, nowMs, terms);
+      const [renewed] = await updateDevices(tx, [member.row.id], values, expiresAt);
+      if (renewed === undefined) continue;
+      const { row, change: limit } = await this.#usage.settleLimit(tx, renewed, actor);
+      rows.push(row);
+      const detail = `device ${row.name} renewed${expiresAt === null ? ', no expiry' : ` until ${expiresAt}`}`;
+      result.events.push(deviceEventDraft('device.renewed', row, member.server, member.node, actor, detail));
+      appendChange(result, limit);
+      result.activity.push({
+        resource: 'device',
+        resourceId: row.id,
+        verb: 'renewed',
+        summary: detail,
+        actor,
+        before: member.row,
+        after: row,
+      });
+      result.apply.push(...this.peers(member.node, member.server.id, member.row, row));
+    }
+    return { rows, change: result };
+  }
+
+  /**
+   * Adds `bytes` to the allowance of the device's current period (docs/api.md "Top-up"): a device at its limit is
+   * admitted again by its node after commit. The top-ups of an earlier month have lapsed and are not carried.
+   */
+  async topUp(tx: Tx, placed: Placement, bytes: number, actor: string): Promise<DeviceChange> {
+    const month = this.#usage.currentMonth();
+    const [added] = await updateDevices(tx, [placed.row.id], {
+      top_up_bytes: this.#usage.topUp(placed.row) + bytes,
+      top_up_month: month,
+      updated_at: isoAt(this.#clock.nowMs()),
+    });
+    if (added === undefined) throw deviceNotFound(placed.row.id);
+    const { row, change: limit } = await this.#usage.settleLimit(tx, added, actor);
+    const detail = `device ${row.name} topped up by ${bytes} bytes (${row.top_up_bytes} this period)`;
+    const result = change({
+      events: [deviceEventDraft('device.topped_up', row, placed.server, placed.node, actor, detail)],
+      activity: [
+        {
+          resource: 'device',
+          resourceId: row.id,
+          verb: 'topped_up',
+          summary: detail,
+          actor,
+          before: placed.row,
+          after: row,
+        },
+      ],
+      apply: this.peers(placed.node, placed.server.id, placed.row, row),
+    });
+    appendChange(result, limit);
+    return { row, change: result };
   }
 
   /**

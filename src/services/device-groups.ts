@@ -1,4 +1,5 @@
 import { setImmediate } from 'node:timers/promises';
+import type { RenewalTerms } from '../domain/plans.ts';
 import { groupNotFound } from '../domain/error-cases.ts';
 import { DEFAULT_PAGE_SIZE, type Page, type PageRequest } from '../domain/paging.ts';
 import { type Usage, usageOf } from '../domain/usage.ts';
@@ -107,6 +108,23 @@ export class DeviceGroups {
     return this.#changeGroup(
       externalId,
       (tx, members) => this.#deviceChanges.resetUsageMany(tx, members, actor, detail),
+      async (tx, changed) => {
+        await last?.(tx, changed);
+        return change({});
+      },
+    );
+  }
+
+  /** Renews every device of the group, each from its own expiry; `last` as in `resetUsage`. */
+  renew(
+    externalId: string,
+    terms: RenewalTerms,
+    actor: string,
+    last?: (tx: Tx, changed: Placement[]) => Promise<void>,
+  ): Promise<Placement[]> {
+    return this.#changeGroup(
+      externalId,
+      (tx, members) => this.#deviceChanges.renewMany(tx, members, terms, actor),
       async (tx, changed) => {
         await last?.(tx, changed);
         return change({});

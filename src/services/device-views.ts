@@ -1,4 +1,5 @@
 import { renderClientConfig } from '../domain/client-config.ts';
+import type { QuotaAction } from '../domain/plans.ts';
 import type { Clock } from '../domain/clock.ts';
 import { type DeviceStatus, deviceStatus, isOnline, type LimitPeriod, ONLINE_WINDOW_MS } from '../domain/devices.ts';
 import type { Obfuscation } from '../domain/protocols.ts';
@@ -33,6 +34,10 @@ export interface DeviceView {
   usage_reset_at: string;
   expires_at: string | null;
   speed_limit: number;
+  plan_id: number | null;
+  quota_action: QuotaAction;
+  throttle_speed: number | null;
+  top_up_bytes: number;
   month_usage: Usage;
   created_at: string;
   updated_at: string;
@@ -154,6 +159,10 @@ export class DeviceViews {
       usage_reset_at: this.#usage.periodStart(row),
       expires_at: row.expires_at,
       speed_limit: row.speed_limit,
+      plan_id: row.plan_id,
+      quota_action: row.quota_action,
+      throttle_speed: row.throttle_speed,
+      top_up_bytes: this.#usage.topUp(row),
       month_usage: this.#usage.monthUsage(row),
       created_at: row.created_at,
       updated_at: row.updated_at,

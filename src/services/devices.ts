@@ -5,6 +5,8 @@ import {
   deviceNameTaken,
   deviceNotFound,
   deviceOnServerAlready,
+  noLimitToTopUp,
+  noSuchPlan,
   noSuchServer,
   publicKeyInUse,
   serverFull,
@@ -12,6 +14,7 @@ import {
 import { AppError } from '../domain/errors.ts';
 import type { Page, PageRequest } from '../domain/paging.ts';
 import { type PlacementRequest, pickServer } from '../domain/placement.ts';
+import { checkRenewal, deviceLimitsFrom, nextThrottleSpeed, type RenewalTerms } from '../domain/plans.ts';
 import { effectiveServerStatus } from '../domain/servers.ts';
 import { parseSubnet } from '../domain/subnets.ts';
 import { generateKeyPair, isUsablePublicKey, isValidKey } from '../domain/wireguard-keys.ts';
@@ -31,11 +34,13 @@ import {
   updateDevice,
 } from '../store/devices.ts';
 import { findNode, listNodes, type NodeRow } from '../store/nodes.ts';
+import { findPlan, planValues } from '../store/plans.ts';
 import { findServer, listRunningServers, lockServers, type ServerRow } from '../store/servers.ts';
 import { AddressAllocator, type DeviceAddresses } from './address-allocator.ts';
 import { type ChangePublisher, type CommitHook, change, mergeChanges } from './changes.ts';
 import { DeviceChanges, type DevicePatch, type Placement } from './device-changes.ts';
 import { DeviceGroups } from './device-groups.ts';
+import { claimGroupSlot } from './device-slots.ts';
 import { type DeviceBody, DeviceViews, type PlacedDevice } from './device-views.ts';
 import { deviceEventDraft } from './events.ts';
 import type { UsageReportView, UsageService } from './usage.ts';
@@ -45,7 +50,14 @@ export interface DeviceCreateInput extends DevicePatch {
   country?: string;
   city?: string;
   publicKey?: string;
+  /** The plan whose values the device takes where the input gives none (docs/api.md "Plans"). */
+  planId?: number;
+  /** Set from a plan whose clock starts at the first handshake: the expiry is that many days after it. */
+  handshakeExpiryDays?: number;
 }
+
+/** A renewal as the API asks it: a plan by id (docs/api.md "Renewal"). */
+export type RenewalRequest = Omit<RenewalTerms, 'plan'> & { planId?: number };
 
 /** What creating one device needs, decided before its transaction. */
 interface NewDevicePlan {
@@ -60,6 +72,12 @@ interface NewDevicePlan {
   onCommit: CommitHook<PlacedDevice> | undefined;
   /** Read the server's addresses anew rather than trust what this process knows (a retry after a conflict). */
   fresh: boolean;
+}
+
+/** The quota action and throttle speed a PATCH leaves the device with, or nothing when it gives neither. */
+function quotaPatch(row: DeviceRow, patch: DevicePatch): Pick<DevicePatch, 'quotaAction' | 'throttleSpeed'> {
+  if (patch.quotaAction === undefined && patch.throttleSpeed === undefined) return {};
+  return nextThrottleSpeed({ quotaAction: row.quota_action, throttleSpeed: row.throttle_speed }, patch);
 }
 
 /** Room left for a `-N` suffix when a name is made from a long external id. */
@@ -160,7 +178,8 @@ export class DeviceService {
    * row is locked, and the peer is on the node before the transaction commits; if the node cannot
    * take it, nothing is saved (deploy_failed).
    */
-  async create(input: DeviceCreateInput, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+  async create(given: DeviceCreateInput, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+    const input = await this.#withPlan(given);
     const metadata = input.metadata === undefined ? null : metadataText(input.metadata);
     const expiresAt = normaliseInstant(input.expiresAt ?? null, 'expires_at');
     if (input.publicKey !== undefined && !isValidKey(input.publicKey)) {
@@ -197,11 +216,22 @@ export class DeviceService {
     }
   }
 
+  /** The input with its plan's values where it gives none, the quota action and throttle speed checked as a pair. */
+  async #withPlan(input: DeviceCreateInput): Promise<DeviceCreateInput> {
+    if (input.planId === undefined) return { ...input, ...deviceLimitsFrom(undefined, input, this.#clock.nowMs()) };
+    const plan = await findPlan(this.#db, input.planId);
+    if (!plan) throw noSuchPlan(input.planId);
+    return { ...input, ...deviceLimitsFrom(planValues(plan), input, this.#clock.nowMs()) };
+  }
+
   async #insertDevice(plan: NewDevicePlan): Promise<PlacedDevice> {
     const { input, server, node, keys, metadata, expiresAt, actor, onCommit, fresh } = plan;
     const now = isoAt(this.#clock.nowMs());
     return this.#changes.commit(async (tx) => {
       const counts = await lockServers(tx, [server.id], this.#store.dialect);
+      if (input.externalId !== undefined) {
+        await claimGroupSlot(tx, this.#store.dialect, input.externalId, input.planId ?? null);
+      }
       const device = { name: input.name, publicKey: keys.publicKey };
       const addresses = await this.#claimSlot(tx, server, counts, device, fresh);
       // Candidates are the external id cut to leave room for a -N suffix: every one starts with this.
@@ -226,6 +256,10 @@ export class DeviceService {
         expires_at: expiresAt,
         expiry_due_at: expiresAt,
         speed_limit: input.speedLimit ?? 0,
+        plan_id: input.planId ?? null,
+        quota_action: input.quotaAction ?? 'cut',
+        throttle_speed: input.throttleSpeed ?? null,
+        handshake_expiry_days: input.handshakeExpiryDays ?? null,
         last_handshake: null,
         created_at: now,
         updated_at: now,
@@ -280,11 +314,16 @@ export class DeviceService {
    * Changes a device. The change is saved first; the node gets it before the answer, or the
    * caller hears apply_failed with the change saved (the node's next resync converges it).
    */
-  async update(id: number, patch: DevicePatch, actor: string): Promise<PlacedDevice> {
+  async update(id: number, given: DevicePatch, actor: string): Promise<PlacedDevice> {
     const before = await this.get(id);
     const detail = (changed: DeviceRow, kind: string) => `device ${changed.name}: ${kind}`;
+    const patch = { ...given, ...quotaPatch(before.row, given) };
     try {
       return await this.#changes.commit(async (tx) => {
+        // Into another group: a slot there, the device's plan counted (docs/decisions.md "Device slots").
+        if (patch.externalId !== undefined && patch.externalId !== before.row.external_id) {
+          await claimGroupSlot(tx, this.#store.dialect, patch.externalId, before.row.plan_id);
+        }
         const updated = await this.#deviceChanges.update(tx, before, patch, actor, detail);
         return { result: this.#views.changed(before, updated.row), change: updated.change };
       });
@@ -304,6 +343,44 @@ export class DeviceService {
       const reset = await this.#deviceChanges.resetUsage(tx, before, actor, `usage of device ${before.row.name} reset`);
       return { result: this.#views.changed(before, reset.row), change: reset.change };
     }, onCommit);
+  }
+
+  /** Adds bytes to the allowance of the device's current period (docs/api.md "Top-up"). */
+  async topUp(id: number, bytes: number, actor: string, onCommit?: CommitHook<PlacedDevice>): Promise<PlacedDevice> {
+    const before = await this.get(id);
+    if (before.row.data_limit <= 0) throw noLimitToTopUp(id);
+    return this.#changes.commit(async (tx) => {
+      const { row, change: added } = await this.#deviceChanges.topUp(tx, before, bytes, actor);
+      return { result: this.#views.changed(before, row), change: added };
+    }, onCommit);
+  }
+
+  /** Renews a device (docs/api.md "Renewal"); `request` names the plan to switch to by id. */
+  async renew(
+    id: number,
+    request: RenewalRequest,
+    actor: string,
+    onCommit?: CommitHook<PlacedDevice>,
+  ): Promise<PlacedDevice> {
+    const terms = await this.renewalTerms(request);
+    const before = await this.get(id);
+    return this.#changes.commit(async (tx) => {
+      const { rows, change: renewed } = await this.#deviceChanges.renewMany(tx, [before], terms, actor);
+      const [row] = rows;
+      if (row === undefined) throw deviceNotFound(id);
+      return { result: this.#views.changed(before, row), change: renewed };
+    }, onCommit);
+  }
+
+  /** A renewal's terms with its plan read, checked before any device changes. */
+  async renewalTerms(request: RenewalRequest): Promise<RenewalTerms> {
+    const { planId, ...rest } = request;
+    const row = planId === undefined ? undefined : await findPlan(this.#db, planId);
+    if (planId !== undefined && !row) throw noSuchPlan(planId);
+    const until = rest.until === undefined ? undefined : (normaliseInstant(rest.until, 'until') ?? undefined);
+    const terms = { ...rest, until, plan: row && { ...planValues(row), id: row.id } };
+    checkRenewal(terms);
+    return terms;
   }
 
   /**

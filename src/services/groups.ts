@@ -5,7 +5,7 @@ import { change, type CommitHook } from './changes.ts';
 import type { DevicePatch, Placement } from './device-changes.ts';
 import type { DeviceGroups, GroupTotals } from './device-groups.ts';
 import type { DeviceBody } from './device-views.ts';
-import type { DeviceService } from './devices.ts';
+import type { DeviceService, RenewalRequest } from './devices.ts';
 
 /**
  * A group as docs/api.md "Groups" shows it: `device_count` and `month_usage` over all its devices, `devices`
@@ -47,9 +47,11 @@ function groupView(externalId: string, totals: GroupTotals, page: Page<DeviceBod
  */
 export class GroupService {
   readonly #devices: DeviceGroups;
+  readonly #service: DeviceService;
 
   constructor(devices: DeviceService) {
     this.#devices = devices.groups;
+    this.#service = devices;
   }
 
   async get(externalId: string, page: PageRequest): Promise<GroupView> {
@@ -79,6 +81,23 @@ export class GroupService {
       externalId,
       actor,
       detail,
+      onCommit && ((tx, all) => onCommit(tx, this.#after(externalId, all))),
+    );
+    return this.#after(externalId, changed);
+  }
+
+  /** Renews every device of the group (docs/api.md "Renewal"), checked once before any changes. */
+  async renew(
+    externalId: string,
+    request: RenewalRequest,
+    actor: string,
+    onCommit?: CommitHook<GroupView>,
+  ): Promise<GroupView> {
+    const terms = await this.#service.renewalTerms(request);
+    const changed = await this.#devices.renew(
+      externalId,
+      terms,
+      actor,
       onCommit && ((tx, all) => onCommit(tx, this.#after(externalId, all))),
     );
     return this.#after(externalId, changed);

@@ -1,9 +1,11 @@
 import type { AgentPeer, PeerLimits, UsageAck, UsageReport } from '../agent/protocol.ts';
 import { type Clock, isoAt } from '../domain/clock.ts';
 import type { LimitPeriod } from '../domain/devices.ts';
+import type { QuotaAction } from '../domain/plans.ts';
 import {
   type Calendar,
   type DeviceUsageState,
+  currentTopUp,
   isLimitReached,
   monthUsage,
   periodStartMs,
@@ -35,6 +37,16 @@ import { SYSTEM_ACTOR } from '../domain/events.ts';
 import { type PanelObserver, UNOBSERVED_PANEL } from './metrics.ts';
 
 /** docs/api.md "Usage report". */
+/**
+ * The quota fields of the node's PeerLimits (issue 26; the node's side adds them to PeerLimitsSchema): `throttle`
+ * keeps a peer at its data limit, at throttleKbps each way, where absent (`cut`) removes it. Set only for
+ * `throttle`, so every other peer's digest stays as it was.
+ */
+export interface QuotaLimits {
+  quotaAction?: QuotaAction;
+  throttleKbps?: number;
+}
+
 export interface UsageReportView {
   month_usage: Usage;
   period_usage: Usage;
@@ -67,7 +79,16 @@ const usageOf = (b: UsageBucket | undefined): Usage => {
 const DAILY_DAYS = 90;
 const MONTHLY_MONTHS = 24;
 
-type UsageColumns = 'data_limit' | 'limit_period' | 'usage_month' | 'month_rx' | 'month_tx' | 'period_rx' | 'period_tx';
+type UsageColumns =
+  | 'data_limit'
+  | 'limit_period'
+  | 'usage_month'
+  | 'month_rx'
+  | 'month_tx'
+  | 'period_rx'
+  | 'period_tx'
+  | 'top_up_bytes'
+  | 'top_up_month';
 
 export function usageState(row: Pick<DeviceRow, UsageColumns>): DeviceUsageState {
   return {
@@ -78,6 +99,8 @@ export function usageState(row: Pick<DeviceRow, UsageColumns>): DeviceUsageState
     monthTx: row.month_tx,
     periodRx: row.period_rx,
     periodTx: row.period_tx,
+    topUpBytes: row.top_up_bytes,
+    topUpMonth: row.top_up_month,
   };
 }
 
@@ -111,6 +134,11 @@ export class UsageService {
     return periodUsage(usageState(row), this.currentMonth());
   }
 
+  /** The top-up bytes of the current period (docs/api.md "Top-up"). */
+  topUp(row: DeviceRow): number {
+    return currentTopUp(usageState(row), this.currentMonth());
+  }
+
   isLimitReached(row: DeviceRow): boolean {
     return isLimitReached(usageState(row), this.currentMonth());
   }
@@ -120,10 +148,13 @@ export class UsageService {
     return isoAt(periodStartMs(row.limit_period, Date.parse(row.usage_reset_at), this.calendar, this.#clock.nowMs()));
   }
 
-  /** What the device's node must enforce: its remaining allowance as of the meter the panel counted, its expiry. */
-  limitsOf(row: PeerRow): PeerLimits {
+  /**
+   * What the device's node must enforce: its remaining allowance as of the meter the panel counted, its expiry, and
+   * for a throttled device its speed at the limit (absent for `cut`, as an older panel sends it).
+   */
+  limitsOf(row: PeerRow): PeerLimits & QuotaLimits {
     const nowMs = this.#clock.nowMs();
-    return {
+    const limits: PeerLimits & QuotaLimits = {
       remainingBytes: remainingAllowance(usageState(row), this.calendar.month(nowMs)),
       journalId: row.meter_journal,
       meter: row.meter,
@@ -131,6 +162,11 @@ export class UsageService {
       periodEndsAtMs: row.limit_period === 'monthly' ? this.calendar.nextMonthStartMs(nowMs) : null,
       expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at),
     };
+    if (row.quota_action === 'throttle' && row.throttle_speed !== null) {
+      limits.quotaAction = 'throttle';
+      limits.throttleKbps = row.throttle_speed;
+    }
+    return limits;
   }
 
   /** The device as a peer of its server (its IPv6 /128 too when it has one), with its limits. */

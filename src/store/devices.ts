@@ -158,8 +158,12 @@ const PEER_COLUMNS = [
   'address6',
   'enabled',
   'speed_limit',
+  'quota_action',
+  'throttle_speed',
   'data_limit',
   'limit_period',
+  'top_up_bytes',
+  'top_up_month',
   'usage_month',
   'month_rx',
   'month_tx',
@@ -316,4 +320,84 @@ export async function clearExpiryDue(db: Queryable, id: number, due: string): Pr
     .where('expiry_due_at', '=', due)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
+}
+
+/**
+ * Devices whose expiry waits for their first handshake and that have had one: few, found by the index on the
+ * waiting days (migration 025), which holds only such devices' rows on PostgreSQL.
+ */
+export function devicesAwaitingExpiry(db: Queryable): Promise<DeviceRow[]> {
+  return db
+    .selectFrom('devices')
+    .selectAll()
+    .where('handshake_expiry_days', 'is not', null)
+    .where('last_handshake', 'is not', null)
+    .orderBy('id')
+    .limit(ID_CHUNK)
+    .execute();
+}
+
+/** Sets the expiry of a device waiting for its first handshake, once: undefined when it waits no more. */
+export function startExpiry(db: Queryable, id: number, expiresAt: string): Promise<DeviceRow | undefined> {
+  return db
+    .updateTable('devices')
+    .set({ expires_at: expiresAt, expiry_due_at: expiresAt, handshake_expiry_days: null })
+    .where('id', '=', id)
+    .where('handshake_expiry_days', 'is not', null)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/**
+ * Devices due an expiry reminder at `nowMs` (docs/api.md "Reminders"), with its window: the shortest of `windowsMs`
+ * whose span before expires_at holds now, unless that expiry was reminded at that window or a shorter one. So a
+ * device first seen inside several windows gets the nearest one's reminder only.
+ */
+export async function listRemindersDue(
+  db: Queryable,
+  nowMs: number,
+  windowsMs: readonly number[],
+  limit: number,
+): Promise<(DeviceRow & { window_ms: number })[]> {
+  const shortestFirst = [...windowsMs].sort((a, b) => a - b);
+  const longest = shortestFirst.at(-1);
+  if (longest === undefined) return [];
+  const at = (ms: number) => new Date(nowMs + ms).toISOString();
+  const whens = shortestFirst.map((w) => sql`when expires_at <= ${at(w)} then cast(${w} as bigint)`);
+  const window = sql<number>`case ${sql.join(whens, sql` `)} end`;
+  const rows = await db
+    .selectFrom('devices')
+    .selectAll()
+    .select(window.as('window_ms'))
+    .where('expires_at', '>', at(0))
+    .where('expires_at', '<=', at(longest))
+    .where((eb) =>
+      eb.or([
+        eb('reminded_expiry', 'is', null),
+        eb('reminded_expiry', '<>', eb.ref('expires_at')),
+        eb('reminded_window_ms', '>', window),
+      ]),
+    )
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+  return rows.map((row) => ({ ...row, window_ms: Number(row.window_ms) }));
+}
+
+/** Records the reminder of `expiresAt` at `windowMs`, once: false when the row changed or was reminded meanwhile. */
+export async function markReminded(db: Queryable, id: number, expiresAt: string, windowMs: number): Promise<boolean> {
+  const result = await db
+    .updateTable('devices')
+    .set({ reminded_expiry: expiresAt, reminded_window_ms: windowMs })
+    .where('id', '=', id)
+    .where('expires_at', '=', expiresAt)
+    .where((eb) =>
+      eb.or([
+        eb('reminded_expiry', 'is', null),
+        eb('reminded_expiry', '<>', expiresAt),
+        eb('reminded_window_ms', '>', windowMs),
+      ]),
+    )
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
 }

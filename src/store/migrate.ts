@@ -27,6 +27,10 @@ import * as m020 from './migrations/020-usage-months-from-days.ts';
 import * as m021 from './migrations/021-device-day-in-row.ts';
 import * as m022 from './migrations/022-activity-redaction.ts';
 import * as m023 from './migrations/023-server-protocols.ts';
+import * as m024 from './migrations/024-plans.ts';
+import * as m025 from './migrations/025-device-plans.ts';
+import * as m026 from './migrations/026-top-ups.ts';
+import * as m027 from './migrations/027-expiry-reminders.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -57,6 +61,10 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '021-device-day-in-row': m021,
   '022-activity-redaction': m022,
   '023-server-protocols': m023,
+  '024-plans': m024,
+  '025-device-plans': m025,
+  '026-top-ups': m026,
+  '027-expiry-reminders': m027,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

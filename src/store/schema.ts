@@ -1,6 +1,8 @@
 import type { Generated } from 'kysely';
 import type { ServerProtocol } from '../domain/protocols.ts';
 import type { Ipv6Status } from '../domain/servers.ts';
+import type { ExpiryStarts, QuotaAction } from '../domain/plans.ts';
+import type { LimitPeriod } from '../domain/devices.ts';
 
 /**
  * Table shapes as both databases hold them. Times are ISO-8601 UTC text (they sort as they compare),
@@ -133,6 +135,20 @@ export interface DeviceTable {
   last_handshake: string | null;
   created_at: string;
   updated_at: string;
+  /** The plan the device was made from or last renewed with; null: none, or the plan was deleted. */
+  plan_id: Generated<number | null>;
+  quota_action: Generated<QuotaAction>;
+  /** kbit/s each way at the data limit; set exactly when quota_action is `throttle`. */
+  throttle_speed: Generated<number | null>;
+  /** Days from the first handshake to expires_at, while the device waits for it (expiry_starts first_handshake). */
+  handshake_expiry_days: Generated<number | null>;
+  /** Bytes added to the allowance by top-ups in `top_up_month` (monthly) or since the last reset (total). */
+  top_up_bytes: Generated<number>;
+  /** `YYYY-MM` (panel time zone) of the last top-up; '' before any. */
+  top_up_month: Generated<string>;
+  /** The expires_at the last device.expiring was about, and its window (ms before it); null before any. */
+  reminded_expiry: Generated<string | null>;
+  reminded_window_ms: Generated<number | null>;
   month_rx: Generated<number>;
   month_tx: Generated<number>;
   period_rx: Generated<number>;
@@ -186,6 +202,25 @@ export interface ShareLinkTable {
   token: string;
   expires_at: string | null;
   created_at: string;
+}
+
+/** A plan (issue 26): the values a device made from it takes (docs/api.md "Plans"). */
+export interface PlanTable {
+  id: Generated<number>;
+  name: string;
+  data_limit: number;
+  limit_period: LimitPeriod;
+  speed_limit: number;
+  /** Days a device's expiry lies after its start; null: devices from the plan never expire. */
+  duration_days: number | null;
+  /** Devices per external_id group; null: no cap. */
+  max_devices: number | null;
+  quota_action: QuotaAction;
+  /** kbit/s each way at the data limit; set exactly when quota_action is `throttle`. */
+  throttle_speed: number | null;
+  expiry_starts: ExpiryStarts;
+  created_at: string;
+  updated_at: string;
 }
 
 export interface WebhookTable {
@@ -321,6 +356,7 @@ export interface Database {
   devices: DeviceTable;
   share_links: ShareLinkTable;
   webhooks: WebhookTable;
+  plans: PlanTable;
   webhook_deliveries: WebhookDeliveryTable;
   usage_daily: UsageBucketTable;
   usage_fleet_daily: FleetUsageTable;

@@ -93,7 +93,9 @@ function countAssignments(rx: string, tx: string, meter: string, m: string, d: s
  * and is not marked yet: the one rule of markLimitReached, also asked of the rows a batch changed.
  */
 function reachedAndUnmarked(month: string): string {
-  return `data_limit > 0 and limit_reached_at is null and period_rx + period_tx >= data_limit
+  return `data_limit > 0 and limit_reached_at is null
+    and period_rx + period_tx >= data_limit
+      + case when limit_period = 'total' or top_up_month = ${month} then top_up_bytes else 0 end
     and (limit_period = 'total' or usage_month = ${month})`;
 }
 

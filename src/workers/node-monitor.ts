@@ -5,6 +5,7 @@ import { type Clock, isoAt } from '../domain/clock.ts';
 import { nodeWentOffline, nodeWentOnline } from '../services/change-kinds.ts';
 import { type ChangePublisher, change } from '../services/changes.ts';
 import { desiredStateOfNode } from '../services/desired-state.ts';
+import { startExpiriesAtHandshake } from '../services/handshake-expiry.ts';
 import type { NodeConnections } from '../services/nodes.ts';
 import { type Db, write } from '../store/db.ts';
 import { listNodes, type NodeRow, updateNode } from '../store/nodes.ts';
@@ -142,6 +143,7 @@ export class NodeMonitor {
     const report = await this.#connections.for(node).collectUsage(this.#acks.get(node.id) ?? null);
     const ack = await this.#usage.ingest(node, report, this.#changes);
     if (ack) this.#acks.set(node.id, ack);
+    if (report.handshakes.length > 0) await startExpiriesAtHandshake(this.#db, this.#changes, this.#usage);
     this.#observer.usageCollected((performance.now() - startedMs) / 1000);
   }
 

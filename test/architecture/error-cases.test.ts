@@ -102,6 +102,7 @@ describe('error cases: each message is written once, in src/domain/error-cases.t
       assert.ok(messages.has(message), `${message} is among ${[...messages].join(' | ')}`);
     }
     assert.deepEqual([...NAMED_CODES].sort(), [
+      'device_limit_reached',
       'idempotency_key_in_use',
       'last_admin',
       'name_taken',

@@ -121,9 +121,9 @@ describe('readableResources (whose entries a caller reads)', () => {
   it('gives each resource to whoever may read the resource itself', () => {
     assert.deepEqual(of([]), []);
     assert.deepEqual(of(['events:read']), []);
-    assert.deepEqual(of(['events:read', 'devices:read']), ['device']);
-    assert.deepEqual(of([...scopesOfRole('viewer')]), ['device', 'server', 'node']);
-    assert.deepEqual(of([...scopesOfRole('admin')]), ['device', 'server', 'webhook', 'node']);
+    assert.deepEqual(of(['events:read', 'devices:read']), ['device', 'plan']);
+    assert.deepEqual(of([...scopesOfRole('viewer')]), ['device', 'server', 'node', 'plan']);
+    assert.deepEqual(of([...scopesOfRole('admin')]), ['device', 'server', 'webhook', 'node', 'plan']);
     assert.deepEqual(of([...scopesOfRole('admin'), CONSOLE_ADMIN]), [...ACTIVITY_RESOURCES]);
   });
 });

@@ -126,11 +126,12 @@ describe('parseScopes (docs/api.md "Keys and scopes"; `all` is every scope)', ()
     test(`accepts ${intent}`, () => assert.deepEqual(parseScopes(text), [...scopes]));
   }
 
-  test('the six scopes are those of docs/api.md "Keys and scopes"', () => {
+  test('the seven scopes are those of docs/api.md "Keys and scopes"', () => {
     assert.deepEqual([...SCOPES].sort(), [
       'devices:read',
       'devices:write',
       'events:read',
+      'plans:write',
       'servers:read',
       'servers:write',
       'webhooks:write',

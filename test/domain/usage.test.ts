@@ -104,7 +104,19 @@ describe('usage rules', () => {
     monthTx: 400,
     periodRx: 600,
     periodTx: 400,
+    topUpBytes: 0,
+    topUpMonth: '',
   };
+
+  test('a top-up adds to the allowance of its month only (monthly), of the period (total)', () => {
+    const topped = { ...state, topUpBytes: 500, topUpMonth: '2026-11' };
+    assert.equal(isLimitReached(topped, '2026-11'), false);
+    assert.equal(remainingAllowance(topped, '2026-11'), 500);
+    // At the next monthly reset the top-up lapses with the count.
+    assert.equal(remainingAllowance({ ...topped, usageMonth: '2026-12', periodRx: 0, periodTx: 0 }, '2026-12'), 1000);
+    const total = { ...topped, limitPeriod: 'total' as const };
+    assert.equal(remainingAllowance(total, '2026-12'), 500);
+  });
 
   test('a monthly count of an earlier month no longer counts; a total one does', () => {
     assert.deepEqual(periodUsage(state, '2026-11'), { rx_bytes: 600, tx_bytes: 400, total_bytes: 1000 });

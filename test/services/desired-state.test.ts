@@ -45,5 +45,28 @@ for (const kind of DATABASE_KINDS) {
         );
       }
     });
+
+    it('sends the quota action and throttle speed of a throttled device only (issue 26 wire contract)', async () => {
+      const db = suite.store.db;
+      const now = isoAt(clock.nowMs());
+      const node = await seedNode(db, 'n', now);
+      await seedFleet(db, node, { devices: 2, servers: 1 }, now, (values, i) => ({
+        ...values,
+        data_limit: 1_000_000,
+        quota_action: i === 1 ? 'throttle' : 'cut',
+        throttle_speed: i === 1 ? 512 : null,
+      }));
+      const usage = new UsageService(db, clock, new Calendar('UTC'));
+      const [state] = await collectAll(desiredStateOfNode(db, node.id, usage));
+      const [cut, throttled] = state?.peers ?? [];
+      assert.ok(cut && throttled);
+      // A cut device's limits are what an older panel sends: its digest and the node's behaviour stay.
+      assert.equal('quotaAction' in cut.limits, false);
+      assert.equal('throttleKbps' in cut.limits, false);
+      assert.deepEqual(
+        [Reflect.get(throttled.limits, 'quotaAction'), Reflect.get(throttled.limits, 'throttleKbps')],
+        ['throttle', 512],
+      );
+    });
   });
 }

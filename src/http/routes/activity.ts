@@ -15,7 +15,7 @@ export function activityRoutes(api: Api, activity: ActivityLog): void {
       description:
         'Every change made through the API, the console, the CLI or by the panel itself, with the fields it ' +
         'touched (never a secret); kept 365 days. Keep the last id seen and ask again with after=<id>. A caller ' +
-        'sees the entries of what it may read: devices with `devices:read`, servers and nodes with ' +
+        'sees the entries of what it may read: devices and plans with `devices:read`, servers and nodes with ' +
         '`servers:read`, webhooks with `webhooks:write`, API keys and console users with `console:admin`; ' +
         'asking for another resource is refused (403 `insufficient_scope`).',
       tags: ['activity'],

@@ -26,6 +26,8 @@ function deviceSettings(b: DeviceSettingsBody): DevicePatch {
     limitPeriod: b.limit_period,
     expiresAt: b.expires_at,
     speedLimit: b.speed_limit,
+    quotaAction: b.quota_action,
+    throttleSpeed: b.throttle_speed,
   };
 }
 
@@ -82,7 +84,14 @@ function deviceCollectionRoutes(api: Api, devices: DeviceService, withConfig: Wi
       const b = request.body;
       const claim = request.idempotencyClaim;
       const placed = await devices.create(
-        { serverId: b.server_id, country: b.country, city: b.city, publicKey: b.public_key, ...deviceSettings(b) },
+        {
+          serverId: b.server_id,
+          country: b.country,
+          city: b.city,
+          publicKey: b.public_key,
+          planId: b.plan_id,
+          ...deviceSettings(b),
+        },
         actorOf(request),
         claim ? (tx, result) => claim.storeReply(tx, 201, withConfig(result)) : undefined,
       );

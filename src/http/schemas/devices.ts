@@ -6,10 +6,17 @@ import {
   NAME_MAX,
   SPEED_LIMIT_MAX_KBPS,
 } from '../../domain/devices.ts';
+import { QUOTA_ACTIONS } from '../../domain/plans.ts';
 import { DateTime, Id, PlainText } from './common.ts';
 
 export const Usage = Type.Object({ rx_bytes: Type.Integer(), tx_bytes: Type.Integer(), total_bytes: Type.Integer() });
-const LimitPeriod = Type.Union([Type.Literal('monthly'), Type.Literal('total')]);
+export const LimitPeriod = Type.Union([Type.Literal('monthly'), Type.Literal('total')]);
+export const QuotaAction = Type.Enum(QUOTA_ACTIONS, {
+  description: 'at the data limit: cut removes the peer, throttle keeps it at throttle_speed each way',
+});
+export const ThrottleSpeed = Type.Union([Type.Integer({ minimum: 1, maximum: SPEED_LIMIT_MAX_KBPS }), Type.Null()], {
+  description: 'kbit/s each way at the data limit; required with quota_action throttle, null with cut',
+});
 const Status = Type.Union(DEVICE_STATUSES.map((s) => Type.Literal(s)));
 const Metadata = Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
   description: `any JSON object up to 4 KB, nested at most ${METADATA_MAX_DEPTH} levels; null clears it`,
@@ -43,6 +50,14 @@ export const DeviceSchema = Type.Object(
     usage_reset_at: DateTime,
     expires_at: Type.Union([DateTime, Type.Null()]),
     speed_limit: Type.Integer({ description: 'kbit/s each way; 0 means no limit' }),
+    plan_id: Type.Union([Type.Integer(), Type.Null()], {
+      description: 'the plan the device was made from; null: none, or the plan was deleted',
+    }),
+    quota_action: QuotaAction,
+    throttle_speed: ThrottleSpeed,
+    top_up_bytes: Type.Integer({
+      description: "bytes added to this period's allowance by top-ups; they lapse at the next monthly reset",
+    }),
     month_usage: Usage,
     created_at: DateTime,
     updated_at: DateTime,
@@ -86,6 +101,8 @@ const DeviceSettings = {
   limit_period: Type.Optional(LimitPeriod),
   expires_at: Type.Optional(ExpiresAt),
   speed_limit: Type.Optional(SpeedLimit),
+  quota_action: Type.Optional(QuotaAction),
+  throttle_speed: Type.Optional(ThrottleSpeed),
 };
 
 export const DeviceCreateBody = Type.Object(
@@ -96,6 +113,13 @@ export const DeviceCreateBody = Type.Object(
     ),
     city: Type.Optional(PlainText({ minLength: 1, maxLength: 64, description: 'only with server_id auto' })),
     public_key: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    plan_id: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: Number.MAX_SAFE_INTEGER,
+        description: 'the device takes the plan\'s values; fields given beside it win (docs/api.md "Plans")',
+      }),
+    ),
     ...DeviceSettings,
   },
   { additionalProperties: false },
