@@ -25,13 +25,13 @@ export function describePlan(plan: Plan): string {
   return parts.join(', ');
 }
 
-/** A group's slots: the largest cap among its devices' plans (as the panel decides it), or undefined when none caps it. */
+/** A group's slots: the largest cap among its devices' plans (the panel's rule), or undefined when none caps it. */
 export function slotsOf(planIds: ReadonlyArray<number | null>, plans: readonly Plan[]): number | undefined {
   const caps = plans.filter((plan) => planIds.includes(plan.id) && plan.max_devices !== null);
   return caps.length === 0 ? undefined : Math.max(...caps.map((plan) => plan.max_devices ?? 0));
 }
 
-/** At the data limit: cut off, or throttled to a speed in Mbit/s (asked for only with throttle): a plan's and a device's. */
+/** At the data limit: cut off, or throttled to a speed in Mbit/s (asked only with throttle), of a plan or a device. */
 export function QuotaFields(props: {
   form: { action: 'cut' | 'throttle'; throttle: string };
   set: (change: { action?: 'cut' | 'throttle'; throttle?: string }) => void;
