@@ -23,13 +23,12 @@ import {
   Page,
   SelectField,
   Show,
-  TextField,
   Time,
   useAction,
   useCanWrite,
   useLoad,
 } from '../ui.tsx';
-import { DataLimit, DEVICE_POLL_MS, LimitFields } from '../devices.tsx';
+import { DataLimit, DEVICE_POLL_MS, LimitFields, PeriodSpeedFields } from '../devices.tsx';
 import { loadAllPlans, type Plan, QuotaFields } from '../plans.tsx';
 import { Renew, TopUp } from '../renew.tsx';
 import { loadAllServers } from '../servers.tsx';
@@ -147,26 +146,7 @@ function Limits({ device, onSaved }: { device: Device; onSaved: (device: Device)
         shown={['data_limit', 'limit_period', 'expires_at', 'speed_limit', 'quota_action', 'throttle_speed']}
       />
       <LimitFields form={form} set={set} problem={problem} />
-      <SelectField
-        label="Limit period"
-        name="limit_period"
-        problem={problem}
-        value={form.period}
-        options={[
-          { value: 'monthly', label: 'Each month' },
-          { value: 'total', label: 'In total (until a reset)' },
-        ]}
-        onValue={(period) => set({ period: period === 'total' ? 'total' : 'monthly' })}
-      />
-      <TextField
-        label="Speed limit (Mbit/s)"
-        name="speed_limit"
-        problem={problem}
-        inputMode="decimal"
-        hint="Each way; empty: no limit."
-        value={form.speed}
-        onValue={(speed) => set({ speed })}
-      />
+      <PeriodSpeedFields form={form} set={set} problem={problem} />
       <QuotaFields form={form} set={set} problem={problem} />
       <div class="actions">
         <button type="submit" class="primary" disabled={action.busy}>

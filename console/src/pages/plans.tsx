@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { act, api, read } from '../api.ts';
 import type { paths } from '../api-types.ts';
 import { bytesToGigabytes, gigabytesToBytes, kbitsToMegabits, megabitsToKbits } from '../format.ts';
+import { DataLimitField, PeriodSpeedFields } from '../devices.tsx';
 import { describePlan, type Plan, QuotaFields } from '../plans.tsx';
 import {
   ConfirmButton,
@@ -111,35 +112,8 @@ function PlanEditor({ plan, onSaved, onDone }: { plan?: Plan; onSaved: () => voi
         value={form.name}
         onValue={(name) => set({ name })}
       />
-      <TextField
-        label="Data limit (GB)"
-        name="data_limit"
-        inputMode="decimal"
-        hint="Downloads and uploads together; empty: no limit."
-        problem={problem}
-        value={form.dataLimit}
-        onValue={(dataLimit) => set({ dataLimit })}
-      />
-      <SelectField
-        label="Limit period"
-        name="limit_period"
-        problem={problem}
-        value={form.period}
-        options={[
-          { value: 'monthly', label: 'Each month' },
-          { value: 'total', label: 'In total (until a reset)' },
-        ]}
-        onValue={(period) => set({ period: period === 'total' ? 'total' : 'monthly' })}
-      />
-      <TextField
-        label="Speed limit (Mbit/s)"
-        name="speed_limit"
-        inputMode="decimal"
-        hint="Each way; empty: no limit."
-        problem={problem}
-        value={form.speed}
-        onValue={(speed) => set({ speed })}
-      />
+      <DataLimitField value={form.dataLimit} onValue={(dataLimit) => set({ dataLimit })} problem={problem} />
+      <PeriodSpeedFields form={form} set={set} problem={problem} />
       <TextField
         label="Duration (days)"
         name="duration_days"
