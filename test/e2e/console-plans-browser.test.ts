@@ -121,6 +121,12 @@ describe('selling access in the operator console (headless Chromium, sqlite)', {
     assert.equal(await form.getByLabel('Name', { exact: true }).getAttribute('aria-invalid'), 'true');
     const plans = ok(await api().GET('/api/v1/plans'), 'GET /plans').data;
     assert.equal(plans.filter((plan) => plan.name === 'Basic').length, 1, 'no second Basic');
+    // Days that are no number would go out as null ("never expires"): the form refuses them at the field.
+    await form.getByLabel('Name', { exact: true }).fill('Weekly');
+    await form.getByLabel('Duration (days)').fill('a week');
+    await form.getByRole('button', { name: 'Create plan' }).click();
+    await form.locator('.field-error', { hasText: 'a whole number of days' }).waitFor();
+    assert.equal(await planNamed('Weekly'), undefined, 'nothing sent');
     await form.getByRole('button', { name: 'Cancel' }).click();
     assert.deepEqual(pageErrors.splice(0), []);
   });

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { act, api, read } from '../api.ts';
+import { act, api, read, type Result } from '../api.ts';
 import type { paths } from '../api-types.ts';
 import { bytesToGigabytes, gigabytesToBytes, kbitsToMegabits, megabitsToKbits } from '../format.ts';
 import { DataLimitField, PeriodSpeedFields } from '../devices.tsx';
@@ -51,6 +51,18 @@ function wholeOrNull(text: string): number | null {
   return text.trim() === '' ? null : Number(text);
 }
 
+/**
+ * Days or devices that are not a number, as the API would name them: sent as JSON they would be null, which
+ * means "never expires" or "no cap", so they are refused here instead.
+ */
+function notNumbers(form: PlanForm): Result<never> | undefined {
+  const fields: Record<string, string> = {};
+  if (Number.isNaN(wholeOrNull(form.days))) fields.duration_days = 'a whole number of days, or empty';
+  if (Number.isNaN(wholeOrNull(form.maxDevices))) fields.max_devices = 'a whole number of devices, or empty';
+  if (Object.keys(fields).length === 0) return undefined;
+  return { ok: false, status: 422, problem: { code: 'validation_failed', message: 'not a number', fields } };
+}
+
 function formOf(plan: Plan | undefined): PlanForm {
   return {
     name: plan?.name ?? '',
@@ -89,11 +101,13 @@ function PlanEditor({ plan, onSaved, onDone }: { plan?: Plan; onSaved: () => voi
   const submit = (event: SubmitEvent) => {
     event.preventDefault();
     const body = bodyOf(form);
+    const refused = notNumbers(form);
     void action.run(
-      () =>
-        plan === undefined
+      async () =>
+        refused ??
+        (plan === undefined
           ? read(api.POST('/api/v1/plans', { body }))
-          : read(api.PATCH('/api/v1/plans/{id}', { params: { path: { id: plan.id } }, body })),
+          : read(api.PATCH('/api/v1/plans/{id}', { params: { path: { id: plan.id } }, body }))),
       () => {
         onSaved();
         onDone();
