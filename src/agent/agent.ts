@@ -53,6 +53,8 @@ const INSPECT_CONCURRENCY = 8;
 
 /** What the quotas counted, read before the counters; null where no kernel allowance is kept or wanted. */
 type QuotaCounts = ReadonlyMap<string, number> | null;
+/** A server with a peer likely to use up its allowance before the next tick is metered again after this share. */
+const LAST_STEP_RECHECK_SHARE = 10;
 
 /** The error a step ended with, if any: the steps after it still run, and it is thrown at the end. */
 function settled(step: Promise<void>): Promise<unknown> {
@@ -96,6 +98,9 @@ export class Agent {
   readonly #throttled = new Map<number, Set<string>>();
   /** Servers whose kernel holds allowances this agent set (docs/dataplane.md, "Where each byte is counted"). */
   readonly #allowanced = new Set<number>();
+  /** What each server's quotas had counted at the last tick; the servers whose early re-check is pending. */
+  readonly #lastCounted = new Map<number, ReadonlyMap<string, number>>();
+  readonly #rechecks = new Set<number>();
   /**
    * Each server's digest of its desired state, until an apply, change or removal: the drift check asks for it every
    * 15 s, and made anew it was a string a peer each time.
@@ -238,6 +243,7 @@ export class Agent {
       this.#admitted.delete(serverId);
       this.#throttled.delete(serverId);
       this.#allowanced.delete(serverId);
+      this.#lastCounted.delete(serverId);
       this.#observer.serverPeers(serverId, undefined);
       this.#ledger.forgetServer(serverId);
       this.#ledger.flush();
@@ -307,10 +313,7 @@ export class Agent {
     return { serverId, digest, discrepancies, ipv6: this.#ipv6.get(serverId) ?? 'off' };
   }
 
-  /**
-   * The peers each server's interface holds now, as the driver reads them; a server that cannot be read is left
-   * out.
-   */
+  /** The peers each server's interface holds now, as the driver reads them; one that cannot be read is left out. */
   async peersOnNode(): Promise<NodePeers> {
     const servers: NodePeers['servers'] = [];
     for (const serverId of await this.#driver.list()) {
@@ -358,6 +361,7 @@ export class Agent {
 
   async stop(): Promise<void> {
     clearInterval(this.#timer);
+    this.#timer = undefined;
     await this.#metering;
     this.#ledger.flush();
   }
@@ -417,16 +421,32 @@ export class Agent {
     const mtu = this.#specs.get(serverId)?.mtu;
     if (counted === null || !peers || !admitted || !throttled || mtu === undefined) return;
     const allowances: PeerAllowance[] = [];
+    const before = this.#lastCounted.get(serverId);
+    let lastStep = false;
     for (const [key, state] of peers) {
       const remaining = admitted.has(key) && !throttled.has(key) ? this.#remaining(state, nowMs) : null;
       if (remaining === null) continue;
       const { allowedIp, allowedIp6 } = state.peer;
-      const limitBytes = (counted.get(key) ?? 0) + quotaAllowance(remaining, mtu);
-      allowances.push({ publicKey: key, allowedIp, limitBytes, ...(allowedIp6 === undefined ? {} : { allowedIp6 }) });
+      const [count, step] = [counted.get(key) ?? 0, quotaAllowance(remaining, mtu)];
+      // What it moved since the last reading would take it past its limit: the cut should not wait a whole tick.
+      lastStep ||= step <= count - (before?.get(key) ?? count);
+      allowances.push({ publicKey: key, allowedIp, limitBytes: count + step, ...(allowedIp6 ? { allowedIp6 } : {}) });
     }
+    this.#lastCounted.set(serverId, counted);
+    if (lastStep) this.#recheckSoon(serverId);
     await this.#driver.setAllowances(serverId, allowances);
     if (allowances.length > 0) this.#allowanced.add(serverId);
     else this.#allowanced.delete(serverId);
+  }
+
+  /** Enforces the server's limits again after a share of the interval, once, while the agent runs. */
+  #recheckSoon(serverId: number): void {
+    if (this.#timer === undefined || this.#rechecks.has(serverId)) return;
+    this.#rechecks.add(serverId);
+    setTimeout(() => {
+      this.#rechecks.delete(serverId);
+      if (this.#timer !== undefined) this.#serial.run(serverId, () => this.#enforce(serverId)).catch(() => undefined);
+    }, this.#meterIntervalMs / LAST_STEP_RECHECK_SHARE).unref();
   }
 
   /** Reads one server's counters into the ledger. Runs inside the server's queue. */

@@ -10,6 +10,7 @@ import { quotaAllowance } from '../../src/agent/quota/allowance.ts';
 import { MemoryJournal, UsageLedger } from '../../src/agent/usage-ledger.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { TEST_SERVER, testPeer } from '../support/agent-peers.ts';
+import { waitFor } from '../support/netns.ts';
 import { ScriptedDriver } from '../support/scripted-driver.ts';
 
 const MTU = TEST_SERVER.mtu;
@@ -59,5 +60,42 @@ describe('kernel allowances set by the agent', () => {
     assert.equal(allowance(), 390_000 + quotaAllowance(9_600_000, MTU), 'a reset: at once, from the count');
     await agent.changePeers(1, { upsert: [{ ...limited, limits: { ...reset, remainingBytes: null } }], remove: [] });
     assert.equal(driver.allowances.get(1)?.size, 0, 'a limit removed: none');
+  });
+
+  it('meters again soon when a peer will use up its allowance before the next tick, so the cut follows', async () => {
+    // Long, so the early re-check (a tenth of it) comes well after the rounds below, even on a loaded machine.
+    const intervalMs = 20_000;
+    const limited = testPeer(1, { remainingBytes: 9_000_000, dataLimit: 9_000_000 });
+    const driver = new ScriptedDriver();
+    const clock = new ManualClock(Date.parse('2026-11-10T10:00:00Z'));
+    const ledger = new UsageLedger(new MemoryJournal());
+    const agent = new Agent(driver, 'test', { ledger, clock, meterIntervalMs: intervalMs });
+    await agent.applyServer({ server: TEST_SERVER, peers: [limited] });
+    const download = (outer: number, counted: number) => {
+      const counters = driver.servers.get(1)?.peers.get(limited.publicKey);
+      assert.ok(counters);
+      counters.tx += outer;
+      driver.counted.set(limited.publicKey, (driver.counted.get(limited.publicKey) ?? 0) + counted);
+    };
+    agent.start(() => undefined);
+    try {
+      download(4_000_000, 3_900_000);
+      await agent.meterAll();
+      // 1,000,000 left, and the last tick moved 3,900,000: at that rate it is gone before the next tick.
+      download(4_000_000, 3_900_000);
+      await agent.meterAll();
+      download(1_100_000, 1_000_000);
+      const crossedMs = Date.now();
+      await waitFor(
+        'the peer to leave the interface',
+        async () => (driver.servers.get(1)?.peers.has(limited.publicKey) ? undefined : true),
+        intervalMs,
+        10,
+      );
+      const cutMs = Date.now() - crossedMs;
+      assert.ok(cutMs < intervalMs / 2, `cut ${cutMs} ms after crossing, not at the next tick (${intervalMs} ms)`);
+    } finally {
+      await agent.stop();
+    }
   });
 });
