@@ -66,6 +66,7 @@ ci() {
   need debootstrap debootstrap
   need systemd-analyze systemd
   need tshark tshark
+  need faketime faketime
 }
 
 only_list=false

@@ -2,7 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import Value from 'typebox/value';
-import { type DesiredServer, DesiredServerSchema, digestWithoutIpv6 } from '../../src/agent/protocol.ts';
+import {
+  type DesiredServer,
+  DesiredServerSchema,
+  digestWithoutIpv6,
+  UsageCollectSchema,
+  type UsageBatch,
+} from '../../src/agent/protocol.ts';
 
 /**
  * A stand-in for a remote node agent, for tests about the panel's HTTP conventions (idempotency,
@@ -25,6 +31,8 @@ export class FakeAgent {
   protocols: string[] | undefined;
   /** Every peer change received, in order. */
   readonly peerChanges: { serverId: number; body: unknown }[] = [];
+  /** Usage batches it reports (journal `fake`) until the panel acknowledges them; a test pushes them. */
+  readonly usage: UsageBatch[] = [];
   /** The desired state of each server it was sent whole (deploy or resync), for its digest. */
   readonly held = new Map<number, DesiredServer>();
   #server: Server | undefined;
@@ -62,8 +70,11 @@ export class FakeAgent {
         });
         return send(200, { servers });
       }
-      if (req.method === 'POST' && req.url === '/v1/usage')
-        return send(200, { journalId: 'fake', batches: [], handshakes: [] });
+      if (req.method === 'POST' && req.url === '/v1/usage') {
+        const acked = Value.Check(UsageCollectSchema, body) ? (body.ack?.seq ?? 0) : 0;
+        this.usage.splice(0, this.usage.filter((batch) => batch.seq <= acked).length);
+        return send(200, { journalId: 'fake', batches: this.usage, handshakes: [] });
+      }
       const match = /^\/v1\/servers\/([0-9]+)$/.exec(req.url ?? '');
       if (match && req.method === 'PUT') {
         await this.hold;
