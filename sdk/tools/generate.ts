@@ -44,7 +44,7 @@ export function pythonFile(document: unknown): Generated {
     const codegen = join(PYTHON_VENV, 'bin/datamodel-codegen');
     execFileSync(codegen, [
       ...['--input', input, '--input-file-type', 'openapi', '--output', output],
-      ...['--output-model-type', 'typing.TypedDict', '--target-python-version', '3.11', '--formatters', 'black'],
+      ...['--output-model-type', 'typing.TypedDict', '--target-python-version', '3.11', '--formatters', 'builtin'],
       ...['--use-standard-collections', '--use-union-operator', '--disable-timestamp'],
       ...['--custom-file-header', `# ${HEADER}`],
     ]);

@@ -3,6 +3,7 @@
  * webhooks allowed to this host's receivers, and two keys of every scope: one exempt from the rate limit (for
  * setting up) and one under it (10 a second, bursts of 60) for the retries.
  */
+import { spawn } from 'node:child_process';
 import { createTestDatabase, type TestDatabase } from './databases.ts';
 import { type PanelProcess, startPanel } from './panel.ts';
 
@@ -36,4 +37,38 @@ export async function startSdkPanel(): Promise<SdkPanel> {
       await database.drop();
     },
   };
+}
+
+/**
+ * Runs an SDK's own test command (pytest, go test) against the live panel, its environment given; resolves with
+ * its exit code and everything it printed. Killed after `timeoutMs`.
+ */
+export function runSdkTests(
+  live: SdkPanel,
+  command: string,
+  args: readonly string[],
+  cwd: string,
+  timeoutMs = 50_000,
+): Promise<{ code: number | null; output: string }> {
+  const child = spawn(command, args, { cwd, env: { ...process.env, ...live.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((resolve) => {
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}
+
+/**
+ * Why an SDK's toolchain cannot run its tests here (`what` is missing), as node:test's `skip` takes it; in CI
+ * (CI=true) a missing toolchain is a failure instead.
+ */
+export function missingToolchain(what: string | undefined): string | undefined {
+  if (what === undefined) return undefined;
+  if (process.env.CI === 'true') throw new Error(`CI lacks ${what}`);
+  return `no ${what} here`;
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Makes the Python environment the SDKs' generators and tests use: sdk/python/.venv with the pinned generator of
+# the Python SDK's types (datamodel-code-generator) and pytest, from PyPI through pip. The Go SDK's generator
+# (oapi-codegen) comes pinned through the Go module proxy when it runs (sdk/tools/generate.ts). Called by the
+# `ci` group of scripts/install-packages.sh; run by hand after a change of the pins.
+#
+#   bash scripts/sdk-tools.sh            makes or updates the venv (needs python3 with venv)
+#
+# Without python3 (and its venv module) it says so and exits 1 when CI=true; elsewhere 0, and the Python SDK's
+# tests skip.
+set -euo pipefail
+
+pins=(datamodel-code-generator==0.89.0 pytest==9.0.3)
+venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/sdk/python/.venv"
+
+say() { echo "sdk-tools: $*" >&2; }
+lacks() {
+  say "$1: the Python SDK cannot be generated or tested"
+  if [ "${CI:-}" = true ]; then exit 1; fi
+  exit 0
+}
+
+command -v python3 >/dev/null || lacks "no python3"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" 2>/dev/null || { rm -rf "$venv"; lacks "python3 cannot make a venv (Debian: python3-venv)"; }
+fi
+stamp="$venv/.pins"
+if [ "$(cat "$stamp" 2>/dev/null)" != "${pins[*]}" ]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
+  echo "${pins[*]}" >"$stamp"
+fi
