@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Makes the Python environment the SDKs' generators and tests use: sdk/python/.venv with the pinned generator of
-# the Python SDK's types (datamodel-code-generator) and pytest, from PyPI through pip. The Go SDK's generator
-# (oapi-codegen) comes pinned through the Go module proxy when it runs (sdk/tools/generate.ts). Called by the
-# `ci` group of scripts/install-packages.sh; run by hand after a change of the pins.
+# Makes what the SDKs' generators and tests use: sdk/python/.venv with the pinned generator of the Python SDK's
+# types (datamodel-code-generator) and pytest, from PyPI through pip; and, where there is a `go` command, the Go
+# SDK's generator pinned in sdk/tools/generate.ts (oapi-codegen) built into Go's cache through the Go module proxy,
+# so regenerating needs no download later. Called by the `ci` group of scripts/install-packages.sh; run by hand
+# after a change of the pins.
 #
 #   bash scripts/sdk-tools.sh [--required]   makes or updates the venv (needs python3 with venv)
 #
@@ -11,7 +12,8 @@
 set -euo pipefail
 
 pins=(datamodel-code-generator==0.89.0 pytest==9.0.3)
-venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/sdk/python/.venv"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/sdk/python/.venv"
 
 required=false
 if [ "${1:-}" = --required ]; then required=true; fi
@@ -31,4 +33,9 @@ stamp="$venv/.pins"
 if [ "$(cat "$stamp" 2>/dev/null)" != "${pins[*]}" ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
   echo "${pins[*]}" >"$stamp"
+fi
+
+oapi_codegen="$(sed -n "s/^const OAPI_CODEGEN = '\(.*\)';$/\1/p" "$root/sdk/tools/generate.ts")"
+if command -v go >/dev/null && [ -n "$oapi_codegen" ]; then
+  (cd "$root/sdk/go" && GOFLAGS=-mod=mod go run "$oapi_codegen" -version >/dev/null) || say "cannot build $oapi_codegen"
 fi

@@ -63,13 +63,13 @@ type Client struct {
 // New makes a client of the API at baseURL (https://vpn.example.com/api/v1) with an API key vpnk_….
 func New(baseURL, apiKey string) *Client {
 	c := &Client{baseURL: strings.TrimRight(baseURL, "/"), apiKey: apiKey, MaxRetries: 5, MaxRetryAfter: time.Minute}
-	c.Servers = &Servers{c}
+	c.Servers = &Servers{resource[Server]{c, "/servers", true}}
 	c.Nodes = &Nodes{c}
-	c.Devices = &Devices{c}
+	c.Devices = &Devices{resource[Device]{c, "/devices", true}}
 	c.Groups = &Groups{c}
-	c.Plans = &Plans{c}
+	c.Plans = &Plans{resource[Plan]{c, "/plans", false}}
 	c.ShareLinks = &ShareLinks{c}
-	c.Webhooks = &Webhooks{c}
+	c.Webhooks = &Webhooks{resource[Webhook]{c, "/webhooks", false}}
 	c.Events = &Events{c}
 	c.Activity = &ActivityLog{c}
 	c.Usage = &FleetUsageAPI{c}

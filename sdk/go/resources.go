@@ -23,21 +23,32 @@ func write[T any](ctx context.Context, c *Client, method, path string, body any,
 	return call[T](ctx, c, request{method: method, path: path, body: body, idempotent: idempotent})
 }
 
-// Servers are the WireGuard and AmneziaWG servers on the panel's nodes.
-type Servers struct{ c *Client }
+// resource is what most resources have: list, get, create, update and delete under one path.
+type resource[T any] struct {
+	c    *Client
+	path string
+	// idempotentCreate: its POST honours Idempotency-Key, so it carries one and is retried on 503 too.
+	idempotentCreate bool
+}
 
-func (s *Servers) List(ctx context.Context, query Params) iter.Seq2[Server, error] {
-	return list[Server](ctx, s.c, "/servers", query)
+func (r *resource[T]) List(ctx context.Context, query Params) iter.Seq2[T, error] {
+	return list[T](ctx, r.c, r.path, query)
 }
-func (s *Servers) Get(ctx context.Context, id int) (Server, error) {
-	return get[Server](ctx, s.c, "/servers/"+at(id))
+func (r *resource[T]) Get(ctx context.Context, id int) (T, error) {
+	return get[T](ctx, r.c, r.path+"/"+at(id))
 }
-func (s *Servers) Create(ctx context.Context, body any) (Server, error) {
-	return write[Server](ctx, s.c, http.MethodPost, "/servers", body, true)
+func (r *resource[T]) Create(ctx context.Context, body any) (T, error) {
+	return write[T](ctx, r.c, http.MethodPost, r.path, body, r.idempotentCreate)
 }
-func (s *Servers) Update(ctx context.Context, id int, body any) (Server, error) {
-	return write[Server](ctx, s.c, http.MethodPatch, "/servers/"+at(id), body, false)
+func (r *resource[T]) Update(ctx context.Context, id int, body any) (T, error) {
+	return write[T](ctx, r.c, http.MethodPatch, r.path+"/"+at(id), body, false)
 }
+func (r *resource[T]) Delete(ctx context.Context, id int) error {
+	return del(ctx, r.c, r.path+"/"+at(id), nil)
+}
+
+// Servers are the WireGuard and AmneziaWG servers on the panel's nodes.
+type Servers struct{ resource[Server] }
 
 // Delete deletes a server; force deletes its devices with it.
 func (s *Servers) Delete(ctx context.Context, id int, force bool) error {
@@ -55,23 +66,8 @@ func (n *Nodes) Get(ctx context.Context, id int) (Node, error) {
 }
 
 // Devices are the clients' peers.
-type Devices struct{ c *Client }
+type Devices struct{ resource[Device] }
 
-func (d *Devices) List(ctx context.Context, query Params) iter.Seq2[Device, error] {
-	return list[Device](ctx, d.c, "/devices", query)
-}
-func (d *Devices) Get(ctx context.Context, id int) (Device, error) {
-	return get[Device](ctx, d.c, "/devices/"+at(id))
-}
-func (d *Devices) Create(ctx context.Context, body any) (Device, error) {
-	return write[Device](ctx, d.c, http.MethodPost, "/devices", body, true)
-}
-func (d *Devices) Update(ctx context.Context, id int, body any) (Device, error) {
-	return write[Device](ctx, d.c, http.MethodPatch, "/devices/"+at(id), body, false)
-}
-func (d *Devices) Delete(ctx context.Context, id int) error {
-	return del(ctx, d.c, "/devices/"+at(id), nil)
-}
 func (d *Devices) Usage(ctx context.Context, id int) (UsageReport, error) {
 	return get[UsageReport](ctx, d.c, "/devices/"+at(id)+"/usage")
 }
@@ -117,23 +113,7 @@ func (g *Groups) Renew(ctx context.Context, externalID string, body any) (Group,
 }
 
 // Plans are what devices are sold as.
-type Plans struct{ c *Client }
-
-func (p *Plans) List(ctx context.Context, query Params) iter.Seq2[Plan, error] {
-	return list[Plan](ctx, p.c, "/plans", query)
-}
-func (p *Plans) Get(ctx context.Context, id int) (Plan, error) {
-	return get[Plan](ctx, p.c, "/plans/"+at(id))
-}
-func (p *Plans) Create(ctx context.Context, body any) (Plan, error) {
-	return write[Plan](ctx, p.c, http.MethodPost, "/plans", body, false)
-}
-func (p *Plans) Update(ctx context.Context, id int, body any) (Plan, error) {
-	return write[Plan](ctx, p.c, http.MethodPatch, "/plans/"+at(id), body, false)
-}
-func (p *Plans) Delete(ctx context.Context, id int) error {
-	return del(ctx, p.c, "/plans/"+at(id), nil)
-}
+type Plans struct{ resource[Plan] }
 
 // ShareLinks are devices' share links: a page that shows a config to whoever has the link.
 type ShareLinks struct{ c *Client }
@@ -158,22 +138,11 @@ type NewWebhook struct {
 }
 
 // Webhooks are the receivers of the panel's events.
-type Webhooks struct{ c *Client }
+type Webhooks struct{ resource[Webhook] }
 
-func (w *Webhooks) List(ctx context.Context, query Params) iter.Seq2[Webhook, error] {
-	return list[Webhook](ctx, w.c, "/webhooks", query)
-}
-func (w *Webhooks) Get(ctx context.Context, id int) (Webhook, error) {
-	return get[Webhook](ctx, w.c, "/webhooks/"+at(id))
-}
+// Create answers the webhook with its signing secret.
 func (w *Webhooks) Create(ctx context.Context, body any) (NewWebhook, error) {
 	return write[NewWebhook](ctx, w.c, http.MethodPost, "/webhooks", body, false)
-}
-func (w *Webhooks) Update(ctx context.Context, id int, body any) (Webhook, error) {
-	return write[Webhook](ctx, w.c, http.MethodPatch, "/webhooks/"+at(id), body, false)
-}
-func (w *Webhooks) Delete(ctx context.Context, id int) error {
-	return del(ctx, w.c, "/webhooks/"+at(id), nil)
 }
 func (w *Webhooks) Deliveries(ctx context.Context, id int, query Params) iter.Seq2[WebhookDelivery, error] {
 	return list[WebhookDelivery](ctx, w.c, "/webhooks/"+at(id)+"/deliveries", query)

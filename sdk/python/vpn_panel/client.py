@@ -21,18 +21,32 @@ class _Namespace:
         self._t = transport
 
 
-class Servers(_Namespace):
-    def list(self, **query: Any) -> Iterator[models.Server]:
-        return self._t.list("/servers", query)
+class _Resource(_Namespace):
+    """What most resources have: list, get, create, update and delete under one path."""
 
-    def get(self, id: int) -> models.Server:
-        return self._t.request("GET", f"/servers/{_at(id)}")
+    _path = ""
+    # Its POST honours Idempotency-Key, so it carries one and is retried on 503 too.
+    _idempotent_create = False
 
-    def create(self, **body: Any) -> models.Server:
-        return self._t.request("POST", "/servers", body=body, idempotent=True)
+    def list(self, **query: Any) -> Iterator[Any]:
+        return self._t.list(self._path, query)
 
-    def update(self, id: int, **body: Any) -> models.Server:
-        return self._t.request("PATCH", f"/servers/{_at(id)}", body=body)
+    def get(self, id: int) -> Any:
+        return self._t.request("GET", f"{self._path}/{_at(id)}")
+
+    def create(self, **body: Any) -> Any:
+        return self._t.request("POST", self._path, body=body, idempotent=self._idempotent_create)
+
+    def update(self, id: int, **body: Any) -> Any:
+        return self._t.request("PATCH", f"{self._path}/{_at(id)}", body=body)
+
+    def delete(self, id: int) -> None:
+        self._t.request("DELETE", f"{self._path}/{_at(id)}")
+
+
+class Servers(_Resource):
+    _path = "/servers"
+    _idempotent_create = True
 
     def delete(self, id: int, force: bool | None = None) -> None:
         """force=True deletes its devices with it."""
@@ -47,21 +61,9 @@ class Nodes(_Namespace):
         return self._t.request("GET", f"/nodes/{_at(id)}")
 
 
-class Devices(_Namespace):
-    def list(self, **query: Any) -> Iterator[models.Device]:
-        return self._t.list("/devices", query)
-
-    def get(self, id: int) -> models.Device:
-        return self._t.request("GET", f"/devices/{_at(id)}")
-
-    def create(self, **body: Any) -> models.Device:
-        return self._t.request("POST", "/devices", body=body, idempotent=True)
-
-    def update(self, id: int, **body: Any) -> models.Device:
-        return self._t.request("PATCH", f"/devices/{_at(id)}", body=body)
-
-    def delete(self, id: int) -> None:
-        self._t.request("DELETE", f"/devices/{_at(id)}")
+class Devices(_Resource):
+    _path = "/devices"
+    _idempotent_create = True
 
     def usage(self, id: int) -> models.UsageReport:
         return self._t.request("GET", f"/devices/{_at(id)}/usage")
@@ -105,21 +107,8 @@ class Groups(_Namespace):
         return self._t.request("POST", f"/groups/{_at(external_id)}/renew", body=body, idempotent=True)
 
 
-class Plans(_Namespace):
-    def list(self, **query: Any) -> Iterator[models.Plan]:
-        return self._t.list("/plans", query)
-
-    def get(self, id: int) -> models.Plan:
-        return self._t.request("GET", f"/plans/{_at(id)}")
-
-    def create(self, **body: Any) -> models.Plan:
-        return self._t.request("POST", "/plans", body=body)
-
-    def update(self, id: int, **body: Any) -> models.Plan:
-        return self._t.request("PATCH", f"/plans/{_at(id)}", body=body)
-
-    def delete(self, id: int) -> None:
-        self._t.request("DELETE", f"/plans/{_at(id)}")
+class Plans(_Resource):
+    _path = "/plans"
 
 
 class ShareLinks(_Namespace):
@@ -135,22 +124,10 @@ class ShareLinks(_Namespace):
         self._t.request("DELETE", f"/devices/{_at(device_id)}/share")
 
 
-class Webhooks(_Namespace):
-    def list(self, **query: Any) -> Iterator[models.Webhook]:
-        return self._t.list("/webhooks", query)
+class Webhooks(_Resource):
+    """create answers the webhook with its signing secret, shown only then: keep it for verify_webhook."""
 
-    def get(self, id: int) -> models.Webhook:
-        return self._t.request("GET", f"/webhooks/{_at(id)}")
-
-    def create(self, **body: Any) -> dict[str, Any]:
-        """The answer holds the signing secret, shown only here: keep it for verify_webhook."""
-        return self._t.request("POST", "/webhooks", body=body)
-
-    def update(self, id: int, **body: Any) -> models.Webhook:
-        return self._t.request("PATCH", f"/webhooks/{_at(id)}", body=body)
-
-    def delete(self, id: int) -> None:
-        self._t.request("DELETE", f"/webhooks/{_at(id)}")
+    _path = "/webhooks"
 
     def deliveries(self, id: int, **query: Any) -> Iterator[models.WebhookDelivery]:
         return self._t.list(f"/webhooks/{_at(id)}/deliveries", query)
