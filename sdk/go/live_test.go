@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -145,3 +146,104 @@ func TestWebhookFromThePanelAcceptedForgedRefused(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+func TestReachesEveryOperationOfEachNamespace(t *testing.T) {
+	panel, serverID := livePanel(t)
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := func(seq func(func(int, error) bool)) []int {
+		var ids []int
+		for id, err := range seq {
+			must(err)
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	ids := func(seq iter.Seq2[Device, error]) func(func(int, error) bool) {
+		return func(yield func(int, error) bool) {
+			for d, err := range seq {
+				if !yield(d.Id, err) {
+					return
+				}
+			}
+		}
+	}
+	server, err := panel.Servers.Update(ctx, serverID, Params{"city": "Frankfurt"})
+	must(err)
+	if server.City != "Frankfurt" {
+		t.Fatalf("city %q", server.City)
+	}
+	for node, err := range panel.Nodes.List(ctx) {
+		must(err)
+		_, err = panel.Nodes.Get(ctx, node.Id)
+		must(err)
+	}
+	plan, err := panel.Plans.Create(ctx, Params{"name": "monthly", "data_limit": 1_000_000_000, "duration_days": 30})
+	must(err)
+	_, err = panel.Plans.Update(ctx, plan.Id, Params{"max_devices": 3})
+	must(err)
+	device, err := panel.Devices.Create(ctx, Params{"server_id": serverID, "plan_id": plan.Id, "external_id": "cust-1"})
+	must(err)
+	config, err := panel.Devices.Config(ctx, device.Id, nil)
+	must(err)
+	if !strings.Contains(config, "[Interface]") {
+		t.Fatalf("config %q", config)
+	}
+	_, err = panel.Devices.Usage(ctx, device.Id)
+	must(err)
+	_, err = panel.Devices.Renew(ctx, device.Id, Params{"days": 1})
+	must(err)
+	_, err = panel.Devices.TopUp(ctx, device.Id, Params{"bytes": 1000})
+	must(err)
+	_, err = panel.Devices.ResetUsage(ctx, device.Id)
+	must(err)
+	other, err := panel.Servers.Create(ctx, Params{"name": "sdk-go-2"})
+	must(err)
+	moved, err := panel.Devices.Move(ctx, device.Id, Params{"server_id": other.Id})
+	must(err)
+	if moved.ServerId != other.Id {
+		t.Fatalf("moved to %d", moved.ServerId)
+	}
+	group, err := panel.Groups.Get(ctx, "cust-1")
+	must(err)
+	if group.DeviceCount != 1 || !slices.Equal(all(ids(panel.Groups.Devices(ctx, "cust-1"))), []int{device.Id}) {
+		t.Fatalf("group %+v", group)
+	}
+	_, err = panel.Groups.Update(ctx, "cust-1", Params{"enabled": true})
+	must(err)
+	_, err = panel.Groups.Renew(ctx, "cust-1", Params{"days": 1})
+	must(err)
+	_, err = panel.Groups.ResetUsage(ctx, "cust-1")
+	must(err)
+	_, err = panel.ShareLinks.Create(ctx, device.Id, nil)
+	must(err)
+	_, err = panel.ShareLinks.Get(ctx, device.Id)
+	must(err)
+	must(panel.ShareLinks.Delete(ctx, device.Id))
+	hook, err := panel.Webhooks.Create(ctx, Params{"url": "https://receiver.example/hook", "events": []string{"device.deleted"}})
+	must(err)
+	for _, err := range panel.Webhooks.Deliveries(ctx, hook.Id, nil) {
+		must(err)
+	}
+	must(panel.Webhooks.Delete(ctx, hook.Id))
+	for _, err := range panel.Events.List(ctx, Params{"kind": "device.created"}) {
+		must(err)
+	}
+	for _, err := range panel.Activity.List(ctx, nil) {
+		must(err)
+	}
+	_, err = panel.Usage.Get(ctx, nil)
+	must(err)
+	must(panel.Groups.Delete(ctx, "cust-1"))
+	var apiErr *ApiError
+	if _, err := panel.Devices.Get(ctx, device.Id); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Fatalf("want 404, got %v", err)
+	}
+	must(panel.Plans.Delete(ctx, plan.Id))
+	must(panel.Servers.Delete(ctx, other.Id, false))
+}

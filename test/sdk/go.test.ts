@@ -32,10 +32,11 @@ describe('the Go SDK against a live panel', { skip, timeout: 120_000 }, () => {
   });
   after(() => live.stop());
 
-  it('passes go test: pages, ApiError name_taken, 80 reads through the rate limit, webhooks', async () => {
+  it('passes go test: pages, ApiError name_taken, 80 reads past the rate limit, webhooks, each namespace', async () => {
     const { code, output } = await runSdkTests(live, 'go', ['test', '-count=1', '-v', './...'], join(ROOT, 'sdk/go'));
     assert.equal(code, 0, output);
-    for (const name of ['Lists60Devices', 'DuplicateNameIsApiError', '80QuickReads', 'WebhookFromThePanel']) {
+    const names = ['Lists60Devices', 'DuplicateNameIsApiError', '80QuickReads', 'WebhookFromThePanel', 'ReachesEvery'];
+    for (const name of names) {
       assert.match(output, new RegExp(`^--- PASS: Test${name}`, 'm'), output);
     }
     assert.doesNotMatch(output, /^--- (SKIP|FAIL)/m, output);

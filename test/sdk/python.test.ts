@@ -15,7 +15,7 @@ import { missingToolchain, runSdkTests, type SdkPanel, startSdkPanel } from '../
 const PYTHON = join(PYTHON_VENV, 'bin/python');
 const skip = missingToolchain(existsSync(PYTHON) ? undefined : 'sdk/python/.venv (bash scripts/sdk-tools.sh)');
 
-describe('the Python SDK against a live panel', { skip, timeout: 60_000 }, () => {
+describe('the Python SDK against a live panel', { skip, timeout: 120_000 }, () => {
   let live: SdkPanel;
 
   before(async () => {
@@ -23,7 +23,7 @@ describe('the Python SDK against a live panel', { skip, timeout: 60_000 }, () =>
   });
   after(() => live.stop());
 
-  it('passes its pytest tests: pages, ApiError name_taken, 80 reads through the rate limit, webhooks', async () => {
+  it('passes pytest: pages, ApiError name_taken, 80 reads past the rate limit, webhooks, each namespace', async () => {
     const args = ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests'];
     const { code, output } = await runSdkTests(live, PYTHON, args, join(ROOT, 'sdk/python'));
     assert.equal(code, 0, output);

@@ -113,6 +113,65 @@ describe('the TypeScript SDK against a live panel', { timeout: 60_000 }, () => {
     }
   });
 
+  it('reaches every operation of each namespace', async () => {
+    const all = async <T>(items: AsyncIterable<T>): Promise<T[]> => {
+      const found: T[] = [];
+      for await (const item of items) found.push(item);
+      return found;
+    };
+    assert.equal((await vpn.servers.get(serverId)).name, 'sdk-ts');
+    assert.ok((await all(vpn.servers.list())).some((s) => s.id === serverId));
+    assert.equal((await vpn.servers.update(serverId, { city: 'Frankfurt' })).city, 'Frankfurt');
+    const [node] = await all(vpn.nodes.list());
+    assert.ok(node !== undefined);
+    assert.equal((await vpn.nodes.get(node.id)).id, node.id);
+
+    const plan = await vpn.plans.create({ name: 'monthly', data_limit: 1e9, duration_days: 30, max_devices: 2 });
+    assert.equal((await vpn.plans.get(plan.id)).name, 'monthly');
+    assert.equal((await vpn.plans.update(plan.id, { max_devices: 3 })).max_devices, 3);
+    assert.ok((await all(vpn.plans.list())).some((p) => p.id === plan.id));
+
+    const device = await vpn.devices.create({ server_id: serverId, plan_id: plan.id, external_id: 'cust-1' });
+    assert.equal((await vpn.devices.get(device.id)).external_id, 'cust-1');
+    assert.equal((await vpn.devices.update(device.id, { name: 'renamed' })).name, 'renamed');
+    assert.match(await vpn.devices.config(device.id), /\[Interface\]/);
+    assert.ok(Array.isArray((await vpn.devices.usage(device.id)).daily));
+    await vpn.devices.renew(device.id, { days: 1 });
+    await vpn.devices.topUp(device.id, { bytes: 1000 });
+    await vpn.devices.resetUsage(device.id);
+    const other = await vpn.servers.create({ name: 'sdk-ts-2' });
+    assert.equal((await vpn.devices.move(device.id, { server_id: other.id })).server_id, other.id);
+
+    assert.equal((await vpn.groups.get('cust-1')).device_count, 1);
+    assert.deepEqual(
+      (await all(vpn.groups.devices('cust-1'))).map((d) => d.id),
+      [device.id],
+    );
+    await vpn.groups.update('cust-1', { enabled: true });
+    await vpn.groups.renew('cust-1', { days: 1 });
+    await vpn.groups.resetUsage('cust-1');
+
+    const link = await vpn.shareLinks.create(device.id);
+    assert.deepEqual(await vpn.shareLinks.get(device.id), link);
+    await vpn.shareLinks.delete(device.id);
+
+    const hook = await vpn.webhooks.create({ url: 'https://receiver.example/hook', events: ['device.deleted'] });
+    assert.equal((await vpn.webhooks.get(hook.id)).url, hook.url);
+    assert.equal((await vpn.webhooks.update(hook.id, { enabled: false })).enabled, false);
+    assert.ok((await all(vpn.webhooks.list())).some((w) => w.id === hook.id));
+    assert.deepEqual(await all(vpn.webhooks.deliveries(hook.id)), []);
+    await vpn.webhooks.delete(hook.id);
+
+    assert.ok((await all(vpn.events.list({ kind: 'device.created' }))).length > 0);
+    assert.ok((await all(vpn.activity.list())).length > 0);
+    assert.ok(Array.isArray((await vpn.usage.get()).daily));
+
+    await vpn.groups.delete('cust-1');
+    await assert.rejects(vpn.devices.get(device.id), (e: unknown) => e instanceof ApiError && e.status === 404);
+    await vpn.plans.delete(plan.id);
+    await vpn.servers.delete(other.id);
+  });
+
   it('is generated from the served document: regenerating changes nothing (npm run gen:sdk)', async () => {
     const file = await typescriptFile(await openApiDocument());
     assert.equal(readFileSync(`${ROOT}/${file.path}`, 'utf8'), file.text, `${file.path} is stale: npm run gen:sdk`);

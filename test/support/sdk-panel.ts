@@ -48,7 +48,7 @@ export function runSdkTests(
   command: string,
   args: readonly string[],
   cwd: string,
-  timeoutMs = 50_000,
+  timeoutMs = 90_000,
 ): Promise<{ code: number | null; output: string }> {
   const child = spawn(command, args, { cwd, env: { ...process.env, ...live.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';

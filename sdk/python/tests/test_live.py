@@ -87,3 +87,55 @@ def test_webhook_from_the_panel_accepted_and_forged_refused(panel: Client) -> No
             verify_webhook(hook["secret"], headers, body, now_seconds=time.time() + 600)
     finally:
         receiver.shutdown()
+
+
+def test_reaches_every_operation_of_each_namespace(panel: Client, server_id: int) -> None:
+    assert panel.servers.get(server_id)["id"] == server_id
+    assert any(s["id"] == server_id for s in panel.servers.list())
+    assert panel.servers.update(server_id, city="Frankfurt")["city"] == "Frankfurt"
+    node = next(panel.nodes.list())
+    assert panel.nodes.get(node["id"])["id"] == node["id"]
+
+    plan = panel.plans.create(name="monthly", data_limit=10**9, duration_days=30, max_devices=2)
+    assert panel.plans.get(plan["id"])["name"] == "monthly"
+    assert panel.plans.update(plan["id"], max_devices=3)["max_devices"] == 3
+    assert any(p["id"] == plan["id"] for p in panel.plans.list())
+
+    device = panel.devices.create(server_id=server_id, plan_id=plan["id"], external_id="cust-1")
+    assert panel.devices.get(device["id"])["external_id"] == "cust-1"
+    assert panel.devices.update(device["id"], name="renamed")["name"] == "renamed"
+    assert "[Interface]" in panel.devices.config(device["id"])
+    assert isinstance(panel.devices.usage(device["id"])["daily"], list)
+    panel.devices.renew(device["id"], days=1)
+    panel.devices.top_up(device["id"], bytes=1000)
+    panel.devices.reset_usage(device["id"])
+    other = panel.servers.create(name="sdk-py-2")
+    assert panel.devices.move(device["id"], server_id=other["id"])["server_id"] == other["id"]
+
+    assert panel.groups.get("cust-1")["device_count"] == 1
+    assert [d["id"] for d in panel.groups.devices("cust-1")] == [device["id"]]
+    panel.groups.update("cust-1", enabled=True)
+    panel.groups.renew("cust-1", days=1)
+    panel.groups.reset_usage("cust-1")
+
+    link = panel.share_links.create(device["id"])
+    assert panel.share_links.get(device["id"]) == link
+    panel.share_links.delete(device["id"])
+
+    hook = panel.webhooks.create(url="https://receiver.example/hook", events=["device.deleted"])
+    assert panel.webhooks.get(hook["id"])["url"] == hook["url"]
+    assert panel.webhooks.update(hook["id"], enabled=False)["enabled"] is False
+    assert any(w["id"] == hook["id"] for w in panel.webhooks.list())
+    assert list(panel.webhooks.deliveries(hook["id"])) == []
+    panel.webhooks.delete(hook["id"])
+
+    assert list(panel.events.list(kind="device.created"))
+    assert list(panel.activity.list())
+    assert isinstance(panel.usage.get()["daily"], list)
+
+    panel.groups.delete("cust-1")
+    with pytest.raises(ApiError) as gone:
+        panel.devices.get(device["id"])
+    assert gone.value.status == 404
+    panel.plans.delete(plan["id"])
+    panel.servers.delete(other["id"])
