@@ -9,14 +9,16 @@
 # kernel's wireguard module loads), build (npm, which fetches Node.js 24 and the dependencies), node
 # (both, and what install-node.sh uses: openssl, curl), services (the PostgreSQL and Redis servers the
 # test suite uses; scripts/test-services.sh starts them), ci (the test suite's tools: wireguard-go
-# always, since the end-to-end tests drive it, the services, and the rest). dataplane (so node and ci) also
-# builds the pinned wireguard-go and amneziawg-go from their Go modules (scripts/go-tools.sh).
+# always, since the end-to-end tests drive it, the services, and the rest; then the SDKs' venv,
+# scripts/sdk-tools.sh). dataplane (so node and ci) also builds the pinned wireguard-go and amneziawg-go from
+# their Go modules (scripts/go-tools.sh).
 set -euo pipefail
 # Non-root shells on Debian lack the sbin directories, where nft and modprobe live.
 export PATH="$PATH:/usr/sbin:/sbin"
 
 missing=()
 go_tools=false
+sdk_tools=false
 need() {
   command -v "$1" >/dev/null 2>&1 && return
   [[ " ${missing[*]} " == *" $2 "* ]] || missing+=("$2")
@@ -67,6 +69,7 @@ ci() {
   need systemd-analyze systemd
   need tshark tshark
   need faketime faketime
+  sdk_tools=true # the SDKs' generators and test tools (scripts/sdk-tools.sh), after the packages
 }
 
 only_list=false
@@ -96,3 +99,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if $go_tools; then bash "$(dirname "${BASH_SOURCE[0]}")/go-tools.sh"; fi
+if $sdk_tools; then bash "$(dirname "${BASH_SOURCE[0]}")/sdk-tools.sh" --required; fi
