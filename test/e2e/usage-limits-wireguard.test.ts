@@ -71,7 +71,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     return succeeds('ip', ['netns', 'exec', need(labNode, 'the lab').lab.clientNs, 'ping', '-c1', '-W1', ip]);
   }
 
-  /** Downloads (20 Mbit/s) until the node cuts the device off; the time from its counters reaching the limit to the cut. */
+  /** Downloads (20 Mbit/s) until the node cuts the device off; the time from the counters' crossing to the cut. */
   async function downloadUntilCut(publicKey: string): Promise<number> {
     const options = { bitrate: '20M', seconds: 60, deadlineMs: 40_000 };
     const cut = await need(labNode, 'the lab').downloadUntilCut(

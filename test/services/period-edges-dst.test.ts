@@ -65,7 +65,7 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it('renews by days of 24 hours across the October change; the re-armed reminders come 72 h and 24 h before', async () => {
+    it('renews by 24-hour days across the October change; re-armed reminders come 72 h and 24 h before', async () => {
       const changes = quietPublisher(panel.store.db, clock);
       const windowsMs = [72 * HOUR_MS, 24 * HOUR_MS];
       const reminders = new ExpiryReminders(panel.store.db, clock, changes, {
@@ -124,7 +124,7 @@ for (const kind of DATABASE_KINDS) {
       }
     });
 
-    it('posts a threshold once per period: a crossing, the reset at midnight in Berlin, the crossing again', async () => {
+    it('posts a threshold once per period: a crossing, the reset at Berlin midnight, the crossing again', async () => {
       const usage = new UsageService(panel.store.db, clock, new Calendar('Europe/Berlin'));
       const changes = quietPublisher(panel.store.db, clock);
       const thresholds = new UsageThresholds(panel.store.db, usage, changes, {

@@ -97,7 +97,7 @@ export class LabNode {
     return ok(await this.api.POST('/api/v1/servers', { body: { name, node_id: node.id, ...body } }), 'POST /servers');
   }
 
-  /** A client from the device's config, its traffic to the internet address routed through the tunnel; closed at the end. */
+  /** A client from the device's config, the internet address routed through its tunnel; closed by `end`. */
   async connect(server: Server, device: Device): Promise<WgClient> {
     const routed = this.#internetIp === undefined ? [] : [`${this.#internetIp}/32`];
     const client = await connectDevice(this.lab, server, device, routed);
@@ -202,7 +202,7 @@ export class LabNode {
     }
   }
 
-  /** Closes the clients, stops the panel and the agent, removes the lab and drops the database; what was left behind. */
+  /** Closes the clients, stops panel and agent, removes the lab, drops the database; what was left behind. */
   async end(): Promise<string[]> {
     for (const client of this.#clients) await client.close().catch(() => undefined);
     return endLab({ panel: this.panel, agents: [this.agent], labs: [this.lab], database: this.database });
