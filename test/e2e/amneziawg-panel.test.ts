@@ -12,14 +12,11 @@
  *                                                                                     └── internet ns: iperf3
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../../console/src/api-types.ts';
-import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { connectDevice, endLab, LabAgent, LabPanel, need, obfuscationOf, ok } from '../support/lab-panel.ts';
-import { hostOf, NetLab, randomPrefix, requireRoot, waitFor, type WgClient } from '../support/netns.ts';
+import { need, obfuscationOf, ok } from '../support/lab-panel.ts';
+import { LabNode } from '../support/lab-node.ts';
+import { hostOf, type NetLab, randomPrefix, requireRoot, type WgClient } from '../support/netns.ts';
 import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
@@ -36,45 +33,42 @@ const INTERNET_IP = '198.51.100.1';
 const DATA_LIMIT = 5_000_000;
 
 describe('AmneziaWG servers through the API (remote node, amneziawg-go clients)', { skip, timeout: 180_000 }, () => {
+  let labNode: LabNode | undefined;
   let lab: NetLab;
-  let db: TestDatabase | undefined;
-  let panel: LabPanel | undefined;
-  let agent: LabAgent | undefined;
   let api: ApiClient;
+  let iperfPort: number;
   let server: Server | undefined;
   let device: Device | undefined;
   let client: WgClient | undefined;
-  const iperfPort = 20_000 + randomInt(20_000);
 
-  const getDevice = async (id: number): Promise<Device> =>
-    ok(await api.GET('/api/v1/devices/{id}', { params: { path: { id } } }), `GET /devices/${id}`);
+  const getDevice = (id: number): Promise<Device> => need(labNode, 'the lab').device(id);
 
   /** A client from `d`'s config as the API serves it now, replacing the one connected before. */
   async function reconnect(d: Device): Promise<void> {
     await client?.close();
-    client = await connectDevice(lab, need(server, 'the server'), d, [`${INTERNET_IP}/32`]);
+    client = await need(labNode, 'the lab').connect(need(server, 'the server'), d);
   }
 
   const reachesServer = (timeoutMs = 8000): Promise<boolean> =>
     lab.waitForPing(hostOf(need(server, 'the server').address), timeoutMs);
 
   before(async () => {
-    lab = await NetLab.create(`aw${randomPrefix('a').slice(2)}`);
-    db = await createTestDatabase('sqlite');
-    agent = await LabAgent.start(lab, db, { tls: false });
-    panel = await LabPanel.start(db, 'e2e-amneziawg', { LOCAL_NODE: 'off' });
-    api = panel.api;
-    await lab.startIperfServer(INTERNET_IP, iperfPort);
+    labNode = await LabNode.start({
+      prefix: `aw${randomPrefix('a').slice(2)}`,
+      keyName: 'e2e-amneziawg',
+      internetIp: INTERNET_IP,
+      iperfServer: true,
+    });
+    ({ lab, api, iperfPort } = labNode);
   });
 
   after(async () => {
-    await client?.close().catch(() => undefined);
-    const problems = await endLab({ panel, agents: [agent], labs: [lab], database: db });
+    const problems = (await labNode?.end()) ?? [];
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 
   test('the node reports amneziawg; a server made with it gets valid generated obfuscation', async () => {
-    const node = await need(agent, 'the agent').addTo(need(panel, 'the panel'), 'edge');
+    const node = await need(labNode, 'the lab').node();
     assert.deepEqual([...node.protocols].sort(), ['amneziawg', 'wireguard']);
     const created = await api.POST('/api/v1/servers', {
       body: { name: 'awg-1', node_id: node.id, protocol: 'amneziawg' },
@@ -96,7 +90,7 @@ describe('AmneziaWG servers through the API (remote node, amneziawg-go clients)'
     const o = need(obfuscationOf(device.config), 'AmneziaWG keys in the config');
     assert.deepEqual(o, s.obfuscation, "the config carries the server's parameters");
 
-    const plain = await connectDevice(lab, s, {
+    const plain = await need(labNode, 'the lab').connect(s, {
       ...device,
       config: device.config.replace(/^(Jc|Jmin|Jmax|S\d|H\d|I\d)\s*=.*\n/gm, ''),
     });
@@ -140,27 +134,8 @@ describe('AmneziaWG servers through the API (remote node, amneziawg-go clients)'
     assert.equal(patched.response.status, 200, JSON.stringify(patched.error));
     // Downloads until cut: the node's kernel allowance slows the last bytes (docs/dataplane.md, "Where each byte
     // is counted"), so the flow goes on until the limit is reached rather than for a fixed time.
-    const flow = spawn(
-      'ip',
-      ['netns', 'exec', lab.clientNs, 'iperf3', '-c', INTERNET_IP, '-p', `${iperfPort}`, '-R', '-t', '60'],
-      {
-        stdio: 'ignore',
-      },
-    );
-    lab.track(flow);
-    const limited = await waitFor(
-      'status limit_reached',
-      async () => {
-        const now = await getDevice(d.id);
-        return now.status === 'limit_reached' ? now : undefined;
-      },
-      30_000,
-      250,
-    );
-    if (flow.exitCode === null && flow.signalCode === null) {
-      flow.kill('SIGKILL');
-      await once(flow, 'exit');
-    }
+    const flow = ['iperf3', '-c', INTERNET_IP, '-p', `${iperfPort}`, '-R', '-t', '60'];
+    const limited = await need(labNode, 'the lab').flowUntilLimitReached(d.id, flow);
     const past = limited.period_usage.total_bytes - (used + DATA_LIMIT);
     assert.ok(past <= DATA_LIMIT / 100, `${past} bytes counted past the limit: at most 1 %`);
     assert.equal(await reachesServer(2000), false, 'a cut-off device passes nothing');

@@ -8,24 +8,11 @@
  * lives in namespaces of this file's own `qt` prefix, removed in `after()`.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../../console/src/api-types.ts';
-import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { connectDevice, endLab, LabAgent, LabPanel, need } from '../support/lab-panel.ts';
-import {
-  hostOf,
-  NetLab,
-  randomPrefix,
-  requireRoot,
-  run,
-  sleep,
-  succeeds,
-  waitFor,
-  type WgClient,
-} from '../support/netns.ts';
-import type { ApiClient } from '../support/panel.ts';
+import { need } from '../support/lab-panel.ts';
+import { LabNode } from '../support/lab-node.ts';
+import { hostOf, randomPrefix, requireRoot, succeeds, waitFor } from '../support/netns.ts';
 
 type Server = components['schemas']['Server'];
 
@@ -46,106 +33,39 @@ describe('a data limit holds to 1 % at full tunnel speed (remote agent, real cli
   skip,
   timeout: 180_000,
 }, () => {
-  let lab: NetLab;
-  let db: TestDatabase | undefined;
-  let panel: LabPanel | undefined;
-  let api: ApiClient;
-  let agent: LabAgent | undefined;
+  let labNode: LabNode | undefined;
   let server: Server | undefined;
-  let client: WgClient | undefined;
-
-  /** rx+tx the server counts for the peer, or undefined once the peer is off the interface. */
-  async function peerBytes(publicKey: string): Promise<number | undefined> {
-    const out = await run('wg', ['show', lab.serverNames(need(server, 'the server').id).iface, 'transfer']);
-    const line = out.split('\n').find((l) => l.startsWith(`${publicKey}\t`));
-    if (line === undefined) return undefined;
-    const [, rx, tx] = line.split('\t');
-    return Number(rx) + Number(tx);
-  }
-
-  /** iperf3 download (internet → device) with no rate set: as fast as the tunnel goes, until stopped. */
-  async function download(): Promise<() => Promise<void>> {
-    const internetNs = await lab.addInternet();
-    const port = String(5201 + Math.floor(Math.random() * 1000));
-    const listener = spawn('ip', ['netns', 'exec', internetNs, 'iperf3', '-s', '-1', '-B', DOWNLOAD_IP, '-p', port], {
-      stdio: 'ignore',
-    });
-    lab.track(listener);
-    const listening = async (): Promise<true | undefined> =>
-      (await run('ip', ['netns', 'exec', internetNs, 'ss', '-ltn'])).includes(`:${port}`) ? true : undefined;
-    await waitFor('iperf3 to listen', listening, 5000, 50);
-    const senderArgs = ['netns', 'exec', lab.clientNs, 'iperf3', '-c', DOWNLOAD_IP, '-p', port, '-R', '-t', '120'];
-    const sender = spawn('ip', senderArgs, { stdio: 'ignore' });
-    lab.track(sender);
-    return async () => {
-      for (const child of [sender, listener]) {
-        if (child.exitCode === null && child.signalCode === null) {
-          child.kill('SIGKILL');
-          await once(child, 'exit');
-        }
-      }
-    };
-  }
-
-  /** Every 50 ms: when the server's counters reach `limit`, and when the peer leaves the interface. */
-  async function watchCutOff(publicKey: string, limit: number): Promise<{ crossedMs: number; cutMs: number }> {
-    let crossedMs: number | undefined;
-    let belowMs: number | undefined;
-    const deadline = Date.now() + 90_000;
-    for (;;) {
-      const askedMs = Date.now();
-      const bytes = await peerBytes(publicKey);
-      const now = Date.now();
-      if (bytes === undefined) {
-        const crossed = crossedMs ?? belowMs;
-        assert.ok(crossed !== undefined, 'the peer was on the interface when the download began');
-        return { crossedMs: crossed, cutMs: now };
-      }
-      if (bytes < limit) belowMs = askedMs;
-      else crossedMs ??= now;
-      assert.ok(now < deadline, `the peer was not cut off (last counters ${bytes} bytes of ${limit})`);
-      await sleep(50);
-    }
-  }
 
   before(async () => {
-    lab = await NetLab.create(`qt${randomPrefix('q').slice(2)}`);
-    await lab.addInternetAddress(DOWNLOAD_IP);
-    db = await createTestDatabase('sqlite');
-    agent = await LabAgent.start(lab, db, { tls: false });
-    panel = await LabPanel.start(db, 'e2e-exact-limit', { LOCAL_NODE: 'off' });
-    api = panel.api;
-    const node = await agent.addTo(panel, 'edge');
-    const created = await api.POST('/api/v1/servers', { body: { name: 'exact', node_id: node.id } });
-    assert.equal(created.response.status, 201, JSON.stringify(created.error));
-    server = created.data;
+    labNode = await LabNode.start({
+      prefix: `qt${randomPrefix('q').slice(2)}`,
+      keyName: 'e2e-exact-limit',
+      internetIp: DOWNLOAD_IP,
+    });
+    server = await labNode.addServer('exact');
   });
 
   after(async () => {
-    await client?.close().catch(() => undefined);
-    const problems = await endLab({ panel, agents: [agent], labs: [lab], database: db });
+    const problems = (await labNode?.end()) ?? [];
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 
   test('100 MB at full speed past a limit: the panel counts at most 1 MB more; the peer is cut', async (t) => {
+    const lab = need(labNode, 'the lab');
+    const api = lab.api;
     const s = need(server, 'the server');
     const created = await api.POST('/api/v1/devices', {
       body: { server_id: s.id, data_limit: DATA_LIMIT, limit_period: 'total' },
     });
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
     const device = need(created.data, 'a device');
-    client = await connectDevice(lab, s, device, [`${DOWNLOAD_IP}/32`]);
+    await lab.connect(s, device);
     const serverIp = hostOf(s.address);
-    const pings = () => succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', serverIp]);
+    const pings = () => succeeds('ip', ['netns', 'exec', lab.lab.clientNs, 'ping', '-c1', '-W1', serverIp]);
     await waitFor('the client to reach the server', async () => ((await pings()) ? true : undefined), 10_000, 100);
     const startedMs = Date.now();
-    const stop = await download();
-    let cut: { crossedMs: number; cutMs: number };
-    try {
-      cut = await watchCutOff(device.public_key, DATA_LIMIT);
-    } finally {
-      await stop();
-    }
+    // No bitrate: as fast as the tunnel goes.
+    const cut = await lab.downloadUntilCut(s.id, device.public_key, DATA_LIMIT, { seconds: 120, deadlineMs: 90_000 });
     const latency = cut.cutMs - cut.crossedMs;
     const limited = await waitFor(
       'status limit_reached',

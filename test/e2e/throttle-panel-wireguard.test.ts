@@ -8,14 +8,11 @@
  *                                                                                     └── internet ns: iperf3
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../../console/src/api-types.ts';
-import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { connectDevice, endLab, LabAgent, LabPanel, need, ok } from '../support/lab-panel.ts';
-import { hostOf, NetLab, randomPrefix, requireRoot, waitFor, type WgClient } from '../support/netns.ts';
+import { need, ok } from '../support/lab-panel.ts';
+import { LabNode } from '../support/lab-node.ts';
+import { hostOf, type NetLab, randomPrefix, requireRoot, waitFor } from '../support/netns.ts';
 import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
@@ -31,18 +28,12 @@ const INTERNET_IP = '198.51.100.1';
 const DATA_LIMIT = 4_000_000;
 
 describe('throttle at the data limit through the API (remote node, real client)', { skip, timeout: 180_000 }, () => {
+  let labNode: LabNode | undefined;
   let lab: NetLab;
-  let db: TestDatabase | undefined;
-  let panel: LabPanel | undefined;
-  let agent: LabAgent | undefined;
   let api: ApiClient;
   let server: Server | undefined;
   let device: Device | undefined;
-  let client: WgClient | undefined;
-  const iperfPort = 20_000 + randomInt(20_000);
-
-  const getDevice = async (id: number): Promise<Device> =>
-    ok(await api.GET('/api/v1/devices/{id}', { params: { path: { id } } }), `GET /devices/${id}`);
+  let iperfPort: number;
 
   /** Mbit/s of the better of two 3-second runs that land within `low`-`high`, else of the last. */
   async function measure(direction: 'upload' | 'download', low: number, high: number): Promise<number[]> {
@@ -53,21 +44,18 @@ describe('throttle at the data limit through the API (remote node, real client)'
   }
 
   before(async () => {
-    lab = await NetLab.create(`tp${randomPrefix('t').slice(2)}`);
-    db = await createTestDatabase('sqlite');
-    agent = await LabAgent.start(lab, db, { tls: false });
-    panel = await LabPanel.start(db, 'e2e-throttle', { LOCAL_NODE: 'off' });
-    api = panel.api;
-    await lab.startIperfServer(INTERNET_IP, iperfPort);
-    const node = await agent.addTo(panel, 'edge');
-    const created = await api.POST('/api/v1/servers', { body: { name: 'shop', node_id: node.id } });
-    assert.equal(created.response.status, 201, JSON.stringify(created.error));
-    server = created.data;
+    labNode = await LabNode.start({
+      prefix: `tp${randomPrefix('t').slice(2)}`,
+      keyName: 'e2e-throttle',
+      internetIp: INTERNET_IP,
+      iperfServer: true,
+    });
+    ({ lab, api, iperfPort } = labNode);
+    server = await labNode.addServer('shop');
   });
 
   after(async () => {
-    await client?.close().catch(() => undefined);
-    const problems = await endLab({ panel, agents: [agent], labs: [lab], database: db });
+    const problems = (await labNode?.end()) ?? [];
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 
@@ -87,25 +75,14 @@ describe('throttle at the data limit through the API (remote node, real client)'
     device = need(created.data, 'the device');
     assert.equal(device.quota_action, 'throttle');
     assert.equal(device.throttle_speed, THROTTLE_KBPS);
-    client = await connectDevice(lab, s, device, [`${INTERNET_IP}/32`]);
+    await need(labNode, 'the lab').connect(s, device);
     assert.ok(await lab.waitForPing(hostOf(s.address), 8000), 'the client reaches the server');
 
     // A ping flood of full-size packets until the limit: near it the kernel allowance drops what passes each tick's
     // step, where TCP (iperf3) would back off for seconds at every drop and ping keeps offering packets.
     const flood = ['-f', '-s', '1400', '-w', '60', INTERNET_IP];
-    const flow = spawn('ip', ['netns', 'exec', lab.clientNs, 'ping', ...flood], { stdio: 'ignore' });
-    lab.track(flow);
     const d = device;
-    await waitFor(
-      'status limit_reached',
-      async () => ((await getDevice(d.id)).status === 'limit_reached' ? true : undefined),
-      30_000,
-      250,
-    );
-    if (flow.exitCode === null && flow.signalCode === null) {
-      flow.kill('SIGKILL');
-      await once(flow, 'exit');
-    }
+    await need(labNode, 'the lab').flowUntilLimitReached(d.id, ['ping', ...flood]);
     const events = ok(
       await api.GET('/api/v1/events', { params: { query: { kind: 'device.limit_reached', device_id: d.id } } }),
       'GET /events',

@@ -10,13 +10,11 @@
  * Everything lives in namespaces this file makes (test/support/netns.ts), removed in `after()`.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import type { components } from '../../console/src/api-types.ts';
-import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { connectDevice, endLab, LabAgent, LabPanel, need, settledPeerBytes } from '../support/lab-panel.ts';
-import { hostOf, NetLab, requireRoot, run, sleep, succeeds, waitFor, type WgClient } from '../support/netns.ts';
+import { need, settledPeerBytes } from '../support/lab-panel.ts';
+import { LabNode } from '../support/lab-node.ts';
+import { hostOf, requireRoot, sleep, succeeds, waitFor, type WgClient } from '../support/netns.ts';
 import type { ApiClient } from '../support/panel.ts';
 
 type Server = components['schemas']['Server'];
@@ -34,13 +32,9 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   skip,
   timeout: SUITE_TIMEOUT_MS,
 }, () => {
-  let lab: NetLab;
-  let db: TestDatabase | undefined;
-  let panel: LabPanel | undefined;
+  let labNode: LabNode | undefined;
   let api: ApiClient;
-  let agent: LabAgent | undefined;
   let server: Server | undefined;
-  const clients: WgClient[] = [];
 
   /** A device made through the API, and a client brought up from the config it returned. */
   async function deviceWithClient(body: {
@@ -53,73 +47,13 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     assert.equal(created.response.status, 201, JSON.stringify(created.error));
     const device = need(created.data, 'a device');
     // The newest client carries the downloads.
-    const client = await connectDevice(lab, s, device, [`${DOWNLOAD_IP}/32`]);
-    clients.push(client);
+    const client = await need(labNode, 'the lab').connect(s, device);
     return { device, client };
   }
 
-  function serverIface(): string {
-    return lab.serverNames(need(server, 'the server').id).iface;
-  }
-
   /** rx+tx the server counts for the peer, or undefined when the peer is not on the interface. */
-  async function peerBytes(publicKey: string): Promise<number | undefined> {
-    const out = await run('wg', ['show', serverIface(), 'transfer']);
-    const line = out.split('\n').find((l) => l.startsWith(`${publicKey}\t`));
-    if (line === undefined) return undefined;
-    const [, rx, tx] = line.split('\t');
-    return Number(rx) + Number(tx);
-  }
-
-  /** iperf3 download (internet → device, through the tunnel) until stopped. */
-  async function download(): Promise<() => Promise<void>> {
-    const internetNs = await lab.addInternet();
-    const port = String(5201 + Math.floor(Math.random() * 1000));
-    const listenerArgs = ['netns', 'exec', internetNs, 'iperf3', '-s', '-1', '-B', DOWNLOAD_IP, '-p', port];
-    const listener = spawn('ip', listenerArgs, { stdio: 'ignore' });
-    lab.track(listener);
-    const listening = async (): Promise<true | undefined> =>
-      (await run('ip', ['netns', 'exec', internetNs, 'ss', '-ltn'])).includes(`:${port}`) ? true : undefined;
-    await waitFor('iperf3 to listen', listening, 5000, 50);
-    const senderArgs = ['netns', 'exec', lab.clientNs, 'iperf3', '-c', DOWNLOAD_IP, '-p', port];
-    senderArgs.push('-R', '-b', '20M', '-t', '60');
-    const sender = spawn('ip', senderArgs, { stdio: 'ignore' });
-    lab.track(sender);
-    return async () => {
-      for (const child of [sender, listener]) {
-        if (child.exitCode === null && child.signalCode === null) {
-          child.kill('SIGKILL');
-          await once(child, 'exit');
-        }
-      }
-    };
-  }
-
-  /**
-   * Watches the server's counters every 50 ms: when the peer's bytes reach the limit, and when it leaves the
-   * interface. A node that cuts the peer off between two readings, right after its counters reached the limit,
-   * leaves the crossing unseen: it happened after the last reading below the limit was asked for, which then
-   * bounds the latency from above. That the cut did not come before the limit is what the panel's recorded usage
-   * shows (the callers check it: the node books a peer's counters before it takes the peer off).
-   */
-  async function watchCutOff(publicKey: string, limit: number): Promise<{ crossedMs: number; cutMs: number }> {
-    let crossedMs: number | undefined;
-    let belowMs: number | undefined;
-    const deadline = Date.now() + 40_000;
-    for (;;) {
-      const askedMs = Date.now();
-      const bytes = await peerBytes(publicKey);
-      const now = Date.now();
-      if (bytes === undefined) {
-        const crossed = crossedMs ?? belowMs;
-        assert.ok(crossed !== undefined, 'the peer was on the interface when the download began');
-        return { crossedMs: crossed, cutMs: now };
-      }
-      if (bytes < limit) belowMs = askedMs;
-      else crossedMs ??= now;
-      assert.ok(now < deadline, `the peer was not cut off (last counters ${bytes} bytes of ${limit})`);
-      await sleep(50);
-    }
+  function peerBytes(publicKey: string): Promise<number | undefined> {
+    return need(labNode, 'the lab').peerBytes(need(server, 'the server').id, publicKey);
   }
 
   /** Waits until the client pings the server's tunnel address. */
@@ -134,42 +68,33 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   }
 
   function pings(ip: string): Promise<boolean> {
-    return succeeds('ip', ['netns', 'exec', lab.clientNs, 'ping', '-c1', '-W1', ip]);
+    return succeeds('ip', ['netns', 'exec', need(labNode, 'the lab').lab.clientNs, 'ping', '-c1', '-W1', ip]);
   }
 
-  /** Downloads until the node cuts the device off; the time from its counters reaching the limit to the cut. */
+  /** Downloads (20 Mbit/s) until the node cuts the device off; the time from the counters' crossing to the cut. */
   async function downloadUntilCut(publicKey: string): Promise<number> {
-    const stop = await download();
-    try {
-      const cut = await watchCutOff(publicKey, DATA_LIMIT);
-      return cut.cutMs - cut.crossedMs;
-    } finally {
-      await stop();
-    }
+    const options = { bitrate: '20M', seconds: 60, deadlineMs: 40_000 };
+    const cut = await need(labNode, 'the lab').downloadUntilCut(
+      need(server, 'the server').id,
+      publicKey,
+      DATA_LIMIT,
+      options,
+    );
+    return cut.cutMs - cut.crossedMs;
   }
 
   async function deviceEvents(kind: string, deviceId: number): Promise<unknown[]> {
-    const { data } = await api.GET('/api/v1/events', { params: { query: { kind, device_id: deviceId, limit: 200 } } });
-    return data?.data ?? [];
+    return need(labNode, 'the lab').events(kind, deviceId);
   }
 
   before(async () => {
-    lab = await NetLab.create();
-    await lab.addInternetAddress(DOWNLOAD_IP);
-    db = await createTestDatabase('sqlite');
-    // Plain HTTP: servers-wireguard runs the default (TLS, pinned).
-    agent = await LabAgent.start(lab, db, { tls: false });
-    panel = await LabPanel.start(db, 'e2e-limits', { LOCAL_NODE: 'off' });
-    api = panel.api;
-    const node = await agent.addTo(panel, 'edge');
-    const created = await api.POST('/api/v1/servers', { body: { name: 'limits', node_id: node.id } });
-    assert.equal(created.response.status, 201, JSON.stringify(created.error));
-    server = created.data;
+    labNode = await LabNode.start({ keyName: 'e2e-limits', internetIp: DOWNLOAD_IP });
+    api = labNode.api;
+    server = await labNode.addServer('limits');
   });
 
   after(async () => {
-    for (const client of clients) await client.close().catch(() => undefined);
-    const problems = await endLab({ panel, agents: [agent], labs: [lab], database: db });
+    const problems = (await labNode?.end()) ?? [];
     assert.deepEqual(problems, [], 'cleanup left nothing behind');
   });
 
@@ -236,7 +161,7 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
   test('the node cuts a device off while the panel is stopped; the panel reports it when it is back', async (t) => {
     const { device, client } = await deviceWithClient({ data_limit: DATA_LIMIT, limit_period: 'monthly' });
     await reachServer(10_000);
-    const p = need(panel, 'the panel');
+    const p = need(labNode, 'the lab').panel;
     await p.stop('SIGKILL');
     const latency = await downloadUntilCut(device.public_key);
     t.diagnostic(`panel down: limit → cut ${latency} ms`);
@@ -293,10 +218,10 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
     async (t) => {
       const { device, client } = await deviceWithClient({});
       await reachServer(10_000);
-      const stop = await download();
+      const stop = await need(labNode, 'the lab').download({ bitrate: '20M', seconds: 60 });
       try {
         await sleep(1500);
-        const killed = need(agent, 'the agent');
+        const killed = need(labNode, 'the lab').agent;
         await killed.stop('SIGKILL');
         await sleep(1500);
         await killed.start();
@@ -304,7 +229,11 @@ describe('data limits and expiry enforced on the node (wireguard-go, remote agen
       } finally {
         await stop();
       }
-      const truth = await settledPeerBytes(lab, need(server, 'the server').id, device.public_key);
+      const truth = await settledPeerBytes(
+        need(labNode, 'the lab').lab,
+        need(server, 'the server').id,
+        device.public_key,
+      );
       assert.ok(truth.rx_bytes > 1_000_000, `a real download happened: ${JSON.stringify(truth)}`);
       const recorded = await waitFor(
         'the panel to record every byte',

@@ -158,14 +158,17 @@ export function migratedStoreForSuite(kind: DatabaseKind): { readonly store: Sto
 
 /**
  * A node's usage reports as the node monitor stores them: `use(deviceId, bytes)` ingests one batch of `bytes` more
- * for the device at the clock's time, its meter counting on from the bytes reported before.
+ * for the device at the clock's time, its meter counting on from the bytes reported before; the day and month of
+ * each batch those of `timeZone`. Each reporter counts its batches from 1: two of them need their own `journalId`.
  */
 export function usageReporter(
   db: Db,
   clock: Clock,
   nodeId: number,
+  timeZone = 'UTC',
+  journalId = 'j',
 ): (deviceId: number, bytes: number) => Promise<void> {
-  const usage = new UsageService(db, clock, new Calendar('UTC'));
+  const usage = new UsageService(db, clock, new Calendar(timeZone));
   const meters = new Map<number, number>();
   let seq = 0;
   return async (deviceId, bytes) => {
@@ -173,7 +176,7 @@ export function usageReporter(
     meters.set(deviceId, meter);
     seq++;
     const entries = [{ deviceId, rxBytes: bytes, txBytes: 0, meter }];
-    const report = { journalId: 'j', batches: [{ seq, slotStartMs: clock.nowMs(), entries }], handshakes: [] };
+    const report = { journalId, batches: [{ seq, slotStartMs: clock.nowMs(), entries }], handshakes: [] };
     await usage.ingest({ id: nodeId }, report, quietPublisher(db, clock));
   };
 }
