@@ -12,9 +12,11 @@ import { AppError } from './errors.ts';
  * Everything else passes, so names in any script and with emoji stay possible (ZWJ, LRM and RLM too:
  * they join or mark a single character and cannot reorder a run).
  * The pattern is meant for a `u` regular expression (Ajv's default), where a surrogate pair is one
- * code point and the class below only matches a lone surrogate.
+ * code point and the class below only matches a lone surrogate. Surrogates are named by their category,
+ * `\p{Cs}`, not as the range U+D800-U+DFFF: engines over code points (Rust's, which schemathesis checks
+ * patterns with, Python's) cannot compile a surrogate range, and a client of the document would drop it.
  */
-const UNSAFE_CLASS = '\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029\\u202A-\\u202E\\u2066-\\u2069\\uD800-\\uDFFF';
+const UNSAFE_CLASS = '\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029\\u202A-\\u202E\\u2066-\\u2069\\p{Cs}';
 
 /** JSON Schema `pattern` of plain text: none of the characters above. */
 export const PLAIN_TEXT_PATTERN = `^[^${UNSAFE_CLASS}]*$`;

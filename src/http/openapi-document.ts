@@ -54,20 +54,21 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /**
- * A body left out is read as `{}` (src/http/route-hooks.ts), so the document marks a body required only where
- * `{}` is refused, its schema naming a required field: @fastify/swagger marks every body required, and a PATCH
- * of all-optional fields sent without one (a change of nothing) contradicted it.
+ * A body left out is read as `{}`, except a PATCH's, which is refused (src/http/route-hooks.ts), so the document
+ * marks a body required only for a PATCH and where `{}` is refused, its schema naming a required field:
+ * @fastify/swagger marks every body required, which `POST /devices/{id}/share` without one contradicted.
  */
 function bodiesAsTaken(paths: unknown): void {
   if (!isRecord(paths)) return;
   for (const operations of Object.values(paths)) {
     if (!isRecord(operations)) continue;
-    for (const operation of Object.values(operations)) {
+    for (const [method, operation] of Object.entries(operations)) {
       const body = isRecord(operation) ? operation.requestBody : undefined;
       if (!isRecord(body) || !isRecord(body.content)) continue;
       const json = body.content['application/json'];
       const schema = isRecord(json) ? json.schema : undefined;
-      body.required = isRecord(schema) && Array.isArray(schema.required) && schema.required.length > 0;
+      const namesAField = isRecord(schema) && Array.isArray(schema.required) && schema.required.length > 0;
+      body.required = method === 'patch' || namesAField;
     }
   }
 }
