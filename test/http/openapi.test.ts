@@ -128,7 +128,6 @@ describe('OpenAPI description', () => {
       const regex = new RegExp(pattern, 'u');
       if (regex.test('plain')) {
         assert.equal(regex.test('emoji \u{1F600} ok'), true, `${pattern} takes a character beyond U+FFFF`);
-        assert.equal(regex.test('lone \uD800'), false, `${pattern} refuses a lone surrogate`);
       }
     }
   });
