@@ -64,6 +64,12 @@ const CHECKS = [
   'object_level_authorization',
 ];
 
+/** Why the all-checks run fails today: positive_data_acceptance, each class with an example the run reports. */
+const OPEN_FINDINGS =
+  'positive_data_acceptance: rules across fields (throttle_speed and quota_action, days and until, ' +
+  'resource_id and resource), state (a plan or server id that names none, a top-up of a device without a ' +
+  'limit), and what the document does not say yet (the host and network formats, the kinds a webhook takes)';
+
 interface Run {
   code: number | null;
   output: string;
@@ -190,7 +196,7 @@ describe('schemathesis against the served OpenAPI document', {
     'every operation, every check',
     {
       timeout: RUN_TIMEOUT_MS + 30_000,
-      todo: 'positive_data_acceptance: state and cross-field rules no schema says, and the host/network formats and webhook event kinds the document does not say yet',
+      todo: OPEN_FINDINGS,
     },
     () => fuzz('all'),
   );
