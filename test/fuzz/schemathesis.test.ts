@@ -47,7 +47,7 @@ const HOOKS_DIR = fileURLToPath(new URL('.', import.meta.url));
 /** Fixed, so a failure reproduces with the same requests. */
 const SEED = '20261128';
 const EXAMPLES_PER_OPERATION = '30';
-const RUN_TIMEOUT_MS = 240_000;
+const RUN_TIMEOUT_MS = 360_000;
 /** The failure type of positive_data_acceptance in schemathesis' JSON report (see above). */
 const POSITIVE_DATA_REJECTED = 'RejectedPositiveData';
 
