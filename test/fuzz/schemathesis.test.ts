@@ -55,7 +55,8 @@ const POSITIVE_DATA_REJECTED = 'RejectedPositiveData';
 const OPEN_FINDINGS =
   'positive_data_acceptance: rules across fields (throttle_speed and quota_action, days and until, ' +
   'resource_id and resource, kill_switch and format), the clock (an expiry in the past), state (a plan or ' +
-  'server id that names none, a top-up of a device without a limit), and what the document does not say yet (the host and network formats, the kinds a webhook takes)';
+  'server id that names none, a top-up of a device without a limit), and what the document does not say ' +
+  'yet (the host and network formats, the kinds a webhook takes)';
 
 interface Run {
   code: number | null;
