@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import { AppError } from '../../domain/errors.ts';
-import { EVENT_KINDS, isEventKind } from '../../domain/events.ts';
+import { EVENT_KINDS, isEventKind, oneOfKinds } from '../../domain/events.ts';
 import type { PanelEvent } from '../../domain/events.ts';
 import type { EventService } from '../../services/events.ts';
 import type { Api } from '../api.ts';
@@ -9,7 +9,7 @@ import { PageQueryFields, pageRequest } from '../paging.ts';
 import { Id, Page } from '../schemas/common.ts';
 import { PageWriter } from '../serialization.ts';
 
-const KIND = `(?:${EVENT_KINDS.map((k) => k.replaceAll('.', '\\.')).join('|')})`;
+const KIND = oneOfKinds(EVENT_KINDS);
 /**
  * `kind`: event kinds separated by commas, each with spaces around it or none; empty items are skipped. The
  * query's schema says exactly that, so a client of the document (schemathesis) knows which values are taken.
