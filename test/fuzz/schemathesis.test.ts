@@ -22,7 +22,7 @@
  * data is accepted") must find nothing. That one is a todo: the panel refuses valid-looking input for reasons of
  * state and of rules across fields that a schema cannot say (a plan id that names no plan, an expiry in the
  * past, `throttle_speed` without `quota_action: throttle`, `resource_id` without `resource`), or that the
- * document does not say yet (the `host` and `network` formats, the event kinds a webhook takes); the report
+ * document does not say yet (the `host` and `network` formats, a webhook URL's scheme); the report
  * printed lists each.
  *
  * Outside CI a machine without the fuzzer skips the runs; in CI (`CI=true`) a missing fuzzer fails.
@@ -56,7 +56,7 @@ const OPEN_FINDINGS =
   'positive_data_acceptance: rules across fields (throttle_speed and quota_action, days and until, ' +
   'resource_id and resource, kill_switch and format), the clock (an expiry in the past), state (a plan or ' +
   'server id that names none, a top-up of a device without a limit), and what the document does not say ' +
-  'yet (the host and network formats, the kinds a webhook takes)';
+  'yet (the host and network formats, that a webhook URL is absolute http or https)';
 
 interface Run {
   code: number | null;
