@@ -9,9 +9,10 @@
 # kernel's wireguard module loads), build (npm, which fetches Node.js 24 and the dependencies), node
 # (both, and what install-node.sh uses: openssl, curl), services (the PostgreSQL and Redis servers the
 # test suite uses; scripts/test-services.sh starts them), ci (the test suite's tools: wireguard-go
-# always, since the end-to-end tests drive it, the services, and the rest; then the SDKs' venv,
-# scripts/sdk-tools.sh). dataplane (so node and ci) also builds the pinned wireguard-go and amneziawg-go from
-# their Go modules (scripts/go-tools.sh).
+# always, since the end-to-end tests drive it, the services, and the rest). dataplane (so node and ci) also
+# builds the pinned wireguard-go and amneziawg-go from their Go modules (scripts/go-tools.sh); ci also
+# installs the pinned Python tools (schemathesis) from PyPI into virtual environments (scripts/python-tools.sh)
+# and the SDKs' generators and test tools (scripts/sdk-tools.sh).
 set -euo pipefail
 # Non-root shells on Debian lack the sbin directories, where nft and modprobe live.
 export PATH="$PATH:/usr/sbin:/sbin"
@@ -19,6 +20,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 missing=()
 go_tools=false
 sdk_tools=false
+python_tools=false
 need() {
   command -v "$1" >/dev/null 2>&1 && return
   [[ " ${missing[*]} " == *" $2 "* ]] || missing+=("$2")
@@ -69,6 +71,8 @@ ci() {
   need systemd-analyze systemd
   need tshark tshark
   need faketime faketime
+  /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need python3-venv python3-venv
+  python_tools=true
   sdk_tools=true # the SDKs' generators and test tools (scripts/sdk-tools.sh), after the packages
 }
 
@@ -99,4 +103,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if $go_tools; then bash "$(dirname "${BASH_SOURCE[0]}")/go-tools.sh"; fi
+if $python_tools; then bash "$(dirname "${BASH_SOURCE[0]}")/python-tools.sh"; fi
 if $sdk_tools; then bash "$(dirname "${BASH_SOURCE[0]}")/sdk-tools.sh" --required; fi

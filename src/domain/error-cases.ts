@@ -274,6 +274,16 @@ export function routeNotFound(method: string, path: string): AppError {
   return new AppError('not_found', `no route ${method} ${path}`);
 }
 
+/** A PATCH without a body: it is the change, and `{}` is how to change nothing. */
+export function bodyRequired(): AppError {
+  return new AppError('validation_failed', 'a PATCH needs a JSON body: the fields to change', { body: 'required' });
+}
+
+/** A path that has routes, by a method none of them takes; `allowed`: the methods they take. */
+export function methodNotAllowed(method: string, path: string, allowed: readonly string[]): AppError {
+  return new AppError('method_not_allowed', `${path} takes ${allowed.join(', ')}, not ${method}`);
+}
+
 export function consoleFileNotFound(path: string): AppError {
   return new AppError('not_found', `no console file /${path}`);
 }

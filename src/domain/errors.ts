@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'insufficient_scope'
   | 'csrf_check_failed'
   | 'not_found'
+  | 'method_not_allowed'
   | 'server_full'
   | 'no_server_available'
   | 'idempotency_key_in_use'

@@ -25,6 +25,11 @@ export const EVENT_KINDS = [
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 
+/** A regular expression source matching exactly one of `kinds` (for the schemas that list them). */
+export function oneOfKinds(kinds: readonly string[]): string {
+  return `(?:${kinds.map((kind) => kind.replaceAll('.', '\\.')).join('|')})`;
+}
+
 export function isEventKind(value: string): value is EventKind {
   return (EVENT_KINDS as readonly string[]).includes(value);
 }

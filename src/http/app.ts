@@ -24,6 +24,7 @@ import { guardConsoleHosts } from './console-hosts.ts';
 import { sendError } from './errors.ts';
 import { acceptJsonBodies } from './json-body.ts';
 import { describeApi } from './openapi-document.ts';
+import { refuseOtherMethods } from './allowed-methods.ts';
 import { countAnswers } from './request-metrics.ts';
 import { attachRouteHooks } from './route-hooks.ts';
 import { manageConnections, serverOptions } from './server-options.ts';
@@ -142,6 +143,7 @@ export async function buildApp(deps: AppDeps): Promise<Api> {
   // Before admission, which may refuse the request.
   apiHeaders(app);
   admitRequests(app, { ...deps, authenticator, consoleHosts });
+  refuseOtherMethods(app);
   attachRouteHooks(app, deps.idempotency);
   await describeApi(app, deps.secureCookies);
 

@@ -11,6 +11,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   insufficient_scope: 403,
   csrf_check_failed: 403,
   not_found: 404,
+  method_not_allowed: 405,
   server_full: 409,
   no_server_available: 409,
   idempotency_key_in_use: 409,

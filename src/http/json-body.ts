@@ -1,5 +1,6 @@
 import { AppError } from '../domain/errors.ts';
 import { pathBeyondDepth } from '../domain/json-depth.ts';
+import { pathOfLoneSurrogate } from '../domain/text.ts';
 import type { Api } from './api.ts';
 
 /** Room for metadata's own limit (METADATA_MAX_DEPTH) inside a body, far from a stack's limit. */
@@ -17,10 +18,16 @@ export function acceptJsonBodies(app: Api): void {
       // Whatever runs next (validation, the idempotency fingerprint, a route without a body schema)
       // may walk the body recursively: a deeper one is refused here, naming its top-level field.
       const deep = pathBeyondDepth(parsed, BODY_MAX_DEPTH);
-      if (deep === undefined) return done(null, parsed);
-      const field = deep[0] ?? 'body';
-      const fields = { [field]: 'nested too deep' };
-      done(new AppError('validation_failed', `${field} nests deeper than ${BODY_MAX_DEPTH} levels`, fields), undefined);
+      if (deep !== undefined) {
+        const field = deep[0] ?? 'body';
+        const fields = { [field]: 'nested too deep' };
+        return done(new AppError('validation_failed', `${field} nests deeper than ${BODY_MAX_DEPTH} levels`, fields));
+      }
+      // A lone surrogate is no character (stored, it comes back as U+FFFD; PostgreSQL's jsonb refuses it).
+      const lone = pathOfLoneSurrogate(parsed);
+      if (lone === undefined) return done(null, parsed);
+      const field = lone.join('.') || 'body';
+      done(new AppError('validation_failed', `${field} holds a lone UTF-16 surrogate`, { [field]: 'lone surrogate' }));
     });
   });
 }

@@ -38,8 +38,37 @@ export async function describeApi(app: Api, secureCookies: boolean): Promise<voi
         },
       },
     },
+    transformObject: (document) => {
+      if (!('openapiObject' in document)) return document.swaggerObject;
+      bodiesAsTaken(document.openapiObject.paths);
+      return document.openapiObject;
+    },
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
   });
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+/**
+ * A body left out is read as `{}`, except a PATCH's, which is refused (src/http/route-hooks.ts), so the document
+ * marks a body required only for a PATCH and where `{}` is refused, its schema naming a required field:
+ * @fastify/swagger marks every body required, which `POST /devices/{id}/share` without one contradicted.
+ */
+function bodiesAsTaken(paths: unknown): void {
+  if (!isRecord(paths)) return;
+  for (const operations of Object.values(paths)) {
+    if (!isRecord(operations)) continue;
+    for (const [method, operation] of Object.entries(operations)) {
+      const body = isRecord(operation) ? operation.requestBody : undefined;
+      if (!isRecord(body) || !isRecord(body.content)) continue;
+      const json = body.content['application/json'];
+      const schema = isRecord(json) ? json.schema : undefined;
+      const namesAField = isRecord(schema) && Array.isArray(schema.required) && schema.required.length > 0;
+      body.required = method === 'patch' || namesAField;
+    }
+  }
 }

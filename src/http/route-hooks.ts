@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { bodyRequired } from '../domain/error-cases.ts';
 import { AppError } from '../domain/errors.ts';
 import type { IdempotencyService } from '../services/idempotency.ts';
 import { withRequestId } from '../services/request-context.ts';
@@ -12,9 +13,15 @@ function hookList<T>(hooks: T | T[] | undefined): T[] {
   return Array.isArray(hooks) ? hooks : [hooks];
 }
 
-/** All-optional bodies may be left out, and a missing required field is named instead of "body must be object". */
+/**
+ * All-optional bodies may be left out, and a missing required field is named instead of "body must be object".
+ * A PATCH's body is the change itself (RFC 5789), so one without is refused rather than read as a change of
+ * nothing: the OpenAPI document marks it required (src/http/openapi-document.ts).
+ */
 async function absentBodyIsEmpty(request: FastifyRequest): Promise<void> {
-  if (request.body === undefined) request.body = {};
+  if (request.body !== undefined) return;
+  if (request.method === 'PATCH') throw bodyRequired();
+  request.body = {};
 }
 
 /**

@@ -100,6 +100,9 @@ for (const kind of DATABASE_KINDS) {
       const kinds = await events('?kind=server.created,device.disabled&limit=200');
       assert.deepEqual(kinds.data.map((e) => e.kind).sort(), ['device.disabled', 'server.created', 'server.created']);
       assert.ok(kinds.data.every((e) => e.actor === 'via API key reader'));
+      // Spaces around a kind and empty items are taken, as the query's documented pattern says.
+      const spaced = await events('?kind=%20server.created%20,,%20device.disabled&limit=200');
+      assert.deepEqual(spaced.data, kinds.data);
     });
   });
 }

@@ -9,6 +9,7 @@ import { type PanelProcess, startPanel } from '../support/panel.ts';
 
 interface Operation {
   security?: Record<string, string[]>[];
+  requestBody?: { required?: boolean; content: Record<string, { schema: { required?: string[] } }> };
   responses?: Record<string, unknown>;
   description?: string;
 }
@@ -62,8 +63,13 @@ describe('OpenAPI description', () => {
             continue;
           }
           if (path === '/console/session') {
-            const needs = method === 'post' ? [] : [{ consoleSession: [] }];
-            assert.deepEqual(operation.security, needs, `${where}: signing in needs nothing, the rest a session`);
+            // Signing out needs no session either: it answers 204 with or without one.
+            const needs = { post: [], get: [{ consoleSession: [] }], delete: [{ consoleSession: [] }, {}] }[method];
+            assert.deepEqual(
+              operation.security,
+              needs,
+              `${where}: signing in and out need nothing, the rest a session`,
+            );
             continue;
           }
           if (path.startsWith('/api/v1/api-keys') || path.startsWith('/api/v1/console-users')) {
@@ -83,6 +89,48 @@ describe('OpenAPI description', () => {
       assert.ok(guarded >= 8, `found ${guarded} guarded operations`);
     },
   );
+
+  it('marks a body required for a PATCH and where an empty one is refused (else one left out is read as {})', () => {
+    const paths = document.paths as Record<string, Record<string, Operation>>;
+    let bodies = 0;
+    for (const [path, item] of Object.entries(paths)) {
+      for (const [method, operation] of Object.entries(item)) {
+        const body = operation.requestBody;
+        if (body === undefined) continue;
+        const required = body.content['application/json']?.schema.required ?? [];
+        const needed = method === 'patch' || required.length > 0;
+        assert.equal(body.required, needed, `${method.toUpperCase()} ${path}: fields ${required}`);
+        bodies++;
+      }
+    }
+    assert.equal(paths['/api/v1/devices/{id}/share']?.post?.requestBody?.required, false, 'optional fields');
+    assert.equal(paths['/api/v1/plans/{id}']?.patch?.requestBody?.required, true, 'a PATCH is the change');
+    assert.equal(paths['/api/v1/devices']?.post?.requestBody?.required, true, 'a create that needs server_id');
+    assert.ok(bodies >= 10, `found ${bodies} bodies`);
+  });
+
+  it('spells its patterns so engines over code points compile them: no surrogate escapes', () => {
+    const patterns = new Set<string>();
+    const collect = (value: unknown): void => {
+      if (Array.isArray(value)) for (const item of value) collect(item);
+      else if (typeof value === 'object' && value !== null) {
+        for (const [name, child] of Object.entries(value)) {
+          if (name === 'pattern' && typeof child === 'string') patterns.add(child);
+          else collect(child);
+        }
+      }
+    };
+    collect(document);
+    assert.ok(patterns.size > 0);
+    for (const pattern of patterns) {
+      // Rust's regex engine (schemathesis checks patterns with it) and Python's refuse a surrogate in a class.
+      assert.doesNotMatch(pattern, /\\u[dD][89a-fA-F][0-9a-fA-F]{2}/, pattern);
+      const regex = new RegExp(pattern, 'u');
+      if (regex.test('plain')) {
+        assert.equal(regex.test('emoji \u{1F600} ok'), true, `${pattern} takes a character beyond U+FFFF`);
+      }
+    }
+  });
 
   it('is what the committed API types of the console and the test client were generated from', async () => {
     const committed = readFileSync(API_TYPES, 'utf8');

@@ -106,7 +106,8 @@ export function consoleSessionRoutes(app: Api, deps: ConsoleSessionDeps): void {
         summary: 'Sign out of the console',
         description: 'Ends the session (also when it has already ended: 204 either way) and clears the cookie.',
         tags: TAGS,
-        security: [{ consoleSession: [] }],
+        // With or without a session: signing out twice, or after the session expired, is no error.
+        security: [{ consoleSession: [] }, {}],
         response: { 204: Type.Null(), '4xx': errorRef, '5xx': errorRef },
       },
     },

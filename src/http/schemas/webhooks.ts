@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { EVENT_KINDS } from '../../domain/events.ts';
+import { EVENT_KINDS, oneOfKinds } from '../../domain/events.ts';
 import { DateTime, PlainText } from './common.ts';
 
 const Url = PlainText({
@@ -7,7 +7,13 @@ const Url = PlainText({
   maxLength: 2048,
   description: 'http(s) URL; private and loopback targets are refused unless the panel allows them',
 });
-const Kinds = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+/** The kinds a webhook subscribes to, written into the document; ping is always delivered by the ping endpoint. */
+const SUBSCRIBABLE = EVENT_KINDS.filter((kind) => kind !== 'ping');
+const Kind = Type.String({
+  pattern: `^${oneOfKinds(SUBSCRIBABLE)}$`,
+  description: SUBSCRIBABLE.join(', '),
+});
+const Kinds = Type.Array(Kind, {
   minItems: 1,
   maxItems: EVENT_KINDS.length,
   description: 'event kinds to receive',
