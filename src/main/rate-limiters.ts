@@ -70,7 +70,9 @@ export async function makeRateLimiters(config: PanelConfig, clock: Clock, log: L
   if (redis !== undefined) reportRedis(redis, log);
   const fellBack = (error: unknown) => log.warn({ err: error }, 'redis failed: a request counted by this panel alone');
   const limiter = (policy: RatePolicy): RateLimiter =>
-    redis === undefined ? new InProcessRateLimiter(policy, clock) : new FallbackRateLimiter(redis, policy, clock, fellBack);
+    redis === undefined
+      ? new InProcessRateLimiter(policy, clock)
+      : new FallbackRateLimiter(redis, policy, clock, fellBack);
   return {
     requests: limiter(REQUEST_RATE),
     unauthenticated: limiter(UNAUTHENTICATED_RATE),

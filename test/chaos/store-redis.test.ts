@@ -54,7 +54,7 @@ async function limitedBurst(urls: string[], count: number): Promise<{ passed: nu
   return { passed: answers.filter((a) => a.status === 200).length, seconds };
 }
 
-test('Redis SIGKILLed under load: no 5xx, each panel limits a key on its own, one shared limit again once Redis is back', async () => {
+test('Redis SIGKILLed under load: no 5xx, each panel limits alone, shared limits again with Redis back', async () => {
   assert.ok(pair !== undefined);
   const { key: writer, serverId } = pair;
   const [a, b] = pair.panels;

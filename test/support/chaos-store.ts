@@ -146,7 +146,7 @@ export class OwnRedis {
   }
 }
 
-/** Panels sharing one database, the server they put devices on, and an all-scopes key exempt from rate limits. */
+/** Panels, the server they put devices on, and an all-scopes key exempt from rate limits. */
 export interface PanelPair {
   readonly panels: readonly PanelProcess[];
   readonly agent: FakeAgent;
@@ -156,12 +156,12 @@ export interface PanelPair {
 }
 
 /**
- * Two panels on the databases given (one each; the same one, or one each of a shared PostgreSQL), set up as
+ * A panel on each database given (several sharing one PostgreSQL, each its own DATA_DIR), set up as
  * docs/operating.md "Several panels" says: the same secret, LOCAL_NODE=off and one node (a FakeAgent) with
  * one server on it.
  */
 export async function startPanelPair(
-  databases: readonly [TestDatabase, TestDatabase],
+  databases: readonly TestDatabase[],
   env: Record<string, string> = {},
 ): Promise<PanelPair> {
   const agent = new FakeAgent();
