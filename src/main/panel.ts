@@ -219,7 +219,7 @@ export async function assemblePanel(config: PanelConfig, options: PanelOptions =
     await lock.release();
     throw error;
   });
-  const rateLimiters = await makeRateLimiters(config, clock);
+  const rateLimiters = await makeRateLimiters(config, clock, log);
   const duties = store.dialect === 'postgres' ? new DatabaseLease(store.db, log, DUTY_LEASE) : undefined;
   const metrics = panelMetrics(config, store.db, clock, log);
   const localAgent = config.localNode ? await makeAgent(config, log, VERSION, metrics?.node) : undefined;

@@ -68,7 +68,7 @@ export class PostgresChangeWatch implements ChangeWatch {
     this.#client = client;
     const lost = () => {
       this.#listening = false;
-      client.removeAllListeners();
+      quiet(client);
       client.end().catch(() => undefined);
       if (!this.#closed) this.#retry = setTimeout(() => this.#connect(), LISTEN_RETRY_MS).unref();
     };
@@ -89,7 +89,16 @@ export class PostgresChangeWatch implements ChangeWatch {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#retry);
-    this.#client?.removeAllListeners();
+    if (this.#client !== undefined) quiet(this.#client);
     await this.#client?.end().catch(() => undefined);
   }
+}
+
+/**
+ * Drops a client's listeners but keeps one for 'error': pg emits it again when the socket ends after the
+ * server's own error (a restart ends the session with one), and an unhandled one would end the process.
+ */
+function quiet(client: pg.Client): void {
+  client.removeAllListeners();
+  client.on('error', () => undefined);
 }

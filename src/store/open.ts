@@ -58,6 +58,10 @@ function openPostgres(url: string): Store {
   // An idle connection the server ends (a restart, an administrator) leaves the pool, and the next
   // query opens another; unhandled, pg's 'error' event would end the whole process.
   pool.on('error', () => undefined);
+  // pg-pool listens for that only while a connection is idle: one lost while a request holds it (in a
+  // transaction, between two queries) would emit 'error' unheard and end the process too. Its queries fail
+  // all the same, and the pool drops it on release.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const watches: PostgresChangeWatch[] = [];
   return {
