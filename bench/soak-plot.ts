@@ -38,7 +38,7 @@ function chart(series: PlotSeries, windows: PlotWindows, top: number, minutes: n
     `<rect x="${x(from - 0.5).toFixed(1)}" y="${top}" width="${(x(to + 0.5) - x(from - 0.5)).toFixed(1)}" ` +
     `height="${CHART_HEIGHT}" fill="${fill}"/>`;
   const parts = [
-    text(LEFT, top - 8, `${series.title} (${series.unit})`, 'font-weight="bold"'),
+    text(LEFT, top - 8, series.unit === '' ? series.title : `${series.title} (${series.unit})`, 'font-weight="bold"'),
     band(1, windows.warmUp, '#eeeeee'),
     band(windows.early[0], windows.early[1], '#e3effa'),
     band(windows.late[0], windows.late[1], '#fbeadf'),
