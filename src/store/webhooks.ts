@@ -1,9 +1,9 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
-import { ReusedPageShape, type ReusedRows, ReusedShape } from './query-shapes.ts';
+import { ReusedPageShape, type ReusedRows, ReusedShape, rowLimit } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
 import { type Column, insertRows } from './raw-sql.ts';
-import { claimableIds, unheld } from './outbox.ts';
+import { unheld } from './outbox.ts';
 import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
 
 export type WebhookRow = Selectable<WebhookTable>;
@@ -115,19 +115,63 @@ export function listDeliveries(
   return deliveryPage.execute(db, page.limit + 1, webhookId, page.afterId, state);
 }
 
-/** Takes up to `limit` due pending deliveries that no other sender holds, holding them until `lockedUntil`. */
+/**
+ * Pending deliveries that wait for an earlier one (by event) of the same webhook about the same device: a
+ * webhook gets a device's events one at a time, in order (docs/api.md "Receiving deliveries"). Events about
+ * no device (and those whose event row was pruned) wait for nothing. One pass over the pending rows, on the
+ * index of due rows (`state`, `next_attempt_at`), and the events by their key.
+ */
+function waitingDeliveries(db: Queryable) {
+  return db
+    .selectFrom((eb) =>
+      eb
+        .selectFrom('webhook_deliveries as p')
+        .innerJoin('events as e', 'e.id', 'p.event_id')
+        .select((inner) => [
+          'p.id',
+          inner.fn
+            .agg<number>('row_number')
+            .over((over) => over.partitionBy(['p.webhook_id', 'e.device_id']).orderBy('p.event_id'))
+            .as('place'),
+        ])
+        .where('p.state', '=', 'pending')
+        .where('e.device_id', 'is not', null)
+        .as('queued'),
+    )
+    .select('queued.id')
+    .where('queued.place', '>', 1);
+}
+
+/**
+ * Takes up to `limit` due pending deliveries that no other sender holds and that wait for no earlier one,
+ * holding them until `lockedUntil`. A delivery waited for holds its followers back while it is retried, held
+ * or due, until it is delivered or failed.
+ */
 export async function claimDueDeliveries(
   db: Queryable,
   nowIso: string,
   lockedUntil: string,
   limit: number,
 ): Promise<DeliveryRow[]> {
-  const ids = await claimableIds(db, 'webhook_deliveries', 'next_attempt_at', nowIso, limit);
-  if (ids.length === 0) return [];
+  const due = await db
+    .selectFrom('webhook_deliveries')
+    .select('id')
+    .where('state', '=', 'pending')
+    .where('next_attempt_at', '<=', nowIso)
+    .where((eb) => unheld(eb, nowIso))
+    .where('id', 'not in', waitingDeliveries(db))
+    .orderBy('next_attempt_at')
+    .limit(rowLimit(limit))
+    .execute();
+  if (due.length === 0) return [];
   return db
     .updateTable('webhook_deliveries')
     .set({ locked_until: lockedUntil })
-    .where('id', 'in', ids)
+    .where(
+      'id',
+      'in',
+      due.map((row) => row.id),
+    )
     .where((eb) => unheld(eb, nowIso))
     .returningAll()
     .execute();

@@ -31,7 +31,8 @@ export interface AttemptTiming {
 /**
  * Writes what became of deliveries: each attempt's result (attemptVerdict: delivered, retried on the
  * schedule, failed) and the webhooks a 410 Gone turns off. Outcomes that come in the same turn are
- * written in one transaction, the next ones as soon as that one is done.
+ * written in one transaction, the next ones as soon as that one is done. Once a batch that delivered or failed
+ * a delivery is written, `onFinal` is told: the deliveries that waited for it (store/webhooks.ts) may be claimed.
  */
 export class DeliveryOutcomes {
   readonly #changes: ChangePublisher;
@@ -39,6 +40,7 @@ export class DeliveryOutcomes {
   readonly #log: FastifyBaseLogger;
   readonly #scheduleMs: readonly number[];
   readonly #observer: PanelObserver;
+  readonly #onFinal: () => void;
   #outcomes: Outcome[] = [];
   #flushing: Promise<void> | undefined;
 
@@ -48,12 +50,14 @@ export class DeliveryOutcomes {
     log: FastifyBaseLogger,
     scheduleMs: readonly number[],
     observer: PanelObserver = UNOBSERVED_PANEL,
+    onFinal: () => void = () => {},
   ) {
     this.#changes = changes;
     this.#clock = clock;
     this.#log = log;
     this.#scheduleMs = scheduleMs;
     this.#observer = observer;
+    this.#onFinal = onFinal;
   }
 
   /** Records one attempt's reply; true when it disables the webhook (410 Gone): its queued deliveries are to fail. */
@@ -124,6 +128,7 @@ export class DeliveryOutcomes {
           }
           return { result: undefined, change: disabled };
         });
+        if (batch.some((outcome) => outcome.record.state !== 'pending')) this.#onFinal();
       } catch (err) {
         this.#log.error({ err, deliveries: batch.length }, 'recording webhook attempts failed');
       }

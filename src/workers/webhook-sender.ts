@@ -40,9 +40,11 @@ interface Held {
  * ones in batches, hands each to `attempt` (by default WebhookPoster's signed POST) and the reply to
  * DeliveryOutcomes, which writes it. Due work is held in a queue per webhook; at most `concurrency`
  * attempts run, at most a quarter of them for one webhook, so a slow or dead receiver leaves the other
- * slots to the others. Delivery is at least once: a delivery held by a sender that dies is taken again
- * once its lock lapses. Pending deliveries of a disabled (or 410-answering) webhook are failed with
- * error "webhook disabled" rather than kept: re-enabling a webhook does not replay what it missed.
+ * slots to the others. A webhook gets each device's events in order, one at a time: the store gives a
+ * delivery only once the earlier ones of its device are delivered or failed. Delivery is at least once: a
+ * delivery held by a sender that dies is taken again once its lock lapses (and holds its device's next
+ * back). Pending deliveries of a disabled (or 410-answering) webhook are failed with error "webhook
+ * disabled" rather than kept: re-enabling a webhook does not replay what it missed.
  */
 export class WebhookSender {
   readonly #db: Db;
@@ -92,7 +94,10 @@ export class WebhookSender {
     } else {
       this.#attempt = attempt;
     }
-    this.#outcomes = new DeliveryOutcomes(changes, clock, log, options.scheduleMs, options.observer);
+    // A delivery done lets the next one of its device be claimed (store/webhooks.ts): look for it at once.
+    this.#outcomes = new DeliveryOutcomes(changes, clock, log, options.scheduleMs, options.observer, () =>
+      this.nudge(),
+    );
     this.#perWebhookCap = Math.max(1, Math.floor(options.concurrency / 4));
     this.#pump = new WorkerLoop(() => this.#fill(), {
       intervalMs: options.pollIntervalMs,

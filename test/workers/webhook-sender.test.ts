@@ -5,7 +5,7 @@ import pino from 'pino';
 import { type QueryId, SelectQueryNode } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { isoAt, ManualClock } from '../../src/domain/clock.ts';
-import type { PanelEvent } from '../../src/domain/events.ts';
+import type { EventDraft, PanelEvent } from '../../src/domain/events.ts';
 import { AppError } from '../../src/domain/errors.ts';
 import { type AttemptReply, generateWebhookSecret } from '../../src/domain/webhooks.ts';
 import { quietPublisher } from '../../src/services/changes.ts';
@@ -23,6 +23,7 @@ import {
 import type { WebhookAttempt, WebhookRequest } from '../../src/workers/webhook-attempt.ts';
 import { WebhookSender, type WebhookSenderOptions } from '../../src/workers/webhook-sender.ts';
 import { listActivity } from '../../src/store/activity.ts';
+import { insertEvents } from '../../src/store/events.ts';
 import { DATABASE_KINDS } from '../support/databases.ts';
 import { openTestStore, type TestStore } from '../support/stores.ts';
 
@@ -582,6 +583,73 @@ for (const kind of DATABASE_KINDS) {
           script.requests,
           sentAtMs.map((ms) => ({ ...sent, sentAtMs: ms })),
         );
+      });
+
+      test("a device's next event waits for its first's retries; another device's and a server's do not", async () => {
+        const webhook = await addWebhook('https://receiver.example/hook');
+        /** A delivery of an event recorded in the events table, about `deviceId` (null: about the server). */
+        async function addEventDelivery(deviceId: number | null): Promise<DeliveryRow> {
+          const draft: EventDraft = {
+            kind: 'device.updated',
+            server_id: 1,
+            server_name: 'fra-1',
+            device_id: deviceId,
+            device_name: deviceId === null ? null : `device-${deviceId}`,
+            node_name: 'local',
+            ip: null,
+            country: null,
+            detail: 'device updated',
+            actor: 'admin',
+          };
+          const [eventId] = await insertEvents(store.db, [draft], isoAt(clock.nowMs()));
+          assert.ok(eventId !== undefined);
+          return insertDelivery(store.db, {
+            webhook_id: webhook.id,
+            event_id: eventId,
+            kind: draft.kind,
+            payload: JSON.stringify({ ...draft, id: eventId }),
+            message_id: `msg_${eventId}_${webhook.id}`,
+            state: 'pending',
+            attempts: 0,
+            next_attempt_at: isoAt(clock.nowMs()),
+            created_at: isoAt(clock.nowMs()),
+          });
+        }
+        const first = await addEventDelivery(1);
+        const second = await addEventDelivery(1);
+        const other = [await addEventDelivery(2), await addEventDelivery(2)];
+        const serverWide = await addEventDelivery(null);
+        const third = await addEventDelivery(1);
+        // The receiver refuses the device's first event every time; it takes the others.
+        const requests: string[] = [];
+        const attempt: WebhookAttempt = async (request) => {
+          requests.push(request.messageId);
+          return request.messageId === first.message_id ? { error: 'connect ECONNREFUSED' } : answered(200);
+        };
+        const worker = sender({ scheduleMs: [100, 100] }, attempt);
+        const sent = (rows: DeliveryRow[]) => requests.filter((id) => rows.some((row) => row.message_id === id));
+
+        await worker.runOnce();
+        assert.deepEqual(sent([first]), [first.message_id]);
+        assert.deepEqual(sent(other), [other[0]?.message_id, other[1]?.message_id], 'the other device, in order');
+        assert.deepEqual(sent([serverWide]), [serverWide.message_id]);
+        clock.advance(110);
+        await worker.runOnce();
+        assert.deepEqual(sent([second, third]), [], 'not sent while the first is retried');
+        assert.deepEqual([(await delivery(second.id)).state, (await delivery(second.id)).attempts], ['pending', 0]);
+
+        // The last retry fails it for good: the device's next events go, in order, the same round.
+        clock.advance(110);
+        await worker.runOnce();
+        assert.equal((await delivery(first.id)).state, 'failed');
+        const device = requests.filter((id) => [first, second, third].some((row) => row.message_id === id));
+        assert.deepEqual(
+          device,
+          [first, first, first, second, third].map((row) => row.message_id),
+        );
+        for (const row of [second, third, ...other, serverWide]) {
+          assert.equal((await delivery(row.id)).state, 'delivered');
+        }
       });
 
       test('attempts held open take a quarter of the slots for their webhook; the rest go to another', async () => {
