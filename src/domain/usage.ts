@@ -126,19 +126,28 @@ export interface DeviceUsageState {
   topUpMonth: string;
 }
 
+/*
+ * A month is over only once the clock has passed it: a stored month later than the clock's (the clock stepped
+ * back across the 1st, test/chaos/time-clock-step.test.ts) still counts, or that hour would be a second reset.
+ * Months are `YYYY-MM`, so they compare as strings.
+ */
+function isOver(month: string, currentMonth: string): boolean {
+  return month < currentMonth;
+}
+
 /** The top-up bytes that count now: a monthly count's lapse with the month they were added in. */
 export function currentTopUp(state: DeviceUsageState, currentMonth: string): number {
-  return state.limitPeriod === 'total' || state.topUpMonth === currentMonth ? state.topUpBytes : 0;
+  return state.limitPeriod === 'total' || !isOver(state.topUpMonth, currentMonth) ? state.topUpBytes : 0;
 }
 
 /** The calendar month's usage, zero once the month the counters hold is over. */
 export function monthUsage(state: DeviceUsageState, currentMonth: string): Usage {
-  return state.usageMonth === currentMonth ? usageOf(state.monthRx, state.monthTx) : NO_USAGE;
+  return isOver(state.usageMonth, currentMonth) ? NO_USAGE : usageOf(state.monthRx, state.monthTx);
 }
 
 /** What counts toward the limit now: a monthly count from an earlier month has restarted. */
 export function periodUsage(state: DeviceUsageState, currentMonth: string): Usage {
-  if (state.limitPeriod === 'monthly' && state.usageMonth !== currentMonth) return NO_USAGE;
+  if (state.limitPeriod === 'monthly' && isOver(state.usageMonth, currentMonth)) return NO_USAGE;
   return usageOf(state.periodRx, state.periodTx);
 }
 

@@ -90,13 +90,14 @@ function countAssignments(rx: string, tx: string, meter: string, m: string, d: s
 
 /**
  * Whether a device row (its columns unqualified) has reached its limit in the current period `month`
- * and is not marked yet: the one rule of markLimitReached, also asked of the rows a batch changed.
+ * and is not marked yet: the one rule of markLimitReached, also asked of the rows a batch changed. A month
+ * later than `month` is current too (the clock stepped back: `isOver` in src/domain/usage.ts).
  */
 function reachedAndUnmarked(month: string): string {
   return `data_limit > 0 and limit_reached_at is null
     and period_rx + period_tx >= data_limit
-      + case when limit_period = 'total' or top_up_month = ${month} then top_up_bytes else 0 end
-    and (limit_period = 'total' or usage_month = ${month})`;
+      + case when limit_period = 'total' or top_up_month >= ${month} then top_up_bytes else 0 end
+    and (limit_period = 'total' or usage_month >= ${month})`;
 }
 
 /** What a batch did to the device rows. */
@@ -338,7 +339,8 @@ export async function listThresholdsCrossed(
   limit: number,
 ): Promise<{ id: number; crossed: number; notified: number; period: string }[]> {
   if (percents.length === 0) return [];
-  const allowance = `(data_limit + case when limit_period = 'total' or top_up_month = $1 then top_up_bytes else 0 end)`;
+  const topUp = "case when limit_period = 'total' or top_up_month >= $1 then top_up_bytes else 0 end";
+  const allowance = `(data_limit + ${topUp})`;
   const whens = [...percents]
     .reverse()
     .map((p) => `when (period_rx + period_tx) * 100 >= ${p} * ${allowance} then ${p}`)
@@ -346,7 +348,7 @@ export async function listThresholdsCrossed(
   const crossed = `case ${whens} else 0 end`;
   const notified = `case when threshold_period = ${PERIOD_KEY} then threshold_notified else 0 end`;
   const text = `select id, ${crossed} as crossed, ${notified} as notified, ${PERIOD_KEY} as period from devices
-    where data_limit > 0 and (limit_period = 'total' or usage_month = $1) and ${crossed} > ${notified}
+    where data_limit > 0 and (limit_period = 'total' or usage_month >= $1) and ${crossed} > ${notified}
     order by id limit ${Math.trunc(limit)}`;
   const rows = await runSql<{ id: number; crossed: number; notified: number; period: string }>(db, text, [month]);
   return rows.map((r) => ({

@@ -5,6 +5,7 @@ import {
   counterDelta,
   isLimitReached,
   periodStartMs,
+  monthUsage,
   periodUsage,
   remainingAllowance,
   slotStartMs,
@@ -129,6 +130,13 @@ describe('usage rules', () => {
     assert.equal(isLimitReached(total, '2026-12'), true);
     assert.equal(remainingAllowance({ ...state, dataLimit: 0 }, '2026-11'), null, 'no limit');
     assert.equal(isLimitReached({ ...state, dataLimit: 0 }, '2026-11'), false);
+  });
+
+  test('a count of a later month than the clock’s (the clock stepped back) still counts, top-ups too', () => {
+    const topped = { ...state, topUpBytes: 500, topUpMonth: '2026-11' };
+    assert.equal(periodUsage(topped, '2026-10').total_bytes, 1000);
+    assert.equal(monthUsage(topped, '2026-10').total_bytes, 1100);
+    assert.equal(remainingAllowance(topped, '2026-10'), 500);
   });
 
   test('the period starts at the reset, or for monthly counts at the 1st when that is later', () => {
