@@ -24,7 +24,8 @@ export type ErrorCode =
   | 'rate_limited'
   | 'apply_failed'
   | 'deploy_failed'
-  | 'internal_error';
+  | 'internal_error'
+  | 'service_unavailable';
 
 /** Input names mapped to what is wrong with each. */
 export type ErrorFields = Record<string, string>;

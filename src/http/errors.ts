@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { noSuchResource } from '../domain/error-cases.ts';
 import { AppError, type ErrorCode, type ErrorFields } from '../domain/errors.ts';
+import { dependencyUnavailable } from '../platform/unavailable.ts';
 
 /** The one table from error code to HTTP status. */
 export const ERROR_STATUS: Record<ErrorCode, number> = {
@@ -27,6 +28,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   apply_failed: 502,
   deploy_failed: 502,
   internal_error: 500,
+  service_unavailable: 503,
 };
 
 export interface ErrorBody {
@@ -77,6 +79,9 @@ function isFastifyError(error: unknown): error is FastifyError {
   return error instanceof Error && 'code' in error && typeof error.code === 'string';
 }
 
+/** What a 503 asks a client to wait: a database restart or failover takes seconds. */
+const UNAVAILABLE_RETRY_SECONDS = 5;
+
 /** Whatever was thrown, as the AppError a client sees. Unknown errors become a bare 500. */
 export function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
@@ -110,6 +115,14 @@ export function toAppError(error: unknown): AppError {
   }
   if (error instanceof SyntaxError)
     return new AppError('bad_request', `the request body is not valid JSON: ${error.message}`);
+  if (dependencyUnavailable(error)) {
+    return new AppError(
+      'service_unavailable',
+      'the database cannot be reached or its disk is full; try again shortly with the same Idempotency-Key',
+      {},
+      UNAVAILABLE_RETRY_SECONDS,
+    );
+  }
   return new AppError(
     'internal_error',
     'internal error; the request id in the X-Request-Id header finds it in the log',

@@ -202,7 +202,9 @@ export class ApiKeyService {
     if (key === undefined) throw apiKeyMissing();
     const revocations = this.#revocations;
     const principal = await this.#principalOf(key).catch((error: unknown) => {
-      this.#foundValid.delete(key);
+      // Only a refusal unmarks the key: a lookup the database could not answer (an outage) says nothing of it,
+      // and unmarked it would be held to the unknown callers' budget (429) until the database is back.
+      if (error instanceof AppError) this.#foundValid.delete(key);
       throw error;
     });
     if (revocations !== this.#revocations) {

@@ -113,7 +113,6 @@ test('DATA_DIR full: reads work, the file passes integrity_check, writes work ag
 
 test('DATA_DIR full: writes refused with 503 and the error body, no 500', {
   skip: needsRoot,
-  todo: 'no 503 error code yet: src/domain/errors.ts and src/http/errors.ts (see the chaos-store report)',
 }, () => {
   assert.ok(outcome !== undefined);
   assert.deepEqual(forbiddenServerErrors(outcome.log), [], 'no 5xx but 503 with the error body');

@@ -146,9 +146,7 @@ test('the duty lease moves at most once', () => {
   assert.ok(outcome.holders.length <= 2, `holders: ${outcome.holders.join(' -> ')}`);
 });
 
-test('no 500: a write while PostgreSQL is down answers 503 with the error body', {
-  todo: 'no 503 error code yet: src/domain/errors.ts and src/http/errors.ts (see the chaos-store report)',
-}, () => {
+test('no 500: a write while PostgreSQL is down answers 503 with the error body', {}, () => {
   assert.deepEqual(forbiddenServerErrors(outcome.log), [], 'no 5xx but 503 with the error body');
   // A request sent well inside the outage (not one that began before it) is refused with 503.
   const inOutage = outcome.log.filter((w) => w.at > outcome.downAt + 1_000 && w.at < outcome.upAt);
