@@ -12,9 +12,9 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { chromiumSkip, launchChromium } from '../support/chromium.ts';
-import { seriousViolations, signInThroughForm } from '../support/console-browser.ts';
+import { sentBody, seriousViolations, signInThroughForm } from '../support/console-browser.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { endLab, LabPanel, need, ok } from '../support/lab-panel.ts';
 import { ROOT } from '../support/panel.ts';
@@ -25,15 +25,6 @@ const ADMIN = 'console-admin';
 const ADMIN_PASSWORD = 'staple the battery, correct horse';
 const SUITE_TIMEOUT_MS = 180_000;
 const WARNING = "Changing these changes every device's config: its clients must import it again.";
-
-/** The JSON body of the first `method` request to `/api/v1/<path>` that `act` makes the page send. */
-async function sentBody(page: Page, method: string, path: string, act: () => Promise<void>): Promise<unknown> {
-  const [request] = await Promise.all([
-    page.waitForRequest((sent: Request) => sent.method() === method && new URL(sent.url()).pathname === path),
-    act(),
-  ]);
-  return request.postDataJSON();
-}
 
 describe('AmneziaWG servers in the operator console (headless Chromium, sqlite)', {
   skip: chromiumSkip,
