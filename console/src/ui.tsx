@@ -119,14 +119,23 @@ export function Show<T>(props: { loaded: Loaded<T>; what: string; children: (dat
   );
 }
 
-/** A form's or a button's call to the API: busy while it runs, the problem it met. */
+/**
+ * A form's or a button's call to the API: busy while it runs, the problem it met. One call at a time: a second
+ * submit before the page draws the disabled button (a quick double click) is dropped, so a renewal or a
+ * top-up is not sent twice.
+ */
 export function useAction() {
   const [busy, setBusy] = useState(false);
   const [problem, setProblem] = useState<Problem | null>(null);
+  const running = useRef(false);
   async function run<T>(call: () => Promise<Result<T>>, then: (data: T) => void = () => {}): Promise<boolean> {
+    if (running.current) return false;
+    running.current = true;
     setBusy(true);
     setProblem(null);
-    const result = await call();
+    const result = await call().finally(() => {
+      running.current = false;
+    });
     setBusy(false);
     if (!result.ok) {
       setProblem(result.problem);

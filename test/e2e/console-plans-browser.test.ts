@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
 import { chromiumSkip, launchChromium } from '../support/chromium.ts';
 import { sentBody, seriousViolations, signInThroughForm } from '../support/console-browser.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
@@ -243,6 +243,40 @@ describe('selling access in the operator console (headless Chromium, sqlite)', {
     assert.deepEqual(cut, { quota_action: 'cut', throttle_speed: null });
     await page.locator('.facts').getByText('Cut off', { exact: true }).waitFor();
     assert.deepEqual(await seriousViolations(page), [], 'axe on the device page');
+    assert.deepEqual(pageErrors.splice(0), []);
+  });
+
+  it('a double submit of Renew renews once: one request, the expiry moved by the days once', async () => {
+    const id = deviceId;
+    const was = await deviceOf(id);
+    const renewals: Array<Promise<unknown>> = [];
+    const count = (request: Request) => {
+      if (request.method() === 'POST' && new URL(request.url()).pathname === `/api/v1/devices/${id}/renew`)
+        renewals.push(request.response());
+    };
+    page.on('request', count);
+    try {
+      const form = page.getByRole('form', { name: 'Renew' });
+      await form.getByLabel('Days', { exact: true }).fill('3');
+      // Two clicks before the page draws again, as a quick double click or a double Enter can land.
+      await form.getByRole('button', { name: 'Renew', exact: true }).evaluate((button) => {
+        if (button instanceof HTMLButtonElement) {
+          button.click();
+          button.click();
+        }
+      });
+      await form.getByRole('status').getByText('Renewed.').waitFor();
+      // Every renewal sent has its answer before the expiry is read.
+      await Promise.all(renewals);
+    } finally {
+      page.off('request', count);
+    }
+    assert.equal(renewals.length, 1, 'one renewal sent');
+    assert.equal(
+      Date.parse(need((await deviceOf(id)).expires_at ?? undefined, 'an expiry')),
+      Date.parse(need(was.expires_at ?? undefined, 'an expiry')) + 3 * DAY_MS,
+      'renewed by 3 days, once',
+    );
     assert.deepEqual(pageErrors.splice(0), []);
   });
 

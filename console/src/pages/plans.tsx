@@ -171,8 +171,8 @@ function PlanRow({ plan, onChanged }: { plan: Plan; onChanged: () => void }) {
     <tr>
       <td>{plan.name}</td>
       <td>{describePlan(plan)}</td>
-      <td>
-        {canWrite && (
+      {canWrite && (
+        <td>
           <div class="row">
             {!editing && (
               <button type="button" onClick={() => setEditing(true)}>
@@ -192,10 +192,10 @@ function PlanRow({ plan, onChanged }: { plan: Plan; onChanged: () => void }) {
               }
             />
           </div>
-        )}
-        {editing && <PlanEditor plan={plan} onSaved={onChanged} onDone={() => setEditing(false)} />}
-        <FormProblem problem={action.problem} />
-      </td>
+          {editing && <PlanEditor plan={plan} onSaved={onChanged} onDone={() => setEditing(false)} />}
+          <FormProblem problem={action.problem} />
+        </td>
+      )}
     </tr>
   );
 }
@@ -238,7 +238,7 @@ export function PlansPage() {
             {data.data.length === 0 ? (
               <p>No plan yet.</p>
             ) : (
-              <Table caption="Plans" head={['Plan', 'What a device gets', 'Change']}>
+              <Table caption="Plans" head={['Plan', 'What a device gets', ...(canWrite ? ['Change'] : [])]}>
                 {data.data.map((plan) => (
                   <PlanRow key={`${plan.id}-${plan.updated_at}`} plan={plan} onChanged={reload} />
                 ))}
