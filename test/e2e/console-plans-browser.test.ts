@@ -280,6 +280,42 @@ describe('selling access in the operator console (headless Chromium, sqlite)', {
     assert.deepEqual(pageErrors.splice(0), []);
   });
 
+  it('a renewal whose answer was lost, sent again, renews once: both carry one Idempotency-Key', {
+    todo:
+      'the panel refuses Idempotency-Key with a console session (400, src/http/route-hooks.ts; keys are kept per ' +
+      'API key): once it keeps them per console user too, console/src/renew.tsx sends one per submitted form',
+  }, async () => {
+    const id = deviceId;
+    const was = await deviceOf(id);
+    const path = `/api/v1/devices/${id}/renew`;
+    const keys: Array<string | undefined> = [];
+    // The first renewal reaches the panel, and its answer is lost on the way back.
+    await page.route(`${origin}${path}`, async (route) => {
+      keys.push(route.request().headers()['idempotency-key']);
+      if (keys.length > 1) return route.continue();
+      await route.fetch();
+      return route.abort('connectionreset');
+    });
+    try {
+      const form = page.getByRole('form', { name: 'Renew' });
+      await form.getByLabel('Days', { exact: true }).fill('4');
+      await form.getByRole('button', { name: 'Renew', exact: true }).click();
+      await form.getByText('the panel did not answer').waitFor();
+      await form.getByRole('button', { name: 'Renew', exact: true }).click();
+      await form.getByRole('status').getByText('Renewed.').waitFor();
+    } finally {
+      await page.unroute(`${origin}${path}`);
+    }
+    assert.equal(keys.length, 2, 'sent twice');
+    assert.ok(keys[0] !== undefined && keys[0] === keys[1], `one Idempotency-Key for the form: ${keys}`);
+    assert.equal(
+      Date.parse(need((await deviceOf(id)).expires_at ?? undefined, 'an expiry')),
+      Date.parse(need(was.expires_at ?? undefined, 'an expiry')) + 4 * DAY_MS,
+      'renewed by 4 days, once',
+    );
+    assert.deepEqual(pageErrors.splice(0), []);
+  });
+
   it('the group page shows the slots its plan gives it', async () => {
     await page.goto(`${origin}/groups/customer-1`);
     await heading('Group customer-1');
