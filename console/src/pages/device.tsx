@@ -16,7 +16,6 @@ import { navigate } from '../router.ts';
 import {
   Badge,
   ConfirmButton,
-  CopyText,
   FormProblem,
   Link,
   Online,
@@ -28,6 +27,7 @@ import {
   useCanWrite,
   useLoad,
 } from '../ui.tsx';
+import { CopyText } from '../copy.tsx';
 import { DataLimit, DEVICE_POLL_MS, LimitFields, PeriodSpeedFields } from '../devices.tsx';
 import { loadAllPlans, type Plan, QuotaFields } from '../plans.tsx';
 import { Renew, TopUp } from '../renew.tsx';
