@@ -8,20 +8,19 @@
  * shows the slots a plan gives it.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
-import { chromiumSkip, launchChromium } from '../support/chromium.ts';
-import { sentBody, seriousViolations, signInThroughForm } from '../support/console-browser.ts';
-import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { endLab, LabPanel, need, ok } from '../support/lab-panel.ts';
-import { ROOT } from '../support/panel.ts';
+import type { Page, Request } from 'playwright-core';
+import { chromiumSkip } from '../support/chromium.ts';
+import {
+  type ConsoleLab,
+  SCREENSHOTS,
+  sentBody,
+  seriousViolations,
+  startConsoleLab,
+} from '../support/console-browser.ts';
+import { type LabPanel, need, ok } from '../support/lab-panel.ts';
 
-const BUILT = join(ROOT, 'dist', 'console', 'index.html');
-const SCREENSHOTS = join(ROOT, 'test-output', 'console');
-const ADMIN = 'console-admin';
-const ADMIN_PASSWORD = 'staple the battery, correct horse';
 const SUITE_TIMEOUT_MS = 180_000;
 const DAY_MS = 24 * 3600 * 1000;
 
@@ -29,13 +28,11 @@ describe('selling access in the operator console (headless Chromium, sqlite)', {
   skip: chromiumSkip,
   timeout: SUITE_TIMEOUT_MS,
 }, () => {
-  let db: TestDatabase | undefined;
+  let lab: ConsoleLab | undefined;
   let panel: LabPanel | undefined;
-  let browser: Browser | undefined;
-  let context: BrowserContext | undefined;
   let page: Page;
   let origin: string;
-  const pageErrors: string[] = [];
+  let pageErrors: string[] = [];
   /** The device made from the plan, which the later tests renew and find in its group. */
   let deviceId = 0;
 
@@ -55,26 +52,13 @@ describe('selling access in the operator console (headless Chromium, sqlite)', {
   }
 
   before(async () => {
-    assert.ok(existsSync(BUILT), `no console build at ${BUILT}: run npm run build:console`);
-    mkdirSync(SCREENSHOTS, { recursive: true });
-    browser = await launchChromium();
-    db = await createTestDatabase('sqlite');
-    panel = await LabPanel.start(db, 'console-plans', { NODE_DRIVER: 'dry-run' });
-    origin = new URL(panel.url).origin;
-    const added = await panel.process.cli(['users', 'add', '--name', ADMIN, '--role', 'admin'], `${ADMIN_PASSWORD}\n`);
-    assert.equal(added.code, 0, added.stderr);
+    lab = await startConsoleLab('console-plans');
+    ({ panel, page, origin, pageErrors } = lab);
     ok(await panel.api.POST('/api/v1/servers', { body: { name: 'sell-1' } }), 'POST /servers');
-    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    page = await context.newPage();
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    await signInThroughForm(page, origin, ADMIN, ADMIN_PASSWORD);
   });
 
   after(async () => {
-    await context?.close().catch(() => {});
-    await browser?.close().catch(() => {});
-    const left = await endLab({ panel, database: db });
-    assert.deepEqual(left, [], 'the panel stopped on SIGTERM');
+    assert.deepEqual((await lab?.end()) ?? [], [], 'the panel stopped on SIGTERM');
   });
 
   it('New plan sends the plan in API units; the list shows what a device gets', async () => {
