@@ -306,4 +306,39 @@ describe('selling access in the operator console (headless Chromium, sqlite)', {
     await page.locator('.facts').getByText('1 / 2 used').waitFor();
     assert.deepEqual(pageErrors.splice(0), []);
   });
+
+  it('slots count the whole group: a device on page 2 counts, an uncapped plan lifts the cap', async () => {
+    const [server] = ok(await api().GET('/api/v1/servers'), 'GET /servers').data;
+    const serverId = need(server, 'the server').id;
+    const big = ok(await api().POST('/api/v1/plans', { body: { name: 'Big', max_devices: 100 } }), 'POST /plans');
+    for (let n = 0; n < 50; n++)
+      ok(
+        await api().POST('/api/v1/devices', {
+          body: { server_id: serverId, name: `plain ${n}`, external_id: 'shop-2' },
+        }),
+        'POST /devices',
+      );
+    ok(
+      await api().POST('/api/v1/devices', {
+        body: { server_id: serverId, name: 'from Big', external_id: 'shop-2', plan_id: big.id },
+      }),
+      'POST /devices',
+    );
+    await page.goto(`${origin}/groups/shop-2`);
+    await heading('Group shop-2');
+    // The device from the plan is the 51st, past the page of 50 shown.
+    await page.locator('.facts').getByText('51 / 100 used').waitFor();
+
+    const open = ok(await api().POST('/api/v1/plans', { body: { name: 'Open' } }), 'POST /plans');
+    ok(
+      await api().POST('/api/v1/devices', {
+        body: { server_id: serverId, name: 'from Open', external_id: 'customer-1', plan_id: open.id },
+      }),
+      'POST /devices',
+    );
+    await page.goto(`${origin}/groups/customer-1`);
+    await heading('Group customer-1');
+    await page.locator('.facts').getByText('No cap: no plan of its devices limits the group').waitFor();
+    assert.deepEqual(pageErrors.splice(0), []);
+  });
 });

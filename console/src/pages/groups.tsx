@@ -4,7 +4,7 @@ import { formatBytes, formatCount, fromLocalInput } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
 import { ConfirmButton, FormProblem, Page, Pager, Show, TextField, useAction, useCanWrite, useLoad } from '../ui.tsx';
 import { DEVICE_POLL_MS, DeviceRows } from '../devices.tsx';
-import { loadGroupSlots } from '../plans.tsx';
+import { loadAllPlans, slotsOf } from '../plans.tsx';
 import { loadAllServers } from '../servers.tsx';
 
 type Group = Schemas['Group'];
@@ -116,11 +116,12 @@ function GroupActions({ group, onChanged }: { group: Group; onChanged: () => voi
   );
 }
 
-/** The group's slots when a plan caps it, loaded apart from the group: the group page never waits for them. */
-function Slots({ externalId, used }: { externalId: string; used: number }) {
-  const [slots] = useLoad(() => loadGroupSlots(externalId), [externalId, used]);
-  if (slots.state !== 'ready' || slots.data === undefined) return null;
-  const max = slots.data;
+/**
+ * The group's slots when a plan caps it: the largest cap among the plans of the devices shown (the panel's rule;
+ * a group of more than a page of devices is counted from the page shown).
+ */
+function Slots({ used, max }: { used: number; max: number | undefined }) {
+  if (max === undefined) return null;
   return (
     <>
       <dt>Slots</dt>
@@ -157,6 +158,7 @@ export function GroupPage({ externalId, query }: { externalId: string; query: UR
   const page = (next: string) =>
     navigate(withQuery(`/groups/${encodeURIComponent(externalId)}`, { after: next }), { replace: true });
   const [servers] = useLoad(loadAllServers, []);
+  const [plans] = useLoad(loadAllPlans, []);
   const names = new Map<number, string>(
     servers.state === 'ready' ? servers.data.items.map((server) => [server.id, server.name]) : [],
   );
@@ -168,7 +170,13 @@ export function GroupPage({ externalId, query }: { externalId: string; query: UR
             <dl class="facts">
               <dt>Devices</dt>
               <dd>{formatCount(data.device_count)}</dd>
-              <Slots externalId={externalId} used={data.device_count} />
+              <Slots
+                used={data.device_count}
+                max={slotsOf(
+                  data.devices.map((device) => device.plan_id),
+                  plans.state === 'ready' ? plans.data.items : [],
+                )}
+              />
               <dt>This month</dt>
               <dd>
                 {formatBytes(data.month_usage.total_bytes)} ({formatBytes(data.month_usage.rx_bytes)} down,{' '}
