@@ -1,9 +1,12 @@
 /** Plan pieces more than one page uses: every plan, read page by page, and what a plan gives a device. */
-import { api, type Problem, readPages, type Schemas } from './api.ts';
+import { api, type Problem, type Result, readPages, type Schemas } from './api.ts';
 import { formatBytes, formatSpeed } from './format.ts';
 import { SelectField, TextField } from './ui.tsx';
 
 export type Plan = Schemas['Plan'];
+
+/** 200 devices a page: a group at the largest cap the API takes (10,000) is read whole. */
+const MAX_GROUP_PAGES = 50;
 
 export function loadAllPlans() {
   return readPages((after) => api.GET('/api/v1/plans', { params: { query: { after, limit: 200 } } }), 10);
@@ -25,10 +28,37 @@ export function describePlan(plan: Plan): string {
   return parts.join(', ');
 }
 
-/** A group's slots: the largest cap among its devices' plans (the panel's rule), or undefined when none caps it. */
-export function slotsOf(planIds: ReadonlyArray<number | null>, plans: readonly Plan[]): number | undefined {
-  const caps = plans.filter((plan) => planIds.includes(plan.id) && plan.max_devices !== null);
-  return caps.length === 0 ? undefined : Math.max(...caps.map((plan) => plan.max_devices ?? 0));
+/**
+ * A group's cap by the panel's rule (docs/api.md "Plans"): the largest `max_devices` among the plans of its
+ * devices; null (no cap) when none of them has a plan or one of those plans has none. Undefined when a plan is
+ * not among `plans`.
+ */
+export function slotsOf(planIds: ReadonlyArray<number | null>, plans: readonly Plan[]): number | null | undefined {
+  const caps = new Set<number | null | undefined>();
+  for (const id of new Set(planIds)) if (id !== null) caps.add(plans.find((plan) => plan.id === id)?.max_devices);
+  if (caps.has(undefined)) return undefined;
+  if (caps.size === 0 || caps.has(null)) return null;
+  return Math.max(...[...caps].map((cap) => cap ?? 0));
+}
+
+/**
+ * The cap of the group `externalId` (see slotsOf), counted from every device of it, not a page. Undefined, so
+ * not shown, when no plan has a cap (nothing sold limits a group) or a list is too long to read whole; the
+ * devices are read only when some plan has a cap.
+ */
+export async function loadGroupSlots(externalId: string): Promise<Result<number | null | undefined>> {
+  const plans = await loadAllPlans();
+  if (!plans.ok) return plans;
+  if (!plans.data.complete || plans.data.items.every((plan) => plan.max_devices === null))
+    return { ok: true, data: undefined };
+  const devices = await readPages(
+    (after) => api.GET('/api/v1/devices', { params: { query: { external_id: externalId, after, limit: 200 } } }),
+    MAX_GROUP_PAGES,
+  );
+  if (!devices.ok) return devices;
+  if (!devices.data.complete) return { ok: true, data: undefined };
+  const planIds = devices.data.items.map((device) => device.plan_id);
+  return { ok: true, data: slotsOf(planIds, plans.data.items) };
 }
 
 /** At the data limit: cut off, or throttled to a speed in Mbit/s (asked only with throttle), of a plan or a device. */

@@ -4,7 +4,7 @@ import { formatBytes, formatCount, fromLocalInput } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
 import { ConfirmButton, FormProblem, Page, Pager, Show, TextField, useAction, useCanWrite, useLoad } from '../ui.tsx';
 import { DEVICE_POLL_MS, DeviceRows } from '../devices.tsx';
-import { loadAllPlans, slotsOf } from '../plans.tsx';
+import { loadGroupSlots } from '../plans.tsx';
 import { loadAllServers } from '../servers.tsx';
 
 type Group = Schemas['Group'];
@@ -117,18 +117,24 @@ function GroupActions({ group, onChanged }: { group: Group; onChanged: () => voi
 }
 
 /**
- * The group's slots when a plan caps it: the largest cap among the plans of the devices shown (the panel's rule;
- * a group of more than a page of devices is counted from the page shown).
+ * The group's slots, or that it has none, once some plan has a cap; loaded apart from the group, so the group
+ * page never waits for them.
  */
-function Slots({ used, max }: { used: number; max: number | undefined }) {
-  if (max === undefined) return null;
+function Slots({ externalId, used }: { externalId: string; used: number }) {
+  const [slots] = useLoad(() => loadGroupSlots(externalId), [externalId, used]);
+  if (slots.state !== 'ready' || slots.data === undefined) return null;
+  const max = slots.data;
   return (
     <>
       <dt>Slots</dt>
-      <dd>
-        <meter min={0} max={max} value={used} aria-label={`${used} of ${max} devices`} /> {formatCount(used)} /{' '}
-        {formatCount(max)} used
-      </dd>
+      {max === null ? (
+        <dd>No cap: no plan of its devices limits the group</dd>
+      ) : (
+        <dd>
+          <meter min={0} max={max} value={used} aria-label={`${used} of ${max} devices`} /> {formatCount(used)} /{' '}
+          {formatCount(max)} used
+        </dd>
+      )}
     </>
   );
 }
@@ -158,7 +164,6 @@ export function GroupPage({ externalId, query }: { externalId: string; query: UR
   const page = (next: string) =>
     navigate(withQuery(`/groups/${encodeURIComponent(externalId)}`, { after: next }), { replace: true });
   const [servers] = useLoad(loadAllServers, []);
-  const [plans] = useLoad(loadAllPlans, []);
   const names = new Map<number, string>(
     servers.state === 'ready' ? servers.data.items.map((server) => [server.id, server.name]) : [],
   );
@@ -170,13 +175,7 @@ export function GroupPage({ externalId, query }: { externalId: string; query: UR
             <dl class="facts">
               <dt>Devices</dt>
               <dd>{formatCount(data.device_count)}</dd>
-              <Slots
-                used={data.device_count}
-                max={slotsOf(
-                  data.devices.map((device) => device.plan_id),
-                  plans.state === 'ready' ? plans.data.items : [],
-                )}
-              />
+              <Slots externalId={externalId} used={data.device_count} />
               <dt>This month</dt>
               <dd>
                 {formatBytes(data.month_usage.total_bytes)} ({formatBytes(data.month_usage.rx_bytes)} down,{' '}
