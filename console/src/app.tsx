@@ -8,6 +8,7 @@ import { DevicePage } from './pages/device.tsx';
 import { DevicesPage } from './pages/devices.tsx';
 import { GroupPage, GroupsPage } from './pages/groups.tsx';
 import { OverviewPage } from './pages/overview.tsx';
+import { PlansPage } from './pages/plans.tsx';
 import { NewServerPage, ServerPage, ServersPage } from './pages/servers.tsx';
 import { SignInPage } from './pages/sign-in.tsx';
 import { UsersPage } from './pages/users.tsx';
@@ -26,6 +27,7 @@ const NAVIGATION: ReadonlyArray<{ href: string; label: string; adminOnly?: boole
   { href: '/servers', label: 'Servers' },
   { href: '/devices', label: 'Devices' },
   { href: '/groups', label: 'Groups' },
+  { href: '/plans', label: 'Plans' },
   { href: '/webhooks', label: 'Webhooks', adminOnly: true },
   { href: '/api-keys', label: 'API keys', adminOnly: true },
   { href: '/activity', label: 'Activity' },
@@ -63,6 +65,8 @@ function pageOf(place: Place, session: Session): ComponentChild {
     case 'groups':
       if (item === undefined) return <GroupsPage />;
       return <GroupPage externalId={decodeURIComponent([item, ...rest].join('/'))} query={place.query} />;
+    case 'plans':
+      return item === undefined ? <PlansPage /> : <NotFound />;
     case 'webhooks':
       if (session.user.role !== 'admin') return <NotFound />;
       if (item === undefined) return <WebhooksPage />;

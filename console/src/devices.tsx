@@ -1,13 +1,13 @@
 /**
  * Device pieces more than one page shows: the devices table and its self-refreshing list, the data used
- * against the limit, and the limit fields of the new device's and the limits' forms.
+ * against the limit, and the limit fields of the new device's, the limits' and the plans' forms.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Device, type Problem, read } from './api.ts';
 import type { paths } from './api-types.ts';
 import { formatBytes } from './format.ts';
 import { loadAllServers } from './servers.tsx';
-import { Badge, FIRST_PAGE, Link, Online, Pager, Show, Table, TextField, Time, useLoad } from './ui.tsx';
+import { Badge, FIRST_PAGE, Link, Online, Pager, SelectField, Show, Table, TextField, Time, useLoad } from './ui.tsx';
 
 type DeviceQuery = NonNullable<paths['/api/v1/devices']['get']['parameters']['query']>;
 /** What a list of devices is filtered by: the devices query without its paging. */
@@ -91,6 +91,21 @@ export function DeviceList({ filter }: { filter: DeviceFilter }) {
   );
 }
 
+/** A data limit typed in GB: a device's and a plan's. */
+export function DataLimitField(props: { value: string; onValue: (value: string) => void; problem: Problem | null }) {
+  return (
+    <TextField
+      label="Data limit (GB)"
+      name="data_limit"
+      problem={props.problem}
+      inputMode="decimal"
+      hint="Downloads and uploads together; empty: no limit."
+      value={props.value}
+      onValue={props.onValue}
+    />
+  );
+}
+
 /** A device's data limit (typed in GB) and expiry (in the browser's zone): the new device's and the limits' form. */
 export function LimitFields(props: {
   form: { dataLimit: string; expires: string };
@@ -100,15 +115,7 @@ export function LimitFields(props: {
   const { form, set, problem } = props;
   return (
     <>
-      <TextField
-        label="Data limit (GB)"
-        name="data_limit"
-        problem={problem}
-        inputMode="decimal"
-        hint="Downloads and uploads together; empty: no limit."
-        value={form.dataLimit}
-        onValue={(dataLimit) => set({ dataLimit })}
-      />
+      <DataLimitField value={form.dataLimit} onValue={(dataLimit) => set({ dataLimit })} problem={problem} />
       <TextField
         label="Expires"
         name="expires_at"
@@ -117,6 +124,39 @@ export function LimitFields(props: {
         hint="Empty: never."
         value={form.expires}
         onValue={(expires) => set({ expires })}
+      />
+    </>
+  );
+}
+
+/** Over which period the data limit counts, and the speed limit in Mbit/s: a device's and a plan's. */
+export function PeriodSpeedFields(props: {
+  form: { period: 'monthly' | 'total'; speed: string };
+  set: (change: { period?: 'monthly' | 'total'; speed?: string }) => void;
+  problem: Problem | null;
+}) {
+  const { form, set, problem } = props;
+  return (
+    <>
+      <SelectField
+        label="Limit period"
+        name="limit_period"
+        problem={problem}
+        value={form.period}
+        options={[
+          { value: 'monthly', label: 'Each month' },
+          { value: 'total', label: 'In total (until a reset)' },
+        ]}
+        onValue={(period) => set({ period: period === 'total' ? 'total' : 'monthly' })}
+      />
+      <TextField
+        label="Speed limit (Mbit/s)"
+        name="speed_limit"
+        problem={problem}
+        inputMode="decimal"
+        hint="Each way; empty: no limit."
+        value={form.speed}
+        onValue={(speed) => set({ speed })}
       />
     </>
   );

@@ -92,3 +92,13 @@ export function gigabytesToBytes(text: string): number {
 export function bytesToGigabytes(bytes: number): string {
   return bytes === 0 ? '' : String(bytes / 1e9);
 }
+
+/** Speeds are typed in Mbit/s; the API keeps kbit/s. 0 or none gives empty (no limit). */
+export function kbitsToMegabits(kbits: number | null): string {
+  return kbits === null || kbits === 0 ? '' : String(kbits / 1000);
+}
+
+/** Mbit/s typed by a person as kbit/s; empty gives 0 (no limit). */
+export function megabitsToKbits(text: string): number {
+  return text.trim() === '' ? 0 : Math.round(Number(text) * 1000);
+}

@@ -119,14 +119,23 @@ export function Show<T>(props: { loaded: Loaded<T>; what: string; children: (dat
   );
 }
 
-/** A form's or a button's call to the API: busy while it runs, the problem it met. */
+/**
+ * A form's or a button's call to the API: busy while it runs, the problem it met. One call at a time: a second
+ * submit before the page draws the disabled button (a quick double click) is dropped, so a renewal or a
+ * top-up is not sent twice.
+ */
 export function useAction() {
   const [busy, setBusy] = useState(false);
   const [problem, setProblem] = useState<Problem | null>(null);
+  const running = useRef(false);
   async function run<T>(call: () => Promise<Result<T>>, then: (data: T) => void = () => {}): Promise<boolean> {
+    if (running.current) return false;
+    running.current = true;
     setBusy(true);
     setProblem(null);
-    const result = await call();
+    const result = await call().finally(() => {
+      running.current = false;
+    });
     setBusy(false);
     if (!result.ok) {
       setProblem(result.problem);
@@ -342,58 +351,6 @@ export function ConfirmButton(props: {
         Cancel
       </button>
     </fieldset>
-  );
-}
-
-/** A value to copy (a link, a secret), readable and selectable, with a Copy button. */
-export function CopyText({ label, value }: { label: string; value: string }) {
-  const id = useId();
-  const field = useRef<HTMLInputElement>(null);
-  const [copied, setCopied] = useState('');
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(value);
-      setCopied('Copied.');
-    } catch {
-      // No clipboard outside a secure context (plain http on an address): the text is selected instead.
-      field.current?.select();
-      setCopied('Selected: press Ctrl+C (⌘C) to copy.');
-    }
-  };
-  return (
-    <div class="field copy">
-      <label for={id}>{label}</label>
-      <div class="row">
-        <input id={id} ref={field} readOnly value={value} onFocus={(event) => event.currentTarget.select()} />
-        <button type="button" onClick={copy}>
-          Copy
-        </button>
-      </div>
-      <p role="status" class="hint">
-        {copied}
-      </p>
-    </div>
-  );
-}
-
-/** A secret the panel shows only once (a new API key, a webhook's signing secret), to copy, then Done. */
-export function ShownOnce(props: {
-  title: string;
-  explanation: string;
-  label: string;
-  value: string;
-  onDone: () => void;
-}) {
-  const id = useId();
-  return (
-    <section class="panel" aria-labelledby={id}>
-      <h2 id={id}>{props.title}</h2>
-      <p>{props.explanation}</p>
-      <CopyText label={props.label} value={props.value} />
-      <button type="button" onClick={props.onDone}>
-        Done
-      </button>
-    </section>
   );
 }
 

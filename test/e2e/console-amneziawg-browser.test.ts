@@ -9,43 +9,31 @@
  * node list shows each node's protocols, and a 422 naming an obfuscation field opens the part at that field.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
-import { chromiumSkip, launchChromium } from '../support/chromium.ts';
-import { seriousViolations, signInThroughForm } from '../support/console-browser.ts';
-import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { endLab, LabPanel, need, ok } from '../support/lab-panel.ts';
-import { ROOT } from '../support/panel.ts';
+import type { Page } from 'playwright-core';
+import { chromiumSkip } from '../support/chromium.ts';
+import {
+  type ConsoleLab,
+  SCREENSHOTS,
+  sentBody,
+  seriousViolations,
+  startConsoleLab,
+} from '../support/console-browser.ts';
+import { type LabPanel, need, ok } from '../support/lab-panel.ts';
 
-const BUILT = join(ROOT, 'dist', 'console', 'index.html');
-const SCREENSHOTS = join(ROOT, 'test-output', 'console');
-const ADMIN = 'console-admin';
-const ADMIN_PASSWORD = 'staple the battery, correct horse';
 const SUITE_TIMEOUT_MS = 180_000;
 const WARNING = "Changing these changes every device's config: its clients must import it again.";
-
-/** The JSON body of the first `method` request to `/api/v1/<path>` that `act` makes the page send. */
-async function sentBody(page: Page, method: string, path: string, act: () => Promise<void>): Promise<unknown> {
-  const [request] = await Promise.all([
-    page.waitForRequest((sent: Request) => sent.method() === method && new URL(sent.url()).pathname === path),
-    act(),
-  ]);
-  return request.postDataJSON();
-}
 
 describe('AmneziaWG servers in the operator console (headless Chromium, sqlite)', {
   skip: chromiumSkip,
   timeout: SUITE_TIMEOUT_MS,
 }, () => {
-  let db: TestDatabase | undefined;
+  let lab: ConsoleLab | undefined;
   let panel: LabPanel | undefined;
-  let browser: Browser | undefined;
-  let context: BrowserContext | undefined;
   let page: Page;
   let origin: string;
-  const pageErrors: string[] = [];
+  let pageErrors: string[] = [];
 
   async function heading(name: string): Promise<void> {
     await page.getByRole('heading', { level: 1, name }).waitFor({ timeout: 15_000 });
@@ -58,25 +46,12 @@ describe('AmneziaWG servers in the operator console (headless Chromium, sqlite)'
   }
 
   before(async () => {
-    assert.ok(existsSync(BUILT), `no console build at ${BUILT}: run npm run build:console`);
-    mkdirSync(SCREENSHOTS, { recursive: true });
-    browser = await launchChromium();
-    db = await createTestDatabase('sqlite');
-    panel = await LabPanel.start(db, 'console-amneziawg', { NODE_DRIVER: 'dry-run' });
-    origin = new URL(panel.url).origin;
-    const added = await panel.process.cli(['users', 'add', '--name', ADMIN, '--role', 'admin'], `${ADMIN_PASSWORD}\n`);
-    assert.equal(added.code, 0, added.stderr);
-    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    page = await context.newPage();
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    await signInThroughForm(page, origin, ADMIN, ADMIN_PASSWORD);
+    lab = await startConsoleLab('console-amneziawg');
+    ({ panel, page, origin, pageErrors } = lab);
   });
 
   after(async () => {
-    await context?.close().catch(() => {});
-    await browser?.close().catch(() => {});
-    const left = await endLab({ panel, database: db });
-    assert.deepEqual(left, [], 'the panel stopped on SIGTERM');
+    assert.deepEqual((await lab?.end()) ?? [], [], 'the panel stopped on SIGTERM');
   });
 
   it('New server with AmneziaWG sends protocol "amneziawg" and only the obfuscation fields filled in', async () => {

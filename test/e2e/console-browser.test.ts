@@ -46,7 +46,7 @@ const DESKTOP = { width: 1280, height: 900 };
 const PHONE = { width: 390, height: 844 };
 /** Launch, panel start, two tours and the checks stay far below this; a hang fails instead of blocking CI. */
 const SUITE_TIMEOUT_MS = 240_000;
-const NAVIGATION = ['Overview', 'Servers', 'Devices', 'Groups', 'Webhooks', 'API keys', 'Activity', 'Users'];
+const NAVIGATION = ['Overview', 'Servers', 'Devices', 'Groups', 'Plans', 'Webhooks', 'API keys', 'Activity', 'Users'];
 const ADMIN = 'console-admin';
 const VIEWER = 'console-viewer';
 const ADMIN_PASSWORD = 'staple the battery, correct horse';
@@ -54,7 +54,7 @@ const VIEWER_PASSWORD = 'viewer password 12345';
 /** The names of every control that changes something: none of them is drawn for a viewer. */
 const WRITE_CONTROLS = new RegExp(
   '^(New server|New device|New webhook|Create.*|Save.*|Delete.*|Disable.*|Enable.*|Reset usage|Move|Ping|' +
-    'Make share link|Replace share link|Revoke share link|Set expiry)$',
+    'Make share link|Replace share link|Revoke share link|Set expiry|New plan|Change .*|Renew|Top up)$',
 );
 
 const noZbarimg = needsTool('zbarimg', 'zbar-tools');
@@ -301,9 +301,10 @@ describe('the operator console in headless Chromium (sqlite)', {
         }),
         'POST /devices',
       );
+      const plan = ok(await api.POST('/api/v1/plans', { body: { name: 'Family', max_devices: 5 } }), 'POST /plans');
       ok(
         await api.POST('/api/v1/devices', {
-          body: { server_id: serverId, name: 'Anna laptop', external_id: 'customer-7' },
+          body: { server_id: serverId, name: 'Anna laptop', external_id: 'customer-7', plan_id: plan.id },
         }),
         'POST /devices',
       );
@@ -365,7 +366,11 @@ describe('the operator console in headless Chromium (sqlite)', {
       await visit('groups', 'Groups', 'external ID');
       await on.getByLabel('External ID').fill('customer-7');
       await on.getByRole('button', { name: 'Open group' }).click();
+      // The slots load apart from the group; the page is checked once they are drawn.
+      await on.getByText('2 / 5 used').waitFor({ timeout: 15_000 });
       await visit('group', 'Group customer-7', 'Anna laptop');
+      await nav.getByRole('link', { name: 'Plans' }).click();
+      await visit('plans', 'Plans', 'at most 5 devices per customer');
       await nav.getByRole('link', { name: 'Webhooks' }).click();
       await visit('webhooks', 'Webhooks', 'http://127.0.0.1:9/hook');
       await on.getByRole('link', { name: 'http://127.0.0.1:9/hook' }).click();
@@ -615,6 +620,7 @@ describe('the operator console in headless Chromium (sqlite)', {
           ['/devices', 'Devices', 'Anna laptop'],
           [`/devices/${device.id}`, "Anna's phone", 'Share link'],
           ['/groups/customer-7', 'Group customer-7', 'Anna laptop'],
+          ['/plans', 'Plans', 'Family'],
         ]) {
           await seen.goto(`${origin}${path}`);
           await heading(seen, title ?? '');

@@ -13,9 +13,9 @@ import {
   useAction,
   useCanWrite,
   useLoad,
-  ShownOnce,
   SubmitOrCancel,
 } from '../ui.tsx';
+import { ShownOnce } from '../copy.tsx';
 
 type ApiKey = Schemas['ApiKey'];
 type Scope = ApiKey['scopes'][number];

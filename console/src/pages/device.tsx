@@ -8,32 +8,35 @@ import {
   formatSpeed,
   fromLocalInput,
   gigabytesToBytes,
+  kbitsToMegabits,
+  megabitsToKbits,
   toLocalInput,
 } from '../format.ts';
 import { navigate } from '../router.ts';
 import {
   Badge,
   ConfirmButton,
-  CopyText,
   FormProblem,
   Link,
   Online,
   Page,
   SelectField,
   Show,
-  TextField,
   Time,
   useAction,
   useCanWrite,
   useLoad,
 } from '../ui.tsx';
-import { DataLimit, DEVICE_POLL_MS, LimitFields } from '../devices.tsx';
+import { CopyText } from '../copy.tsx';
+import { DataLimit, DEVICE_POLL_MS, LimitFields, PeriodSpeedFields } from '../devices.tsx';
+import { loadAllPlans, type Plan, QuotaFields } from '../plans.tsx';
+import { Renew, TopUp } from '../renew.tsx';
 import { loadAllServers } from '../servers.tsx';
 
 type DeviceChange = paths['/api/v1/devices/{id}']['patch']['requestBody']['content']['application/json'];
 type Share = paths['/api/v1/devices/{id}/share']['get']['responses'][200]['content']['application/json'];
 
-function Facts({ device, server }: { device: Device; server: Server | undefined }) {
+function Facts({ device, server, plan }: { device: Device; server: Server | undefined; plan: Plan | undefined }) {
   return (
     <dl class="facts">
       <dt>Status</dt>
@@ -78,8 +81,18 @@ function Facts({ device, server }: { device: Device; server: Server | undefined 
       <dd>
         <Time iso={device.expires_at} />
       </dd>
+      <dt>Top-up this period</dt>
+      <dd>{formatBytes(device.top_up_bytes)}</dd>
       <dt>Speed limit</dt>
       <dd>{formatSpeed(device.speed_limit)}</dd>
+      <dt>At the data limit</dt>
+      <dd>
+        {device.quota_action === 'throttle' && device.throttle_speed !== null
+          ? `Throttled to ${formatSpeed(device.throttle_speed)}`
+          : 'Cut off'}
+      </dd>
+      <dt>Plan</dt>
+      <dd>{device.plan_id === null ? '—' : (plan?.name ?? `#${device.plan_id}`)}</dd>
       <dt>Public key</dt>
       <dd class="mono">{device.public_key}</dd>
       <dt>Created</dt>
@@ -95,7 +108,9 @@ function Limits({ device, onSaved }: { device: Device; onSaved: (device: Device)
     dataLimit: bytesToGigabytes(device.data_limit),
     period: device.limit_period,
     expires: toLocalInput(device.expires_at),
-    speed: device.speed_limit === 0 ? '' : String(device.speed_limit / 1000),
+    speed: kbitsToMegabits(device.speed_limit),
+    action: device.quota_action,
+    throttle: kbitsToMegabits(device.throttle_speed),
   };
   const [form, setForm] = useState(initial);
   const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
@@ -107,8 +122,12 @@ function Limits({ device, onSaved }: { device: Device; onSaved: (device: Device)
     if (form.dataLimit !== initial.dataLimit) body.data_limit = gigabytesToBytes(form.dataLimit);
     if (form.period !== initial.period) body.limit_period = form.period;
     if (form.expires !== initial.expires) body.expires_at = fromLocalInput(form.expires);
-    if (form.speed !== initial.speed)
-      body.speed_limit = form.speed.trim() === '' ? 0 : Math.round(Number(form.speed) * 1000);
+    if (form.speed !== initial.speed) body.speed_limit = megabitsToKbits(form.speed);
+    // The API takes the action and its speed as a pair.
+    if (form.action !== initial.action || form.throttle !== initial.throttle) {
+      body.quota_action = form.action;
+      body.throttle_speed = form.action === 'throttle' ? megabitsToKbits(form.throttle) : null;
+    }
     setSaved('');
     void action.run(
       () => read(api.PATCH('/api/v1/devices/{id}', { params: { path: { id: device.id } }, body })),
@@ -122,28 +141,13 @@ function Limits({ device, onSaved }: { device: Device; onSaved: (device: Device)
   return (
     <form onSubmit={submit} class="form" aria-labelledby="limits">
       <h2 id="limits">Limits</h2>
-      <FormProblem problem={problem} shown={['data_limit', 'limit_period', 'expires_at', 'speed_limit']} />
+      <FormProblem
+        problem={problem}
+        shown={['data_limit', 'limit_period', 'expires_at', 'speed_limit', 'quota_action', 'throttle_speed']}
+      />
       <LimitFields form={form} set={set} problem={problem} />
-      <SelectField
-        label="Limit period"
-        name="limit_period"
-        problem={problem}
-        value={form.period}
-        options={[
-          { value: 'monthly', label: 'Each month' },
-          { value: 'total', label: 'In total (until a reset)' },
-        ]}
-        onValue={(period) => set({ period: period === 'total' ? 'total' : 'monthly' })}
-      />
-      <TextField
-        label="Speed limit (Mbit/s)"
-        name="speed_limit"
-        problem={problem}
-        inputMode="decimal"
-        hint="Each way; empty: no limit."
-        value={form.speed}
-        onValue={(speed) => set({ speed })}
-      />
+      <PeriodSpeedFields form={form} set={set} problem={problem} />
+      <QuotaFields form={form} set={set} problem={problem} />
       <div class="actions">
         <button type="submit" class="primary" disabled={action.busy}>
           Save limits
@@ -399,15 +403,23 @@ export function DevicePage({ id }: { id: number }) {
   );
   const [servers] = useLoad(loadAllServers, []);
   const serverList = servers.state === 'ready' ? servers.data.items : [];
+  const [plans] = useLoad(loadAllPlans, []);
+  const planList = plans.state === 'ready' ? plans.data.items : [];
   return (
     <Page title={device.state === 'ready' ? device.data.name : 'Device'}>
       <Show loaded={device} what="the device">
         {(data) => (
           <div class="device">
-            <Facts device={data} server={serverList.find((server) => server.id === data.server_id)} />
+            <Facts
+              device={data}
+              server={serverList.find((server) => server.id === data.server_id)}
+              plan={planList.find((plan) => plan.id === data.plan_id)}
+            />
             <Config device={data} />
             <Usage device={data} />
-            {canWrite && <Limits key={data.id} device={data} onSaved={reload} />}
+            {canWrite && <Limits key={`${data.id}-${data.updated_at}`} device={data} onSaved={reload} />}
+            {canWrite && <Renew device={data} plans={planList} onRenewed={reload} />}
+            {canWrite && <TopUp device={data} onToppedUp={reload} />}
             <ShareLink device={data} />
             {canWrite && <Actions device={data} servers={serverList} onChanged={reload} />}
           </div>

@@ -1,10 +1,11 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, read, type Server } from '../api.ts';
+import { api, type Problem, read, type Server } from '../api.ts';
 import type { paths } from '../api-types.ts';
 import { fromLocalInput, gigabytesToBytes } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
 import { FormProblem, Page, SelectField, TextField, useAction, useCanWrite, useLoad, SubmitOrCancel } from '../ui.tsx';
 import { DeviceList, type DeviceFilter, LimitFields } from '../devices.tsx';
+import { describePlan, loadAllPlans, type Plan } from '../plans.tsx';
 import { loadAllServers } from '../servers.tsx';
 
 type NewDevice = paths['/api/v1/devices']['post']['requestBody']['content']['application/json'];
@@ -23,8 +24,40 @@ function statusOf(value: string | null): DeviceFilter['status'] {
     : undefined;
 }
 
-function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () => void }) {
-  const [form, setForm] = useState({ name: '', server: props.server, externalId: '', dataLimit: '', expires: '' });
+/** The plans to make a device from; the chosen one's values are shown as what the device gets. */
+function PlanChoice(props: { plans: Plan[]; value: string; onValue: (plan: string) => void; problem: Problem | null }) {
+  const chosen = props.plans.find((plan) => String(plan.id) === props.value);
+  return (
+    <>
+      <SelectField
+        label="Plan"
+        name="plan_id"
+        problem={props.problem}
+        value={props.value}
+        onValue={props.onValue}
+        options={[
+          { value: '', label: 'No plan' },
+          ...props.plans.map((plan) => ({ value: String(plan.id), label: plan.name })),
+        ]}
+      />
+      {chosen !== undefined && (
+        <p class="hint" role="status">
+          The device gets {describePlan(chosen)}. A data limit or expiry filled in below wins over the plan's.
+        </p>
+      )}
+    </>
+  );
+}
+
+function NewDeviceForm(props: { servers: Server[]; plans: Plan[]; server: string; onCancel: () => void }) {
+  const [form, setForm] = useState({
+    name: '',
+    server: props.server,
+    plan: '',
+    externalId: '',
+    dataLimit: '',
+    expires: '',
+  });
   const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
   const action = useAction();
   const first = useRef<HTMLFormElement>(null);
@@ -33,6 +66,7 @@ function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () 
     event.preventDefault();
     const body: NewDevice = { server_id: form.server === 'auto' ? 'auto' : Number(form.server) };
     if (form.name.trim() !== '') body.name = form.name.trim();
+    if (form.plan !== '') body.plan_id = Number(form.plan);
     if (form.externalId.trim() !== '') body.external_id = form.externalId.trim();
     if (form.dataLimit.trim() !== '') body.data_limit = gigabytesToBytes(form.dataLimit);
     if (form.expires !== '') body.expires_at = fromLocalInput(form.expires);
@@ -45,7 +79,10 @@ function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () 
   return (
     <form ref={first} onSubmit={submit} class="form panel" aria-labelledby="new-device">
       <h2 id="new-device">New device</h2>
-      <FormProblem problem={problem} shown={['name', 'server_id', 'external_id', 'data_limit', 'expires_at']} />
+      <FormProblem
+        problem={problem}
+        shown={['name', 'server_id', 'plan_id', 'external_id', 'data_limit', 'expires_at']}
+      />
       <TextField label="Name" name="name" problem={problem} value={form.name} onValue={(name) => set({ name })} />
       <SelectField
         label="Server"
@@ -61,6 +98,7 @@ function NewDeviceForm(props: { servers: Server[]; server: string; onCancel: () 
           })),
         ]}
       />
+      <PlanChoice plans={props.plans} value={form.plan} onValue={(plan) => set({ plan })} problem={problem} />
       <TextField
         label="External ID"
         name="external_id"
@@ -85,6 +123,7 @@ export function DevicesPage({ query }: { query: URLSearchParams }) {
   const [search, setSearch] = useState(searched);
   const [group, setGroup] = useState(grouped);
   const [servers] = useLoad(loadAllServers, []);
+  const [plans] = useLoad(loadAllPlans, []);
   const go = (change: Record<string, string | undefined>) =>
     navigate(
       withQuery('/devices', {
@@ -122,6 +161,7 @@ export function DevicesPage({ query }: { query: URLSearchParams }) {
       {creating && (
         <NewDeviceForm
           servers={serverList}
+          plans={plans.state === 'ready' ? plans.data.items : []}
           server={/^\d+$/.test(server) ? server : 'auto'}
           onCancel={() => go({ new: undefined })}
         />

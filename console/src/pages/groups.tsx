@@ -4,6 +4,7 @@ import { formatBytes, formatCount, fromLocalInput } from '../format.ts';
 import { navigate, withQuery } from '../router.ts';
 import { ConfirmButton, FormProblem, Page, Pager, Show, TextField, useAction, useCanWrite, useLoad } from '../ui.tsx';
 import { DEVICE_POLL_MS, DeviceRows } from '../devices.tsx';
+import { loadGroupSlots } from '../plans.tsx';
 import { loadAllServers } from '../servers.tsx';
 
 type Group = Schemas['Group'];
@@ -115,6 +116,29 @@ function GroupActions({ group, onChanged }: { group: Group; onChanged: () => voi
   );
 }
 
+/**
+ * The group's slots, or that it has none, once some plan has a cap; loaded apart from the group, so the group
+ * page never waits for them.
+ */
+function Slots({ externalId, used }: { externalId: string; used: number }) {
+  const [slots] = useLoad(() => loadGroupSlots(externalId), [externalId, used]);
+  if (slots.state !== 'ready' || slots.data === undefined) return null;
+  const max = slots.data;
+  return (
+    <>
+      <dt>Slots</dt>
+      {max === null ? (
+        <dd>No cap: no plan of its devices limits the group</dd>
+      ) : (
+        <dd>
+          <meter min={0} max={max} value={used} aria-label={`${used} of ${max} devices`} /> {formatCount(used)} /{' '}
+          {formatCount(max)} used
+        </dd>
+      )}
+    </>
+  );
+}
+
 /** A group's totals and one page of its devices (the cursor `after` in the URL), with the whole group's actions. */
 export function GroupPage({ externalId, query }: { externalId: string; query: URLSearchParams }) {
   const canWrite = useCanWrite();
@@ -151,6 +175,7 @@ export function GroupPage({ externalId, query }: { externalId: string; query: UR
             <dl class="facts">
               <dt>Devices</dt>
               <dd>{formatCount(data.device_count)}</dd>
+              <Slots externalId={externalId} used={data.device_count} />
               <dt>This month</dt>
               <dd>
                 {formatBytes(data.month_usage.total_bytes)} ({formatBytes(data.month_usage.rx_bytes)} down,{' '}

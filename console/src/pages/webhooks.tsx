@@ -19,8 +19,8 @@ import {
   useAction,
   useCanWrite,
   useLoad,
-  ShownOnce,
 } from '../ui.tsx';
+import { ShownOnce } from '../copy.tsx';
 
 const POLL_MS = 15_000;
 

@@ -30,7 +30,17 @@ export const CONSOLE_CSP = [
  * the app, which shows the page. Everything else outside the console (`/api`, `/console/session`, `/s/`,
  * `/healthz`) stays its own route's, and an unknown path stays a 404.
  */
-export const CONSOLE_PAGES = ['sign-in', 'servers', 'devices', 'groups', 'webhooks', 'api-keys', 'activity', 'users'];
+export const CONSOLE_PAGES = [
+  'sign-in',
+  'servers',
+  'devices',
+  'groups',
+  'plans',
+  'webhooks',
+  'api-keys',
+  'activity',
+  'users',
+];
 
 const NOT_BUILT =
   'The operator console is not built. Run `npm run build:console` (scripts/start does it), then reload.\n';
