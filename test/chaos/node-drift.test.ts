@@ -30,13 +30,18 @@ const DRIFT_SECONDS = 2;
 /** The product's bound (README, docs/dataplane.md): drift is repaired within 60 s whatever the period. */
 const REPAIR_BOUND_MS = 60_000;
 const SPEED_LIMIT_KBPS = 2000;
-/** The agent's metering tick: what the ledger may miss of a deleted interface is what passed after its last read. */
-const METER_TICK_MS = 1000;
 /**
- * The most bytes the old interface may count in one tick and the read → delete gap: the shaped rate's
- * outer bytes (WireGuard adds at most 47 per packet of about 1,400: under 4 %; 10 % allowed for tc's burst).
+ * The agent's metering tick: what the ledger may miss of a deleted interface is what passed after its last read,
+ * bounded by two ticks (a tick on 2 loaded cores has taken up to 1.07 s; docs/dataplane.md).
  */
-const tickBytes = (gapMs: number): number => ((SPEED_LIMIT_KBPS * 1000) / 8) * 1.1 * ((METER_TICK_MS + gapMs) / 1000);
+const METER_TICK_MS = 1000;
+/** The panel collects a node's usage every 5 s (NODE_MONITOR_DEFAULTS): a ledger unchanged for longer is complete. */
+const COLLECTION_MS = 5000;
+/**
+ * The most bytes the interface counts in `ms` at the speed limit: WireGuard's framing adds at most 47 bytes to a
+ * packet of about 1,400 (under 4 %); 10 % allowed for that and tc's burst.
+ */
+const shapedBytes = (ms: number): number => ((SPEED_LIMIT_KBPS * 1000) / 8) * 1.1 * (ms / 1000);
 
 /** The HTB class id the driver gives a limited peer: `1:` and the low 16 bits of its address in hex. */
 function classIdOf(ip: string): string {
@@ -81,6 +86,7 @@ describe('drift on the host during traffic is repaired within its period; usage 
       }
     })();
     let old: DeviceBytes;
+    let gapMs: number;
     try {
       await downloaded(c, download, device.public_key, 100_000);
       assert.ok(await hasClass(), `the limited device has class ${classId}`);
@@ -96,7 +102,7 @@ describe('drift on the host during traffic is repaired within its period; usage 
       old = need(await peerCounters(c, device.public_key));
       driftMs = Date.now();
       await run('ip', ['-n', n.netns, 'link', 'del', n.iface]);
-      const gapMs = Date.now() - askedMs;
+      gapMs = Date.now() - askedMs;
       await waitFor(
         'the interface, the peer and its class to come back',
         async () => ((await peerCounters(c, device.public_key)) !== undefined && (await hasClass())) || undefined,
@@ -112,28 +118,33 @@ describe('drift on the host during traffic is repaired within its period; usage 
     }
     const fresh = await settledPeerBytes(c.lab, c.server.id, device.public_key);
     const moved = sum(old, fresh);
-    const bound = tickBytes(1000);
-    // The ledger settles between the bytes moved less one tick's and the bytes moved (the old counters only grew
-    // after they were read, so what the agent read of them may pass `old` by the read → delete gap's bytes).
+    const bound = shapedBytes(2 * METER_TICK_MS);
+    // Complete once no collection changes it any more (the counters are settled, so nothing new is to come).
+    let seen = { usage: await panelUsage(c, device.id), sinceMs: Date.now() };
     const settled = await waitFor(
-      'the ledger to hold both interfaces',
+      'the ledger to settle',
       async () => {
         const u = await panelUsage(c, device.id);
-        const missed = moved.rx_bytes + moved.tx_bytes - (u.rx_bytes + u.tx_bytes);
-        return missed <= bound && u.rx_bytes >= fresh.rx_bytes ? u : undefined;
+        if (u.rx_bytes !== seen.usage.rx_bytes || u.tx_bytes !== seen.usage.tx_bytes)
+          seen = { usage: u, sinceMs: Date.now() };
+        return Date.now() - seen.sinceMs > COLLECTION_MS + METER_TICK_MS ? u : undefined;
       },
       30_000,
       250,
     );
     sampling = false;
     await sampler;
+    // What the ledger missed of the old interface, against the test's read of it right before the deletion: at most
+    // its last tick's bytes; below 0 by at most the read → delete gap's bytes (the agent read it later than the test).
     const missed = moved.rx_bytes + moved.tx_bytes - (settled.rx_bytes + settled.tx_bytes);
     t.diagnostic(
       `moved ${JSON.stringify(moved)} (old + new interface), ledger ${JSON.stringify(settled)}: ` +
-        `${missed} bytes not counted (bound ${Math.round(bound)}: one ${METER_TICK_MS} ms tick at the speed limit)`,
+        `${missed} bytes of the old interface not counted (bound ${Math.round(bound)}: two ${METER_TICK_MS} ms ticks ` +
+        `at the speed limit)`,
     );
-    assert.ok(missed >= -tickBytes(0) / 10, `the ledger counted ${-missed} bytes more than the interfaces did`);
-    assert.ok(missed <= bound, `${missed} bytes lost, more than one tick's`);
+    assert.ok(missed >= -shapedBytes(gapMs), `the ledger counted ${-missed} bytes more than the interfaces did`);
+    assert.ok(missed <= bound, `${missed} bytes lost, more than a tick's`);
+    assert.ok(settled.rx_bytes >= fresh.rx_bytes, 'the new interface is counted whole');
     for (const [i, s] of samples.entries()) {
       const prev = samples[i - 1];
       if (prev === undefined) continue;
@@ -142,7 +153,8 @@ describe('drift on the host during traffic is repaired within its period; usage 
         `usage went down at ${new Date(s.at).toISOString()}: ${JSON.stringify(prev.usage)} → ${JSON.stringify(s.usage)}`,
       );
       const total = s.usage.rx_bytes + s.usage.tx_bytes;
-      assert.ok(total <= moved.rx_bytes + moved.tx_bytes, `usage jumped past the bytes moved: ${total}`);
+      const most = moved.rx_bytes + moved.tx_bytes + shapedBytes(gapMs);
+      assert.ok(total <= most, `usage jumped past the bytes moved: ${total}`);
     }
   });
 });
