@@ -5,14 +5,12 @@
  * journal's baselines are read again after a crash, so what was counted since the last save is counted once).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import {
-  type ChaosLab,
+  chaosTest,
   deviceWithClient,
   downloaded,
   expectLedger,
   panelUsage,
-  startChaosLab,
   startDownload,
 } from '../support/chaos-node.ts';
 import { settledPeerBytes } from '../support/lab-panel.ts';
@@ -27,23 +25,11 @@ const KILLS = 20;
  */
 const killAfterMs = (i: number): number => (i * 263) % 5000;
 
-describe('the agent SIGKILLed 20 times during traffic: the ledger equals the counters', {
-  skip,
-  timeout: 240_000,
-}, () => {
-  let chaos: ChaosLab | undefined;
-
-  before(async () => {
-    chaos = await startChaosLab();
-  });
-
-  after(async () => {
-    assert.deepEqual((await chaos?.end()) ?? [], [], 'cleanup left nothing behind');
-  });
-
-  test('20 kills and restarts mid-download; every byte the server counted is in the ledger once', async (t) => {
-    const c = chaos;
-    assert.ok(c !== undefined, 'the lab is up');
+chaosTest(
+  'the agent SIGKILLed 20 times during traffic: the ledger equals the counters',
+  { skip, timeoutMs: 240_000 },
+  '20 kills and restarts mid-download; every byte the server counted is in the ledger once',
+  async (t, c) => {
     const device = await deviceWithClient(c, {});
     const download = await startDownload(c, '8M', 200);
     const startedMs = Date.now();
@@ -76,5 +62,5 @@ describe('the agent SIGKILLed 20 times during traffic: the ledger equals the cou
     );
     assert.ok(counters.rx_bytes > 5_000_000, 'a real download happened');
     await expectLedger(c, device.id, counters);
-  });
-});
+  },
+);

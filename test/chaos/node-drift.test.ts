@@ -11,17 +11,15 @@
  * and never go down. The speed limit bounds that tick's bytes; the test measures them.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import {
-  type ChaosLab,
+  chaosTest,
   deviceWithClient,
   downloaded,
   panelUsage,
   peerCounters,
-  startChaosLab,
   startDownload,
 } from '../support/chaos-node.ts';
-import { type DeviceBytes, settledPeerBytes } from '../support/lab-panel.ts';
+import { type DeviceBytes, need, settledPeerBytes } from '../support/lab-panel.ts';
 import { requireRoot, run, waitFor } from '../support/netns.ts';
 
 const skip = requireRoot([['tc', 'iproute2']]);
@@ -54,23 +52,11 @@ const sum = (a: DeviceBytes, b: DeviceBytes): DeviceBytes => ({
   tx_bytes: a.tx_bytes + b.tx_bytes,
 });
 
-describe('drift on the host during traffic is repaired within its period; usage neither jumps nor drops', {
-  skip,
-  timeout: 180_000,
-}, () => {
-  let chaos: ChaosLab | undefined;
-
-  before(async () => {
-    chaos = await startChaosLab({ DRIFT_CHECK_INTERVAL: String(DRIFT_SECONDS) });
-  });
-
-  after(async () => {
-    assert.deepEqual((await chaos?.end()) ?? [], [], 'cleanup left nothing behind');
-  });
-
-  test("a peer's tc class, then the server's interface, deleted mid-download", async (t) => {
-    const c = chaos;
-    assert.ok(c !== undefined, 'the lab is up');
+chaosTest(
+  'drift on the host during traffic is repaired within its period; usage neither jumps nor drops',
+  { skip, timeoutMs: 180_000, panelEnv: { DRIFT_CHECK_INTERVAL: String(DRIFT_SECONDS) } },
+  "a peer's tc class, then the server's interface, deleted mid-download",
+  async (t, c) => {
     const device = await deviceWithClient(c, { speed_limit: SPEED_LIMIT_KBPS });
     const n = c.lab.serverNames(c.server.id);
     const classId = classIdOf(device.address);
@@ -99,7 +85,7 @@ describe('drift on the host during traffic is repaired within its period; usage 
       );
 
       const askedMs = Date.now();
-      old = need(await peerCounters(c, device.public_key));
+      old = need(await peerCounters(c, device.public_key), 'the peer on the interface');
       driftMs = Date.now();
       await run('ip', ['-n', n.netns, 'link', 'del', n.iface]);
       gapMs = Date.now() - askedMs;
@@ -150,16 +136,12 @@ describe('drift on the host during traffic is repaired within its period; usage 
       if (prev === undefined) continue;
       assert.ok(
         s.usage.rx_bytes >= prev.usage.rx_bytes && s.usage.tx_bytes >= prev.usage.tx_bytes,
-        `usage went down at ${new Date(s.at).toISOString()}: ${JSON.stringify(prev.usage)} → ${JSON.stringify(s.usage)}`,
+        `usage went down at ${new Date(s.at).toISOString()}: ` +
+          `${JSON.stringify(prev.usage)} → ${JSON.stringify(s.usage)}`,
       );
       const total = s.usage.rx_bytes + s.usage.tx_bytes;
       const most = moved.rx_bytes + moved.tx_bytes + shapedBytes(gapMs);
       assert.ok(total <= most, `usage jumped past the bytes moved: ${total}`);
     }
-  });
-});
-
-function need<T>(value: T | undefined): T {
-  assert.ok(value !== undefined, 'the peer is on the interface');
-  return value;
-}
+  },
+);

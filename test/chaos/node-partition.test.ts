@@ -6,15 +6,13 @@
  * those counters byte for byte, with one `device.limit_reached`, and the node went offline and came back.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import {
-  type ChaosLab,
+  chaosTest,
   deviceWithClient,
   downloaded,
   eventsOf,
   expectLedger,
   peerCounters,
-  startChaosLab,
   startDownload,
   waitForNode,
 } from '../support/chaos-node.ts';
@@ -34,23 +32,11 @@ const BEFORE_PARTITION = 500_000;
 
 const total = (b: DeviceBytes): number => b.rx_bytes + b.tx_bytes;
 
-describe('a node partitioned from its panel for a minute enforces alone and loses nothing', {
-  skip,
-  timeout: PARTITION_MS + 120_000,
-}, () => {
-  let chaos: ChaosLab | undefined;
-
-  before(async () => {
-    chaos = await startChaosLab();
-  });
-
-  after(async () => {
-    assert.deepEqual((await chaos?.end()) ?? [], [], 'cleanup left nothing behind');
-  });
-
-  test('the cut within 2 s during the partition; after the heal the ledger equals the counters', async (t) => {
-    const c = chaos;
-    assert.ok(c !== undefined, 'the lab is up');
+chaosTest(
+  'a node partitioned from its panel for a minute enforces alone and loses nothing',
+  { skip, timeoutMs: PARTITION_MS + 120_000 },
+  'the cut within 2 s during the partition; after the heal the ledger equals the counters',
+  async (t, c) => {
     const device = await deviceWithClient(c, { data_limit: DATA_LIMIT, limit_period: 'total' });
     const download = await startDownload(c, BITRATE, 120);
     let partitionedAt = 0;
@@ -116,5 +102,5 @@ describe('a node partitioned from its panel for a minute enforces alone and lose
       ['node.online', 'node.offline', 'node.online'],
       'online when added, offline in the partition, online again after it',
     );
-  });
-});
+  },
+);

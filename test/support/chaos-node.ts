@@ -20,6 +20,7 @@ import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { createConnection, createServer, type Server as NetServer, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { after, before, describe, test, type TestContext } from 'node:test';
 import type { components } from '../../console/src/api-types.ts';
 import { createTestDatabase, type TestDatabase } from './databases.ts';
 import { connectDevice, type DeviceBytes, endLab, LabPanel, labNodeEnv, need } from './lab-panel.ts';
@@ -33,7 +34,7 @@ const CLI = join(ROOT, 'bin/vpn-panel.js');
 /** The agent's port in its own namespace: the namespace is the lab's alone, so a fixed one is free. */
 const AGENT_PORT = 7443;
 /** TEST-NET-2, in the lab's internet namespace beyond the node's uplink: where clients download from. */
-export const DOWNLOAD_IP = '198.51.100.5';
+const DOWNLOAD_IP = '198.51.100.5';
 /** Copies a Unix socket's connections to TCP 127.0.0.1:PORT of the namespace it runs in (argv: socket, port). */
 const NS_RELAY = `
 const net = require('node:net');
@@ -191,11 +192,6 @@ export class ChaosNode {
     return agent.child.signalCode === signal || agent.child.exitCode !== null;
   }
 
-  /** Everything the running agent printed. */
-  output(): string {
-    return this.#agent?.output() ?? '';
-  }
-
   /**
    * Drops every packet to or from the agent's port in its namespace (`on`), or removes the drop. Connections
    * already open stall as in a real partition; none is reset. Asking for what is already so does nothing.
@@ -334,11 +330,11 @@ export async function startDownload(chaos: ChaosLab, bitrate: string, seconds: n
   };
 }
 
-/** Waits until the server has counted `bytes` more than `from` downloaded by `publicKey`; fails with iperf3's output. */
-export async function downloaded(chaos: ChaosLab, download: Download, publicKey: string, bytes: number, from = 0) {
+/** Waits until the server counts `bytes` downloaded by `publicKey`; fails with iperf3's output. */
+export async function downloaded(chaos: ChaosLab, download: Download, publicKey: string, bytes: number) {
   await waitFor(
     'the download to flow',
-    async () => ((await peerCounters(chaos, publicKey))?.rx_bytes ?? 0) >= from + bytes || undefined,
+    async () => ((await peerCounters(chaos, publicKey))?.rx_bytes ?? 0) >= bytes || undefined,
     15_000,
     100,
   ).catch((error: unknown) => assert.fail(`${String(error)}\n${download.output()}`));
@@ -385,4 +381,26 @@ export async function eventsOf(chaos: ChaosLab, kind: string, deviceId?: number)
   const query = { kind, limit: 200, ...(deviceId === undefined ? {} : { device_id: deviceId }) };
   const { data } = await chaos.panel.api.GET('/api/v1/events', { params: { query } });
   return need(data, 'the events').data;
+}
+
+/**
+ * A suite of one test on its own ChaosLab: built in before() with `panelEnv` added to the panel's environment,
+ * ended in after(), which fails when something was left behind.
+ */
+export function chaosTest(
+  suite: string,
+  options: { skip: string | false; timeoutMs: number; panelEnv?: Record<string, string> },
+  name: string,
+  body: (t: TestContext, chaos: ChaosLab) => Promise<void>,
+): void {
+  describe(suite, { skip: options.skip, timeout: options.timeoutMs }, () => {
+    let chaos: ChaosLab | undefined;
+    before(async () => {
+      chaos = await startChaosLab(options.panelEnv);
+    });
+    after(async () => {
+      assert.deepEqual((await chaos?.end()) ?? [], [], 'cleanup left nothing behind');
+    });
+    test(name, (t) => body(t, need(chaos, 'the lab')));
+  });
 }
