@@ -20,9 +20,9 @@ const INTERVAL_MS = 10 * 60 * 1000;
 const MAIL_RETENTION_MS = 30 * 24 * 60 * 60 * 1000;
 
 /**
- * Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events and their
- * delivered or failed webhook deliveries after 90 days, the record of stored usage batches after a week, sent or failed mails after 30 days, activity
- * entries after a year.
+ * Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events and delivered
+ * or failed webhook deliveries after 90 days, the record of stored usage batches after a week, sent or
+ * failed mails after 30 days, activity entries after a year.
  */
 export class Housekeeping {
   readonly #db: Db;
