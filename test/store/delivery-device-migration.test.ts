@@ -16,7 +16,7 @@ for (const kind of DATABASE_KINDS) {
     const made = createTestDatabase(kind);
     after(async () => (await made).drop());
 
-    it("fills device_id of pending deliveries from their events; the claim then holds a device's second back", async () => {
+    it("fills device_id of pending deliveries from their events; the claim holds a device's second back", async () => {
       const database = await made;
       const store = openStore({ databaseUrl: database.env.DATABASE_URL, dataDir: database.dataDir });
       try {
