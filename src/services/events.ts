@@ -57,6 +57,7 @@ function delivery(webhookId: number, event: PanelEvent, nowIso: string): Inserta
     webhook_id: webhookId,
     event_id: event.id,
     kind: event.kind,
+    device_id: event.device_id,
     payload: JSON.stringify(event),
     message_id: `msg_${event.id}_${webhookId}`,
     state: 'pending',

@@ -32,6 +32,7 @@ import * as m025 from './migrations/025-device-plans.ts';
 import * as m026 from './migrations/026-top-ups.ts';
 import * as m027 from './migrations/027-expiry-reminders.ts';
 import * as m028 from './migrations/028-usage-thresholds.ts';
+import * as m029 from './migrations/029-delivery-device.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -67,6 +68,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '026-top-ups': m026,
   '027-expiry-reminders': m027,
   '028-usage-thresholds': m028,
+  '029-delivery-device': m029,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

@@ -247,6 +247,8 @@ export interface WebhookDeliveryTable {
   webhook_id: number;
   event_id: number;
   kind: string;
+  /** The device the event is about (null: about none): a webhook gets a device's deliveries in event order. */
+  device_id: number | null;
   /** The event (docs/api.md "Events") as JSON: the request body of every attempt. */
   payload: string;
   /** `webhook-id` header: the same on every attempt, so receivers de-duplicate on it. */

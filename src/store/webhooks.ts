@@ -1,10 +1,18 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import {
+  type Expression,
+  type ExpressionBuilder,
+  type Insertable,
+  type Selectable,
+  type SqlBool,
+  sql,
+  type Updateable,
+} from 'kysely';
 import type { PageRequest } from '../domain/paging.ts';
 import { ReusedPageShape, type ReusedRows, ReusedShape, rowLimit } from './query-shapes.ts';
 import type { Db, Queryable } from './db.ts';
 import { type Column, insertRows } from './raw-sql.ts';
 import { unheld } from './outbox.ts';
-import type { DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
+import type { Database, DeliveryState, WebhookDeliveryTable, WebhookTable } from './schema.ts';
 
 export type WebhookRow = Selectable<WebhookTable>;
 export type DeliveryRow = Selectable<WebhookDeliveryTable>;
@@ -66,6 +74,7 @@ const DELIVERY_COLUMNS: readonly Column<Insertable<WebhookDeliveryTable>>[] = [
   { name: 'webhook_id', type: 'bigint', of: (d) => d.webhook_id },
   { name: 'event_id', type: 'bigint', of: (d) => d.event_id },
   { name: 'kind', type: 'text', of: (d) => d.kind },
+  { name: 'device_id', type: 'bigint', of: (d) => d.device_id ?? null },
   { name: 'payload', type: 'text', of: (d) => d.payload },
   { name: 'message_id', type: 'text', of: (d) => d.message_id },
   { name: 'state', type: 'text', of: (d) => d.state },
@@ -118,28 +127,19 @@ export function listDeliveries(
 /**
  * Pending deliveries that wait for an earlier one (by event) of the same webhook about the same device: a
  * webhook gets a device's events one at a time, in order (docs/api.md "Receiving deliveries"). Events about
- * no device (and those whose event row was pruned) wait for nothing. One pass over the pending rows, on the
- * index of due rows (`state`, `next_attempt_at`), and the events by their key.
+ * no device wait for nothing. One probe of `deliveries_device_queue` (the pending rows by webhook, device and
+ * event) per candidate; the state is a literal so that both databases see the probe fits that partial index.
  */
-function waitingDeliveries(db: Queryable) {
-  return db
-    .selectFrom((eb) =>
-      eb
-        .selectFrom('webhook_deliveries as p')
-        .innerJoin('events as e', 'e.id', 'p.event_id')
-        .select((inner) => [
-          'p.id',
-          inner.fn
-            .agg<number>('row_number')
-            .over((over) => over.partitionBy(['p.webhook_id', 'e.device_id']).orderBy('p.event_id'))
-            .as('place'),
-        ])
-        .where('p.state', '=', 'pending')
-        .where('e.device_id', 'is not', null)
-        .as('queued'),
-    )
-    .select('queued.id')
-    .where('queued.place', '>', 1);
+function waitsForEarlier(eb: ExpressionBuilder<Database, 'webhook_deliveries'>): Expression<SqlBool> {
+  return eb.exists(
+    eb
+      .selectFrom('webhook_deliveries as p')
+      .select('p.id')
+      .where('p.state', '=', sql.lit('pending'))
+      .whereRef('p.webhook_id', '=', 'webhook_deliveries.webhook_id')
+      .whereRef('p.device_id', '=', 'webhook_deliveries.device_id')
+      .whereRef('p.event_id', '<', 'webhook_deliveries.event_id'),
+  );
 }
 
 /**
@@ -159,7 +159,7 @@ export async function claimDueDeliveries(
     .where('state', '=', 'pending')
     .where('next_attempt_at', '<=', nowIso)
     .where((eb) => unheld(eb, nowIso))
-    .where('id', 'not in', waitingDeliveries(db))
+    .where((eb) => eb.not(waitsForEarlier(eb)))
     .orderBy('next_attempt_at')
     .limit(rowLimit(limit))
     .execute();
@@ -203,4 +203,17 @@ export async function recordAttempt(db: Queryable, id: number, attempt: AttemptR
     })
     .where('id', '=', id)
     .execute();
+}
+
+/**
+ * Removes delivered and failed deliveries made before `before`, on the index of finished rows by `created_at`
+ * (`deliveries_finished`, whose condition the literal state matches); pending ones stay whatever their age.
+ */
+export async function pruneDeliveries(db: Queryable, before: string): Promise<number> {
+  const result = await db
+    .deleteFrom('webhook_deliveries')
+    .where('state', '!=', sql.lit('pending'))
+    .where('created_at', '<', before)
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
 }

@@ -6,6 +6,7 @@ import { pruneIdempotencyKeys } from '../store/idempotency.ts';
 import { pruneEvents } from '../store/events.ts';
 import { EVENT_RETENTION_MS } from '../domain/events.ts';
 import { pruneBatches } from '../store/usage.ts';
+import { pruneDeliveries } from '../store/webhooks.ts';
 
 /** A node resends an unacknowledged batch within minutes; a week covers any outage worth riding out. */
 const USAGE_BATCH_MEMORY_MS = 7 * 24 * 3600 * 1000;
@@ -19,9 +20,9 @@ const INTERVAL_MS = 10 * 60 * 1000;
 const MAIL_RETENTION_MS = 30 * 24 * 60 * 60 * 1000;
 
 /**
- * Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events after 90
- * days, the record of stored usage batches after a week, sent or failed mails after 30 days, activity
- * entries after a year.
+ * Periodic clean-up of rows past their retention: idempotency keys after 24 hours, events and delivered
+ * or failed webhook deliveries after 90 days, the record of stored usage batches after a week, sent or
+ * failed mails after 30 days, activity entries after a year.
  */
 export class Housekeeping {
   readonly #db: Db;
@@ -50,6 +51,7 @@ export class Housekeeping {
     const nowMs = this.#clock.nowMs();
     await pruneIdempotencyKeys(this.#db, isoAt(nowMs - IDEMPOTENCY_TTL_MS));
     await pruneEvents(this.#db, isoAt(nowMs - EVENT_RETENTION_MS));
+    await pruneDeliveries(this.#db, isoAt(nowMs - EVENT_RETENTION_MS));
     await pruneBatches(this.#db, isoAt(nowMs - USAGE_BATCH_MEMORY_MS));
     await pruneMail(this.#db, isoAt(nowMs - MAIL_RETENTION_MS));
     await pruneActivity(this.#db, isoAt(nowMs - ACTIVITY_RETENTION_MS));

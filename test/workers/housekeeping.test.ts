@@ -12,6 +12,9 @@ import { notifyChange } from '../../src/services/notifications.ts';
 import { listActivity } from '../../src/store/activity.ts';
 import { listMails, recordMailAttempt } from '../../src/store/mail.ts';
 import { openTestStore, type TestStore } from '../support/stores.ts';
+import { DATABASE_KINDS } from '../support/databases.ts';
+import { insertWebhook } from '../../src/store/webhooks.ts';
+import type { DeliveryState } from '../../src/store/schema.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -95,3 +98,65 @@ describe('housekeeping with a fake clock', () => {
     );
   });
 });
+
+for (const kind of DATABASE_KINDS) {
+  describe(`housekeeping prunes webhook deliveries (${kind})`, () => {
+    let opened: TestStore;
+    before(async () => {
+      opened = await openTestStore(kind);
+    });
+    after(async () => {
+      await opened.close();
+    });
+
+    it('removes delivered and failed deliveries older than 90 days; pending and recent ones stay', async () => {
+      const { db } = opened.store;
+      const clock = new ManualClock(Date.parse('2026-01-01T00:00:00Z'));
+      const now = isoAt(clock.nowMs());
+      await insertWebhook(db, {
+        url: 'https://receiver.example/hook',
+        events: JSON.stringify(['server.created']),
+        description: '',
+        enabled: 1,
+        secret: 'whsec_dGVzdA==',
+        created_by: 'admin',
+        created_at: now,
+        updated_at: now,
+      });
+      /** One event's delivery, left in `state`; its detail names it. */
+      const made = new Map<number, string>();
+      const deliver = async (detail: string, state: DeliveryState) => {
+        const [event] = await write(db, (tx) =>
+          recordEvents(tx, clock, [eventDraft({ kind: 'server.created', detail, actor: 'system' })]),
+        );
+        const row = await db
+          .selectFrom('webhook_deliveries')
+          .select('id')
+          .where('event_id', '=', event?.id ?? 0)
+          .executeTakeFirstOrThrow();
+        made.set(row.id, detail);
+        if (state !== 'pending')
+          await db
+            .updateTable('webhook_deliveries')
+            .set({ state, next_attempt_at: null })
+            .where('id', '=', row.id)
+            .execute();
+      };
+      await deliver('old delivered', 'delivered');
+      await deliver('old failed', 'failed');
+      await deliver('old pending', 'pending');
+      clock.advance(30 * DAY_MS);
+      await deliver('younger delivered', 'delivered');
+      await deliver('younger failed', 'failed');
+      clock.advance(61 * DAY_MS);
+
+      await new Housekeeping(db, clock, pino({ level: 'silent' })).runOnce();
+
+      const left = await db.selectFrom('webhook_deliveries').select(['id', 'state']).orderBy('id').execute();
+      assert.deepEqual(
+        left.map((row) => made.get(row.id)),
+        ['old pending', 'younger delivered', 'younger failed'],
+      );
+    });
+  });
+}

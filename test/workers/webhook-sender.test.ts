@@ -9,6 +9,8 @@ import type { EventDraft, PanelEvent } from '../../src/domain/events.ts';
 import { AppError } from '../../src/domain/errors.ts';
 import { type AttemptReply, generateWebhookSecret } from '../../src/domain/webhooks.ts';
 import { quietPublisher } from '../../src/services/changes.ts';
+import { enqueueDelivery } from '../../src/services/events.ts';
+import { write } from '../../src/store/db.ts';
 import { checkWebhookUrl } from '../../src/services/webhook-targets.ts';
 import type { Store } from '../../src/store/open.ts';
 import {
@@ -601,19 +603,12 @@ for (const kind of DATABASE_KINDS) {
             detail: 'device updated',
             actor: 'admin',
           };
-          const [eventId] = await insertEvents(store.db, [draft], isoAt(clock.nowMs()));
+          const now = isoAt(clock.nowMs());
+          const [eventId] = await insertEvents(store.db, [draft], now);
           assert.ok(eventId !== undefined);
-          return insertDelivery(store.db, {
-            webhook_id: webhook.id,
-            event_id: eventId,
-            kind: draft.kind,
-            payload: JSON.stringify({ ...draft, id: eventId }),
-            message_id: `msg_${eventId}_${webhook.id}`,
-            state: 'pending',
-            attempts: 0,
-            next_attempt_at: isoAt(clock.nowMs()),
-            created_at: isoAt(clock.nowMs()),
-          });
+          // As the events service makes it: the delivery names the event's device.
+          const event = { ...draft, id: eventId, created_at: now };
+          return write(store.db, (tx) => enqueueDelivery(tx, webhook.id, event, now));
         }
         const first = await addEventDelivery(1);
         const second = await addEventDelivery(1);
