@@ -6,7 +6,7 @@ import { fromLocalInput, gigabytesToBytes } from './format.ts';
 import type { Plan } from './plans.tsx';
 import { CheckField, FormProblem, SelectField, TextField, useAction } from './ui.tsx';
 
-type Renewal = paths['/api/v1/devices/{id}/renew']['post']['requestBody']['content']['application/json'];
+type Renewal = NonNullable<paths['/api/v1/devices/{id}/renew']['post']['requestBody']>['content']['application/json'];
 type Mode = 'days' | 'until' | 'plan';
 
 const MODES: ReadonlyArray<{ value: Mode; label: string }> = [
