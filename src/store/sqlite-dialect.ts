@@ -80,7 +80,7 @@ export function sqliteDialect(file: SQLite.Database): {
     },
   };
   const database = withStatementCache(file, () => dataVersion.close());
-  const dialect = new FairSqliteDialect({ database }, lock);
+  const dialect = new FairSqliteDialect({ database }, lock, () => file.inTransaction);
   return { dialect, reads, requestBegins: () => dataVersion.expire(), dataVersion: () => dataVersion.read() };
 }
 
@@ -229,14 +229,16 @@ class ConnectionLock {
 
 class FairSqliteDialect extends SqliteDialect {
   readonly #lock: ConnectionLock;
+  readonly #inTransaction: () => boolean;
 
-  constructor(config: SqliteDialectConfig, lock: ConnectionLock) {
+  constructor(config: SqliteDialectConfig, lock: ConnectionLock, inTransaction: () => boolean) {
     super(config);
     this.#lock = lock;
+    this.#inTransaction = inTransaction;
   }
 
   override createDriver(): Driver {
-    return new FairSqliteDriver(super.createDriver(), this.#lock);
+    return new FairSqliteDriver(super.createDriver(), this.#lock, this.#inTransaction);
   }
   override createAdapter(): DialectAdapter {
     return new ExclusiveConnectionAdapter();
@@ -253,10 +255,12 @@ class ExclusiveConnectionAdapter extends SqliteAdapter {
 class FairSqliteDriver implements Driver {
   readonly #inner: Driver;
   readonly #lock: ConnectionLock;
+  readonly #inTransaction: () => boolean;
 
-  constructor(inner: Driver, lock: ConnectionLock) {
+  constructor(inner: Driver, lock: ConnectionLock, inTransaction: () => boolean) {
     this.#inner = inner;
     this.#lock = lock;
+    this.#inTransaction = inTransaction;
   }
 
   init(): Promise<void> {
@@ -279,8 +283,10 @@ class FairSqliteDriver implements Driver {
   commitTransaction(connection: DatabaseConnection): Promise<void> {
     return this.#inner.commitTransaction(connection);
   }
-  rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    return this.#inner.rollbackTransaction(connection);
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    // SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then fails
+    // with "no transaction is active", and kysely would throw that instead of the error that explains it.
+    if (this.#inTransaction()) await this.#inner.rollbackTransaction(connection);
   }
   destroy(): Promise<void> {
     return this.#inner.destroy();
