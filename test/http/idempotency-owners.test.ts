@@ -85,7 +85,10 @@ for (const kind of DATABASE_KINDS) {
         .where('idempotency_key', '=', KEY)
         .execute();
       assert.equal(rows.length, 3);
-      assert.ok(rows.every((row) => (row.api_key_id === null) !== (row.console_user_id === null)), 'one owner each');
+      assert.ok(
+        rows.every((row) => (row.api_key_id === null) !== (row.console_user_id === null)),
+        'one owner each',
+      );
     });
   });
 }

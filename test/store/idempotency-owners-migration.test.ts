@@ -34,10 +34,13 @@ for (const kind of DATABASE_KINDS) {
         await migrate(store);
 
         const row = await findIdempotencyKey(store.db, { apiKeyId: key.id, key: 'order-1' });
-        assert.deepEqual(
-          row && [row.console_user_id, row.fingerprint, row.state, row.status_code, row.response_body],
-          [null, 'fp', 'done', 201, '{"id":1}'],
-        );
+        assert.deepEqual(row && [row.console_user_id, row.fingerprint, row.state, row.status_code, row.response_body], [
+          null,
+          'fp',
+          'done',
+          201,
+          '{"id":1}',
+        ]);
         assert.equal(await findIdempotencyKey(store.db, { consoleUserId: key.id, key: 'order-1' }), undefined);
       } finally {
         await store.close();
