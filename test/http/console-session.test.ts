@@ -329,7 +329,7 @@ for (const kind of DATABASE_KINDS) {
     );
 
     // The rule changed by design (issue 26): a session's Idempotency-Key was refused (400), now it is kept per user.
-    it('takes Idempotency-Key with a session: a retry is answered with the first reply, the change made once', async () => {
+    it('takes Idempotency-Key with a session: a retry gets the first reply, the change made once', async () => {
       const cookie = await session(t, 'alice');
       const send = (name: string) =>
         call(t, 'POST', '/api/v1/servers', { cookie, headers: { ...WRITE, 'idempotency-key': 'k1' }, body: { name } });

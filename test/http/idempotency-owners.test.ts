@@ -61,7 +61,7 @@ for (const kind of DATABASE_KINDS) {
       await db.drop();
     });
 
-    it("one key under three owners: each owner's first request runs, each one's retry replays its own reply", async () => {
+    it("one key, three owners: each one's first request runs, its retry replays its own reply", async () => {
       const ann = { cookie: await cookieOf('ann') };
       const ben = { cookie: await cookieOf('ben') };
       const shop = { bearer: await t.createKey('shop', 'all') };
