@@ -4,7 +4,7 @@ import { api, type Device, read } from './api.ts';
 import type { paths } from './api-types.ts';
 import { fromLocalInput, gigabytesToBytes } from './format.ts';
 import type { Plan } from './plans.tsx';
-import { CheckField, FormProblem, SelectField, TextField, useAction } from './ui.tsx';
+import { CheckField, FormProblem, SelectField, TextField, useAction, useIdempotencyKey } from './ui.tsx';
 
 type Renewal = NonNullable<paths['/api/v1/devices/{id}/renew']['post']['requestBody']>['content']['application/json'];
 type Mode = 'days' | 'until' | 'plan';
@@ -32,17 +32,24 @@ export function Renew(props: { device: Device; plans: Plan[]; onRenewed: (device
   const [form, setForm] = useState({ mode: modeOf(''), days: '30', until: '', plan: '', reset: true });
   const set = (change: Partial<typeof form>) => setForm({ ...form, ...change });
   const action = useAction();
+  const idempotency = useIdempotencyKey();
   const [done, setDone] = useState('');
   const { problem } = action;
   const submit = (event: SubmitEvent) => {
     event.preventDefault();
     setDone('');
+    const body = renewalOf(form);
+    const key = idempotency.keyFor([props.device.id, body]);
     void action.run(
       () =>
         read(
-          api.POST('/api/v1/devices/{id}/renew', { params: { path: { id: props.device.id } }, body: renewalOf(form) }),
+          api.POST('/api/v1/devices/{id}/renew', {
+            params: { path: { id: props.device.id }, header: { 'idempotency-key': key } },
+            body,
+          }),
         ),
       (renewed) => {
+        idempotency.done();
         setDone('Renewed.');
         props.onRenewed(renewed);
       },
@@ -117,19 +124,23 @@ export function Renew(props: { device: Device; plans: Plan[]; onRenewed: (device
 export function TopUp(props: { device: Device; onToppedUp: (device: Device) => void }) {
   const [amount, setAmount] = useState('');
   const action = useAction();
+  const idempotency = useIdempotencyKey();
   const [done, setDone] = useState('');
   const submit = (event: SubmitEvent) => {
     event.preventDefault();
     setDone('');
+    const body = { bytes: gigabytesToBytes(amount) };
+    const key = idempotency.keyFor([props.device.id, body]);
     void action.run(
       () =>
         read(
           api.POST('/api/v1/devices/{id}/top-up', {
-            params: { path: { id: props.device.id } },
-            body: { bytes: gigabytesToBytes(amount) },
+            params: { path: { id: props.device.id }, header: { 'idempotency-key': key } },
+            body,
           }),
         ),
       (device) => {
+        idempotency.done();
         setAmount('');
         setDone('Topped up.');
         props.onToppedUp(device);

@@ -147,6 +147,25 @@ export function useAction() {
   return { busy, problem, run, clear: () => setProblem(null) };
 }
 
+/**
+ * The Idempotency-Key of a form that changes something once per submit (a renewal, a top-up): the same while the
+ * form's values stay the same, so a resend after a lost answer (or a 409 while the first still runs) is answered
+ * with the first one's reply instead of doing it again; a new one after a success (`done`) or a change of values.
+ * Made with getRandomValues, which, unlike randomUUID, works on a panel served over plain http.
+ */
+export function useIdempotencyKey() {
+  const current = useRef<{ values: string; key: string } | null>(null);
+  function keyFor(values: unknown): string {
+    const text = JSON.stringify(values);
+    if (current.current?.values !== text) {
+      const bytes = crypto.getRandomValues(new Uint8Array(16));
+      current.current = { values: text, key: Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('') };
+    }
+    return current.current.key;
+  }
+  return { keyFor, done: () => (current.current = null) };
+}
+
 /** What the API said about one input (`fields.name`, or `fields['name.0']` for an item of a list). */
 export function fieldProblem(problem: Problem | null, name: string): string | undefined {
   if (problem === null) return undefined;

@@ -51,9 +51,7 @@ export function operation<S extends FastifySchema & { response: Record<number, T
   options: { idempotent?: boolean } = {},
 ) {
   const idempotent = options.idempotent ?? false;
-  const replay = idempotent
-    ? ' Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).'
-    : '';
+  const replay = idempotent ? ' Honours the `Idempotency-Key` header (24 hours, per API key or console user).' : '';
   const { security, who } = whoMay(scope);
   return {
     config: { scope, idempotent },

@@ -1,6 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { bodyRequired } from '../domain/error-cases.ts';
-import { AppError } from '../domain/errors.ts';
 import type { IdempotencyService } from '../services/idempotency.ts';
 import { withRequestId } from '../services/request-context.ts';
 import { changesState } from './admission.ts';
@@ -33,11 +32,10 @@ export function attachRouteHooks(app: Api, idempotency: IdempotencyService): voi
   const beginIdempotency = async (request: FastifyRequest, reply: FastifyReply) => {
     const key = request.headers['idempotency-key'];
     if (request.principal === null || typeof key !== 'string') return;
-    if (request.principal.kind === 'console_user') {
-      const message = 'Idempotency-Key is kept per API key; a request made with a console session cannot use it';
-      throw new AppError('bad_request', message, { 'idempotency-key': 'API keys only' });
-    }
-    const begun = await idempotency.begin(request.principal.keyId, key, requestFingerprint(request));
+    // Keys are kept per owner: a console user's never meet another user's or an API key's.
+    const principal = request.principal;
+    const owner = principal.kind === 'api_key' ? { apiKeyId: principal.keyId } : { consoleUserId: principal.userId };
+    const begun = await idempotency.begin(owner, key, requestFingerprint(request));
     if (begun.kind === 'replay') return sendReplay(reply, begun.statusCode, begun.body);
     request.idempotencyClaim = begun.claim;
   };

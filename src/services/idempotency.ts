@@ -5,6 +5,7 @@ import { IDEMPOTENCY_TTL_MS } from '../domain/idempotency.ts';
 import type { Db, Queryable } from '../store/db.ts';
 import {
   type IdempotencyId,
+  type IdempotencyOwner,
   claimIdempotencyKey,
   completeIdempotencyKey,
   deleteIdempotencyKeyIfOlder,
@@ -56,13 +57,14 @@ export class IdempotencyService {
     this.#clock = clock;
   }
 
-  async begin(apiKeyId: number, key: string, fingerprint: string): Promise<Begin> {
+  /** `owner`'s keys only: another API key's or console user's same key is another request. */
+  async begin(owner: IdempotencyOwner, key: string, fingerprint: string): Promise<Begin> {
     if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
       throw new AppError('bad_request', `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`, {
         'Idempotency-Key': `1 to ${MAX_KEY_LENGTH} characters`,
       });
     }
-    const id: IdempotencyId = { apiKeyId, key };
+    const id: IdempotencyId = { ...owner, key };
     // Two rounds at most: the second follows the removal of an expired or abandoned row.
     for (let round = 0; round < 2; round++) {
       const nowMs = this.#clock.nowMs();

@@ -33,6 +33,7 @@ import * as m026 from './migrations/026-top-ups.ts';
 import * as m027 from './migrations/027-expiry-reminders.ts';
 import * as m028 from './migrations/028-usage-thresholds.ts';
 import * as m029 from './migrations/029-delivery-device.ts';
+import * as m030 from './migrations/030-idempotency-owners.ts';
 
 interface MigrationModule {
   up(db: Kysely<unknown>, context: MigrationContext): Promise<void>;
@@ -69,6 +70,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   '027-expiry-reminders': m027,
   '028-usage-thresholds': m028,
   '029-delivery-device': m029,
+  '030-idempotency-owners': m030,
 };
 
 function provider(dialect: Dialect): MigrationProvider {

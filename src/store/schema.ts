@@ -21,8 +21,11 @@ export interface ApiKeyTable {
   revoked_at: string | null;
 }
 
+/** A key's owner is its API key or its console user: exactly one of the two is set (migration 030). */
 export interface IdempotencyKeyTable {
-  api_key_id: number;
+  id: Generated<number>;
+  api_key_id: number | null;
+  console_user_id: number | null;
   idempotency_key: string;
   /** SHA-256 of method, route, path parameters and body: the same key with another request is refused. */
   fingerprint: string;

@@ -264,11 +264,7 @@ describe('selling access in the operator console (headless Chromium, sqlite)', {
     assert.deepEqual(pageErrors.splice(0), []);
   });
 
-  it('a renewal whose answer was lost, sent again, renews once: both carry one Idempotency-Key', {
-    todo:
-      'the panel refuses Idempotency-Key with a console session (400, src/http/route-hooks.ts; keys are kept per ' +
-      'API key): once it keeps them per console user too, console/src/renew.tsx sends one per submitted form',
-  }, async () => {
+  it('a renewal whose answer was lost, sent again, renews once: both carry one Idempotency-Key', async () => {
     const id = deviceId;
     const was = await deviceOf(id);
     const path = `/api/v1/devices/${id}/renew`;

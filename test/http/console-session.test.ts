@@ -328,15 +328,19 @@ for (const kind of DATABASE_KINDS) {
       },
     );
 
-    it('refuses Idempotency-Key with a session (it is kept per API key)', async () => {
+    // The rule changed by design (issue 26): a session's Idempotency-Key was refused (400), now it is kept per user.
+    it('takes Idempotency-Key with a session: a retry gets the first reply, the change made once', async () => {
       const cookie = await session(t, 'alice');
-      const response = await call(t, 'POST', '/api/v1/servers', {
-        cookie,
-        headers: { ...WRITE, 'idempotency-key': 'k1' },
-        body: { name: 'idem' },
-      });
-      assert.equal(response.statusCode, 400);
-      assert.deepEqual(errorOf(response).fields, { 'idempotency-key': 'API keys only' });
+      const send = (name: string) =>
+        call(t, 'POST', '/api/v1/servers', { cookie, headers: { ...WRITE, 'idempotency-key': 'k1' }, body: { name } });
+      const first = await send('idem');
+      assert.equal(first.statusCode, 201, first.body);
+      const again = await send('idem');
+      assert.equal(again.statusCode, 201, again.body);
+      assert.equal(again.headers['idempotent-replayed'], 'true');
+      assert.equal(again.json().id, first.json().id, 'the stored reply, no second server');
+      const other = await send('idem-2');
+      assert.equal(other.statusCode, 422, 'the same key with another body is refused');
     });
 
     it('an Authorization header wins over the cookie; Bearer keys work as before', async () => {
