@@ -284,7 +284,7 @@ export interface paths {
         put?: never;
         /**
          * Create and deploy a server
-         * @description Requires an API key with the scope `servers:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         * @description Requires an API key with the scope `servers:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key or console user).
          */
         post: {
             parameters: {
@@ -787,7 +787,7 @@ export interface paths {
          * Create a device; the answer carries its client config
          * @description server_id "auto" picks the running server with the fewest devices that still has room, narrowed by country and city. The peer is on the server before the answer.
          *
-         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key or console user).
          */
         post: {
             parameters: {
@@ -1108,7 +1108,7 @@ export interface paths {
          * Move a device to another server
          * @description The device keeps its id, keys, name, limits and usage history and gets an address on the new server; the answer carries the new config. server_id "auto" never picks the current server.
          *
-         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key or console user).
          */
         post: {
             parameters: {
@@ -1175,7 +1175,7 @@ export interface paths {
         put?: never;
         /**
          * Restart the count toward the data limit from now; history stays
-         * @description Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         * @description Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key or console user).
          */
         post: {
             parameters: {
@@ -1529,7 +1529,7 @@ export interface paths {
         put?: never;
         /**
          * Restart the count toward the data limit of every device of the group
-         * @description Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         * @description Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key or console user).
          */
         post: {
             parameters: {
@@ -1897,7 +1897,7 @@ export interface paths {
          * Renew a device: extend its expiry, optionally switch plans, restart its usage count
          * @description The expiry moves to max(now, expires_at) + days, or to until; plan_id switches to that plan (its values, and its duration_days unless days or until is given). The usage count restarts unless reset_usage is false. A device cut off at its limit or expiry connects again. Posts device.renewed. With an Idempotency-Key a repeated call renews once.
          *
-         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key or console user).
          */
         post: {
             parameters: {
@@ -1979,7 +1979,7 @@ export interface paths {
          * Add bytes to the allowance of the device's current period
          * @description A device at its data limit connects again at once. The top-up lapses at the next monthly reset (a `total` count keeps it until a usage reset). Posts device.topped_up.
          *
-         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key or console user).
          */
         post: {
             parameters: {
@@ -2048,7 +2048,7 @@ export interface paths {
          * Renew every device of the group, each from its own expiry
          * @description The expiry moves to max(now, expires_at) + days, or to until; plan_id switches to that plan (its values, and its duration_days unless days or until is given). The usage count restarts unless reset_usage is false. A device cut off at its limit or expiry connects again. Posts device.renewed. With an Idempotency-Key a repeated call renews once. Answers the group after it with the first page of its devices.
          *
-         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key; refused with a console session).
+         *     Requires an API key with the scope `devices:write`, or an admin's console session. Honours the `Idempotency-Key` header (24 hours, per API key or console user).
          */
         post: {
             parameters: {
