@@ -279,7 +279,8 @@ export class Agent {
   /**
    * The drift check (GET /v1/digest): per server applied or on the host, the digest of the desired
    * state this agent holds and what the host differs in from what it applied (Driver.inspect). Each
-   * server is read inside its queue, so no change of the agent's own is half seen.
+   * server is read inside its queue, so no change of the agent's own is half seen; its counters are booked first
+   * in the same turn, since the repair that may follow makes its interface anew.
    */
   async digest(): Promise<NodeDigest> {
     const ids = [...new Set([...(await this.#driver.list()), ...this.#specs.keys()])].sort((a, b) => a - b);
@@ -304,6 +305,9 @@ export class Agent {
       .filter((s) => admitted.has(s.peer.publicKey))
       .map((s) => (throttled.has(s.peer.publicKey) ? specOf(s.peer, 'throttled') : s.peer));
     const unreadable = (error: unknown) => [`cannot be inspected: ${messageOf(error)}`];
+    // The inspection holds the queue, metering ticks wait behind it: a reading now keeps the last one of an interface
+    // deleted meanwhile at most a tick old. Booked, not saved: the round after saves it, and a crash reads it again.
+    await this.#meter(serverId).catch(() => undefined);
     const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
     const digest =
       this.#digests.get(serverId) ?? desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) });

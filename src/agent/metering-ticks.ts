@@ -16,14 +16,20 @@ export interface MeteredServers {
 }
 
 /**
- * When each server is metered: every tick a round, one turn per server in the server's queue, so a metering never
- * runs beside another change of the same server. A new round starts only when the last finished.
+ * When each server is metered: every tick, one turn per server in the server's queue, so a metering never runs
+ * beside another change of the same server. Per server, not per round: a server whose queue is busy (a drift check,
+ * an apply) delays only its own turn, and the ticks go on for the others. A tick skips only a server whose turn is
+ * still waiting in its queue: that turn reads the counters when it runs, later than the tick would. A turn running
+ * when the tick comes gets another after it, so a slow reading never drops the tick after it.
  */
 export class MeteringTicks {
   readonly #serial: KeyedQueue<number>;
   readonly #servers: MeteredServers;
   readonly #intervalMs: number;
-  #round: Promise<void> | undefined;
+  /** Each server's metering turn that is queued and has not started. */
+  readonly #waiting = new Map<number, Promise<void>>();
+  /** Every round not yet finished, so stop() waits for them. */
+  readonly #rounds = new Set<Promise<void>>();
   /** The servers whose early re-check is pending. */
   readonly #rechecks = new Set<number>();
   #timer: NodeJS.Timeout | undefined;
@@ -34,17 +40,15 @@ export class MeteringTicks {
     this.#intervalMs = intervalMs;
   }
 
-  /** One round: every server metered, then what they booked is saved; the round under way, if any. */
+  /** One round: every server metered (a turn already waiting serves), then what they booked is saved. */
   round(): Promise<void> {
-    this.#round ??= (async () => {
-      try {
-        await Promise.all([...this.#servers.ids()].map((serverId) => this.#turn(serverId)));
-        this.#servers.flush();
-      } finally {
-        this.#round = undefined;
-      }
-    })();
-    return this.#round;
+    const round = Promise.all([...this.#servers.ids()].map((serverId) => this.#turn(serverId))).then(() =>
+      this.#servers.flush(),
+    );
+    this.#rounds.add(round);
+    const forget = () => this.#rounds.delete(round);
+    round.then(forget, forget);
+    return round;
   }
 
   /** A round every interval; a round that fails (the journal cannot be saved) is reported and retried next time. */
@@ -57,7 +61,7 @@ export class MeteringTicks {
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     this.#timer = undefined;
-    await this.#round;
+    await Promise.allSettled([...this.#rounds]);
   }
 
   /** Meters the server again after a share of the interval, once, while the ticks run. */
@@ -70,8 +74,17 @@ export class MeteringTicks {
     }, this.#intervalMs / LAST_STEP_RECHECK_SHARE).unref();
   }
 
-  /** A metering turn of the server; it never rejects (a failed read waits for the next). */
+  /** The server's waiting metering turn, or a new one queued; it never rejects (a failed read waits for the next). */
   #turn(serverId: number): Promise<void> {
-    return this.#serial.run(serverId, () => this.#servers.meter(serverId)).catch(() => undefined);
+    const waiting = this.#waiting.get(serverId);
+    if (waiting !== undefined) return waiting;
+    const turn = this.#serial
+      .run(serverId, () => {
+        this.#waiting.delete(serverId);
+        return this.#servers.meter(serverId);
+      })
+      .catch(() => undefined);
+    this.#waiting.set(serverId, turn);
+    return turn;
   }
 }
