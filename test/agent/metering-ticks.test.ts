@@ -65,7 +65,7 @@ function slowInspection(): {
 }
 
 describe('metering beside the drift check', () => {
-  it('books the counters before the drift check inspects a server whose interface is deleted and made anew', async () => {
+  it('books the counters before the drift check inspects a server whose interface is then made anew', async () => {
     const peer = testPeer(1);
     const { driver, ledger, agent, download } = await setup([[TEST_SERVER, peer]]);
     download(1, peer, 5000);
