@@ -25,6 +25,7 @@ import {
 import { MemoryJournal, UsageLedger } from './usage-ledger.ts';
 import { KeyedQueue } from './keyed-queue.ts';
 import { quotaAllowance } from './quota/allowance.ts';
+import { METER_INTERVAL_MS, MeteringTicks } from './metering-ticks.ts';
 import { type NodeObserver, UNOBSERVED_NODE } from './metrics.ts';
 import { isOn, type Standing, specOf, unthrottle } from './standing.ts';
 
@@ -46,15 +47,11 @@ export interface AgentOptions {
   observer?: NodeObserver;
 }
 
-/** Counters are read this often: a device over its limit or past its expiry is off within about this. */
-export const METER_INTERVAL_MS = 1000;
 /** Servers inspected at once by the drift check: each inspection runs a few commands. */
 const INSPECT_CONCURRENCY = 8;
 
 /** What the quotas counted, read before the counters; null where no kernel allowance is kept or wanted. */
 type QuotaCounts = ReadonlyMap<string, number> | null;
-/** A server with a peer likely to use up its allowance before the next tick is metered again after this share. */
-const LAST_STEP_RECHECK_SHARE = 10;
 
 /** The error a step ended with, if any: the steps after it still run, and it is thrown at the end. */
 function settled(step: Promise<void>): Promise<unknown> {
@@ -79,7 +76,6 @@ export class Agent {
   readonly #version: string;
   readonly #ledger: UsageLedger;
   readonly #clock: Clock;
-  readonly #meterIntervalMs: number;
   readonly #observer: NodeObserver;
   /** One operation per server at a time. */
   readonly #serial = new KeyedQueue<number>();
@@ -98,25 +94,28 @@ export class Agent {
   readonly #throttled = new Map<number, Set<string>>();
   /** Servers whose kernel holds allowances this agent set (docs/dataplane.md, "Where each byte is counted"). */
   readonly #allowanced = new Set<number>();
-  /** What each server's quotas had counted at the last tick; the servers whose early re-check is pending. */
+  /** What each server's quotas had counted at the last tick. */
   readonly #lastCounted = new Map<number, ReadonlyMap<string, number>>();
-  readonly #rechecks = new Set<number>();
   /**
    * Each server's digest of its desired state, until an apply, change or removal: the drift check asks for it every
    * 15 s, and made anew it was a string a peer each time.
    */
   readonly #digests = new Map<number, string>();
-  #timer: NodeJS.Timeout | undefined;
-  #metering: Promise<void> | undefined;
+  readonly #ticks: MeteringTicks;
 
   constructor(driver: Driver, version: string, options: AgentOptions = {}) {
     this.#driver = driver;
     this.#version = version;
     this.#ledger = options.ledger ?? new UsageLedger(new MemoryJournal());
     this.#clock = options.clock ?? systemClock;
-    this.#meterIntervalMs = options.meterIntervalMs ?? METER_INTERVAL_MS;
     this.#observer = options.observer ?? UNOBSERVED_NODE;
     this.#observer.unacknowledgedBatches(this.#ledger.unacknowledgedBatches);
+    const metered = {
+      ids: () => this.#peers.keys(),
+      meter: (serverId: number) => this.#enforce(serverId),
+      flush: () => this.#ledger.flush(),
+    };
+    this.#ticks = new MeteringTicks(this.#serial, metered, options.meterIntervalMs ?? METER_INTERVAL_MS);
   }
 
   get driverKind(): Driver['kind'] {
@@ -280,7 +279,8 @@ export class Agent {
   /**
    * The drift check (GET /v1/digest): per server applied or on the host, the digest of the desired
    * state this agent holds and what the host differs in from what it applied (Driver.inspect). Each
-   * server is read inside its queue, so no change of the agent's own is half seen.
+   * server is read inside its queue, so no change of the agent's own is half seen; its counters are booked first
+   * in the same turn, since the repair that may follow makes its interface anew.
    */
   async digest(): Promise<NodeDigest> {
     const ids = [...new Set([...(await this.#driver.list()), ...this.#specs.keys()])].sort((a, b) => a - b);
@@ -305,6 +305,9 @@ export class Agent {
       .filter((s) => admitted.has(s.peer.publicKey))
       .map((s) => (throttled.has(s.peer.publicKey) ? specOf(s.peer, 'throttled') : s.peer));
     const unreadable = (error: unknown) => [`cannot be inspected: ${messageOf(error)}`];
+    // The inspection holds the queue, metering ticks wait behind it: a reading now keeps the last one of an interface
+    // deleted meanwhile at most a tick old. Booked, not saved: the round after saves it, and a crash reads it again.
+    await this.#meter(serverId).catch(() => undefined);
     const discrepancies = await this.#driver.inspect(spec, onInterface).catch(unreadable);
     const digest =
       this.#digests.get(serverId) ?? desiredDigest({ server: spec, peers: [...peers.values()].map((s) => s.peer) });
@@ -335,34 +338,16 @@ export class Agent {
    * or whose expiry passed leave the interface, peers allowed again return.
    */
   meterAll(): Promise<void> {
-    this.#metering ??= (async () => {
-      try {
-        await Promise.all(
-          [...this.#peers.keys()].map((serverId) =>
-            this.#serial.run(serverId, () => this.#enforce(serverId)).catch(() => undefined),
-          ),
-        );
-        this.#ledger.flush();
-      } finally {
-        this.#metering = undefined;
-      }
-    })();
-    return this.#metering;
+    return this.#ticks.round();
   }
 
-  /**
-   * Meters every `meterIntervalMs`; a round that fails (the journal cannot be saved) is reported and retried next
-   * time.
-   */
+  /** Meters every `meterIntervalMs` (MeteringTicks); a round that fails is reported and retried next time. */
   start(onError: (error: unknown) => void): void {
-    this.#timer = setInterval(() => this.meterAll().catch(onError), this.#meterIntervalMs);
-    this.#timer.unref();
+    this.#ticks.start(onError);
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    await this.#metering;
+    await this.#ticks.stop();
     this.#ledger.flush();
   }
 
@@ -433,20 +418,10 @@ export class Agent {
       allowances.push({ publicKey: key, allowedIp, limitBytes: count + step, ...(allowedIp6 ? { allowedIp6 } : {}) });
     }
     this.#lastCounted.set(serverId, counted);
-    if (lastStep) this.#recheckSoon(serverId);
+    if (lastStep) this.#ticks.recheckSoon(serverId);
     await this.#driver.setAllowances(serverId, allowances);
     if (allowances.length > 0) this.#allowanced.add(serverId);
     else this.#allowanced.delete(serverId);
-  }
-
-  /** Enforces the server's limits again after a share of the interval, once, while the agent runs. */
-  #recheckSoon(serverId: number): void {
-    if (this.#timer === undefined || this.#rechecks.has(serverId)) return;
-    this.#rechecks.add(serverId);
-    setTimeout(() => {
-      this.#rechecks.delete(serverId);
-      if (this.#timer !== undefined) this.#serial.run(serverId, () => this.#enforce(serverId)).catch(() => undefined);
-    }, this.#meterIntervalMs / LAST_STEP_RECHECK_SHARE).unref();
   }
 
   /** Reads one server's counters into the ledger. Runs inside the server's queue. */
