@@ -149,6 +149,10 @@ export async function waitFor<T>(
   }
 }
 
+/** What iperf3 says when its server is still in another test, and how long `iperf` waits for it to be free. */
+const IPERF_BUSY = 'the server is busy running a test';
+const IPERF_BUSY_WAIT_MS = 20_000;
+
 /** `end.sum_received.bits_per_second` of `iperf3 -J` in Mbit/s: what the receiving side counted (TCP payload). */
 function receivedMbps(json: string): number {
   const field = (value: unknown, name: string): unknown =>
@@ -764,7 +768,17 @@ export class NetLab {
       '-J',
     ];
     if (bitrate !== undefined) args.push('-b', bitrate);
-    return receivedMbps(await run('ip', direction === 'download' ? [...args, '-R'] : args));
+    // The server takes one test at a time and notices a client of the previous one gone only after a moment
+    // (a run through a throttled tunnel ends slowly): it then refuses with "busy"; wait until it takes ours.
+    const deadline = Date.now() + IPERF_BUSY_WAIT_MS;
+    for (;;) {
+      const report = await run('ip', direction === 'download' ? [...args, '-R'] : args).catch((error: unknown) => {
+        if (error instanceof CommandFailed && error.message.includes(IPERF_BUSY)) return IPERF_BUSY;
+        throw error;
+      });
+      if (!report.includes(IPERF_BUSY) || Date.now() > deadline) return receivedMbps(report);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
   }
 
   /** `count` pings from the client namespace; true when any reply came back. */
