@@ -1,5 +1,5 @@
 /**
- * The panel's `/api/v1`, typed by the OpenAPI document (api-types.ts, generated: `npm run gen:api-types`).
+ * The panel's `/api/v1`, typed by the OpenAPI document (api-types.ts: the SDK's generated types, `npm run gen:sdk`).
  * Calls carry the session cookie (same origin); writes add `X-Console-Request: 1`, which the panel asks of a
  * cookie-authenticated write, so another site cannot make the browser send one.
  */

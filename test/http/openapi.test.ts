@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { SCOPES } from '../../src/domain/api-keys.ts';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { API_TYPES, apiTypesSource } from '../support/generate-api-types.ts';
+import { typescriptFile } from '../../sdk/tools/generate.ts';
 import { type PanelProcess, startPanel } from '../support/panel.ts';
 
 interface Operation {
@@ -132,12 +132,12 @@ describe('OpenAPI description', () => {
     }
   });
 
-  it('is what the committed API types of the console and the test client were generated from', async () => {
-    const committed = readFileSync(API_TYPES, 'utf8');
+  it('is what the committed API types of the SDK, the console and the test client were generated from', async () => {
+    const generated = await typescriptFile(document);
     assert.equal(
-      committed,
-      await apiTypesSource(document),
-      'console/src/api-types.ts is stale: run npm run gen:api-types',
+      readFileSync(new URL(`../../${generated.path}`, import.meta.url), 'utf8'),
+      generated.text,
+      `${generated.path} is stale: run npm run gen:sdk`,
     );
   });
 });
